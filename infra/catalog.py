@@ -1,0 +1,175 @@
+"""The one table of machine types: every fact about a GPU machine lives here.
+
+Nothing else in the project hard-codes a GPU count, a GPU memory size, an EFA interface count,
+an accelerator type name or a price: settings validation, node pools, pod resources, the NCCL
+environment and the cost estimate all read this table. Sources per entry are in
+docs/catalog-sources.md; prices are on-demand list prices in USD per hour in the reference
+regions (us-east-1, eastus, us-central1) and drift, so treat the cost outputs as estimates.
+Last checked 2026-11 (see the sources file for the date and what could not be verified).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Cloud(str, Enum):
+    """The clouds this program deploys to."""
+
+    AWS = "aws"
+    AZURE = "azure"
+    GCP = "gcp"
+
+
+class Interconnect(str, Enum):
+    """The low-latency fabric a machine offers between nodes."""
+
+    NONE = "none"
+    EFA = "efa"  # AWS Elastic Fabric Adapter (libfabric)
+    INFINIBAND = "infiniband"  # Azure ND-series, Mellanox ConnectX (UCX / NCCL IB)
+    GPUDIRECT_TCPX = "gpudirect-tcpx"  # GCP A3 High
+    GPUDIRECT_TCPXO = "gpudirect-tcpxo"  # GCP A3 Mega
+    RDMA = "rdma"  # GCP A3 Ultra / A4 (RoCE through the GKE RDMA plugin)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One machine type and what it offers a training job."""
+
+    name: str
+    cloud: Cloud
+    vcpus: int
+    memory_gib: float
+    network_gbps: float
+    on_demand_usd_per_hour: float
+    typical_spot_discount: float  # fraction off on-demand, e.g. 0.6 = spot costs 40%
+    gpu_model: str | None = None
+    gpu_count: int = 0
+    gpu_memory_gib: int = 0
+    interconnect: Interconnect = Interconnect.NONE
+    efa_interfaces: int = 0  # interfaces a pod can request as vpc.amazonaws.com/efa
+    gcp_accelerator_type: str | None = None  # nodeConfig.guestAccelerators[].type on GKE
+    # False where the vendor sells the machine only through reservations / capacity blocks /
+    # Flex-start / Spot; on_demand_usd_per_hour is then the listed rate, not a buyable one.
+    on_demand_available: bool = True
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.gpu_count > 0
+
+    @property
+    def spot_usd_per_hour(self) -> float:
+        return round(self.on_demand_usd_per_hour * (1.0 - self.typical_spot_discount), 4)
+
+
+def _gpu(**kwargs: object) -> Machine:
+    return Machine(**kwargs)  # type: ignore[arg-type]
+
+
+MACHINES: tuple[Machine, ...] = (
+    # network_gbps is the machine's aggregate inter-node bandwidth as the vendor states it:
+    # AWS "network performance" (EFA included), Azure InfiniBand (8 x HDR 200 / NDR 400 Gbps;
+    # the Ethernet NICs are 20-80 Gbps and not counted), GCP "max total bandwidth" (GPU NICs
+    # plus gVNIC). Sources per value: docs/catalog-sources.md.
+    # --- AWS: P4d/P4de (A100), P5 (H100), P5e/P5en (H200); EFA on all of them.
+    # Prices: us-east-1 Linux on-demand after the June 2025 P4/P5 price cut.
+    _gpu(name="p4d.24xlarge", cloud=Cloud.AWS, gpu_model="A100", gpu_count=8, gpu_memory_gib=40,
+         vcpus=96, memory_gib=1152, network_gbps=400, interconnect=Interconnect.EFA,
+         efa_interfaces=4, on_demand_usd_per_hour=21.96, typical_spot_discount=0.6),
+    _gpu(name="p4de.24xlarge", cloud=Cloud.AWS, gpu_model="A100", gpu_count=8, gpu_memory_gib=80,
+         vcpus=96, memory_gib=1152, network_gbps=400, interconnect=Interconnect.EFA,
+         efa_interfaces=4, on_demand_usd_per_hour=27.45, typical_spot_discount=0.6),
+    _gpu(name="p5.48xlarge", cloud=Cloud.AWS, gpu_model="H100", gpu_count=8, gpu_memory_gib=80,
+         vcpus=192, memory_gib=2048, network_gbps=3200, interconnect=Interconnect.EFA,
+         efa_interfaces=32, on_demand_usd_per_hour=55.04, typical_spot_discount=0.6),
+    # p5e: specs verified; the price is NOT verified (mostly sold through Capacity Blocks).
+    _gpu(name="p5e.48xlarge", cloud=Cloud.AWS, gpu_model="H200", gpu_count=8, gpu_memory_gib=141,
+         vcpus=192, memory_gib=2048, network_gbps=3200, interconnect=Interconnect.EFA,
+         efa_interfaces=32, on_demand_usd_per_hour=113.92, typical_spot_discount=0.5),
+    # p5en: EFAv3, 16 network cards (vs 32 on p5/p5e) for the same 3200 Gbps.
+    _gpu(name="p5en.48xlarge", cloud=Cloud.AWS, gpu_model="H200", gpu_count=8, gpu_memory_gib=141,
+         vcpus=192, memory_gib=2048, network_gbps=3200, interconnect=Interconnect.EFA,
+         efa_interfaces=16, on_demand_usd_per_hour=63.30, typical_spot_discount=0.55),
+    # Non-GPU, for system pools.
+    Machine(name="m6i.xlarge", cloud=Cloud.AWS, vcpus=4, memory_gib=16, network_gbps=12.5,
+            on_demand_usd_per_hour=0.192, typical_spot_discount=0.6),
+    Machine(name="m6i.2xlarge", cloud=Cloud.AWS, vcpus=8, memory_gib=32, network_gbps=12.5,
+            on_demand_usd_per_hour=0.384, typical_spot_discount=0.6),
+    # --- Azure: NDv4 (A100 + HDR InfiniBand), NDm A100 v4, ND H100 v5 / H200 v5 (NDR).
+    # Prices: eastus Linux pay-as-you-go.
+    _gpu(name="Standard_ND96asr_v4", cloud=Cloud.AZURE, gpu_model="A100", gpu_count=8,
+         gpu_memory_gib=40, vcpus=96, memory_gib=900, network_gbps=1600,
+         interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=27.20,
+         typical_spot_discount=0.6),
+    _gpu(name="Standard_ND96amsr_A100_v4", cloud=Cloud.AZURE, gpu_model="A100", gpu_count=8,
+         gpu_memory_gib=80, vcpus=96, memory_gib=1900, network_gbps=1600,
+         interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=32.77,
+         typical_spot_discount=0.6),
+    _gpu(name="Standard_ND96isr_H100_v5", cloud=Cloud.AZURE, gpu_model="H100", gpu_count=8,
+         gpu_memory_gib=80, vcpus=96, memory_gib=1900, network_gbps=3200,
+         interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=98.32,
+         typical_spot_discount=0.5),
+    _gpu(name="Standard_ND96isr_H200_v5", cloud=Cloud.AZURE, gpu_model="H200", gpu_count=8,
+         gpu_memory_gib=141, vcpus=96, memory_gib=1850, network_gbps=3200,
+         interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=110.24,
+         typical_spot_discount=0.5),
+    # A GPU machine without InfiniBand, for small experiments (and to prove the IB rule).
+    _gpu(name="Standard_NC24ads_A100_v4", cloud=Cloud.AZURE, gpu_model="A100", gpu_count=1,
+         gpu_memory_gib=80, vcpus=24, memory_gib=220, network_gbps=20,
+         on_demand_usd_per_hour=3.67, typical_spot_discount=0.6),
+    Machine(name="Standard_D4s_v5", cloud=Cloud.AZURE, vcpus=4, memory_gib=16, network_gbps=12.5,
+            on_demand_usd_per_hour=0.192, typical_spot_discount=0.6),
+    Machine(name="Standard_D8s_v5", cloud=Cloud.AZURE, vcpus=8, memory_gib=32, network_gbps=12.5,
+            on_demand_usd_per_hour=0.384, typical_spot_discount=0.6),
+    # --- GCP: A2 (A100), A3 High (H100 + GPUDirect-TCPX), A3 Mega (TCPXO), A3 Ultra (H200, RDMA).
+    # Prices: us-central1.
+    _gpu(name="a2-highgpu-8g", cloud=Cloud.GCP, gpu_model="A100", gpu_count=8, gpu_memory_gib=40,
+         vcpus=96, memory_gib=680, network_gbps=100, gcp_accelerator_type="nvidia-tesla-a100",
+         on_demand_usd_per_hour=29.39, typical_spot_discount=0.6),
+    _gpu(name="a2-ultragpu-8g", cloud=Cloud.GCP, gpu_model="A100", gpu_count=8, gpu_memory_gib=80,
+         vcpus=96, memory_gib=1360, network_gbps=100, gcp_accelerator_type="nvidia-a100-80gb",
+         on_demand_usd_per_hour=40.22, typical_spot_discount=0.6),
+    _gpu(name="a3-highgpu-8g", cloud=Cloud.GCP, gpu_model="H100", gpu_count=8, gpu_memory_gib=80,
+         vcpus=208, memory_gib=1872, network_gbps=1000, interconnect=Interconnect.GPUDIRECT_TCPX,
+         gcp_accelerator_type="nvidia-h100-80gb", on_demand_usd_per_hour=88.25,
+         typical_spot_discount=0.6),
+    _gpu(name="a3-megagpu-8g", cloud=Cloud.GCP, gpu_model="H100", gpu_count=8, gpu_memory_gib=80,
+         vcpus=208, memory_gib=1872, network_gbps=1800,
+         interconnect=Interconnect.GPUDIRECT_TCPXO, gcp_accelerator_type="nvidia-h100-mega-80gb",
+         on_demand_usd_per_hour=88.25, typical_spot_discount=0.6),
+    # A3 Ultra: 8 x 400 Gbps CX-7 RDMA NICs + 2 x 200 Gbps gVNIC = 3600 Gbps. Google does not
+    # sell it on-demand (reservations, Flex-start, Spot); the price is the listed hourly rate.
+    _gpu(name="a3-ultragpu-8g", cloud=Cloud.GCP, gpu_model="H200", gpu_count=8,
+         gpu_memory_gib=141, vcpus=224, memory_gib=2952, network_gbps=3600,
+         interconnect=Interconnect.RDMA, gcp_accelerator_type="nvidia-h200-141gb",
+         on_demand_usd_per_hour=84.81, typical_spot_discount=0.4, on_demand_available=False),
+    Machine(name="e2-standard-4", cloud=Cloud.GCP, vcpus=4, memory_gib=16, network_gbps=8,
+            on_demand_usd_per_hour=0.134, typical_spot_discount=0.6),
+    Machine(name="n2-standard-4", cloud=Cloud.GCP, vcpus=4, memory_gib=16, network_gbps=10,
+            on_demand_usd_per_hour=0.194, typical_spot_discount=0.6),
+)
+
+_BY_KEY: dict[tuple[Cloud, str], Machine] = {(m.cloud, m.name): m for m in MACHINES}
+
+
+def find_machine(cloud: Cloud | str, name: str) -> Machine | None:
+    """The catalog entry for a machine type on a cloud, or None when it is not in the catalog."""
+    return _BY_KEY.get((Cloud(cloud), name))
+
+
+def machine(cloud: Cloud | str, name: str) -> Machine:
+    """The catalog entry; settings validation guarantees it exists before this is called."""
+    found = find_machine(cloud, name)
+    if found is None:
+        raise KeyError(f"{name!r} is not in the machine catalog for {Cloud(cloud).value}")
+    return found
+
+
+def machine_names(cloud: Cloud | str, *, gpu: bool | None = None) -> list[str]:
+    """Machine type names for a cloud, optionally only GPU (True) or only CPU (False) ones."""
+    return sorted(
+        m.name
+        for m in MACHINES
+        if m.cloud == Cloud(cloud) and (gpu is None or m.has_gpus == gpu)
+    )

@@ -1,0 +1,171 @@
+"""Facts about the machine catalog that the rest of the program relies on."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.catalog import (
+    MACHINES,
+    Cloud,
+    Interconnect,
+    find_machine,
+    machine,
+    machine_names,
+)
+
+GPU_MACHINES = [m for m in MACHINES if m.has_gpus]
+
+# The nine machine types of the seed guides: (cloud, name, GPU model, GPU count, GiB per GPU).
+SEED_MACHINES = [
+    (Cloud.AWS, "p4d.24xlarge", "A100", 8, 40),
+    (Cloud.AWS, "p4de.24xlarge", "A100", 8, 80),
+    (Cloud.AWS, "p5.48xlarge", "H100", 8, 80),
+    (Cloud.AZURE, "Standard_ND96asr_v4", "A100", 8, 40),
+    (Cloud.AZURE, "Standard_ND96amsr_A100_v4", "A100", 8, 80),
+    (Cloud.AZURE, "Standard_ND96isr_H100_v5", "H100", 8, 80),
+    (Cloud.GCP, "a2-highgpu-8g", "A100", 8, 40),
+    (Cloud.GCP, "a2-ultragpu-8g", "A100", 8, 80),
+    (Cloud.GCP, "a3-highgpu-8g", "H100", 8, 80),
+]
+
+
+def _id(m) -> str:
+    return f"{m.cloud.value}:{m.name}"
+
+
+@pytest.mark.parametrize(("cloud", "name", "model", "count", "memory"), SEED_MACHINES)
+def test_seed_guide_machines_are_present_with_their_gpus(cloud, name, model, count, memory):
+    m = machine(cloud, name)
+    assert (m.gpu_model, m.gpu_count, m.gpu_memory_gib) == (model, count, memory)
+
+
+@pytest.mark.parametrize("m", GPU_MACHINES, ids=_id)
+def test_every_gpu_machine_has_a_model_count_and_memory(m):
+    assert m.gpu_model
+    assert m.gpu_count > 0
+    assert m.gpu_memory_gib > 0
+
+
+@pytest.mark.parametrize("m", [m for m in MACHINES if not m.has_gpus], ids=_id)
+def test_cpu_machines_declare_no_gpu_facts(m):
+    assert m.gpu_model is None
+    assert m.gpu_memory_gib == 0
+    assert m.gcp_accelerator_type is None
+    assert m.efa_interfaces == 0
+
+
+@pytest.mark.parametrize("m", [m for m in MACHINES if m.interconnect is Interconnect.EFA], ids=_id)
+def test_efa_machines_are_aws_and_request_at_least_one_efa_interface(m):
+    assert m.cloud is Cloud.AWS
+    assert m.efa_interfaces > 0
+
+
+@pytest.mark.parametrize("m", [m for m in MACHINES if m.interconnect is not Interconnect.EFA], ids=_id)
+def test_only_efa_machines_request_efa_interfaces(m):
+    assert m.efa_interfaces == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "interfaces"),
+    [("p4d.24xlarge", 4), ("p4de.24xlarge", 4), ("p5.48xlarge", 32), ("p5e.48xlarge", 32),
+     ("p5en.48xlarge", 16)],
+)
+def test_efa_interface_counts_match_the_instance_network_cards(name, interfaces):
+    assert machine(Cloud.AWS, name).efa_interfaces == interfaces
+
+
+def test_every_aws_gpu_machine_in_the_catalog_uses_efa():
+    aws_gpu = [m for m in GPU_MACHINES if m.cloud is Cloud.AWS]
+    assert aws_gpu
+    assert all(m.interconnect is Interconnect.EFA for m in aws_gpu)
+
+
+@pytest.mark.parametrize("m", [m for m in GPU_MACHINES if m.cloud is Cloud.GCP], ids=_id)
+def test_gcp_gpu_machines_name_their_accelerator_type(m):
+    assert m.gcp_accelerator_type and m.gcp_accelerator_type.startswith("nvidia-")
+
+
+def test_only_gcp_machines_name_a_gcp_accelerator_type():
+    assert all(m.gcp_accelerator_type is None for m in MACHINES if m.cloud is not Cloud.GCP)
+
+
+@pytest.mark.parametrize(
+    ("name", "accelerator", "interconnect"),
+    [
+        ("a2-highgpu-8g", "nvidia-tesla-a100", Interconnect.NONE),
+        ("a2-ultragpu-8g", "nvidia-a100-80gb", Interconnect.NONE),
+        ("a3-highgpu-8g", "nvidia-h100-80gb", Interconnect.GPUDIRECT_TCPX),
+        ("a3-megagpu-8g", "nvidia-h100-mega-80gb", Interconnect.GPUDIRECT_TCPXO),
+        ("a3-ultragpu-8g", "nvidia-h200-141gb", Interconnect.RDMA),
+    ],
+)
+def test_gcp_accelerator_names_and_fabrics(name, accelerator, interconnect):
+    m = machine(Cloud.GCP, name)
+    assert (m.gcp_accelerator_type, m.interconnect) == (accelerator, interconnect)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4", "Standard_ND96isr_H100_v5",
+     "Standard_ND96isr_H200_v5"],
+)
+def test_azure_nd_machines_have_infiniband(name):
+    assert machine(Cloud.AZURE, name).interconnect is Interconnect.INFINIBAND
+
+
+def test_azure_has_a_gpu_machine_without_infiniband():
+    assert any(m.cloud is Cloud.AZURE and m.interconnect is Interconnect.NONE for m in GPU_MACHINES)
+
+
+@pytest.mark.parametrize("cloud", list(Cloud))
+def test_names_are_unique_per_cloud(cloud):
+    names = [m.name for m in MACHINES if m.cloud is cloud]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("cloud", list(Cloud))
+def test_each_cloud_has_gpu_and_non_gpu_machines(cloud):
+    assert machine_names(cloud, gpu=True)
+    assert machine_names(cloud, gpu=False)
+
+
+@pytest.mark.parametrize("m", MACHINES, ids=_id)
+def test_prices_and_shapes_are_positive_and_spot_is_cheaper(m):
+    assert m.vcpus > 0 and m.memory_gib > 0 and m.network_gbps > 0
+    assert m.on_demand_usd_per_hour > 0
+    assert 0 < m.typical_spot_discount < 1
+    assert 0 < m.spot_usd_per_hour < m.on_demand_usd_per_hour
+
+
+def test_a_gpu_machine_costs_more_than_any_system_pool_machine():
+    assert min(m.on_demand_usd_per_hour for m in GPU_MACHINES) > max(
+        m.on_demand_usd_per_hour for m in MACHINES if not m.has_gpus
+    )
+
+
+def test_h200_machines_have_141_gib_per_gpu():
+    h200 = [m for m in GPU_MACHINES if m.gpu_model == "H200"]
+    assert {m.cloud for m in h200} == set(Cloud)
+    assert all(m.gpu_memory_gib == 141 and m.gpu_count == 8 for m in h200)
+
+
+def test_lookup_accepts_cloud_strings_and_reports_unknown_machines():
+    assert find_machine("aws", "p5.48xlarge") is machine(Cloud.AWS, "p5.48xlarge")
+    assert find_machine(Cloud.GCP, "p5.48xlarge") is None
+    with pytest.raises(KeyError, match="not in the machine catalog"):
+        machine(Cloud.AZURE, "Standard_ND40rs_v2")
+    with pytest.raises(ValueError):
+        find_machine("oracle", "BM.GPU.H100.8")
+
+
+def test_machine_names_filters_and_sorts():
+    all_gcp = machine_names("gcp")
+    assert all_gcp == sorted(all_gcp)
+    assert set(machine_names("gcp", gpu=True)) | set(machine_names("gcp", gpu=False)) == set(all_gcp)
+    assert "e2-standard-4" in machine_names("gcp", gpu=False)
+    assert "e2-standard-4" not in machine_names("gcp", gpu=True)
+
+
+def test_machines_sold_only_through_reservations_are_flagged():
+    assert machine(Cloud.GCP, "a3-ultragpu-8g").on_demand_available is False
+    assert machine(Cloud.AWS, "p5.48xlarge").on_demand_available is True
