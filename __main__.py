@@ -1,0 +1,28 @@
+"""torchrec-cloud: settings -> cloud GPU cluster -> training job -> stack outputs."""
+
+import pulumi
+
+from infra.clouds import build_cluster, hourly_cost
+from infra.contract import GpuClusterArgs
+from infra.naming import name_prefix
+from infra.settings import load_settings
+from workloads import TrainingJob, TrainingJobArgs
+
+settings = load_settings()  # a bad stack file stops here, before any resource exists
+args = GpuClusterArgs(settings=settings, name_prefix=name_prefix())
+cluster = build_cluster(args)
+job = TrainingJob(
+    f"{args.name_prefix}-training",
+    TrainingJobArgs(cluster=cluster, job=settings.job, checkpoints=settings.checkpoints,
+                    dataset=settings.dataset),
+)
+
+pulumi.export("cloud", settings.cloud.value)
+pulumi.export("cluster_name", cluster.name)
+pulumi.export("kubeconfig", pulumi.Output.secret(cluster.kubeconfig))
+pulumi.export("file_system_id", cluster.shared_file_system.file_system_id)
+pulumi.export("checkpoint_uri", cluster.checkpoints.uri)
+pulumi.export("trainer_image", cluster.trainer_image)
+pulumi.export("job_name", job.job_name)
+pulumi.export("watch_commands", job.watch_commands)
+pulumi.export("estimated_cost", hourly_cost(args))

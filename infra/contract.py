@@ -1,0 +1,115 @@
+"""The cluster contract: everything the workload layer may know about a cloud's GPU cluster.
+
+Each cloud component (infra/aws, infra/azure, infra/gcp) returns one `GpuCluster`; workloads/
+consumes it and nothing else, so the Kubernetes objects never depend on which cloud made them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.catalog import Cloud, Machine
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint the job must tolerate to land on a pool."""
+
+    key: str
+    value: str
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """One GPU node pool as the scheduler sees it."""
+
+    name: str
+    machine: Machine
+    min_nodes: int
+    desired_nodes: int
+    max_nodes: int
+    spot: bool
+    node_labels: Mapping[str, str]  # labels every node of this pool carries: the job selects on them
+    taints: Sequence[Taint]
+
+
+@dataclass(frozen=True)
+class CsiVolumeSource:
+    """A static PersistentVolume backed by a CSI driver (FSx for Lustre)."""
+
+    driver: str
+    volume_handle: pulumi.Input[str]
+    volume_attributes: Mapping[str, pulumi.Input[str]]
+
+
+@dataclass(frozen=True)
+class NfsVolumeSource:
+    """A static PersistentVolume backed by an NFS export (Azure NetApp Files, Filestore)."""
+
+    server: pulumi.Input[str]
+    path: pulumi.Input[str]
+
+
+@dataclass(frozen=True)
+class SharedFileSystem:
+    """The high-throughput file system every pod mounts."""
+
+    source: CsiVolumeSource | NfsVolumeSource
+    capacity_gib: int
+    mount_path: str
+    mount_options: Sequence[str]
+    file_system_id: pulumi.Output[str]
+    ready: pulumi.Resource  # the job waits for this resource
+
+
+@dataclass(frozen=True)
+class CheckpointStore:
+    """Where checkpoints go, and the identity that lets the job (and only the job) write there."""
+
+    uri: pulumi.Output[str]  # s3://bucket/prefix, az://container/prefix, gs://bucket/prefix
+    bucket: pulumi.Output[str]
+    service_account_annotations: Mapping[str, pulumi.Input[str]]
+    pod_labels: Mapping[str, str]
+    env: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)  # e.g. AZURE_STORAGE_ACCOUNT
+
+
+@dataclass(frozen=True)
+class InterconnectSpec:
+    """What a pod needs to use the fabric: device resources, environment, capabilities."""
+
+    pod_resources: Mapping[str, int]  # e.g. {"vpc.amazonaws.com/efa": 4}
+    env: Mapping[str, str]  # NCCL / libfabric / UCX settings
+    capabilities: Sequence[str] = ()  # e.g. ("IPC_LOCK",) to pin memory for RDMA
+
+
+@dataclass(frozen=True)
+class GpuCluster:
+    """The whole contract one cloud component hands to the workload layer."""
+
+    cloud: Cloud
+    name: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]  # secret
+    provider: k8s.Provider  # built from the kubeconfig; depends on pools and add-ons
+    gpu_pools: Mapping[str, GpuPool]  # keyed "onDemand" / "spot", as in the settings
+    shared_file_system: SharedFileSystem
+    checkpoints: CheckpointStore
+    interconnect: InterconnectSpec
+    trainer_image: pulumi.Input[str]
+    ready: Sequence[pulumi.Resource]  # pools, add-ons: the job is created after all of them
+
+
+@dataclass(frozen=True)
+class GpuClusterArgs:
+    """What every cloud component is built from: the validated settings and a name prefix."""
+
+    settings: "Settings"
+    name_prefix: str  # "<project>-<stack>", so two stacks can live in one account
+
+
+from infra.settings.model import Settings  # noqa: E402  (typing only; avoids an import cycle)

@@ -1,0 +1,145 @@
+"""Read the stack's configuration once and turn it into validated Settings or one SettingsError."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+from pydantic import ValidationError
+
+from infra.catalog import Cloud
+from infra.settings.defaults import with_cloud_defaults
+from infra.settings.errors import CONFIG_NAMESPACE, Problem, SettingsError
+from infra.settings.model import Settings
+from infra.settings.rules import check_all
+
+TOP_LEVEL_KEYS = tuple(
+    field.alias or name for name, field in Settings.model_fields.items()
+)
+
+
+FS_KINDS = {"fsx-lustre", "azure-netapp-files", "filestore"}
+
+
+def _locations(error: ValidationError) -> list[tuple[tuple[str | int, ...], dict[str, Any]]]:
+    # Drop the discriminator tag pydantic adds to union locations (e.g. "fsx-lustre").
+    return [
+        (tuple(part for part in item["loc"] if part not in FS_KINDS), dict(item))
+        for item in error.errors()
+    ]
+
+
+def _type_problems(error: ValidationError) -> list[Problem]:
+    problems = []
+    for loc, item in _locations(error):
+        value = None if item["type"] == "missing" else item.get("input")
+        allowed = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "missing":
+            allowed = f"required: {_description(loc) or 'see README'}"
+        if item["type"] == "extra_forbidden":
+            allowed = "not a setting here (misspelt?)"
+        problems.append(Problem(".".join(str(part) for part in loc), value, allowed))
+    return problems
+
+
+def _description(loc: tuple[str | int, ...]) -> str | None:
+    """The field's documented meaning, found by walking the model along a camelCase path."""
+    model: Any = Settings
+    description = None
+    for part in loc:
+        fields = getattr(model, "model_fields", None)
+        if not fields:
+            return None
+        field = next((f for n, f in fields.items() if (f.alias or n) == part), None)
+        if field is None:
+            return None
+        description, model = field.description, field.annotation
+        for option in getattr(model, "__args__", ()):  # Optional[Section]: look inside
+            if hasattr(option, "model_fields"):
+                model = option
+    return description
+
+
+# Stand-ins for required values without a default, used only to let the other rules run.
+PLACEHOLDERS: dict[tuple[str | int, ...], Any] = {
+    ("kubernetes", "apiAccessCidrs"): ["192.0.2.0/24"],
+    ("gcp", "project"): "placeholder",
+}
+
+
+def _without(values: dict[str, Any], loc: tuple[str | int, ...]) -> None:
+    """Replace one bad value by its default (or a stand-in) so the rest can still be checked."""
+    node: Any = values
+    for part in loc[:-1]:
+        if not isinstance(node, (dict, list)):
+            return
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return
+    if isinstance(node, dict):
+        node.pop(loc[-1], None)
+        if loc in PLACEHOLDERS:
+            node[loc[-1]] = PLACEHOLDERS[loc]
+
+
+def _validate_collecting(values: dict[str, Any]) -> tuple[Settings | None, list[Problem]]:
+    """Type-check; on failure, retry without the bad values so later rules still report.
+
+    Only the first attempt's errors are reported: a retry exists to let the cross-field rules
+    run on what is left, not to report the holes it made.
+    """
+    try:
+        return Settings.model_validate(values), []
+    except ValidationError as error:
+        problems = _type_problems(error)
+        last_error = error
+    for _ in range(3):
+        for loc, _item in _locations(last_error):
+            if loc:
+                _without(values, loc)
+        try:
+            return Settings.model_validate(values), problems
+        except ValidationError as error:
+            last_error = error
+    return None, problems
+
+
+def settings_from_mapping(raw: dict[str, Any]) -> Settings:
+    """Validate a stack's values (camelCase keys, without the project prefix)."""
+    try:
+        Cloud(raw.get("cloud"))
+    except ValueError:  # every default and rule depends on the cloud: name only that
+        raise SettingsError(
+            [Problem("cloud", raw.get("cloud"), "required: one of aws, azure, gcp")]
+        ) from None
+    settings, problems = _validate_collecting(with_cloud_defaults(raw))
+    if settings is not None:
+        bad_paths = {problem.path for problem in problems}
+        problems += [p for p in check_all(settings) if p.path not in bad_paths]
+    unique = list({(p.path, p.allowed): p for p in problems}.values())
+    if unique or settings is None:
+        raise SettingsError(unique)
+    return settings
+
+
+def _all_project_config() -> dict[str, Any]:
+    """Every `torchrec-cloud:*` value of the stack, parsed from JSON where it is structured."""
+    values: dict[str, Any] = {}
+    everything = dict(pulumi.runtime.config.get_config_env())
+    everything.update(pulumi.runtime.config.CONFIG.get())
+    for full_key, text in everything.items():
+        namespace, _, key = full_key.partition(":")
+        if namespace != CONFIG_NAMESPACE:
+            continue
+        try:
+            values[key] = json.loads(text)
+        except (TypeError, json.JSONDecodeError):
+            values[key] = text
+    return values
+
+
+def load_settings() -> Settings:
+    """The stack's settings, validated; raises SettingsError listing every bad value."""
+    return settings_from_mapping(_all_project_config())

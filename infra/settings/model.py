@@ -1,0 +1,331 @@
+"""The typed shape of a stack file: every setting, its default and its per-field rule.
+
+Keys are camelCase in `Pulumi.<stack>.yaml` (Pulumi's convention) and snake_case here. Each
+field's description is the documentation the README table is generated from. Rules that involve
+more than one field, or a cloud's API limits, live in `rules.py`; defaults that differ per cloud
+live in `defaults.py`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from enum import Enum
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+from infra.catalog import Cloud
+
+
+class Section(BaseModel):
+    """Base of every settings block: camelCase keys, unknown keys refused, immutable."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_enum_values=False,
+    )
+
+
+class NodePool(Section):
+    """A node pool's machine and size."""
+
+    name: str = Field(description="Pool name (AKS: lowercase letters and digits, at most 12).")
+    machine_type: str = Field(description="Machine type; must be in the catalog for the cloud.")
+    min_nodes: int = Field(ge=0, description="Autoscaler lower bound.")
+    desired_nodes: int = Field(ge=0, description="Nodes at creation.")
+    max_nodes: int = Field(ge=0, description="Autoscaler upper bound.")
+
+
+class SystemPool(NodePool):
+    """The small CPU pool that runs add-ons (device plugins, CSI drivers, DNS)."""
+
+    name: str = Field("system", description="Pool name.")
+    min_nodes: int = Field(1, ge=1, description="Autoscaler lower bound (at least 1).")
+    desired_nodes: int = Field(2, ge=1, description="Nodes at creation.")
+    max_nodes: int = Field(3, ge=1, description="Autoscaler upper bound.")
+
+
+class OnDemandGpuPool(NodePool):
+    """The on-demand GPU pool: the reference setup trains on 2 of these nodes."""
+
+    name: str = Field("gpu", description="Pool name.")
+    min_nodes: int = Field(0, ge=0, description="Autoscaler lower bound.")
+    desired_nodes: int = Field(2, ge=0, description="Nodes at creation.")
+    max_nodes: int = Field(2, ge=0, description="Autoscaler upper bound.")
+
+
+class SpotGpuPool(NodePool):
+    """The spot GPU pool: scales to zero, paired with checkpointing."""
+
+    enabled: bool = Field(True, description="Create the spot pool.")
+    name: str = Field("gpuspot", description="Pool name.")
+    min_nodes: int = Field(0, ge=0, description="Autoscaler lower bound (0 = scale to zero).")
+    desired_nodes: int = Field(0, ge=0, description="Nodes at creation.")
+    max_nodes: int = Field(2, ge=0, description="Autoscaler upper bound.")
+    max_price: float = Field(
+        -1,
+        description="Azure only: spot price cap in USD per hour; -1 pays up to on-demand.",
+    )
+
+
+class GpuPools(Section):
+    """The two GPU pools: one on-demand, one spot."""
+
+    on_demand: OnDemandGpuPool
+    spot: SpotGpuPool
+
+
+class Kubernetes(Section):
+    """The control plane."""
+
+    version: str = Field("1.33", description="Kubernetes minor version, e.g. 1.33.")
+    api_access_cidrs: list[str] = Field(
+        description=(
+            "CIDRs allowed to reach the public API endpoint (the machine running `pulumi up` must "
+            "be inside one). 0.0.0.0/0 is refused."
+        ),
+    )
+
+    @field_validator("version")
+    @classmethod
+    def _version_shape(cls, value: str) -> str:
+        parts = value.split(".")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise ValueError("must be a minor version like '1.33'")
+        return value
+
+    @field_validator("api_access_cidrs")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("at least one CIDR, e.g. your office or VPN range '203.0.113.0/24'")
+        for cidr in value:
+            try:
+                network = ipaddress.ip_network(cidr, strict=True)
+            except ValueError as error:
+                raise ValueError(f"{cidr!r} is not a CIDR: {error}") from None
+            if network.prefixlen == 0:
+                raise ValueError(
+                    f"{cidr!r} opens the API server to the whole internet; name your own network"
+                )
+        return value
+
+
+class Interconnect(Section):
+    """Placement and the low-latency fabric between GPU nodes."""
+
+    placement: bool = Field(
+        True,
+        description=(
+            "Pack GPU nodes close together (AWS cluster placement group, Azure proximity "
+            "placement group, GCP compact placement). Needs exactly one GPU zone."
+        ),
+    )
+    fabric: bool = Field(
+        True,
+        description=(
+            "Use the machine's fabric (AWS EFA, Azure InfiniBand, GCP GPUDirect). The machine "
+            "must have one."
+        ),
+    )
+
+
+class FsxDeploymentType(str, Enum):
+    SCRATCH_2 = "SCRATCH_2"
+    PERSISTENT_1 = "PERSISTENT_1"
+    PERSISTENT_2 = "PERSISTENT_2"
+
+
+class FsxLustre(Section):
+    """AWS FSx for Lustre."""
+
+    kind: Literal["fsx-lustre"] = "fsx-lustre"
+    deployment_type: FsxDeploymentType = Field(
+        FsxDeploymentType.PERSISTENT_2, description="SCRATCH_2, PERSISTENT_1 or PERSISTENT_2."
+    )
+    capacity_gib: int = Field(2400, description="1200, 2400, then steps of 2400 GiB.")
+    throughput_per_tib: int | None = Field(
+        250,
+        description="MB/s per TiB: PERSISTENT_2 125/250/500/1000, PERSISTENT_1 50/100/200, "
+        "none for SCRATCH_2.",
+    )
+    mount_path: str = Field("/mnt/shared", description="Where pods mount the file system.")
+
+
+class AnfServiceLevel(str, Enum):
+    STANDARD = "Standard"
+    PREMIUM = "Premium"
+    ULTRA = "Ultra"
+
+
+class AzureNetAppFiles(Section):
+    """Azure NetApp Files: a capacity pool and one NFS volume in it."""
+
+    kind: Literal["azure-netapp-files"] = "azure-netapp-files"
+    service_level: AnfServiceLevel = Field(
+        AnfServiceLevel.PREMIUM, description="Standard, Premium or Ultra."
+    )
+    pool_size_tib: int = Field(4, description="Capacity pool size: at least 1 TiB, whole TiB.")
+    volume_size_gib: int = Field(
+        4096, description="Volume quota: 50 GiB to 100 TiB, and no more than the pool."
+    )
+    mount_path: str = Field("/mnt/shared", description="Where pods mount the file system.")
+
+
+class FilestoreTier(str, Enum):
+    BASIC_HDD = "BASIC_HDD"
+    BASIC_SSD = "BASIC_SSD"
+    ZONAL = "ZONAL"
+    REGIONAL = "REGIONAL"
+    HIGH_SCALE_SSD = "HIGH_SCALE_SSD"
+
+
+class Filestore(Section):
+    """GCP Filestore."""
+
+    kind: Literal["filestore"] = "filestore"
+    tier: FilestoreTier = Field(FilestoreTier.ZONAL, description="Filestore service tier.")
+    capacity_gib: int = Field(
+        2560,
+        description="BASIC_HDD 1-63.9 TiB, BASIC_SSD 2.5-63.9 TiB, ZONAL/REGIONAL 1-9.75 TiB "
+        "in 256 GiB steps or 10-100 TiB in 2.5 TiB steps, HIGH_SCALE_SSD 10-100 TiB.",
+    )
+    share_name: str = Field("shared", description="NFS export name.")
+    mount_path: str = Field("/mnt/shared", description="Where pods mount the file system.")
+
+
+SharedFileSystem = Annotated[
+    Union[FsxLustre, AzureNetAppFiles, Filestore], Field(discriminator="kind")
+]
+
+
+class CheckpointLocation(str, Enum):
+    OBJECT_STORE = "objectStore"
+    SHARED_FILE_SYSTEM = "sharedFileSystem"
+
+
+class Checkpoints(Section):
+    """Where the trainer saves, and what `pulumi destroy` keeps."""
+
+    enabled: bool = Field(True, description="Save checkpoints (required with a spot pool).")
+    location: CheckpointLocation = Field(
+        CheckpointLocation.OBJECT_STORE,
+        description="objectStore (s3://, az://, gs:// bucket) or sharedFileSystem.",
+    )
+    retain_on_destroy: bool = Field(
+        True, description="Keep the checkpoint bucket and its data on `pulumi destroy`."
+    )
+    every_steps: int = Field(500, ge=1, description="Steps between checkpoints.")
+    keep: int = Field(3, ge=1, description="Newest complete checkpoints to keep.")
+
+
+class Dataset(Section):
+    """Training data: synthetic unless a path is given."""
+
+    path: str = Field(
+        "",
+        description="Criteo data on the shared file system, relative to its mount "
+        "(empty = synthetic data).",
+    )
+    import_uri: str = Field(
+        "",
+        description="AWS only: s3:// prefix linked to FSx as a data repository association.",
+    )
+
+
+class JobKind(str, Enum):
+    JOB = "Job"
+    PYTORCH_JOB = "PyTorchJob"
+
+
+class PoolChoice(str, Enum):
+    ON_DEMAND = "onDemand"
+    SPOT = "spot"
+
+
+TrainerArgValue = Union[str, int, float, bool, list[int], list[str]]
+
+
+class Job(Section):
+    """The training job the stack starts."""
+
+    name: str = Field("dlrm", description="Job name (RFC 1123, at most 63 characters).")
+    namespace: str = Field("torchrec", description="Kubernetes namespace (RFC 1123 label).")
+    service_account: str = Field("trainer", description="Kubernetes service account name.")
+    image: str = Field(
+        "", description="Trainer image; empty = build trainer/Dockerfile into the stack's registry."
+    )
+    kind: JobKind = Field(JobKind.JOB, description="Job (Indexed batch/v1) or PyTorchJob.")
+    pool: PoolChoice = Field(PoolChoice.ON_DEMAND, description="onDemand or spot.")
+    nodes: int = Field(2, ge=1, description="Nodes (pods) the job spans.")
+    processes_per_node: int = Field(8, ge=1, description="torchrun processes per node.")
+    backoff_limit: int = Field(3, ge=0, description="Failures (not preemptions) tolerated.")
+    termination_grace_seconds: int = Field(
+        120, ge=30, description="Time to save a checkpoint after SIGTERM."
+    )
+    trainer_args: dict[str, TrainerArgValue] = Field(
+        default_factory=lambda: {"batch_size": 2048, "embedding_dim": 128},
+        description="Trainer flags without dashes, e.g. {batch_size: 2048}.",
+    )
+
+
+class AwsOptions(Section):
+    """AWS-only settings."""
+
+    vpc_cidr: str = Field("10.0.0.0/16", description="VPC address range.")
+
+
+class AzureOptions(Section):
+    """Azure-only settings."""
+
+    vnet_cidr: str = Field("10.1.0.0/16", description="Virtual network address range.")
+    disable_local_accounts: bool = Field(
+        True, description="Entra ID only: no static admin kubeconfig."
+    )
+
+
+class GcpOptions(Section):
+    """GCP-only settings."""
+
+    project: str = Field(description="GCP project id.")
+    network_cidr: str = Field("10.2.0.0/20", description="Node subnetwork range.")
+    deletion_protection: bool = Field(False, description="GKE deletion protection.")
+
+
+class Settings(Section):
+    """Everything one stack file says, validated."""
+
+    cloud: Cloud = Field(description="aws, azure or gcp.")
+    region: str = Field(description="Region for every resource.")
+    zones: list[str] = Field(description="Zones the cluster spans (EKS needs two).")
+    gpu_zones: list[str] = Field(description="Zones of the GPU pools and the file system.")
+    kubernetes: Kubernetes
+    system_pool: SystemPool
+    gpu_pools: GpuPools
+    interconnect: Interconnect = Field(default_factory=Interconnect)
+    shared_file_system: SharedFileSystem
+    checkpoints: Checkpoints = Field(default_factory=Checkpoints)
+    dataset: Dataset = Field(default_factory=Dataset)
+    job: Job = Field(default_factory=Job)
+    tags: dict[str, str] = Field(default_factory=dict, description="Tags/labels on resources.")
+    aws: AwsOptions | None = None
+    azure: AzureOptions | None = None
+    gcp: GcpOptions | None = None
+
+    @property
+    def job_pool(self) -> NodePool:
+        """The GPU pool the job is scheduled on."""
+        if self.job.pool == PoolChoice.SPOT:
+            return self.gpu_pools.spot
+        return self.gpu_pools.on_demand
+
+    @property
+    def enabled_gpu_pools(self) -> list[NodePool]:
+        pools: list[NodePool] = [self.gpu_pools.on_demand]
+        if self.gpu_pools.spot.enabled:
+            pools.append(self.gpu_pools.spot)
+        return pools

@@ -1,0 +1,310 @@
+"""Every rule a cloud API would enforce, checked in seconds before anything is created.
+
+Each rule is a small named function that looks at the whole, type-checked settings and returns
+the problems it finds (empty when all is well); `check_all` runs every rule and collects every
+problem, so one run of `pulumi up` names everything to fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+from infra.catalog import Cloud, Interconnect, find_machine, machine_names
+from infra.settings.errors import Problem
+from infra.settings.model import (
+    AzureNetAppFiles,
+    Filestore,
+    FilestoreTier,
+    FsxDeploymentType,
+    FsxLustre,
+    NodePool,
+    PoolChoice,
+    Settings,
+)
+
+Rule = Callable[[Settings], Iterator[Problem]]
+
+SUPPORTED_KUBERNETES = (30, 35)  # minor versions all three managed services offer (1.30-1.35)
+AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+GKE_POOL_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+TRAINER_FLAG = re.compile(r"^[a-z][a-z0-9_]*$")
+# Flags the workload sets from the stack itself; setting them by hand would disagree with it.
+WORKLOAD_OWNED_FLAGS = {
+    "checkpoint_dir": "checkpoints.location",
+    "checkpoint_every": "checkpoints.everySteps",
+    "keep_checkpoints": "checkpoints.keep",
+    "dataset_path": "dataset.path",
+}
+FS_KIND_BY_CLOUD = {Cloud.AWS: "fsx-lustre", Cloud.AZURE: "azure-netapp-files", Cloud.GCP: "filestore"}
+TIB = 1024
+
+
+def _pools(settings: Settings) -> Iterator[tuple[str, NodePool]]:
+    yield "systemPool", settings.system_pool
+    yield "gpuPools.onDemand", settings.gpu_pools.on_demand
+    if settings.gpu_pools.spot.enabled:
+        yield "gpuPools.spot", settings.gpu_pools.spot
+
+
+def pool_sizes_are_ordered(s: Settings) -> Iterator[Problem]:
+    for path, pool in _pools(s):
+        if not pool.min_nodes <= pool.desired_nodes <= pool.max_nodes:
+            yield Problem(
+                f"{path}.desiredNodes",
+                {"minNodes": pool.min_nodes, "desiredNodes": pool.desired_nodes,
+                 "maxNodes": pool.max_nodes},
+                "must satisfy 0 <= minNodes <= desiredNodes <= maxNodes",
+            )
+
+
+def pool_names_fit_the_cloud(s: Settings) -> Iterator[Problem]:
+    names: dict[str, str] = {}
+    for path, pool in _pools(s):
+        if s.cloud == Cloud.AZURE and not AKS_POOL_NAME.match(pool.name):
+            yield Problem(f"{path}.name", pool.name,
+                          "AKS pool names are 1-12 lowercase letters and digits, starting with a "
+                          "letter (^[a-z][a-z0-9]{0,11}$)")
+        elif s.cloud != Cloud.AZURE and not GKE_POOL_NAME.match(pool.name):
+            yield Problem(f"{path}.name", pool.name,
+                          "pool names are 1-40 lowercase letters, digits and '-', starting with a "
+                          "letter")
+        if pool.name in names:
+            yield Problem(f"{path}.name", pool.name, f"already used by {names[pool.name]}")
+        names[pool.name] = path
+
+
+def machines_are_in_the_catalog(s: Settings) -> Iterator[Problem]:
+    for path, pool in _pools(s):
+        found = find_machine(s.cloud, pool.machine_type)
+        wants_gpu = path.startswith("gpuPools")
+        if found is None:
+            yield Problem(f"{path}.machineType", pool.machine_type,
+                          f"one of the {s.cloud.value} catalog's "
+                          f"{'GPU' if wants_gpu else ''} machines: "
+                          f"{', '.join(machine_names(s.cloud, gpu=wants_gpu or None))}")
+        elif wants_gpu and not found.has_gpus:
+            yield Problem(f"{path}.machineType", pool.machine_type,
+                          f"has no GPUs; GPU pools need one of: "
+                          f"{', '.join(machine_names(s.cloud, gpu=True))}")
+
+
+def kubernetes_version_is_offered(s: Settings) -> Iterator[Problem]:
+    minor = int(s.kubernetes.version.split(".")[1])
+    low, high = SUPPORTED_KUBERNETES
+    if s.kubernetes.version.split(".")[0] != "1" or not low <= minor <= high:
+        yield Problem("kubernetes.version", s.kubernetes.version,
+                      f"a version EKS, AKS and GKE all offer: 1.{low} to 1.{high}")
+
+
+def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
+    for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
+        if not zones:
+            yield Problem(path, zones, "at least one zone")
+        for zone in zones:
+            if s.cloud == Cloud.AZURE:
+                if zone not in {"1", "2", "3"}:
+                    yield Problem(path, zone, "Azure availability zones are '1', '2' or '3'")
+            elif not (zone.startswith(s.region) and len(zone) > len(s.region)):
+                example = f"{s.region}a" if s.cloud == Cloud.AWS else f"{s.region}-a"
+                yield Problem(path, zone, f"a zone of region {s.region!r}, e.g. {example!r}")
+    for zone in s.gpu_zones:
+        if zone not in s.zones:
+            yield Problem("gpuZones", zone, f"must be one of zones {s.zones}")
+    if s.cloud == Cloud.AWS and len(set(s.zones)) < 2:
+        yield Problem("zones", s.zones, "EKS needs subnets in at least two zones")
+
+
+def placement_needs_one_zone(s: Settings) -> Iterator[Problem]:
+    if s.interconnect.placement and len(set(s.gpu_zones)) != 1:
+        yield Problem("gpuZones", s.gpu_zones,
+                      "placement packs nodes in one zone: give exactly one GPU zone, or set "
+                      "interconnect.placement: false")
+
+
+def fabric_needs_a_machine_that_has_it(s: Settings) -> Iterator[Problem]:
+    if not s.interconnect.fabric:
+        return
+    fabric_name = {Cloud.AWS: "EFA", Cloud.AZURE: "InfiniBand", Cloud.GCP: "GPUDirect"}[s.cloud]
+    for path, pool in _pools(s):
+        found = find_machine(s.cloud, pool.machine_type)
+        if path.startswith("gpuPools") and found and found.interconnect == Interconnect.NONE:
+            yield Problem(f"{path}.machineType", pool.machine_type,
+                          f"has no {fabric_name}; choose a machine with it or set "
+                          "interconnect.fabric: false")
+
+
+def processes_fit_the_gpus(s: Settings) -> Iterator[Problem]:
+    found = find_machine(s.cloud, s.job_pool.machine_type)
+    if found and found.has_gpus and s.job.processes_per_node > found.gpu_count:
+        yield Problem("job.processesPerNode", s.job.processes_per_node,
+                      f"at most the {found.gpu_count} GPUs of {found.name}")
+
+
+def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
+    pool_path = "gpuPools.spot" if s.job.pool == PoolChoice.SPOT else "gpuPools.onDemand"
+    if s.job.pool == PoolChoice.SPOT and not s.gpu_pools.spot.enabled:
+        yield Problem("job.pool", s.job.pool.value, "the spot pool is disabled (gpuPools.spot.enabled)")
+    elif s.job.nodes > s.job_pool.max_nodes:
+        yield Problem("job.nodes", s.job.nodes,
+                      f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes})")
+
+
+def spot_needs_checkpoints(s: Settings) -> Iterator[Problem]:
+    if s.gpu_pools.spot.enabled and not s.checkpoints.enabled:
+        yield Problem("checkpoints.enabled", False,
+                      "a spot pool loses nodes at short notice: keep checkpoints on, or set "
+                      "gpuPools.spot.enabled: false")
+
+
+def spot_price_is_azure_only(s: Settings) -> Iterator[Problem]:
+    price = s.gpu_pools.spot.max_price
+    if s.cloud != Cloud.AZURE and price != -1:
+        yield Problem("gpuPools.spot.maxPrice", price,
+                      "only Azure takes a spot price cap; leave it at -1 on "
+                      f"{s.cloud.value}")
+    elif price != -1 and price <= 0:
+        yield Problem("gpuPools.spot.maxPrice", price, "-1 (up to on-demand) or a price > 0")
+
+
+def kubernetes_names_are_valid(s: Settings) -> Iterator[Problem]:
+    for path, value in (("job.name", s.job.name), ("job.namespace", s.job.namespace),
+                        ("job.serviceAccount", s.job.service_account)):
+        if len(value) > 63 or not RFC1123_LABEL.match(value):
+            yield Problem(path, value,
+                          "an RFC 1123 label: at most 63 lowercase letters, digits and '-', "
+                          "starting and ending with a letter or digit")
+
+
+def trainer_args_are_flags(s: Settings) -> Iterator[Problem]:
+    for key in s.job.trainer_args:
+        if key in WORKLOAD_OWNED_FLAGS:
+            yield Problem(f"job.trainerArgs.{key}", s.job.trainer_args[key],
+                          f"set by the stack from {WORKLOAD_OWNED_FLAGS[key]}; set that instead")
+        elif not TRAINER_FLAG.match(key):
+            yield Problem(f"job.trainerArgs.{key}", s.job.trainer_args[key],
+                          "flag names without dashes, like batch_size")
+
+
+def file_system_matches_the_cloud(s: Settings) -> Iterator[Problem]:
+    expected = FS_KIND_BY_CLOUD[s.cloud]
+    if s.shared_file_system.kind != expected:
+        yield Problem("sharedFileSystem.kind", s.shared_file_system.kind,
+                      f"{expected} on {s.cloud.value}")
+
+
+def fsx_lustre_sizes(s: Settings) -> Iterator[Problem]:
+    fs = s.shared_file_system
+    if not isinstance(fs, FsxLustre):
+        return
+    if fs.capacity_gib not in (1200, 2400) and (fs.capacity_gib <= 0 or fs.capacity_gib % 2400):
+        yield Problem("sharedFileSystem.capacityGib", fs.capacity_gib,
+                      f"{fs.deployment_type.value}: 1200, 2400, or a multiple of 2400 GiB")
+    allowed = {
+        FsxDeploymentType.PERSISTENT_2: {125, 250, 500, 1000},
+        FsxDeploymentType.PERSISTENT_1: {50, 100, 200},
+        FsxDeploymentType.SCRATCH_2: set(),
+    }[fs.deployment_type]
+    if allowed and fs.throughput_per_tib not in allowed:
+        yield Problem("sharedFileSystem.throughputPerTib", fs.throughput_per_tib,
+                      f"{fs.deployment_type.value}: one of {sorted(allowed)} MB/s per TiB")
+    elif not allowed and fs.throughput_per_tib is not None:
+        yield Problem("sharedFileSystem.throughputPerTib", fs.throughput_per_tib,
+                      "SCRATCH_2 has a fixed throughput: set it to null")
+
+
+def netapp_sizes(s: Settings) -> Iterator[Problem]:
+    fs = s.shared_file_system
+    if not isinstance(fs, AzureNetAppFiles):
+        return
+    if fs.pool_size_tib < 1:
+        yield Problem("sharedFileSystem.poolSizeTib", fs.pool_size_tib,
+                      "a capacity pool is at least 1 TiB, in whole TiB")
+    if not 50 <= fs.volume_size_gib <= 100 * TIB:
+        yield Problem("sharedFileSystem.volumeSizeGib", fs.volume_size_gib,
+                      "a volume is 50 GiB to 100 TiB (102400 GiB)")
+    elif fs.volume_size_gib > fs.pool_size_tib * TIB:
+        yield Problem("sharedFileSystem.volumeSizeGib", fs.volume_size_gib,
+                      f"at most the capacity pool's {fs.pool_size_tib * TIB} GiB")
+
+
+def filestore_sizes(s: Settings) -> Iterator[Problem]:
+    fs = s.shared_file_system
+    if not isinstance(fs, Filestore):
+        return
+    gib = fs.capacity_gib
+    tib = gib / TIB
+    if fs.tier in (FilestoreTier.ZONAL, FilestoreTier.REGIONAL):
+        small = 1 * TIB <= gib <= 9.75 * TIB and gib % 256 == 0
+        large = 10 * TIB <= gib <= 100 * TIB and gib % 2560 == 0
+        if not (small or large):
+            yield Problem("sharedFileSystem.capacityGib", gib,
+                          f"{fs.tier.value}: 1024-9984 GiB in 256 GiB steps, or "
+                          "10240-102400 GiB in 2560 GiB steps")
+        return
+    bounds = {
+        FilestoreTier.BASIC_HDD: (1.0, 63.9),
+        FilestoreTier.BASIC_SSD: (2.5, 63.9),
+        FilestoreTier.HIGH_SCALE_SSD: (10.0, 100.0),
+    }[fs.tier]
+    if not bounds[0] <= tib <= bounds[1]:
+        yield Problem("sharedFileSystem.capacityGib", gib,
+                      f"{fs.tier.value}: {bounds[0]}-{bounds[1]} TiB "
+                      f"({int(bounds[0] * TIB)}-{int(bounds[1] * TIB)} GiB)")
+
+
+def mount_paths_are_absolute(s: Settings) -> Iterator[Problem]:
+    path = s.shared_file_system.mount_path
+    if not path.startswith("/") or path == "/":
+        yield Problem("sharedFileSystem.mountPath", path, "an absolute path other than /")
+    if s.dataset.path.startswith("/") or ".." in s.dataset.path.split("/"):
+        yield Problem("dataset.path", s.dataset.path,
+                      "a path relative to the shared file system's mount, without '..'")
+
+
+def dataset_import_is_aws_s3(s: Settings) -> Iterator[Problem]:
+    uri = s.dataset.import_uri
+    if not uri:
+        return
+    if s.cloud != Cloud.AWS:
+        yield Problem("dataset.importUri", uri,
+                      f"only FSx for Lustre links a bucket; on {s.cloud.value} copy the data "
+                      "onto the file system and set dataset.path")
+    elif not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", uri):
+        yield Problem("dataset.importUri", uri, "an s3://bucket/prefix URI")
+
+
+def cloud_options_match(s: Settings) -> Iterator[Problem]:
+    for cloud in Cloud:
+        if cloud != s.cloud and getattr(s, cloud.value) is not None:
+            yield Problem(cloud.value, "...", f"{cloud.value} options in a {s.cloud.value} stack")
+
+
+RULES: tuple[Rule, ...] = (
+    pool_sizes_are_ordered,
+    pool_names_fit_the_cloud,
+    machines_are_in_the_catalog,
+    kubernetes_version_is_offered,
+    zones_belong_to_the_region,
+    placement_needs_one_zone,
+    fabric_needs_a_machine_that_has_it,
+    processes_fit_the_gpus,
+    job_fits_its_pool,
+    spot_needs_checkpoints,
+    spot_price_is_azure_only,
+    kubernetes_names_are_valid,
+    trainer_args_are_flags,
+    file_system_matches_the_cloud,
+    fsx_lustre_sizes,
+    netapp_sizes,
+    filestore_sizes,
+    mount_paths_are_absolute,
+    dataset_import_is_aws_s3,
+    cloud_options_match,
+)
+
+
+def check_all(settings: Settings) -> list[Problem]:
+    """Every problem every rule finds."""
+    return [problem for rule in RULES for problem in rule(settings)]

@@ -1,0 +1,250 @@
+"""Run the real `__main__.py` under Pulumi mocks, as `pulumi up --stack X` would, and capture it all.
+
+Every registered resource is recorded with its type, name, inputs, provider, parent and
+dependencies, so tests can read like policies: "the spot pool is spot", "the job waits for the
+file system". See ../shared/TESTING.md for the facts this is built on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import runpy
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime.proto import resource_pb2
+
+from tests.fakes import fake_call, fake_outputs
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "torchrec-cloud"
+STACKS = ("aws", "azure", "gcp")
+
+
+@dataclass
+class Captured:
+    """One resource registration as the engine would have received it."""
+
+    urn: str
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    custom: bool
+    provider: str = ""  # "<provider URN>::<id>", empty for the default provider
+    parent: str = ""
+    dependencies: list[str] = field(default_factory=list)
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def provider_urn(self) -> str:
+        return self.provider.rsplit("::", 1)[0] if self.provider else ""
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Answers every resource and invoke with realistic fake outputs (tests/fakes)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.outputs_by_name: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        outputs = {"name": args.name, **args.inputs, **fake_outputs(args)}
+        resource_id = outputs.get("id") or f"{args.name}-id"
+        with self.lock:
+            self.outputs_by_name[(args.typ, args.name)] = outputs
+        return resource_id, outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        return fake_call(args)
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The mock monitor, plus a record of what each registration depended on."""
+
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.captured: dict[str, Captured] = {}
+        self.lock = threading.Lock()
+
+    def GetDeploymentInfo(self, request: Any) -> Any:  # noqa: N802 (gRPC name)
+        info = super().GetDeploymentInfo(request)
+        # Resource references hang remote components under mocks (TESTING.md): turn them off.
+        features = [
+            f for f in info.supportedFeatures
+            if f != resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES
+        ]
+        return resource_pb2.DeploymentInfo(supportedFeatures=features)
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802
+        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return response
+        inputs = _deserialize(request.object)
+        captured = Captured(
+            urn=response.urn,
+            type=request.type,
+            name=request.name,
+            inputs=inputs,
+            custom=bool(request.custom),
+            provider=request.provider,
+            parent=request.parent,
+            dependencies=list(request.dependencies),
+            property_dependencies={
+                key: list(value.urns) for key, value in request.propertyDependencies.items()
+            },
+        )
+        with self.lock:
+            self.captured[response.urn] = captured
+        return response
+
+
+def _deserialize(struct: Any) -> dict[str, Any]:
+    from pulumi.runtime import rpc
+
+    pulumi_mocks._ensure_event_loop()  # noqa: SLF001
+    return rpc._sync_await(rpc.deserialize_properties(struct))  # noqa: SLF001
+
+
+class Run:
+    """The outcome of one program run: captured resources, stack outputs, or the error."""
+
+    def __init__(self, stack: str, captured: dict[str, Captured], outputs: dict[str, Any],
+                 error: BaseException | None) -> None:
+        self.stack = stack
+        self.by_urn = captured
+        self.resources = list(captured.values())
+        self.outputs = outputs
+        self.error = error
+
+    # --- finding ---------------------------------------------------------------------------
+    def of_type(self, type_: str) -> list[Captured]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str, name_contains: str = "") -> Captured:
+        found = [r for r in self.of_type(type_) if name_contains in r.name]
+        assert len(found) == 1, (
+            f"expected one {type_} named *{name_contains}*, found {[r.name for r in found]}; "
+            f"types here: {sorted({r.type for r in self.resources})}"
+        )
+        return found[0]
+
+    def named(self, name: str) -> Captured:
+        found = [r for r in self.resources if r.name == name]
+        assert len(found) == 1, f"expected one resource named {name}, found {len(found)}"
+        return found[0]
+
+    def types(self) -> set[str]:
+        return {r.type for r in self.resources}
+
+    def children_of(self, resource: Captured) -> list[Captured]:
+        return [r for r in self.resources if r.parent == resource.urn]
+
+    # --- ordering --------------------------------------------------------------------------
+    def _direct(self, resource: Captured) -> set[str]:
+        edges = set(resource.dependencies)
+        for urns in resource.property_dependencies.values():
+            edges.update(urns)
+        if resource.provider_urn:
+            edges.add(resource.provider_urn)
+        return edges
+
+    def _expand(self, urn: str) -> set[str]:
+        """A component stands for itself and everything under it (Pulumi waits for children)."""
+        out = {urn}
+        for child in (r for r in self.resources if r.parent == urn):
+            out |= self._expand(child.urn)
+        return out
+
+    def waits_for(self, later: Captured, earlier: Captured) -> bool:
+        """True when `later` cannot be created before `earlier` exists (transitively)."""
+        seen: set[str] = set()
+        todo = [later.urn]
+        while todo:
+            urn = todo.pop()
+            node = self.by_urn.get(urn)
+            if node is None:
+                continue
+            for dep in self._direct(node):
+                for expanded in self._expand(dep):
+                    if expanded == earlier.urn:
+                        return True
+                    if expanded not in seen:
+                        seen.add(expanded)
+                        todo.append(expanded)
+        return False
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    """The stack file's values, keyed like `pulumi up` passes them ("<project>:<key>")."""
+    data = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
+    return dict(data.get("config") or {})
+
+
+def _deep_merge(base: Any, override: Any) -> Any:
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = copy.deepcopy(base)
+        for key, value in override.items():
+            merged[key] = _deep_merge(merged.get(key), value)
+        return merged
+    return copy.deepcopy(override)
+
+
+def config_for(stack: str, overrides: dict[str, Any] | None = None,
+               remove: Iterable[str] = ()) -> dict[str, str]:
+    """Stack config as strings (structured values as JSON), with overrides deep-merged in."""
+    config = stack_config(stack)
+    for key, value in (overrides or {}).items():
+        full = f"{PROJECT}:{key}"
+        config[full] = _deep_merge(config.get(full), value)
+    for key in remove:
+        config.pop(f"{PROJECT}:{key}", None)
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+def run_stack(stack: str, overrides: dict[str, Any] | None = None,
+              remove: Iterable[str] = (), expect_error: bool = False) -> Run:
+    """Run __main__.py for a stack under mocks; raise its error unless expect_error."""
+    pulumi.runtime.settings.set_root_resource(None)
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    mocks = RecordingMocks()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_all_config(config_for(stack, overrides, remove))
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+
+    outputs: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program() -> None:
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        root = pulumi.runtime.settings.get_root_resource()
+        exports = root.outputs if root is not None else {}
+
+        def keep(values: list[Any]) -> None:
+            outputs.update(dict(zip(exports.keys(), values)))
+
+        return pulumi.Output.all(*exports.values()).apply(keep) if exports else None
+
+    error: BaseException | None = None
+    try:
+        program()
+    except BaseException as caught:  # noqa: BLE001 (the program's own error is the result)
+        if not expect_error:
+            raise
+        error = caught
+    finally:
+        asyncio.get_event_loop().close()
+    if expect_error and error is None:
+        raise AssertionError(f"stack {stack} ran without the expected error")
+    return Run(stack, dict(monitor.captured), outputs, error)
+
+
+Check = Callable[[Run], None]
