@@ -1,0 +1,211 @@
+"""Typed trainer configuration: one dataclass, its docstrings are the CLI help.
+
+Every check lives here and raises ``ValueError`` naming the flag, the value and what
+is allowed, so a bad command line fails before any process group or model exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, List, Optional, Sequence, get_args, get_origin, get_type_hints
+
+# Criteo layout: 13 integer (dense) and 26 categorical (sparse) columns.
+NUM_DENSE_FEATURES = 13
+NUM_SPARSE_FEATURES = 26
+CHECKPOINT_SCHEMES = ("file", "memory", "s3", "gs", "gcs", "az", "abfs", "abfss")
+
+
+def _help(text: str, **kwargs: Any) -> Any:
+    """A dataclass field whose metadata carries its CLI help (and choices)."""
+    return field(metadata={"help": text, **kwargs.pop("meta", {})}, **kwargs)
+
+
+@dataclass
+class TrainConfig:
+    """DLRM trainer settings. Sizes follow the TorchRec DLRM example's flag names."""
+
+    # --- model ---
+    num_embeddings: int = _help(
+        "Rows in every embedding table (ids are hashed into it); ignored when "
+        "--num_embeddings_per_feature is given.",
+        default=100_000,
+    )
+    num_embeddings_per_feature: Optional[List[int]] = _help(
+        f"Comma separated rows per table, {NUM_SPARSE_FEATURES} values (one per "
+        "categorical feature).",
+        default=None,
+    )
+    embedding_dim: int = _help("Width of every embedding vector.", default=64)
+    dense_arch_layer_sizes: List[int] = _help(
+        "Comma separated MLP sizes for the dense features; the last must equal "
+        "--embedding_dim.",
+        default_factory=lambda: [512, 256, 64],
+    )
+    over_arch_layer_sizes: List[int] = _help(
+        "Comma separated MLP sizes above the interaction; the last must be 1.",
+        default_factory=lambda: [512, 512, 256, 1],
+    )
+    interaction: str = _help(
+        "Feature interaction: 'dot' (original DLRM) or 'dcn' (DCNv2, the MLPerf variant).",
+        default="dot",
+        meta={"choices": ("dot", "dcn")},
+    )
+    dcn_num_layers: int = _help("Cross layers for --interaction dcn.", default=3)
+    dcn_low_rank_dim: int = _help("Low-rank width of each DCN cross layer.", default=512)
+
+    # --- optimisation ---
+    batch_size: int = _help("Samples per step per rank (global batch = this x world size).", default=512)
+    learning_rate: float = _help("Peak learning rate for embeddings and dense layers.", default=0.05)
+    optimizer: str = _help(
+        "Optimizer for both parts: 'adagrad' (row-wise Adagrad fused into the embedding "
+        "backward, Adagrad for dense) or 'sgd'.",
+        default="adagrad",
+        meta={"choices": ("adagrad", "sgd")},
+    )
+    lr_warmup_steps: int = _help("Steps of linear warm-up from 0 to --learning_rate.", default=0)
+    lr_decay_start: int = _help("Step at which polynomial decay starts (0 = no decay).", default=0)
+    lr_decay_steps: int = _help("Steps over which the rate decays to 0 after --lr_decay_start.", default=0)
+    num_epochs: int = _help("Passes over the training data.", default=1)
+    max_steps: Optional[int] = _help(
+        "Stop after this many global steps (counted across resumes); default: --num_epochs.",
+        default=None,
+    )
+    seed: int = _help("Seed for weights and synthetic data; same seed, same run.", default=0)
+
+    # --- data ---
+    dataset_path: Optional[str] = _help(
+        "Criteo data: a TSV file, a directory of TSV day files (day_0 ...), or a directory "
+        "of TorchRec preprocessed day_<i>_{dense,sparse,labels}.npy. Default: synthetic data.",
+        default=None,
+    )
+    synthetic_steps_per_epoch: int = _help(
+        "Batches per rank in one epoch of synthetic data.", default=1000
+    )
+    eval_batches: int = _help("Held-out batches per rank for each evaluation.", default=20)
+
+    # --- checkpoints ---
+    checkpoint_dir: Optional[str] = _help(
+        "Where step-<N>/ checkpoints go: a path (shared file system) or an fsspec URI "
+        "(s3://, gs://, az://). The newest complete one is resumed automatically.",
+        default=None,
+    )
+    checkpoint_every: int = _help(
+        "Save every N steps (0 = only at the end and on SIGTERM).", default=0
+    )
+    keep_checkpoints: int = _help("Keep the newest K complete checkpoints.", default=3)
+
+    # --- metrics ---
+    log_every: int = _help("Steps between metric lines / JSON records.", default=50)
+    eval_every: int = _help("Evaluate every N steps (0 = only at the end).", default=0)
+    metrics_file: Optional[str] = _help("JSON lines metrics file (rank 0 writes).", default=None)
+    tensorboard_dir: Optional[str] = _help("TensorBoard log directory (rank 0 writes).", default=None)
+
+    def __post_init__(self) -> None:
+        errors = list(self._errors())
+        if errors:
+            raise ValueError("invalid trainer flags:\n  " + "\n  ".join(errors))
+
+    def _errors(self) -> Sequence[str]:
+        out: List[str] = []
+
+        def bad(flag: str, value: object, allowed: str) -> None:
+            out.append(f"--{flag}={value!r}: {allowed}")
+
+        for name in ("num_embeddings", "embedding_dim", "batch_size", "num_epochs",
+                     "dcn_num_layers", "dcn_low_rank_dim", "synthetic_steps_per_epoch",
+                     "eval_batches", "keep_checkpoints", "log_every"):
+            if getattr(self, name) < 1:
+                bad(name, getattr(self, name), "must be a positive integer")
+        for name in ("lr_warmup_steps", "lr_decay_start", "lr_decay_steps",
+                     "checkpoint_every", "eval_every", "seed"):
+            if getattr(self, name) < 0:
+                bad(name, getattr(self, name), "must be >= 0")
+        if self.max_steps is not None and self.max_steps < 1:
+            bad("max_steps", self.max_steps, "must be a positive integer")
+        if not self.learning_rate > 0:
+            bad("learning_rate", self.learning_rate, "must be > 0")
+        if self.num_embeddings_per_feature is not None:
+            if len(self.num_embeddings_per_feature) != NUM_SPARSE_FEATURES:
+                bad("num_embeddings_per_feature", _join(self.num_embeddings_per_feature),
+                    f"needs exactly {NUM_SPARSE_FEATURES} comma separated values, got "
+                    f"{len(self.num_embeddings_per_feature)}")
+            elif min(self.num_embeddings_per_feature) < 1:
+                bad("num_embeddings_per_feature", _join(self.num_embeddings_per_feature),
+                    "every table needs at least 1 row")
+        for name in ("dense_arch_layer_sizes", "over_arch_layer_sizes"):
+            sizes = getattr(self, name)
+            if not sizes or min(sizes) < 1:
+                bad(name, _join(sizes), "needs one or more positive layer sizes")
+        if self.dense_arch_layer_sizes and self.dense_arch_layer_sizes[-1] != self.embedding_dim:
+            bad("dense_arch_layer_sizes", _join(self.dense_arch_layer_sizes),
+                f"the last size must equal --embedding_dim ({self.embedding_dim})")
+        if self.over_arch_layer_sizes and self.over_arch_layer_sizes[-1] != 1:
+            bad("over_arch_layer_sizes", _join(self.over_arch_layer_sizes),
+                "the last size must be 1 (one click logit)")
+        if self.lr_decay_start and not self.lr_decay_steps:
+            bad("lr_decay_steps", self.lr_decay_steps,
+                "must be > 0 when --lr_decay_start is set")
+        if self.checkpoint_every and not self.checkpoint_dir:
+            bad("checkpoint_every", self.checkpoint_every, "needs --checkpoint_dir")
+        if self.checkpoint_dir and "://" in self.checkpoint_dir:
+            scheme = self.checkpoint_dir.split("://", 1)[0]
+            if scheme not in CHECKPOINT_SCHEMES:
+                bad("checkpoint_dir", self.checkpoint_dir,
+                    f"URI scheme must be one of {', '.join(CHECKPOINT_SCHEMES)} or a plain path")
+        if self.dataset_path is not None and not os.path.exists(self.dataset_path):
+            bad("dataset_path", self.dataset_path, "no such file or directory")
+        return out
+
+    @property
+    def table_sizes(self) -> List[int]:
+        """Rows of each of the 26 tables."""
+        return list(self.num_embeddings_per_feature or [self.num_embeddings] * NUM_SPARSE_FEATURES)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _join(values: Optional[Sequence[int]]) -> str:
+    return ",".join(str(v) for v in values or [])
+
+
+def _int_list(text: str) -> List[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma separated integers, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """An argparse parser generated from TrainConfig, so flags and help cannot drift."""
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer",
+        description="TorchRec DLRM trainer (run under torchrun for several processes).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    hints = get_type_hints(TrainConfig)
+    for f in dataclasses.fields(TrainConfig):
+        kind = hints[f.name]
+        if get_origin(kind) is not None and type(None) in get_args(kind):  # Optional[X]
+            kind = next(a for a in get_args(kind) if a is not type(None))
+        convert = _int_list if get_origin(kind) in (list, List) else kind
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        parser.add_argument(
+            f"--{f.name}", type=convert, default=default, help=f.metadata["help"],
+            choices=f.metadata.get("choices"), metavar=None if "choices" in f.metadata else f.name.upper(),
+        )
+    return parser
+
+
+def parse_config(argv: Optional[Sequence[str]] = None) -> TrainConfig:
+    """Parse and validate flags; a bad value exits with status 2 and a message naming it."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return TrainConfig(**vars(args))
+    except ValueError as err:
+        parser.error(str(err))
+        raise  # unreachable: parser.error exits

@@ -1,0 +1,119 @@
+"""Process group from the torchrun environment, and TorchRec sharding of the model.
+
+``python -m trainer`` without torchrun runs as a world of one, so the same program works
+on a laptop, under ``torchrun --standalone`` and across nodes with c10d rendezvous.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+from torchrec.distributed.model_parallel import DistributedModelParallel, get_default_sharders
+from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
+from torchrec.distributed.types import ShardingEnv
+from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
+from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
+from torchrec.optim.optimizers import in_backward_optimizer_filter
+from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
+
+from trainer.config import TrainConfig
+
+
+@dataclass
+class DistContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    device: torch.device
+    # Gloo group for tiny CPU-side agreements (stop / end of data) that must not sync the GPU.
+    control_group: Optional[dist.ProcessGroup]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed() -> DistContext:
+    """NCCL on GPU (one GPU per local rank), gloo on CPU."""
+    if "RANK" not in os.environ:  # plain `python -m trainer`: a world of one
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group(backend="nccl", device_id=device)
+        control = dist.new_group(backend="gloo")
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group(backend="gloo")
+        control = None  # the default group already is gloo
+    return DistContext(
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        local_rank=local_rank,
+        local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
+        device=device,
+        control_group=control,
+    )
+
+
+def host_memory_bytes() -> int:
+    """Physical memory, or the container's cgroup limit when lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as fh:
+                text = fh.read().strip()
+            if text.isdigit():
+                total = min(total, int(text))
+        except OSError:
+            pass
+    return total
+
+
+def topology(ctx: DistContext) -> Topology:
+    """The planner's view of the real hardware: GPU memory per device, host memory per rank."""
+    ddr = host_memory_bytes() // max(ctx.local_world_size, 1)
+    hbm = None
+    if ctx.device.type == "cuda":
+        hbm = torch.cuda.get_device_properties(ctx.device).total_memory
+    return Topology(
+        world_size=ctx.world_size,
+        local_world_size=ctx.local_world_size,
+        compute_device=ctx.device.type,
+        hbm_cap=hbm,
+        ddr_cap=ddr,
+    )
+
+
+def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext) -> tuple[
+        DistributedModelParallel, CombinedOptimizer, KeyedOptimizerWrapper]:
+    """Fuse the embedding optimizer into the backward, plan, shard, and build the dense
+    optimizer. Returns (model, combined optimizer, dense optimizer)."""
+    if cfg.optimizer == "adagrad":
+        apply_optimizer_in_backward(RowWiseAdagrad, model.model.sparse_arch.parameters(),
+                                    {"lr": cfg.learning_rate, "eps": 1e-8})
+        dense_factory = lambda params: torch.optim.Adagrad(params, lr=cfg.learning_rate, eps=1e-8)  # noqa: E731
+    else:
+        apply_optimizer_in_backward(torch.optim.SGD, model.model.sparse_arch.parameters(),
+                                    {"lr": cfg.learning_rate})
+        dense_factory = lambda params: torch.optim.SGD(params, lr=cfg.learning_rate)  # noqa: E731
+    planner = EmbeddingShardingPlanner(topology=topology(ctx), batch_size=cfg.batch_size)
+    plan = planner.collective_plan(model, get_default_sharders(), dist.GroupMember.WORLD)
+    dmp = DistributedModelParallel(
+        module=model,
+        device=ctx.device,
+        plan=plan,
+        env=ShardingEnv.from_process_group(dist.GroupMember.WORLD),
+    )
+    dense = KeyedOptimizerWrapper(dict(in_backward_optimizer_filter(dmp.named_parameters())), dense_factory)
+    return dmp, CombinedOptimizer([dmp.fused_optimizer, dense]), dense

@@ -1,0 +1,153 @@
+"""Metrics: computed honestly across all ranks, reported by rank 0.
+
+Every rank keeps its window (losses, logits, labels); at a log step all ranks reduce it,
+and rank 0 prints one line, advances the progress bar, appends a JSON line and writes
+TensorBoard scalars. Counters reset after each log.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+import fsspec
+import numpy as np
+import torch
+import torch.distributed as dist
+
+
+def auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Exact ROC AUC (Mann-Whitney U with tied scores averaged); NaN if one class only."""
+    positives = float(labels.sum())
+    negatives = float(len(labels) - positives)
+    if positives == 0 or negatives == 0:
+        return float("nan")
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    avg_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based mean rank of each tie group
+    rank_sum = avg_rank[inverse][labels > 0.5].sum()
+    return float((rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives))
+
+
+def gather(t: torch.Tensor) -> np.ndarray:
+    """Concatenate a 1-D tensor from all ranks (sizes may differ)."""
+    world = dist.get_world_size()
+    if world == 1:
+        return t.detach().float().cpu().numpy()
+    size = torch.tensor([t.numel()], device=t.device)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size)
+    longest = int(max(s.item() for s in sizes))
+    padded = torch.zeros(longest, device=t.device, dtype=torch.float32)
+    padded[: t.numel()] = t.float()
+    out = [torch.zeros_like(padded) for _ in range(world)]
+    dist.all_gather(out, padded)
+    return np.concatenate([o[: int(s.item())].cpu().numpy() for o, s in zip(out, sizes)])
+
+
+class Window:
+    """Per-rank accumulation of training outputs between two log steps."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.losses: List[torch.Tensor] = []
+        self.logits: List[torch.Tensor] = []
+        self.labels: List[torch.Tensor] = []
+        self.started = time.perf_counter()
+
+    def add(self, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        self.losses.append(loss.detach())
+        self.logits.append(logits.detach())
+        self.labels.append(labels.detach())
+
+    def reduce(self) -> Dict[str, float]:
+        """Collective: mean loss over ranks and steps, AUC over all ranks' samples."""
+        steps = len(self.losses)
+        loss = torch.stack(self.losses).sum() if steps else torch.zeros(())
+        if dist.get_world_size() > 1:
+            dist.all_reduce(loss)
+        logits = gather(torch.cat(self.logits)) if steps else np.zeros(0)
+        labels = gather(torch.cat(self.labels)) if steps else np.zeros(0)
+        seconds = time.perf_counter() - self.started
+        return {
+            "loss": float(loss.item()) / max(steps * dist.get_world_size(), 1),
+            "auc": auc(logits, labels),
+            "samples_per_sec": len(labels) / seconds if seconds > 0 else 0.0,
+            "step_time_ms": 1000.0 * seconds / max(steps, 1),
+        }
+
+
+class MetricsLogger:
+    """Rank 0's outputs: console line, progress bar, JSON lines, TensorBoard."""
+
+    def __init__(self, rank: int, total_steps: Optional[int], metrics_file: Optional[str],
+                 tensorboard_dir: Optional[str], start_step: int = 0) -> None:
+        self.enabled = rank == 0
+        self.bar = None
+        self.jsonl = None
+        self.tb = None
+        if not self.enabled:
+            return
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total_steps, initial=start_step, unit="step", dynamic_ncols=True)
+        if metrics_file:
+            fs, path = fsspec.core.url_to_fs(metrics_file)
+            parent = path.rsplit("/", 1)[0] if "/" in path else ""
+            if parent:
+                fs.makedirs(parent, exist_ok=True)
+            self.jsonl = fs.open(path, "a")
+        if tensorboard_dir:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(log_dir=tensorboard_dir)
+
+    def print(self, text: str) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.write(text)
+        else:
+            print(text, flush=True)
+
+    def advance(self, steps: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.update(steps)
+
+    def record(self, kind: str, step: int, values: Dict[str, Any]) -> None:
+        """kind: 'train', 'eval' or 'summary'. Prints, writes JSON and TensorBoard."""
+        if not self.enabled:
+            return
+        numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        text = "  ".join(f"{k} {_fmt(v)}" for k, v in numbers.items())
+        self.print(f"[{kind}] step {step}  {text}")
+        if self.jsonl is not None:
+            self.jsonl.write(json.dumps({"event": kind, "step": step, **_clean(values)}) + "\n")
+            self.jsonl.flush()
+        if self.tb is not None and kind != "summary":
+            for key, value in numbers.items():
+                self.tb.add_scalar(f"{kind}/{key}", value, step)
+            self.tb.flush()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.jsonl is not None:
+            self.jsonl.close()
+        if self.tb is not None:
+            self.tb.close()
+
+
+def _fmt(v: float) -> str:
+    if isinstance(v, int):
+        return str(v)
+    return f"{v:.4f}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def _clean(values: Dict[str, Any]) -> Dict[str, Any]:
+    """JSON has no NaN: write null instead."""
+    return {k: (None if isinstance(v, float) and v != v else v) for k, v in values.items()}
