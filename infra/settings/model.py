@@ -143,7 +143,7 @@ class FsxDeploymentType(str, Enum):
 class FsxLustre(Section):
     """AWS FSx for Lustre."""
 
-    kind: Literal["fsx-lustre"] = "fsx-lustre"
+    kind: Literal["fsx-lustre"] = Field("fsx-lustre", description="The file system kind of this cloud.")
     deployment_type: FsxDeploymentType = Field(
         FsxDeploymentType.PERSISTENT_2, description="SCRATCH_2, PERSISTENT_1 or PERSISTENT_2."
     )
@@ -165,7 +165,7 @@ class AnfServiceLevel(str, Enum):
 class AzureNetAppFiles(Section):
     """Azure NetApp Files: a capacity pool and one NFS volume in it."""
 
-    kind: Literal["azure-netapp-files"] = "azure-netapp-files"
+    kind: Literal["azure-netapp-files"] = Field("azure-netapp-files", description="The file system kind of this cloud.")
     service_level: AnfServiceLevel = Field(
         AnfServiceLevel.PREMIUM, description="Standard, Premium or Ultra."
     )
@@ -187,7 +187,7 @@ class FilestoreTier(str, Enum):
 class Filestore(Section):
     """GCP Filestore."""
 
-    kind: Literal["filestore"] = "filestore"
+    kind: Literal["filestore"] = Field("filestore", description="The file system kind of this cloud.")
     tier: FilestoreTier = Field(FilestoreTier.ZONAL, description="Filestore service tier.")
     capacity_gib: int = Field(
         2560,

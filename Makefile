@@ -1,0 +1,50 @@
+# The two commands a newcomer needs: `make train` and `make test`. Both set up .venv themselves.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CHECKOV_VENV := .venv-checkov
+CHECKOV_VERSION := 3.3.30
+
+.PHONY: train test test-infra test-trainer bench settings-docs clean
+
+# Stamps re-run an install only when its requirements change, so the second run is quick.
+$(VENV)/.infra-installed: requirements.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+$(VENV)/.trainer-installed: $(VENV)/.infra-installed trainer/requirements-cpu.txt trainer/requirements-torchrec.txt
+	$(BIN)/pip install -q --disable-pip-version-check -r trainer/requirements-cpu.txt
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r trainer/requirements-torchrec.txt
+	touch $@
+
+# checkov pins packaging<24, which pulumi cannot live with: it gets its own environment.
+$(CHECKOV_VENV)/.installed: Makefile
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q --disable-pip-version-check checkov==$(CHECKOV_VERSION)
+	touch $@
+
+## Train briefly on this machine with synthetic data (CPU: 2 processes on gloo; GPU: every GPU).
+train: $(VENV)/.trainer-installed
+	$(BIN)/python -m trainer.local_run $(ARGS)
+
+## Every test: settings, catalog, the three stacks under mocks, workloads, trainer.
+test: $(VENV)/.trainer-installed $(CHECKOV_VENV)/.installed
+	$(BIN)/python -m pytest tests -q
+
+test-infra: $(VENV)/.infra-installed $(CHECKOV_VENV)/.installed
+	$(BIN)/python -m pytest tests -q --ignore=tests/trainer
+
+test-trainer: $(VENV)/.trainer-installed
+	$(BIN)/python -m pytest tests/trainer -q
+
+## Global samples/s of our trainer and TorchRec's reference DLRM, side by side.
+bench: $(VENV)/.trainer-installed
+	$(BIN)/python bench/train_throughput.py
+
+## Regenerate the settings table in README.md from infra/settings.
+settings-docs: $(VENV)/.infra-installed
+	$(BIN)/python -m infra.settings.docs --write README.md
+
+clean:
+	rm -rf $(VENV) $(CHECKOV_VENV) .pytest_cache

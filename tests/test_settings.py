@@ -1,0 +1,262 @@
+"""The stack files are valid, and every rule a cloud API would enforce is refused up front.
+
+Each bad value goes through the real program (`__main__.py` under mocks, as `pulumi up` runs
+it): the run must fail with one error naming the setting's path, its value and what is allowed,
+and must not have registered a single resource.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.catalog import find_machine
+from infra.settings import SettingsError, settings_from_mapping
+from infra.settings.model import Settings
+from tests.harness import PROJECT, STACKS, run_stack, stack_config
+
+
+def stack_values(stack: str) -> dict[str, Any]:
+    prefix = f"{PROJECT}:"
+    return {k.removeprefix(prefix): v for k, v in stack_config(stack).items() if k.startswith(prefix)}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_stack_file_is_valid_and_names_its_cloud(stack: str) -> None:
+    settings = settings_from_mapping(stack_values(stack))
+    assert settings.cloud.value == stack
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_stack_file_serves_the_reference_setup(stack: str) -> None:
+    """2 nodes of 8 x A100 40 GB, batch 2048 per rank: what the seed guides run."""
+    settings = settings_from_mapping(stack_values(stack))
+    gpu = find_machine(settings.cloud, settings.job_pool.machine_type)
+    assert gpu is not None and (gpu.gpu_model, gpu.gpu_count, gpu.gpu_memory_gib) == ("A100", 8, 40)
+    assert settings.job.nodes == 2 and settings.job.processes_per_node == 8
+    assert settings.job.trainer_args["batch_size"] == 2048
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_defaults_alone_make_a_valid_stack(stack: str) -> None:
+    """A stack file with only the cloud, the API CIDRs (and GCP project) is complete."""
+    minimal: dict[str, Any] = {"cloud": stack, "kubernetes": {"apiAccessCidrs": ["198.51.100.0/24"]}}
+    if stack == "gcp":
+        minimal["gcp"] = {"project": "my-project"}
+    settings = settings_from_mapping(minimal)
+    assert settings.gpu_pools.spot.enabled and settings.checkpoints.retain_on_destroy
+
+
+def test_checkpoints_are_retained_on_destroy_by_default() -> None:
+    assert Settings.model_fields["checkpoints"].default_factory().retain_on_destroy is True
+
+
+BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
+    # (test id, stack, overrides, path named in the error, fragment of what is allowed)
+    ("fsx-capacity", "aws", {"sharedFileSystem": {"capacityGib": 3600}},
+     "sharedFileSystem.capacityGib", "multiple of 2400"),
+    ("fsx-p2-throughput", "aws", {"sharedFileSystem": {"throughputPerTib": 200}},
+     "sharedFileSystem.throughputPerTib", "[125, 250, 500, 1000]"),
+    ("fsx-p1-throughput", "aws",
+     {"sharedFileSystem": {"deploymentType": "PERSISTENT_1", "throughputPerTib": 250}},
+     "sharedFileSystem.throughputPerTib", "[50, 100, 200]"),
+    ("fsx-scratch-throughput", "aws",
+     {"sharedFileSystem": {"deploymentType": "SCRATCH_2", "throughputPerTib": 125}},
+     "sharedFileSystem.throughputPerTib", "SCRATCH_2"),
+    ("fsx-deployment-type", "aws", {"sharedFileSystem": {"deploymentType": "PERSISTENT_3"}},
+     "sharedFileSystem.deploymentType", "PERSISTENT_2"),
+    ("anf-pool-size", "azure", {"sharedFileSystem": {"poolSizeTib": 0}},
+     "sharedFileSystem.poolSizeTib", "at least 1 TiB"),
+    ("anf-pool-whole-tib", "azure", {"sharedFileSystem": {"poolSizeTib": 1.5}},
+     "sharedFileSystem.poolSizeTib", "integer"),
+    ("anf-volume-small", "azure", {"sharedFileSystem": {"volumeSizeGib": 49}},
+     "sharedFileSystem.volumeSizeGib", "50 GiB to 100 TiB"),
+    ("anf-volume-large", "azure",
+     {"sharedFileSystem": {"poolSizeTib": 200, "volumeSizeGib": 102401}},
+     "sharedFileSystem.volumeSizeGib", "50 GiB to 100 TiB"),
+    ("anf-volume-over-pool", "azure", {"sharedFileSystem": {"poolSizeTib": 1, "volumeSizeGib": 2048}},
+     "sharedFileSystem.volumeSizeGib", "capacity pool"),
+    ("anf-service-level", "azure", {"sharedFileSystem": {"serviceLevel": "Gold"}},
+     "sharedFileSystem.serviceLevel", "'Standard', 'Premium' or 'Ultra'"),
+    ("filestore-basic-hdd", "gcp", {"sharedFileSystem": {"tier": "BASIC_HDD", "capacityGib": 512}},
+     "sharedFileSystem.capacityGib", "BASIC_HDD: 1.0-63.9 TiB"),
+    ("filestore-basic-ssd", "gcp", {"sharedFileSystem": {"tier": "BASIC_SSD", "capacityGib": 2048}},
+     "sharedFileSystem.capacityGib", "BASIC_SSD: 2.5-63.9 TiB"),
+    ("filestore-zonal-step", "gcp", {"sharedFileSystem": {"capacityGib": 1100}},
+     "sharedFileSystem.capacityGib", "256 GiB steps"),
+    ("filestore-zonal-large-step", "gcp", {"sharedFileSystem": {"capacityGib": 11264}},
+     "sharedFileSystem.capacityGib", "2560 GiB steps"),
+    ("filestore-regional-gap", "gcp", {"sharedFileSystem": {"tier": "REGIONAL", "capacityGib": 10000}},
+     "sharedFileSystem.capacityGib", "REGIONAL"),
+    ("filestore-high-scale", "gcp",
+     {"sharedFileSystem": {"tier": "HIGH_SCALE_SSD", "capacityGib": 9216}},
+     "sharedFileSystem.capacityGib", "HIGH_SCALE_SSD: 10.0-100.0 TiB"),
+    ("pool-order", "aws", {"gpuPools": {"onDemand": {"minNodes": 3, "desiredNodes": 2}}},
+     "gpuPools.onDemand.desiredNodes", "minNodes <= desiredNodes <= maxNodes"),
+    ("pool-negative", "gcp", {"gpuPools": {"spot": {"minNodes": -1}}},
+     "gpuPools.spot.minNodes", "greater than or equal to 0"),
+    ("aks-pool-name", "azure", {"gpuPools": {"spot": {"name": "gpu-spot"}}},
+     "gpuPools.spot.name", "^[a-z][a-z0-9]{0,11}$"),
+    ("aks-pool-name-length", "azure", {"gpuPools": {"onDemand": {"name": "gpupoolnumber1"}}},
+     "gpuPools.onDemand.name", "1-12 lowercase"),
+    ("duplicate-pool-name", "gcp", {"gpuPools": {"spot": {"name": "gpu"}}},
+     "gpuPools.spot.name", "already used by gpuPools.onDemand"),
+    ("job-name-rfc1123", "aws", {"job": {"name": "DLRM_run"}},
+     "job.name", "RFC 1123"),
+    ("job-name-length", "aws", {"job": {"name": "d" * 64}}, "job.name", "at most 63"),
+    ("namespace-rfc1123", "gcp", {"job": {"namespace": "-train"}}, "job.namespace", "RFC 1123"),
+    ("unknown-machine", "aws", {"gpuPools": {"onDemand": {"machineType": "p9.96xlarge"}}},
+     "gpuPools.onDemand.machineType", "p4d.24xlarge"),
+    ("machine-of-another-cloud", "gcp", {"gpuPools": {"spot": {"machineType": "p4d.24xlarge"}}},
+     "gpuPools.spot.machineType", "a2-highgpu-8g"),
+    ("gpu-pool-without-gpus", "azure", {"gpuPools": {"onDemand": {"machineType": "Standard_D4s_v5"}}},
+     "gpuPools.onDemand.machineType", "has no GPUs"),
+    ("processes-over-gpus", "azure", {"job": {"processesPerNode": 16}},
+     "job.processesPerNode", "at most the 8 GPUs"),
+    ("placement-two-zones", "aws", {"gpuZones": ["us-east-1a", "us-east-1b"]},
+     "gpuZones", "exactly one GPU zone"),
+    ("compact-placement-two-zones", "gcp",
+     {"zones": ["us-central1-a", "us-central1-b"], "gpuZones": ["us-central1-a", "us-central1-b"]},
+     "gpuZones", "exactly one GPU zone"),
+    ("efa-on-machine-without", "aws",
+     {"interconnect": {"fabric": True}, "gpuPools": {"spot": {"machineType": "m6i.2xlarge"}}},
+     "gpuPools.spot.machineType", "has no GPUs"),
+    ("ib-on-machine-without", "azure",
+     {"gpuPools": {"onDemand": {"machineType": "Standard_NC24ads_A100_v4"}},
+      "job": {"processesPerNode": 1}},
+     "gpuPools.onDemand.machineType", "has no InfiniBand"),
+    ("gpudirect-on-a2", "gcp", {"interconnect": {"fabric": True}},
+     "gpuPools.onDemand.machineType", "has no GPUDirect"),
+    ("spot-without-checkpoints", "aws", {"checkpoints": {"enabled": False}},
+     "checkpoints.enabled", "keep checkpoints on"),
+    ("spot-price-outside-azure", "aws", {"gpuPools": {"spot": {"maxPrice": 10}}},
+     "gpuPools.spot.maxPrice", "only Azure"),
+    ("azure-spot-price", "azure", {"gpuPools": {"spot": {"maxPrice": 0}}},
+     "gpuPools.spot.maxPrice", "-1 (up to on-demand) or a price > 0"),
+    ("job-over-pool", "aws", {"job": {"nodes": 3}}, "job.nodes", "gpuPools.onDemand.maxNodes (2)"),
+    ("job-on-disabled-spot", "gcp", {"job": {"pool": "spot"}, "gpuPools": {"spot": {"enabled": False}}},
+     "job.pool", "spot pool is disabled"),
+    ("kubernetes-version", "aws", {"kubernetes": {"version": "1.22"}},
+     "kubernetes.version", "1.30 to 1.35"),
+    ("kubernetes-version-shape", "azure", {"kubernetes": {"version": "latest"}},
+     "kubernetes.version", "minor version like '1.33'"),
+    ("api-open-to-world", "gcp", {"kubernetes": {"apiAccessCidrs": ["0.0.0.0/0"]}},
+     "kubernetes.apiAccessCidrs", "whole internet"),
+    ("api-cidr-shape", "aws", {"kubernetes": {"apiAccessCidrs": ["10.0.0.1/8"]}},
+     "kubernetes.apiAccessCidrs", "not a CIDR"),
+    ("zone-of-other-region", "aws", {"zones": ["us-east-1a", "us-west-2b"]},
+     "zones", "a zone of region 'us-east-1'"),
+    ("eks-needs-two-zones", "aws", {"zones": ["us-east-1a"]}, "zones", "at least two zones"),
+    ("azure-zone", "azure", {"zones": ["eastus-1"], "gpuZones": ["eastus-1"]},
+     "zones", "'1', '2' or '3'"),
+    ("gpu-zone-outside-cluster", "gcp", {"gpuZones": ["us-central1-c"]},
+     "gpuZones", "one of zones"),
+    ("fs-kind-of-other-cloud", "gcp", {"sharedFileSystem": {"kind": "fsx-lustre"}},
+     "sharedFileSystem.kind", "filestore on gcp"),
+    ("trainer-flag-owned-by-stack", "aws", {"job": {"trainerArgs": {"checkpoint_dir": "/tmp"}}},
+     "job.trainerArgs.checkpoint_dir", "checkpoints.location"),
+    ("trainer-flag-shape", "aws", {"job": {"trainerArgs": {"--batch-size": 1}}},
+     "job.trainerArgs.--batch-size", "without dashes"),
+    ("dataset-import-outside-aws", "azure", {"dataset": {"importUri": "s3://bucket/criteo"}},
+     "dataset.importUri", "only FSx for Lustre"),
+    ("dataset-import-uri", "aws", {"dataset": {"importUri": "gs://bucket/criteo"}},
+     "dataset.importUri", "s3://bucket/prefix"),
+    ("dataset-path-escapes", "gcp", {"dataset": {"path": "../etc"}}, "dataset.path", "without '..'"),
+    ("mount-path", "azure", {"sharedFileSystem": {"mountPath": "shared"}},
+     "sharedFileSystem.mountPath", "absolute path"),
+    ("misspelt-key", "aws", {"gpuPools": {"onDemand": {"maxNode": 4}}},
+     "gpuPools.onDemand.maxNode", "misspelt"),
+    ("misspelt-top-level-key", "azure", {"gpuPool": {}}, "gpuPool", "misspelt"),
+    ("job-kind", "gcp", {"job": {"kind": "MPIJob"}}, "job.kind", "'Job' or 'PyTorchJob'"),
+    ("grace-period", "aws", {"job": {"terminationGraceSeconds": 5}},
+     "job.terminationGraceSeconds", "greater than or equal to 30"),
+]
+
+
+@pytest.mark.parametrize(("stack", "overrides", "path", "allowed"),
+                         [case[1:] for case in BAD], ids=[case[0] for case in BAD])
+def test_bad_setting_is_refused_before_any_resource_exists(
+    stack: str, overrides: dict[str, Any], path: str, allowed: str
+) -> None:
+    run = run_stack(stack, overrides=overrides, expect_error=True)
+    assert isinstance(run.error, SettingsError), run.error
+    problem_paths = [p.path for p in run.error.problems]
+    assert path in problem_paths, f"{path} not named in:\n{run.error}"
+    message = str(run.error)
+    line = next(line for line in message.splitlines() if f"{PROJECT}:{path} =" in line)
+    assert allowed in line, line
+    assert run.resources == [], f"registered before the error: {[r.name for r in run.resources]}"
+
+
+def with_overrides(stack: str, overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The stack file's values with some sections' keys replaced."""
+    values = stack_values(stack)
+    for section, changes in overrides.items():
+        values[section] = {**values.get(section, {}), **changes}
+    return values
+
+
+def test_one_error_lists_every_bad_setting() -> None:
+    values = with_overrides("aws", {
+        "sharedFileSystem": {"capacityGib": 1000, "throughputPerTib": 7},
+        "job": {"name": "Bad_Name", "processesPerNode": 9},
+    })
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(values)
+    paths = [p.path for p in caught.value.problems]
+    assert sorted(paths) == sorted(["sharedFileSystem.capacityGib",
+                                    "sharedFileSystem.throughputPerTib",
+                                    "job.name", "job.processesPerNode"])
+    assert str(caught.value).startswith("4 bad settings in the stack file (nothing was created)")
+
+
+def test_a_type_error_does_not_hide_the_other_rules() -> None:
+    values = stack_values("azure")
+    values["gpuPools"] = {**values["gpuPools"], "spot": {**values["gpuPools"]["spot"], "maxNodes": "two"}}
+    values["sharedFileSystem"] = {**values["sharedFileSystem"], "volumeSizeGib": 10}
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(values)
+    paths = {p.path for p in caught.value.problems}
+    assert {"gpuPools.spot.maxNodes", "sharedFileSystem.volumeSizeGib"} <= paths
+
+
+def test_missing_cloud_is_named_alone() -> None:
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping({"region": "us-east-1"})
+    assert [p.path for p in caught.value.problems] == ["cloud"]
+    assert "aws, azure, gcp" in str(caught.value)
+
+
+def test_missing_api_cidrs_say_what_to_set() -> None:
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping({"cloud": "azure"})
+    assert "kubernetes.apiAccessCidrs" in str(caught.value)
+    assert "0.0.0.0/0 is refused" in str(caught.value)
+
+
+GOOD_EDGES: list[tuple[str, dict[str, Any]]] = [
+    ("aws", {"capacityGib": 1200}),
+    ("aws", {"capacityGib": 4800}),
+    ("aws", {"capacityGib": 24000, "throughputPerTib": 1000}),
+    ("aws", {"deploymentType": "SCRATCH_2", "capacityGib": 1200, "throughputPerTib": None}),
+    ("aws", {"deploymentType": "PERSISTENT_1", "throughputPerTib": 50}),
+    ("gcp", {"tier": "ZONAL", "capacityGib": 1024}),
+    ("gcp", {"tier": "ZONAL", "capacityGib": 9984}),
+    ("gcp", {"tier": "ZONAL", "capacityGib": 10240}),
+    ("gcp", {"tier": "REGIONAL", "capacityGib": 102400}),
+    ("gcp", {"tier": "BASIC_HDD", "capacityGib": 1024}),
+    ("gcp", {"tier": "BASIC_SSD", "capacityGib": 2560}),
+    ("gcp", {"tier": "HIGH_SCALE_SSD", "capacityGib": 10240}),
+    ("azure", {"poolSizeTib": 1, "volumeSizeGib": 50}),
+    ("azure", {"poolSizeTib": 1, "volumeSizeGib": 1024}),
+    ("azure", {"poolSizeTib": 100, "volumeSizeGib": 102400, "serviceLevel": "Ultra"}),
+]
+
+
+@pytest.mark.parametrize(("stack", "file_system"), GOOD_EDGES)
+def test_file_system_sizes_at_the_edges_are_accepted(stack: str, file_system: dict[str, Any]) -> None:
+    """The boundaries of each rule are allowed, not just refused around."""
+    settings = settings_from_mapping(with_overrides(stack, {"sharedFileSystem": file_system}))
+    dumped = settings.shared_file_system.model_dump(by_alias=True, mode="json")
+    assert {key: dumped[key] for key in file_system} == file_system
