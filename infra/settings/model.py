@@ -12,7 +12,7 @@ import ipaddress
 from enum import Enum
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from infra.catalog import Cloud
@@ -273,16 +273,29 @@ class Job(Section):
     )
 
 
+def _private_cidr(value: str) -> str:
+    try:
+        network = ipaddress.ip_network(value, strict=True)
+    except ValueError as error:
+        raise ValueError(f"{value!r} is not a CIDR: {error}") from None
+    if not network.is_private or network.version != 4 or network.prefixlen > 24:
+        raise ValueError("a private IPv4 range of /24 or larger, e.g. 10.0.0.0/16")
+    return value
+
+
+PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
+
+
 class AwsOptions(Section):
     """AWS-only settings."""
 
-    vpc_cidr: str = Field("10.0.0.0/16", description="VPC address range.")
+    vpc_cidr: PrivateCidr = Field("10.0.0.0/16", description="VPC address range.")
 
 
 class AzureOptions(Section):
     """Azure-only settings."""
 
-    vnet_cidr: str = Field("10.1.0.0/16", description="Virtual network address range.")
+    vnet_cidr: PrivateCidr = Field("10.1.0.0/16", description="Virtual network address range.")
     disable_local_accounts: bool = Field(
         True, description="Entra ID only: no static admin kubeconfig."
     )
@@ -292,7 +305,7 @@ class GcpOptions(Section):
     """GCP-only settings."""
 
     project: str = Field(description="GCP project id.")
-    network_cidr: str = Field("10.2.0.0/20", description="Node subnetwork range.")
+    network_cidr: PrivateCidr = Field("10.2.0.0/20", description="Node subnetwork range.")
     deletion_protection: bool = Field(False, description="GKE deletion protection.")
 
 

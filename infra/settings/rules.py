@@ -278,7 +278,8 @@ def dataset_import_is_aws_s3(s: Settings) -> Iterator[Problem]:
 def cloud_options_match(s: Settings) -> Iterator[Problem]:
     for cloud in Cloud:
         if cloud != s.cloud and getattr(s, cloud.value) is not None:
-            yield Problem(cloud.value, "...", f"{cloud.value} options in a {s.cloud.value} stack")
+            yield Problem(cloud.value, getattr(s, cloud.value).model_dump(by_alias=True),
+                          f"{cloud.value} options, but this stack's cloud is {s.cloud.value}")
 
 
 RULES: tuple[Rule, ...] = (
