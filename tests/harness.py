@@ -43,6 +43,8 @@ class Captured:
     dependencies: list[str] = field(default_factory=list)
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
+    retain_on_delete: bool = False
+    protect: bool = False
 
     @property
     def provider_urn(self) -> str:
@@ -101,6 +103,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             property_dependencies={
                 key: list(value.urns) for key, value in request.propertyDependencies.items()
             },
+            retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
+            protect=bool(getattr(request, "protect", False)),
         )
         with self.lock:
             self.captured[response.urn] = captured
@@ -118,11 +122,12 @@ class Run:
     """The outcome of one program run: captured resources, stack outputs, or the error."""
 
     def __init__(self, stack: str, captured: dict[str, Captured], outputs: dict[str, Any],
-                 error: BaseException | None) -> None:
+                 secret_outputs: set[str], error: BaseException | None) -> None:
         self.stack = stack
         self.by_urn = captured
         self.resources = list(captured.values())
         self.outputs = outputs
+        self.secret_outputs = secret_outputs  # names of stack outputs that are secrets
         self.error = error
 
     # --- finding ---------------------------------------------------------------------------
@@ -221,17 +226,23 @@ def run_stack(stack: str, overrides: dict[str, Any] | None = None,
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
 
     outputs: dict[str, Any] = {}
+    secret_outputs: set[str] = set()
 
     @pulumi.runtime.test
-    def program() -> None:
+    def program() -> Any:
         runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
         root = pulumi.runtime.settings.get_root_resource()
-        exports = root.outputs if root is not None else {}
+        exports = dict(root.outputs) if root is not None else {}
+        names = list(exports)
+        values = [pulumi.Output.from_input(v) for v in exports.values()]
+        secrecy = [pulumi.Output.from_input(asyncio.ensure_future(v.is_secret())) for v in values]
 
-        def keep(values: list[Any]) -> None:
-            outputs.update(dict(zip(exports.keys(), values)))
+        def keep(resolved: list[Any]) -> None:
+            count = len(names)
+            outputs.update(dict(zip(names, resolved[:count])))
+            secret_outputs.update(n for n, secret in zip(names, resolved[count:]) if secret)
 
-        return pulumi.Output.all(*exports.values()).apply(keep) if exports else None
+        return pulumi.Output.unsecret(pulumi.Output.all(*values, *secrecy)).apply(keep) if names else None
 
     error: BaseException | None = None
     try:
@@ -244,7 +255,7 @@ def run_stack(stack: str, overrides: dict[str, Any] | None = None,
         asyncio.get_event_loop().close()
     if expect_error and error is None:
         raise AssertionError(f"stack {stack} ran without the expected error")
-    return Run(stack, dict(monitor.captured), outputs, error)
+    return Run(stack, dict(monitor.captured), outputs, secret_outputs, error)
 
 
 Check = Callable[[Run], None]

@@ -1,0 +1,132 @@
+"""Policies every stack obeys, whatever the cloud: the whole program run under mocks per stack.
+
+Cloud-specific assertions live in test_aws/test_azure/test_gcp; these are the promises of
+../shared/DESIGN.md that hold everywhere (outputs, ordering, providers, parents, retention).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.catalog import find_machine
+from infra.settings import settings_from_mapping
+from tests.harness import PROJECT, STACKS, Run, run_stack, stack_config
+from tests.k8s_manifests import validate_manifests
+
+# What, per cloud, the job must wait for: the GPU pools and the shared file system.
+GPU_POOL_TYPES = {
+    "aws": {"eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup"},
+    "azure": {"azure-native:containerservice:AgentPool"},
+    "gcp": {"gcp:container/nodePool:NodePool"},
+}
+FILE_SYSTEM_TYPES = {
+    "aws": {"aws:fsx/lustreFileSystem:LustreFileSystem"},
+    "azure": {"azure-native:netapp:CapacityPoolVolume", "azure-native:netapp:Volume"},
+    "gcp": {"gcp:filestore/instance:Instance"},
+}
+BUCKET_TYPES = {
+    "aws": {"aws:s3/bucketV2:BucketV2", "aws:s3/bucket:Bucket"},
+    "azure": {"azure-native:storage:BlobContainer", "azure-native:storage:StorageAccount"},
+    "gcp": {"gcp:storage/bucket:Bucket"},
+}
+TRAINING_JOB_TYPES = {"kubernetes:batch/v1:Job", "kubernetes:kubeflow.org/v1:PyTorchJob"}
+
+
+def settings_of(stack: str):
+    prefix = f"{PROJECT}:"
+    return settings_from_mapping(
+        {k.removeprefix(prefix): v for k, v in stack_config(stack).items() if k.startswith(prefix)}
+    )
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def run(request: pytest.FixtureRequest) -> Run:
+    return run_stack(request.param)
+
+
+def of_types(run: Run, types: set[str]) -> list:
+    return [r for r in run.resources if r.type in types]
+
+
+def the_job(run: Run):
+    jobs = of_types(run, TRAINING_JOB_TYPES)
+    assert len(jobs) == 1, [r.type for r in jobs]
+    return jobs[0]
+
+
+def test_stack_exports_what_the_user_needs(run: Run) -> None:
+    for name in ("cluster_name", "kubeconfig", "file_system_id", "checkpoint_uri", "job_name",
+                 "watch_commands", "estimated_cost", "trainer_image"):
+        assert run.outputs.get(name), f"{run.stack}: output {name} is empty"
+    assert "kubeconfig" in run.secret_outputs
+    scheme = {"aws": "s3://", "azure": "az://", "gcp": "gs://"}[run.stack]
+    assert run.outputs["checkpoint_uri"].startswith(scheme)
+
+
+def test_estimated_cost_comes_from_the_catalog(run: Run) -> None:
+    settings = settings_of(run.stack)
+    gpu = find_machine(settings.cloud, settings.job_pool.machine_type)
+    system = find_machine(settings.cloud, settings.system_pool.machine_type)
+    assert gpu and system
+    system_cost = system.on_demand_usd_per_hour * settings.system_pool.desired_nodes
+    cost = run.outputs["estimated_cost"]
+    expected = system_cost + gpu.on_demand_usd_per_hour * settings.job.nodes
+    assert cost["on_demand_usd_per_hour"] == pytest.approx(expected, abs=0.01)
+    assert cost["spot_usd_per_hour"] < cost["on_demand_usd_per_hour"]
+
+
+def test_the_job_waits_for_the_gpu_pools_and_the_file_system(run: Run) -> None:
+    job = the_job(run)
+    pools = of_types(run, GPU_POOL_TYPES[run.stack])
+    file_systems = of_types(run, FILE_SYSTEM_TYPES[run.stack])
+    assert pools and file_systems
+    for earlier in pools + file_systems:
+        assert run.waits_for(job, earlier), f"{run.stack}: the job does not wait for {earlier.name}"
+
+
+def test_every_kubernetes_object_goes_to_the_new_cluster(run: Run) -> None:
+    providers = {r.urn for r in run.of_type("pulumi:providers:kubernetes")}
+    assert providers, "no Kubernetes provider built from the cluster's kubeconfig"
+    for resource in run.resources:
+        if resource.type.startswith("kubernetes:") and resource.custom:
+            assert resource.provider_urn in providers, f"{resource.name} uses the default provider"
+
+
+def test_kubernetes_provider_waits_for_the_gpu_pools(run: Run) -> None:
+    provider = run.of_type("pulumi:providers:kubernetes")[0]
+    for pool in of_types(run, GPU_POOL_TYPES[run.stack]):
+        assert run.waits_for(provider, pool), f"provider does not wait for {pool.name}"
+
+
+def test_every_kubernetes_object_is_valid_for_the_cluster_version(run: Run) -> None:
+    validate_manifests(run, settings_of(run.stack).kubernetes.version)
+
+
+def test_every_resource_is_inside_a_component(run: Run) -> None:
+    """No resource hangs at the stack root: each belongs to the cloud or workload component."""
+    for resource in run.resources:
+        if resource.custom and not resource.type.startswith("pulumi:providers:"):
+            assert resource.parent and "::pulumi:pulumi:Stack::" not in resource.parent, resource.name
+            assert resource.parent.split("::")[-2].split("$")[0].startswith("torchrec-cloud:"), (
+                f"{resource.name} is not parented under one of our components"
+            )
+
+
+def test_names_derive_from_project_and_stack(run: Run) -> None:
+    components = [r for r in run.resources if r.type.startswith("torchrec-cloud:")]
+    assert components
+    for component in components:
+        assert component.name.startswith(f"{PROJECT}-{run.stack}"), component.name
+
+
+def test_checkpoint_storage_is_retained_on_destroy_by_default(run: Run) -> None:
+    buckets = of_types(run, BUCKET_TYPES[run.stack])
+    assert buckets
+    assert all(bucket.retain_on_delete for bucket in buckets), [b.name for b in buckets]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_checkpoint_storage_goes_with_the_stack_when_asked(stack: str) -> None:
+    run = run_stack(stack, overrides={"checkpoints": {"retainOnDestroy": False}})
+    buckets = of_types(run, BUCKET_TYPES[stack])
+    assert buckets and not any(bucket.retain_on_delete for bucket in buckets)
