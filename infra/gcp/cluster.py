@@ -1,0 +1,81 @@
+"""The GKE control plane: zonal (compact placement needs one zone), private nodes, locked down.
+
+The default node pool is removed at once: every pool is a separate NodePool resource, so a
+pool change never replaces the cluster.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.gcp.identity import workload_pool
+from infra.gcp.network import PODS_RANGE, SERVICES_RANGE, Network
+from infra.settings.model import Settings
+
+# DCGM needs managed Prometheus; GKE exposes GPU metrics from it on GKE 1.30.1+.
+MONITORED_COMPONENTS = ["SYSTEM_COMPONENTS", "DCGM"]
+
+
+def gpu_zone(settings: Settings) -> str:
+    """The one zone of the GPU pools (placement_needs_one_zone guarantees one with placement)."""
+    return settings.gpu_zones[0]
+
+
+def create_cluster(prefix: str, settings: Settings, network: Network,
+                   node_account_email: pulumi.Input[str],
+                   opts: pulumi.ResourceOptions) -> gcp.container.Cluster:
+    """A zonal GKE cluster in the GPU zone, reachable only from the configured CIDRs."""
+    assert settings.gcp is not None  # cloud_options_match + defaults guarantee it
+    return gcp.container.Cluster(
+        f"{prefix}-gke",
+        location=gpu_zone(settings),
+        network=network.network.id,
+        subnetwork=network.subnetwork.id,
+        remove_default_node_pool=True,
+        initial_node_count=1,
+        deletion_protection=settings.gcp.deletion_protection,
+        min_master_version=settings.kubernetes.version,
+        release_channel=gcp.container.ClusterReleaseChannelArgs(channel="REGULAR"),
+        networking_mode="VPC_NATIVE",
+        ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
+            cluster_secondary_range_name=PODS_RANGE,
+            services_secondary_range_name=SERVICES_RANGE,
+        ),
+        private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
+            enable_private_nodes=True,  # no public IPs on nodes
+            enable_private_endpoint=False,  # pulumi runs from outside; limited below
+        ),
+        master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+            cidr_blocks=[
+                gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+                    cidr_block=cidr, display_name=f"apiAccessCidrs {cidr}")
+                for cidr in settings.kubernetes.api_access_cidrs
+            ],
+            gcp_public_cidrs_access_enabled=False,
+        ),
+        workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
+            workload_pool=workload_pool(settings.gcp.project),
+        ),
+        addons_config=gcp.container.ClusterAddonsConfigArgs(
+            gcp_filestore_csi_driver_config=(
+                gcp.container.ClusterAddonsConfigGcpFilestoreCsiDriverConfigArgs(enabled=True)),
+        ),
+        monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
+            enable_components=MONITORED_COMPONENTS,
+            managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(
+                enabled=True),
+        ),
+        enable_shielded_nodes=True,
+        # Without this the default pool would use the default compute account (Editor).
+        node_config=gcp.container.ClusterNodeConfigArgs(
+            service_account=node_account_email,
+            shielded_instance_config=gcp.container.ClusterNodeConfigShieldedInstanceConfigArgs(
+                enable_secure_boot=True, enable_integrity_monitoring=True),
+            workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(
+                mode="GKE_METADATA"),
+        ),
+        resource_labels=settings.tags,
+        opts=pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(ignore_changes=["node_config", "initial_node_count"])),
+    )

@@ -1,0 +1,92 @@
+"""GcpGpuCluster: GKE + GPU pools + Filestore + checkpoint bucket, returned as the cluster contract.
+
+Thin on purpose: each concern lives in its own file (network, cluster, node_pools, filestore,
+storage, identity, registry, interconnect, kubeconfig); this class wires them in order and
+hands `GpuCluster` to the workload layer.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.catalog import Cloud, machine
+from infra.contract import CheckpointStore, GpuCluster, GpuClusterArgs
+from infra.gcp.cluster import create_cluster, gpu_zone
+from infra.gcp.filestore import create_filestore
+from infra.gcp.identity import create_job_account, create_node_account
+from infra.gcp.interconnect import interconnect_spec
+from infra.gcp.kubeconfig import cluster_kubeconfig, kubernetes_provider
+from infra.gcp.network import create_network
+from infra.gcp.node_pools import create_pools
+from infra.gcp.registry import create_trainer_image
+from infra.gcp.storage import create_checkpoint_bucket
+from infra.settings.model import Filestore
+
+TYPE_TOKEN = "torchrec-cloud:gcp:GpuCluster"
+WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
+
+
+class GcpGpuCluster(pulumi.ComponentResource):
+    """Everything the GCP stack creates below the workload; `.contract` is its public face."""
+
+    contract: GpuCluster
+
+    def __init__(self, name: str, args: GpuClusterArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE_TOKEN, name, None, opts)
+        s = args.settings
+        if s.gcp is None or not isinstance(s.shared_file_system, Filestore):
+            raise ValueError("GcpGpuCluster needs gcp settings and a filestore shared file system")
+        prefix, project, region, zone = args.name_prefix, s.gcp.project, s.region, gpu_zone(s)
+
+        provider = gcp.Provider(
+            f"{prefix}-gcp", project=project, region=region, zone=zone,
+            default_labels=s.tags, opts=pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+
+        network = create_network(prefix, region, s.gcp.network_cidr, child)
+        node_account = create_node_account(prefix, project, child)
+        cluster = create_cluster(prefix, s, network, node_account.email, child)
+        pools = create_pools(prefix, s, cluster, zone, node_account.email, child)
+        _instance, shared = create_filestore(
+            prefix, s.shared_file_system, region, zone, network.network, child)
+
+        job_account = create_job_account(
+            prefix, project, s.job.namespace, s.job.service_account, [cluster], child)
+        bucket = create_checkpoint_bucket(prefix, region, s.checkpoints, job_account, child)
+        checkpoints = CheckpointStore(
+            uri=pulumi.Output.concat("gs://", bucket.name, "/", s.job.name),
+            bucket=bucket.name,
+            service_account_annotations={WORKLOAD_IDENTITY_ANNOTATION: job_account.email},
+            pod_labels={},
+        )
+
+        image: pulumi.Input[str] = s.job.image or create_trainer_image(
+            prefix, project, region, node_account, provider, self, child)
+
+        kubeconfig = cluster_kubeconfig(cluster)
+        ready: list[pulumi.Resource] = [*pools.all, network.nat]
+        k8s_provider = kubernetes_provider(
+            prefix, kubeconfig, ready, pulumi.ResourceOptions(parent=self))
+
+        self.contract = GpuCluster(
+            cloud=Cloud.GCP,
+            name=cluster.name,
+            kubeconfig=kubeconfig,
+            provider=k8s_provider,
+            gpu_pools=pools.contract,
+            shared_file_system=shared,
+            checkpoints=checkpoints,
+            interconnect=interconnect_spec(
+                machine(Cloud.GCP, s.job_pool.machine_type), s.interconnect.fabric),
+            trainer_image=image,
+            ready=ready,
+        )
+        self.register_outputs({
+            "clusterName": cluster.name,
+            "kubeconfig": kubeconfig,
+            "fileSystemId": shared.file_system_id,
+            "bucket": bucket.name,
+            "trainerImage": image,
+        })

@@ -1,0 +1,77 @@
+"""Google service accounts: one for the nodes (minimal roles), one for the job (workload identity).
+
+Nodes get only what GKE needs to ship logs and metrics; cloud access for pods goes through the
+job's own account, bound to exactly one Kubernetes service account, never through the nodes.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+# GKE's minimal node roles (the default compute account has Editor: far too much).
+NODE_ROLES = {
+    "log-writer": "roles/logging.logWriter",
+    "metric-writer": "roles/monitoring.metricWriter",
+    "monitoring-viewer": "roles/monitoring.viewer",
+    "metadata-writer": "roles/stackdriver.resourceMetadata.writer",
+}
+
+
+def account_id(prefix: str, suffix: str) -> str:
+    """A service account id: 6-30 characters, lowercase letters, digits and '-'."""
+    head = prefix[: 30 - len(suffix) - 1].rstrip("-")
+    return f"{head}-{suffix}"
+
+
+def workload_pool(project: str) -> str:
+    """The project's workload identity pool, which GKE creates with the first such cluster."""
+    return f"{project}.svc.id.goog"
+
+
+def kubernetes_member(project: str, namespace: str, service_account: str) -> str:
+    """The IAM member for one Kubernetes service account through workload identity."""
+    return f"serviceAccount:{workload_pool(project)}[{namespace}/{service_account}]"
+
+
+def create_node_account(prefix: str, project: str,
+                        opts: pulumi.ResourceOptions) -> gcp.serviceaccount.Account:
+    """The GPU and system nodes' identity, with logging and monitoring roles only."""
+    account = gcp.serviceaccount.Account(
+        f"{prefix}-nodes",
+        account_id=account_id(prefix, "nodes"),
+        display_name=f"{prefix} GKE nodes",
+        opts=opts,
+    )
+    for key, role in NODE_ROLES.items():
+        gcp.projects.IAMMember(
+            f"{prefix}-nodes-{key}",
+            project=project,
+            role=role,
+            member=account.member,
+            opts=opts,
+        )
+    return account
+
+
+def create_job_account(prefix: str, project: str, namespace: str, service_account: str,
+                       after: list[pulumi.Resource],
+                       opts: pulumi.ResourceOptions) -> gcp.serviceaccount.Account:
+    """The job's identity; only `<namespace>/<service_account>` may act as it.
+
+    `after` holds the cluster: the workload pool exists only once a cluster enables it.
+    """
+    account = gcp.serviceaccount.Account(
+        f"{prefix}-job",
+        account_id=account_id(prefix, "job"),
+        display_name=f"{prefix} training job (workload identity)",
+        opts=opts,
+    )
+    gcp.serviceaccount.IAMMember(
+        f"{prefix}-job-workload-identity",
+        service_account_id=account.name,
+        role="roles/iam.workloadIdentityUser",
+        member=kubernetes_member(project, namespace, service_account),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)),
+    )
+    return account

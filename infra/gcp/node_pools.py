@@ -1,0 +1,152 @@
+"""Node pools: a small system pool and the GPU pools (on-demand and spot), each its own resource.
+
+Facts about the machine (accelerator type, GPU count) come from the catalog; sizes, spot and
+placement come from the settings. Pools are keyed by what they are ("system", "onDemand",
+"spot"), never by position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.catalog import Cloud, Machine, machine
+from infra.contract import GpuPool, Taint
+from infra.gcp.network import GPU_NODE_TAG
+from infra.settings.model import NodePool, Settings
+
+POOL_LABEL = "torchrec-cloud/pool"
+GKE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
+# GKE taints every GPU pool with this itself; setting it again on the pool only makes a diff,
+# so it is in the contract (the job tolerates it) and not in node_config.
+GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
+GPU_DRIVER_VERSION = "LATEST"  # GKE installs the newest driver for the node version
+OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # IAM roles limit access
+
+
+@dataclass(frozen=True)
+class Pools:
+    system: gcp.container.NodePool
+    gpu: dict[str, gcp.container.NodePool]  # "onDemand" / "spot"
+    contract: dict[str, GpuPool]
+
+    @property
+    def all(self) -> list[gcp.container.NodePool]:
+        return [self.system, *self.gpu.values()]
+
+
+def gpu_pool_labels(pool: NodePool, spot: bool) -> dict[str, str]:
+    """Labels every node of the pool carries; GKE adds the pool name and the spot label itself."""
+    labels = {POOL_LABEL: pool.name, GKE_POOL_LABEL: pool.name}
+    if spot:
+        labels[GKE_SPOT_LABEL] = "true"
+    return labels
+
+
+def _shielded() -> gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs:
+    return gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+        enable_secure_boot=True, enable_integrity_monitoring=True)
+
+
+def _metadata_server() -> gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs:
+    # Pods see the GKE metadata server (workload identity), never the node's credentials.
+    return gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")
+
+
+def _autoscaling(pool: NodePool) -> gcp.container.NodePoolAutoscalingArgs:
+    return gcp.container.NodePoolAutoscalingArgs(
+        min_node_count=pool.min_nodes, max_node_count=pool.max_nodes)
+
+
+def _management() -> gcp.container.NodePoolManagementArgs:
+    return gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True)
+
+
+def gpu_node_config(pool: NodePool, gpu: Machine, spot: bool,
+                    service_account: pulumi.Input[str],
+                    labels: dict[str, str]) -> gcp.container.NodePoolNodeConfigArgs:
+    """A GPU node: the catalog's accelerators, gVNIC, GKE metadata server, shielded, tagged."""
+    assert gpu.gcp_accelerator_type, f"{gpu.name} has no accelerator type in the catalog"
+    own_labels = {k: v for k, v in labels.items() if not k.startswith("cloud.google.com/")}
+    return gcp.container.NodePoolNodeConfigArgs(
+        machine_type=pool.machine_type,
+        guest_accelerators=[gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+            type=gpu.gcp_accelerator_type,
+            count=gpu.gpu_count,
+            gpu_driver_installation_config=(
+                gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                    gpu_driver_version=GPU_DRIVER_VERSION)),
+        )],
+        spot=spot,
+        gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
+        image_type="COS_CONTAINERD",
+        disk_type="pd-ssd",
+        disk_size_gb=200,
+        service_account=service_account,
+        oauth_scopes=OAUTH_SCOPES,
+        workload_metadata_config=_metadata_server(),
+        shielded_instance_config=_shielded(),
+        labels=own_labels,  # GKE sets the cloud.google.com/ labels itself
+        tags=[GPU_NODE_TAG],
+    )
+
+
+def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster, zone: str,
+                 service_account: pulumi.Input[str], opts: pulumi.ResourceOptions) -> Pools:
+    """The system pool and every enabled GPU pool, all in the GPU zone."""
+    sys_pool = settings.system_pool
+    system = gcp.container.NodePool(
+        f"{prefix}-{sys_pool.name}",
+        name=sys_pool.name,
+        cluster=cluster.id,
+        location=zone,
+        node_locations=[zone],
+        initial_node_count=sys_pool.desired_nodes,
+        autoscaling=_autoscaling(sys_pool),
+        management=_management(),
+        node_config=gcp.container.NodePoolNodeConfigArgs(
+            machine_type=sys_pool.machine_type,
+            image_type="COS_CONTAINERD",
+            gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
+            service_account=service_account,
+            oauth_scopes=OAUTH_SCOPES,
+            workload_metadata_config=_metadata_server(),
+            shielded_instance_config=_shielded(),
+            labels={POOL_LABEL: sys_pool.name},
+        ),
+        opts=opts,
+    )
+    chosen: dict[str, tuple[NodePool, bool]] = {"onDemand": (settings.gpu_pools.on_demand, False)}
+    if settings.gpu_pools.spot.enabled:
+        chosen["spot"] = (settings.gpu_pools.spot, True)
+    gpu_pools: dict[str, gcp.container.NodePool] = {}
+    contract: dict[str, GpuPool] = {}
+    for key, (pool, spot) in chosen.items():
+        gpu = machine(Cloud.GCP, pool.machine_type)
+        labels = gpu_pool_labels(pool, spot)
+        gpu_pools[key] = gcp.container.NodePool(
+            f"{prefix}-{pool.name}",
+            name=pool.name,
+            cluster=cluster.id,
+            location=zone,
+            node_locations=[zone],
+            initial_node_count=pool.desired_nodes,
+            autoscaling=_autoscaling(pool),
+            management=_management(),
+            placement_policy=(
+                gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
+                if settings.interconnect.placement else None),
+            node_config=gpu_node_config(pool, gpu, spot, service_account, labels),
+            # The autoscaler owns the size after creation.
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(ignore_changes=["initial_node_count"])),
+        )
+        contract[key] = GpuPool(
+            name=pool.name, machine=gpu, min_nodes=pool.min_nodes,
+            desired_nodes=pool.desired_nodes, max_nodes=pool.max_nodes, spot=spot,
+            node_labels=labels, taints=[GPU_TAINT],
+        )
+    return Pools(system=system, gpu=gpu_pools, contract=contract)

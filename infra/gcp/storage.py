@@ -1,0 +1,34 @@
+"""The checkpoint bucket: private, versioned, kept on destroy unless the stack says otherwise."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.settings.model import Checkpoints
+
+CHECKPOINT_ROLE = "roles/storage.objectUser"  # read, write, list and delete objects; no IAM
+
+
+def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
+                             job_account: gcp.serviceaccount.Account,
+                             opts: pulumi.ResourceOptions) -> gcp.storage.Bucket:
+    """A regional bucket next to the GPUs; only the job's account gets object access."""
+    retain = checkpoints.retain_on_destroy
+    bucket = gcp.storage.Bucket(
+        f"{prefix}-checkpoints",  # auto-named with a random suffix: bucket names are global
+        location=region.upper(),
+        uniform_bucket_level_access=True,
+        public_access_prevention="enforced",
+        versioning=gcp.storage.BucketVersioningArgs(enabled=True),
+        force_destroy=not retain,  # destroy may empty it only when we do not keep it
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=retain)),
+    )
+    gcp.storage.BucketIAMMember(
+        f"{prefix}-checkpoints-job",
+        bucket=bucket.name,
+        role=CHECKPOINT_ROLE,
+        member=job_account.member,
+        opts=opts,
+    )
+    return bucket
