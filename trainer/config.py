@@ -58,7 +58,7 @@ class TrainConfig:
 
     # --- optimisation ---
     batch_size: int = _help("Samples per step per rank (global batch = this x world size).", default=512)
-    learning_rate: float = _help("Peak learning rate for embeddings and dense layers.", default=0.05)
+    learning_rate: float = _help("Peak learning rate for embeddings and dense layers.", default=0.01)
     optimizer: str = _help(
         "Optimizer for both parts: 'adagrad' (row-wise Adagrad fused into the embedding "
         "backward, Adagrad for dense) or 'sgd'.",

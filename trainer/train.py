@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
@@ -114,7 +114,10 @@ class Trainer:
         return {
             "model": self.model.state_dict(),
             "optim": {"state": self.optimizer.state_dict()["state"]},
-            "progress": asdict(self.progress),
+            # Tensors (not Python ints) so DCP stores and restores them like everything else.
+            "progress": torch.tensor([self.progress.step, self.progress.epoch,
+                                      self.progress.batch_in_epoch, self.progress.world_size]),
+            "lr": torch.tensor(self.progress.lr, dtype=torch.float64),
         }
 
     def restore(self) -> None:
@@ -131,7 +134,8 @@ class Trainer:
         full = self.optimizer.state_dict()
         full["state"] = state["optim"]["state"]
         self.optimizer.load_state_dict(full)
-        self.progress = Progress(**state["progress"])
+        step_, epoch, batch_in_epoch, world_size = (int(v) for v in state["progress"].tolist())
+        self.progress = Progress(step_, epoch, batch_in_epoch, world_size, float(state["lr"]))
         if self.progress.world_size != self.ctx.world_size:
             log.warning("resuming a %d-rank checkpoint on %d ranks: the data order changes",
                         self.progress.world_size, self.ctx.world_size)
