@@ -1,0 +1,125 @@
+"""Azure: AKS with GPU pools on InfiniBand, NetApp Files, Blob checkpoints (issue 5).
+
+A thin component: each concern lives in its own module (network, cluster, node_pools,
+interconnect, addons, netapp, storage, identity, registry); this file wires them in order and
+hands the workload layer one `GpuCluster` contract.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_azure_native as azure_native
+import pulumi_kubernetes as k8s
+from pulumi_azure_native import authorization
+
+from infra.azure.addons import create_addons
+from infra.azure.cluster import create_cluster, user_kubeconfig
+from infra.azure.identity import AKS_RBAC_CLUSTER_ADMIN, assign_role
+from infra.azure.interconnect import create_placement_group, interconnect_spec, uses_infiniband
+from infra.azure.netapp import create_netapp, shared_file_system
+from infra.azure.network import create_network
+from infra.azure.node_pools import contract_pool, create_gpu_pool, plan_pools
+from infra.azure.registry import create_trainer_image
+from infra.azure.storage import checkpoint_store, create_checkpoints
+from infra.catalog import machine
+from infra.contract import GpuCluster, GpuClusterArgs
+from infra.settings.model import AzureNetAppFiles
+
+TYPE_TOKEN = "torchrec-cloud:azure:GpuCluster"
+
+
+class AzureGpuCluster(pulumi.ComponentResource):
+    """Everything the training job needs on Azure; read `.contract`."""
+
+    contract: GpuCluster
+
+    def __init__(self, name: str, args: GpuClusterArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE_TOKEN, name, None, opts)
+        s = args.settings
+        prefix = args.name_prefix
+        fs = s.shared_file_system
+        assert isinstance(fs, AzureNetAppFiles) and s.azure is not None  # settings rules
+        tags = dict(s.tags)
+
+        provider = azure_native.Provider(
+            f"{prefix}-azure", location=s.region, opts=pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+        client = authorization.get_client_config_output(
+            opts=pulumi.InvokeOutputOptions(provider=provider))
+
+        net = create_network(prefix, s.azure.vnet_cidr, tags, child)
+        group = net.resource_group.name
+        cluster = create_cluster(prefix, s, group, net.nodes_subnet.id, tags, child)
+        # Entra-only clusters: the deployer needs Kubernetes rights to install add-ons and the job.
+        access: list[pulumi.Resource] = []
+        if s.azure.disable_local_accounts:
+            access.append(assign_role(
+                f"{prefix}-deployer-aks-admin", role=AKS_RBAC_CLUSTER_ADMIN,
+                principal_id=client.object_id, principal_type=None, scope=cluster.id,
+                subscription_id=client.subscription_id, opts=child))
+
+        placement = create_placement_group(prefix, s, group, tags, child)
+        plans = plan_pools(s)
+        pools = {
+            plan.key: create_gpu_pool(
+                prefix, plan, s, cluster, group, net.nodes_subnet.id,
+                placement.id if placement is not None else None, tags, child)
+            for plan in plans
+        }
+        gpu_pools = {plan.key: contract_pool(plan, s) for plan in plans}
+        job_machine = machine(s.cloud, s.job_pool.machine_type)
+
+        kubeconfig = user_kubeconfig(cluster, group, provider)
+        addons_provider = k8s.Provider(
+            f"{prefix}-k8s-addons", kubeconfig=kubeconfig,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*pools.values(), *access]))
+        rdma = any(uses_infiniband(s, pool.machine) for pool in gpu_pools.values())
+        taints = [taint for pool in gpu_pools.values() for taint in pool.taints]
+        addons = create_addons(
+            prefix, rdma, taints, pulumi.ResourceOptions(parent=self, provider=addons_provider))
+
+        anf = create_netapp(prefix, fs, group, net.netapp_subnet.id, net.plan.nodes,
+                            list(s.gpu_zones), tags, child)
+        oidc_issuer = cluster.oidc_issuer_profile.apply(
+            lambda profile: profile.issuer_url if profile else None)
+        ckpt = create_checkpoints(prefix, s, group, oidc_issuer, client.subscription_id, tags,
+                                  child)
+
+        ready: list[pulumi.Resource] = [*pools.values(), *addons, *access]
+        if s.job.image:
+            trainer_image: pulumi.Input[str] = s.job.image
+        else:
+            kubelet = cluster.identity_profile.apply(
+                lambda profile: profile["kubeletidentity"].object_id if profile else None)
+            image = create_trainer_image(prefix, group, kubelet, client.object_id,
+                                         client.subscription_id, tags, self, child)
+            trainer_image = image.reference
+            ready.append(image.pull)
+
+        k8s_provider = k8s.Provider(
+            f"{prefix}-k8s", kubeconfig=kubeconfig,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=ready))
+
+        self.contract = GpuCluster(
+            cloud=s.cloud,
+            name=cluster.name,
+            kubeconfig=kubeconfig,
+            provider=k8s_provider,
+            gpu_pools=gpu_pools,
+            shared_file_system=shared_file_system(anf, fs),
+            checkpoints=checkpoint_store(ckpt, s),
+            interconnect=interconnect_spec(s, job_machine),
+            trainer_image=trainer_image,
+            ready=ready,
+        )
+        self.register_outputs({
+            "cluster_name": cluster.name,
+            "kubeconfig": kubeconfig,
+            "file_system_id": anf.volume.id,
+            "checkpoint_container": ckpt.container.name,
+            "trainer_image": trainer_image,
+        })
+
+
+__all__ = ["AzureGpuCluster", "TYPE_TOKEN"]

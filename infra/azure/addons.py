@@ -1,0 +1,150 @@
+"""Cluster add-ons on the GPU nodes: the NVIDIA GPU Operator and, for InfiniBand, the NVIDIA
+Network Operator with its RDMA shared device plugin (Azure's AKS RDMA/InfiniBand guidance).
+
+Versions are pinned; the operator and NicClusterPolicy image tags go together (NVIDIA's
+Network Operator platform support table), so bump them as a set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.azure.interconnect import RDMA_RESOURCE_NAME
+from infra.contract import Taint
+
+NVIDIA_HELM_REPO = "https://helm.ngc.nvidia.com/nvidia"
+GPU_OPERATOR_CHART = "gpu-operator"
+GPU_OPERATOR_VERSION = "v25.10.0"
+NETWORK_OPERATOR_CHART = "network-operator"
+NETWORK_OPERATOR_VERSION = "25.10.0"
+DOCA_DRIVER_VERSION = "doca3.2.0-25.10-1.2.8.0-2"
+RDMA_PLUGIN_VERSION = "network-operator-v25.10.0"
+MELLANOX_VENDOR_ID = "15b3"  # PCI vendor of the ConnectX InfiniBand HCAs
+
+
+def tolerations(taints: Sequence[Taint]) -> list[dict[str, str]]:
+    """Tolerations for the GPU pools' taints, so node agents (driver, device plugins) run there."""
+    unique = {(t.key, t.value, t.effect) for t in taints}
+    return [{"key": k, "operator": "Equal", "value": v, "effect": e} for k, v, e in sorted(unique)]
+
+
+def gpu_operator_values(rdma: bool, taints: Sequence[Taint]) -> dict:
+    """Driver, container toolkit and device plugin from the operator (AKS driver install is
+    skipped on the pools); with InfiniBand, the driver loads nvidia-peermem for GPUDirect RDMA
+    and NFD comes from the Network Operator instead."""
+    return {
+        "nfd": {"enabled": not rdma},
+        "driver": {"enabled": True, "rdma": {"enabled": rdma, "useHostMofed": False}},
+        "daemonsets": {
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                             "effect": "NoSchedule"}, *tolerations(taints)],
+        },
+        "migManager": {"enabled": False},
+        "vgpuDeviceManager": {"enabled": False},
+        "vfioManager": {"enabled": False},
+        "sandboxDevicePlugin": {"enabled": False},
+    }
+
+
+def network_operator_values(taints: Sequence[Taint]) -> dict:
+    """NFD labels the Mellanox nodes; its workers stay off the system pool and tolerate GPUs."""
+    return {
+        "node-feature-discovery": {
+            "worker": {
+                "tolerations": tolerations(taints),
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{
+                        "key": "kubernetes.azure.com/mode", "operator": "NotIn",
+                        "values": ["system"]}]}]}}},
+            },
+        },
+    }
+
+
+def nic_cluster_policy_spec(taints: Sequence[Taint]) -> dict:
+    """OFED driver plus the RDMA shared device plugin on nodes with a Mellanox NIC."""
+    plugin_config = {"configList": [{
+        "resourceName": RDMA_RESOURCE_NAME,
+        "rdmaHcaMax": 63,
+        "selectors": {"vendors": [MELLANOX_VENDOR_ID], "linkTypes": ["infiniband"]},
+    }]}
+    return {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": f"feature.node.kubernetes.io/pci-{MELLANOX_VENDOR_ID}"
+                                          ".present", "operator": "In", "values": ["true"]}]}]}},
+        "tolerations": tolerations(taints),
+        "ofedDriver": {
+            "repository": "nvcr.io/nvidia/mellanox",
+            "image": "doca-driver",
+            "version": DOCA_DRIVER_VERSION,
+            "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1,
+                              "drain": {"enable": True, "force": True, "deleteEmptyDir": True,
+                                        "timeoutSeconds": 300}},
+        },
+        "rdmaSharedDevicePlugin": {
+            "repository": "nvcr.io/nvidia/mellanox",
+            "image": "k8s-rdma-shared-dev-plugin",
+            "version": RDMA_PLUGIN_VERSION,
+            "config": json.dumps(plugin_config),
+        },
+    }
+
+
+def _privileged_namespace(name: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.Namespace:
+    """Driver containers load kernel modules: their namespace must allow privileged pods."""
+    return k8s.core.v1.Namespace(
+        name,
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=name, labels={"pod-security.kubernetes.io/enforce": "privileged"}),
+        opts=opts,
+    )
+
+
+def create_addons(prefix: str, rdma: bool, taints: Sequence[Taint],
+                  opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+    """Install the operators; returns what the job must wait for."""
+    ready: list[pulumi.Resource] = []
+    network_ready: list[pulumi.Resource] = []
+    if rdma:
+        namespace = _privileged_namespace("network-operator", opts)
+        network_operator = k8s.helm.v3.Release(
+            f"{prefix}-network-operator",
+            name="network-operator",
+            chart=NETWORK_OPERATOR_CHART,
+            version=NETWORK_OPERATOR_VERSION,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=NVIDIA_HELM_REPO),
+            namespace=namespace.metadata.name,
+            values=network_operator_values(taints),
+            timeout=1800,  # seconds: driver containers compile against the node kernel
+            opts=opts,
+        )
+        policy = k8s.apiextensions.CustomResource(
+            f"{prefix}-nic-cluster-policy",
+            api_version="mellanox.com/v1alpha1",
+            kind="NicClusterPolicy",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name="nic-cluster-policy"),
+            spec=nic_cluster_policy_spec(taints),
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(depends_on=[network_operator])),
+        )
+        network_ready = [network_operator, policy]
+        ready += network_ready
+    gpu_namespace = _privileged_namespace("gpu-operator", opts)
+    gpu_operator = k8s.helm.v3.Release(
+        f"{prefix}-gpu-operator",
+        name="gpu-operator",
+        chart=GPU_OPERATOR_CHART,
+        version=GPU_OPERATOR_VERSION,
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=NVIDIA_HELM_REPO),
+        namespace=gpu_namespace.metadata.name,
+        values=gpu_operator_values(rdma, taints),
+        timeout=1800,
+        # With RDMA the GPU driver needs the OFED modules first (nvidia-peermem).
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=network_ready)),
+    )
+    ready.append(gpu_operator)
+    return ready

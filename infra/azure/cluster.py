@@ -1,0 +1,116 @@
+"""The AKS control plane with its system pool, and the kubeconfig to reach it."""
+
+from __future__ import annotations
+
+import base64
+
+import pulumi
+import yaml
+from pulumi_azure_native import containerservice as aks
+
+from infra.settings.model import Settings
+
+# Overlay CNI: pods get addresses outside the VNet, so these ranges must not overlap it.
+POD_CIDR = "192.168.0.0/16"
+SERVICE_CIDR = "172.16.0.0/16"
+DNS_SERVICE_IP = "172.16.0.10"
+
+
+def system_pool_profile(settings: Settings, subnet_id: pulumi.Input[str]
+                        ) -> aks.ManagedClusterAgentPoolProfileArgs:
+    """The CPU pool for add-ons; untainted, so operators' controllers can run there."""
+    pool = settings.system_pool
+    return aks.ManagedClusterAgentPoolProfileArgs(
+        name=pool.name,
+        mode=aks.AgentPoolMode.SYSTEM,
+        type=aks.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
+        vm_size=pool.machine_type,
+        count=pool.desired_nodes,
+        min_count=pool.min_nodes,
+        max_count=pool.max_nodes,
+        enable_auto_scaling=True,
+        availability_zones=list(settings.zones),
+        vnet_subnet_id=subnet_id,
+        enable_node_public_ip=False,
+        os_type=aks.OSType.LINUX,
+        os_sku=aks.OSSKU.UBUNTU,
+        orchestrator_version=settings.kubernetes.version,
+    )
+
+
+def create_cluster(prefix: str, settings: Settings, resource_group_name: pulumi.Input[str],
+                   subnet_id: pulumi.Input[str], tags: dict[str, str],
+                   opts: pulumi.ResourceOptions) -> aks.ManagedCluster:
+    """OIDC issuer and workload identity on (the job's only way to storage), Entra-only when
+    local accounts are disabled, API server reachable from the configured CIDRs only."""
+    azure = settings.azure
+    assert azure is not None  # the azure defaults always add this section
+    entra_only = azure.disable_local_accounts
+    return aks.ManagedCluster(
+        f"{prefix}-aks",
+        resource_group_name=resource_group_name,
+        resource_name=f"{prefix}-aks",
+        dns_prefix=prefix,
+        kubernetes_version=settings.kubernetes.version,
+        node_resource_group=f"{prefix}-aks-nodes",
+        identity=aks.ManagedClusterIdentityArgs(type=aks.ResourceIdentityType.SYSTEM_ASSIGNED),
+        sku=aks.ManagedClusterSKUArgs(name=aks.ManagedClusterSKUName.BASE,
+                                      tier=aks.ManagedClusterSKUTier.FREE),
+        agent_pool_profiles=[system_pool_profile(settings, subnet_id)],
+        network_profile=aks.ContainerServiceNetworkProfileArgs(
+            network_plugin=aks.NetworkPlugin.AZURE,
+            network_plugin_mode=aks.NetworkPluginMode.OVERLAY,
+            pod_cidr=POD_CIDR,
+            service_cidr=SERVICE_CIDR,
+            dns_service_ip=DNS_SERVICE_IP,
+        ),
+        api_server_access_profile=aks.ManagedClusterAPIServerAccessProfileArgs(
+            authorized_ip_ranges=list(settings.kubernetes.api_access_cidrs),
+        ),
+        oidc_issuer_profile=aks.ManagedClusterOIDCIssuerProfileArgs(enabled=True),
+        security_profile=aks.ManagedClusterSecurityProfileArgs(
+            workload_identity=aks.ManagedClusterSecurityProfileWorkloadIdentityArgs(enabled=True),
+        ),
+        enable_rbac=True,
+        disable_local_accounts=entra_only,
+        aad_profile=aks.ManagedClusterAADProfileArgs(managed=True, enable_azure_rbac=True)
+        if entra_only else None,
+        tags=tags,
+        opts=opts,
+    )
+
+
+def use_azure_cli_login(kubeconfig: str) -> str:
+    """AKS returns Entra kubeconfigs that run `kubelogin --login devicecode`, which would wait
+    for a browser inside `pulumi up`; reuse the `az login` session instead."""
+    config = yaml.safe_load(kubeconfig)
+    for user in config.get("users") or []:
+        exec_ = (user.get("user") or {}).get("exec")
+        if not exec_ or "kubelogin" not in str(exec_.get("command", "")):
+            continue
+        args = list(exec_.get("args") or [])
+        if "--login" in args and args.index("--login") + 1 < len(args):
+            args[args.index("--login") + 1] = "azurecli"
+        else:
+            args += ["--login", "azurecli"]
+        exec_["args"] = args
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def decode_kubeconfig(encoded: str) -> str:
+    """The credentials API returns the kubeconfig base64-encoded."""
+    return use_azure_cli_login(base64.b64decode(encoded).decode())
+
+
+def user_kubeconfig(cluster: aks.ManagedCluster, resource_group_name: pulumi.Input[str],
+                    provider: pulumi.ProviderResource) -> pulumi.Output[str]:
+    """The cluster-user kubeconfig (never the admin one), as a secret. With local accounts off
+    it is an `exec` kubeconfig that needs `kubelogin` on the PATH."""
+    credentials = aks.list_managed_cluster_user_credentials_output(
+        resource_group_name=resource_group_name,
+        resource_name=cluster.name,
+        format="exec",
+        opts=pulumi.InvokeOutputOptions(provider=provider, depends_on=[cluster]),
+    )
+    return pulumi.Output.secret(
+        credentials.kubeconfigs.apply(lambda configs: decode_kubeconfig(configs[0].value)))

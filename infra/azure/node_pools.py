@@ -1,0 +1,115 @@
+"""The GPU agent pools (on-demand and spot) and how the scheduler sees them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import containerservice as aks
+
+from infra.catalog import machine
+from infra.contract import GpuPool, Taint
+from infra.settings.model import NodePool, Settings, SpotGpuPool
+
+GPU_TAINT = Taint(key="sku", value="gpu", effect="NoSchedule")
+# AKS taints and labels every spot node itself; the job must tolerate this to land there.
+SPOT_TAINT = Taint(key="kubernetes.azure.com/scalesetpriority", value="spot", effect="NoSchedule")
+SPOT_LABEL = ("kubernetes.azure.com/scalesetpriority", "spot")
+POOL_LABEL = "torchrec-cloud/pool"
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One GPU pool: its settings key ("onDemand"/"spot"), settings, and scheduling facts."""
+
+    key: str
+    pool: NodePool
+    spot: bool
+    labels: dict[str, str]  # what we set on the pool
+    taints: tuple[Taint, ...]  # what we set on the pool
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        """Every label the nodes carry, AKS's own spot label included."""
+        return {**self.labels, **(dict([SPOT_LABEL]) if self.spot else {})}
+
+    @property
+    def node_taints(self) -> tuple[Taint, ...]:
+        return self.taints + ((SPOT_TAINT,) if self.spot else ())
+
+
+def plan_pools(settings: Settings) -> list[PoolPlan]:
+    """The enabled GPU pools, keyed as in the settings (never by position)."""
+    plans = []
+    for key, pool in (("onDemand", settings.gpu_pools.on_demand), ("spot", settings.gpu_pools.spot)):
+        if key == "spot" and not settings.gpu_pools.spot.enabled:
+            continue
+        plans.append(PoolPlan(
+            key=key, pool=pool, spot=key == "spot",
+            labels={GPU_TAINT.key: GPU_TAINT.value, POOL_LABEL: pool.name},
+            taints=(GPU_TAINT,),
+        ))
+    return plans
+
+
+def _taint_string(taint: Taint) -> str:
+    return f"{taint.key}={taint.value}:{taint.effect}"
+
+
+def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: aks.ManagedCluster,
+                    resource_group_name: pulumi.Input[str], subnet_id: pulumi.Input[str],
+                    placement_group_id: pulumi.Input[str] | None, tags: dict[str, str],
+                    opts: pulumi.ResourceOptions) -> aks.AgentPool:
+    """A VMSS user pool in the GPU zone, without public IPs, tainted for GPU work only. The GPU
+    driver is left to the GPU Operator (driver None), as Azure's InfiniBand guidance requires:
+    the operator builds it against the OFED stack for GPUDirect RDMA."""
+    pool = plan.pool
+    spot: dict[str, object] = {}
+    if plan.spot:
+        assert isinstance(pool, SpotGpuPool)
+        spot = dict(
+            scale_set_priority=aks.ScaleSetPriority.SPOT,
+            scale_set_eviction_policy=aks.ScaleSetEvictionPolicy.DELETE,
+            spot_max_price=float(pool.max_price),
+        )
+    return aks.AgentPool(
+        f"{prefix}-pool-{pool.name}",
+        resource_group_name=resource_group_name,
+        resource_name=cluster.name,
+        agent_pool_name=pool.name,
+        mode=aks.AgentPoolMode.USER,
+        type=aks.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
+        vm_size=pool.machine_type,
+        count=pool.desired_nodes,
+        min_count=pool.min_nodes,
+        max_count=pool.max_nodes,
+        enable_auto_scaling=True,
+        availability_zones=list(settings.gpu_zones),
+        proximity_placement_group_id=placement_group_id,
+        vnet_subnet_id=subnet_id,
+        enable_node_public_ip=False,
+        os_type=aks.OSType.LINUX,
+        os_sku=aks.OSSKU.UBUNTU,  # the GPU and Network Operators support Ubuntu nodes
+        orchestrator_version=settings.kubernetes.version,
+        gpu_profile=aks.GPUProfileArgs(driver=aks.GPUDriver.NONE),
+        node_labels=plan.labels,
+        node_taints=[_taint_string(t) for t in plan.taints],
+        tags=tags,
+        **spot,  # type: ignore[arg-type]
+        opts=opts,
+    )
+
+
+def contract_pool(plan: PoolPlan, settings: Settings) -> GpuPool:
+    """The pool as the workload layer sees it."""
+    pool = plan.pool
+    return GpuPool(
+        name=pool.name,
+        machine=machine(settings.cloud, pool.machine_type),
+        min_nodes=pool.min_nodes,
+        desired_nodes=pool.desired_nodes,
+        max_nodes=pool.max_nodes,
+        spot=plan.spot,
+        node_labels=plan.node_labels,
+        taints=plan.node_taints,
+    )
