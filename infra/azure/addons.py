@@ -94,10 +94,11 @@ def nic_cluster_policy_spec(taints: Sequence[Taint]) -> dict:
     }
 
 
-def _privileged_namespace(name: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.Namespace:
+def _privileged_namespace(prefix: str, name: str, opts: pulumi.ResourceOptions
+                          ) -> k8s.core.v1.Namespace:
     """Driver containers load kernel modules: their namespace must allow privileged pods."""
     return k8s.core.v1.Namespace(
-        name,
+        f"{prefix}-{name}-namespace",
         metadata=k8s.meta.v1.ObjectMetaArgs(
             name=name, labels={"pod-security.kubernetes.io/enforce": "privileged"}),
         opts=opts,
@@ -110,7 +111,7 @@ def create_addons(prefix: str, rdma: bool, taints: Sequence[Taint],
     ready: list[pulumi.Resource] = []
     network_ready: list[pulumi.Resource] = []
     if rdma:
-        namespace = _privileged_namespace("network-operator", opts)
+        namespace = _privileged_namespace(prefix, "network-operator", opts)
         network_operator = k8s.helm.v3.Release(
             f"{prefix}-network-operator",
             name="network-operator",
@@ -133,7 +134,7 @@ def create_addons(prefix: str, rdma: bool, taints: Sequence[Taint],
         )
         network_ready = [network_operator, policy]
         ready += network_ready
-    gpu_namespace = _privileged_namespace("gpu-operator", opts)
+    gpu_namespace = _privileged_namespace(prefix, "gpu-operator", opts)
     gpu_operator = k8s.helm.v3.Release(
         f"{prefix}-gpu-operator",
         name="gpu-operator",

@@ -49,7 +49,7 @@ def create_cluster(prefix: str, settings: Settings, resource_group_name: pulumi.
     return aks.ManagedCluster(
         f"{prefix}-aks",
         resource_group_name=resource_group_name,
-        resource_name=f"{prefix}-aks",
+        resource_name_=f"{prefix}-aks",
         dns_prefix=prefix,
         kubernetes_version=settings.kubernetes.version,
         node_resource_group=f"{prefix}-aks-nodes",

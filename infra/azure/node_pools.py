@@ -75,7 +75,7 @@ def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: ak
     return aks.AgentPool(
         f"{prefix}-pool-{pool.name}",
         resource_group_name=resource_group_name,
-        resource_name=cluster.name,
+        resource_name_=cluster.name,
         agent_pool_name=pool.name,
         mode=aks.AgentPoolMode.USER,
         type=aks.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
