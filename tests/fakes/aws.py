@@ -1,8 +1,89 @@
-"""Fakes for the aws stack's resources and invokes."""
+"""Fakes for the aws stack's resources and invokes: every output infra/aws reads."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-OUTPUTS: dict[str, Any] = {}
-CALLS: dict[str, Any] = {}
+import pulumi
+
+from tests.fakes.common import FAKE_KUBECONFIG
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+OIDC_ISSUER = f"oidc.eks.{REGION}.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
+CLUSTER_SECURITY_GROUP = "sg-0cluster00000000"
+
+
+def _eks_cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    return {
+        "kubeconfig": {"apiVersion": "v1", "kind": "Config"},
+        "kubeconfigJson": json.dumps({"raw": FAKE_KUBECONFIG}),
+        "oidcProviderArn": f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}",
+        "oidcProviderUrl": f"https://{OIDC_ISSUER}",
+        "oidcIssuer": OIDC_ISSUER,
+        "clusterSecurityGroupId": CLUSTER_SECURITY_GROUP,
+        "nodeSecurityGroupId": CLUSTER_SECURITY_GROUP,
+    }
+
+
+def _arn(service: str, kind: str) -> Any:
+    def make(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+        return {"arn": f"arn:aws:{service}::{ACCOUNT}:{kind}/{args.name}"}
+    return make
+
+
+def _security_group(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    return {"id": f"sg-{args.name}", "arn": f"arn:aws:ec2:{REGION}:{ACCOUNT}:security-group/sg-{args.name}"}
+
+
+def _subnet(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    return {"id": f"subnet-{args.name}"}
+
+
+def _kms_key(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    key_id = f"key-{args.name}"
+    return {"id": key_id, "keyId": key_id, "arn": f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{key_id}"}
+
+
+def _launch_template(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    return {"id": f"lt-{args.name}", "latestVersion": 1, "defaultVersion": 1}
+
+
+def _lustre(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    fs_id = "fs-0123456789abcdef0"
+    return {"id": fs_id, "dnsName": f"{fs_id}.fsx.{REGION}.amazonaws.com",
+            "mountName": "abcdefgh", "arn": f"arn:aws:fsx:{REGION}:{ACCOUNT}:file-system/{fs_id}"}
+
+
+def _bucket(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    name = args.inputs.get("bucket") or f"{args.inputs.get('bucketPrefix', args.name)}20250101"
+    return {"id": name, "bucket": name, "arn": f"arn:aws:s3:::{name}"}
+
+
+def _repository(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    name = args.inputs.get("name", args.name)
+    return {"registryId": ACCOUNT, "arn": f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/{name}",
+            "repositoryUrl": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/{name}"}
+
+
+def _authorization_token(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    return {"id": REGION, "authorizationToken": "QVdTOmZha2U=", "expiresAt": "2030-01-01T00:00:00Z",
+            "password": "fake-ecr-password", "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com",
+            "registryId": ACCOUNT, "userName": "AWS"}
+
+
+OUTPUTS: dict[str, Any] = {
+    "eks:index:Cluster": _eks_cluster,
+    "aws:iam/role:Role": _arn("iam", "role"),
+    "aws:ec2/securityGroup:SecurityGroup": _security_group,
+    "aws:ec2/subnet:Subnet": _subnet,
+    "aws:kms/key:Key": _kms_key,
+    "aws:ec2/launchTemplate:LaunchTemplate": _launch_template,
+    "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
+    "aws:s3/bucket:Bucket": _bucket,
+    "aws:ecr/repository:Repository": _repository,
+}
+CALLS: dict[str, Any] = {
+    "aws:ecr/getAuthorizationToken:getAuthorizationToken": _authorization_token,
+}

@@ -1,0 +1,55 @@
+"""The EKS control plane (pulumi-eks): private endpoint, public only from configured CIDRs,
+access entries (no aws-auth ConfigMap), OIDC for IRSA, KMS-encrypted secrets, logs on."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+
+from infra.settings.model import Settings
+
+CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+
+
+def create_kms_key(prefix: str, opts: pulumi.ResourceOptions) -> aws.kms.Key:
+    """One customer-managed key for Kubernetes secrets, FSx, S3 and ECR of this stack."""
+    key = aws.kms.Key(f"{prefix}-key", description=f"{prefix}: EKS secrets, FSx, S3, ECR",
+                      enable_key_rotation=True, deletion_window_in_days=30, opts=opts)
+    aws.kms.Alias(f"{prefix}-key", name=f"alias/{prefix}", target_key_id=key.key_id,
+                  opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=key)))
+    return key
+
+
+def create_cluster(cluster_name: str, settings: Settings, vpc_id: pulumi.Input[str],
+                   private_subnet_ids: list[pulumi.Input[str]], key_arn: pulumi.Input[str],
+                   opts: pulumi.ResourceOptions) -> eks.Cluster:
+    """The control plane only: node groups and add-ons are created (and owned) by us."""
+    return eks.Cluster(
+        cluster_name,
+        eks.ClusterArgs(
+            name=cluster_name,
+            version=settings.kubernetes.version,
+            vpc_id=vpc_id,
+            private_subnet_ids=private_subnet_ids,
+            node_associate_public_ip_address=False,
+            skip_default_node_group=True,
+            # Managed node groups then use the EKS-created cluster security group, which is
+            # also what `cluster_security_group_id` returns.
+            skip_default_security_groups=True,
+            authentication_mode=eks.AuthenticationMode.API,
+            create_oidc_provider=True,
+            endpoint_private_access=True,
+            endpoint_public_access=True,
+            public_access_cidrs=list(settings.kubernetes.api_access_cidrs),
+            encryption_config_key_arn=key_arn,
+            enabled_cluster_log_types=CONTROL_PLANE_LOGS,
+            # We install vpc-cni, kube-proxy and CoreDNS ourselves as EKS managed add-ons.
+            bootstrap_self_managed_addons=False,
+            use_default_vpc_cni=True,
+            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
+            tags={"Name": cluster_name},
+        ),
+        opts=opts,
+    )

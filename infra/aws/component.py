@@ -1,0 +1,184 @@
+"""AwsGpuCluster: the AWS implementation of the cluster contract (infra/contract.py)."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from infra.aws import addons, cluster as eks_cluster, identity, network, node_groups, storage
+from infra.aws.interconnect import efa_interconnect
+from infra.aws.registry import trainer_image
+from infra.catalog import Cloud, machine
+from infra.contract import (
+    CheckpointStore,
+    CsiVolumeSource,
+    GpuCluster,
+    GpuClusterArgs,
+    SharedFileSystem,
+)
+from infra.settings.model import FsxLustre
+
+TYPE_TOKEN = "torchrec-cloud:aws:GpuCluster"
+
+
+class AwsGpuCluster(pulumi.ComponentResource):
+    """EKS + GPU node groups (EFA, placement) + FSx for Lustre + S3 checkpoints + add-ons."""
+
+    contract: GpuCluster
+
+    def __init__(self, name: str, args: GpuClusterArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE_TOKEN, name, None, opts)
+        s = args.settings
+        prefix = args.name_prefix
+        if not isinstance(s.shared_file_system, FsxLustre):  # settings rules guarantee it
+            raise ValueError("sharedFileSystem.kind must be fsx-lustre on aws")
+        gpu_zone = s.gpu_zones[0]
+        cluster_name = f"{prefix}-eks"
+
+        provider = aws.Provider(
+            f"{prefix}-aws", region=s.region,
+            default_tags=aws.ProviderDefaultTagsArgs(tags=dict(s.tags)),
+            opts=pulumi.ResourceOptions(parent=self))
+        aws_opts = pulumi.ResourceOptions(parent=self, provider=provider)
+        component_opts = pulumi.ResourceOptions(parent=self, providers=[provider])
+
+        # --- network, key, control plane ---------------------------------------------------
+        vpc_cidr = s.aws.vpc_cidr if s.aws else "10.0.0.0/16"
+        net = network.create_network(prefix, vpc_cidr, list(s.zones), gpu_zone, cluster_name,
+                                     aws_opts)
+        key = eks_cluster.create_kms_key(prefix, aws_opts)
+        private_ids = [net.private_subnets[zone].id for zone in s.zones]
+        cluster = eks_cluster.create_cluster(cluster_name, s, net.vpc.id, private_ids, key.arn,
+                                             component_opts)
+        oidc_arn, oidc_issuer = cluster.oidc_provider_arn, cluster.oidc_issuer
+
+        # --- identity ------------------------------------------------------------------------
+        node_role = identity.node_role(prefix, aws_opts)
+        cni_role = identity.irsa_role(f"{prefix}-vpc-cni", oidc_arn, oidc_issuer,
+                                      addons.SYSTEM_NAMESPACE, "aws-node", aws_opts)
+        aws.iam.RolePolicyAttachment(f"{prefix}-vpc-cni", role=cni_role.name,
+                                     policy_arn=identity.CNI_POLICY,
+                                     opts=pulumi.ResourceOptions.merge(
+                                         aws_opts, pulumi.ResourceOptions(parent=cni_role)))
+        fsx_csi_role = identity.irsa_role(f"{prefix}-fsx-csi", oidc_arn, oidc_issuer,
+                                          addons.SYSTEM_NAMESPACE,
+                                          addons.FSX_CONTROLLER_SERVICE_ACCOUNT, aws_opts)
+        aws.iam.RolePolicyAttachment(f"{prefix}-fsx-csi", role=fsx_csi_role.name,
+                                     policy_arn=identity.FSX_FULL_ACCESS_POLICY,
+                                     opts=pulumi.ResourceOptions.merge(
+                                         aws_opts, pulumi.ResourceOptions(parent=fsx_csi_role)))
+
+        # --- add-ons nodes need before they can be Ready -------------------------------------
+        early_addons = [
+            addons.managed_addon(prefix, cluster_name, addon,
+                                 pulumi.ResourceOptions.merge(
+                                     aws_opts, pulumi.ResourceOptions(depends_on=[cluster])),
+                                 role_arn=cni_role.arn if addon == "vpc-cni" else None)
+            for addon in addons.BEFORE_NODES
+        ]
+
+        # --- node groups ---------------------------------------------------------------------
+        groups = storage.create_security_groups(prefix, net.vpc.id, aws_opts)
+        node_opts = pulumi.ResourceOptions.merge(
+            component_opts, pulumi.ResourceOptions(depends_on=early_addons))
+        system_group = node_groups.system_node_group(
+            prefix, cluster, s.system_pool, node_role.arn, private_ids, aws_opts, node_opts)
+        gpu_node_sgs = [cluster.cluster_security_group_id, groups.gpu_nodes.id]
+        plans = [node_groups.gpu_pool_plan(
+            "onDemand", s.gpu_pools.on_demand,
+            machine(Cloud.AWS, s.gpu_pools.on_demand.machine_type), spot=False,
+            fabric=s.interconnect.fabric, placement=s.interconnect.placement)]
+        if s.gpu_pools.spot.enabled:
+            plans.append(node_groups.gpu_pool_plan(
+                "spot", s.gpu_pools.spot, machine(Cloud.AWS, s.gpu_pools.spot.machine_type),
+                spot=True, fabric=s.interconnect.fabric, placement=s.interconnect.placement))
+        gpu_groups = []
+        for plan in plans:
+            group, _placement = node_groups.gpu_node_group(
+                prefix, cluster, plan, node_role.arn, net.private_subnets[gpu_zone].id,
+                gpu_zone, gpu_node_sgs, aws_opts, node_opts)
+            gpu_groups.append(group)
+        all_groups = [system_group, *gpu_groups]
+
+        late_addons = [
+            addons.managed_addon(prefix, cluster_name, addon, pulumi.ResourceOptions.merge(
+                aws_opts, pulumi.ResourceOptions(depends_on=all_groups)))
+            for addon in addons.AFTER_NODES
+        ]
+
+        # --- Kubernetes provider: only usable once nodes and add-ons exist -------------------
+        kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
+        k8s_provider = k8s.Provider(
+            f"{prefix}-k8s", kubeconfig=kubeconfig, enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self,
+                                        depends_on=[*all_groups, *early_addons, *late_addons]))
+        helm_opts = pulumi.ResourceOptions(parent=self, provider=k8s_provider)
+        taints = [t for plan in plans for t in plan.pool.taints]
+        charts = [
+            addons.helm_release(prefix, addons.NVIDIA_DEVICE_PLUGIN,
+                                addons.nvidia_device_plugin_values(node_groups.GPU_LABEL, taints),
+                                helm_opts),
+            addons.helm_release(prefix, addons.FSX_CSI_DRIVER,
+                                addons.fsx_csi_values(fsx_csi_role.arn, taints), helm_opts),
+        ]
+        if any(plan.efa for plan in plans):
+            charts.append(addons.helm_release(
+                prefix, addons.EFA_DEVICE_PLUGIN,
+                addons.efa_device_plugin_values(node_groups.GPU_LABEL, taints), helm_opts))
+
+        # --- shared file system and checkpoints ----------------------------------------------
+        fs_settings = s.shared_file_system
+        lustre, association = storage.create_lustre(
+            prefix, fs_settings, net.private_subnets[gpu_zone].id, groups.fsx.id, key.arn,
+            s.dataset.import_uri, aws_opts)
+        bucket = storage.create_checkpoint_bucket(prefix, s.checkpoints, key.arn, aws_opts)
+        job_role = identity.irsa_role(f"{prefix}-job", oidc_arn, oidc_issuer, s.job.namespace,
+                                      s.job.service_account, aws_opts)
+        job_policy = aws.iam.RolePolicy(
+            f"{prefix}-job", role=job_role.name,
+            policy=pulumi.Output.all(bucket.arn, key.arn).apply(
+                lambda values: identity.job_bucket_policy(values[0], values[1],
+                                                          s.dataset.import_uri)),
+            opts=pulumi.ResourceOptions.merge(aws_opts, pulumi.ResourceOptions(parent=job_role)))
+
+        image: pulumi.Input[str] = s.job.image or trainer_image(prefix, key.arn, self, aws_opts)
+
+        job_machine = machine(Cloud.AWS, s.job_pool.machine_type)
+        pools = {plan.key: plan.pool for plan in plans}
+        self.contract = GpuCluster(
+            cloud=Cloud.AWS,
+            name=cluster.kubeconfig_json.apply(lambda _: cluster_name),
+            kubeconfig=kubeconfig,
+            provider=k8s_provider,
+            gpu_pools=pools,
+            shared_file_system=SharedFileSystem(
+                source=CsiVolumeSource(
+                    driver=storage.FSX_CSI_DRIVER, volume_handle=lustre.id,
+                    volume_attributes={"dnsname": lustre.dns_name,
+                                       "mountname": lustre.mount_name}),
+                capacity_gib=fs_settings.capacity_gib,
+                mount_path=fs_settings.mount_path,
+                mount_options=list(storage.FSX_MOUNT_OPTIONS),
+                file_system_id=lustre.id,
+                ready=association or lustre,
+            ),
+            checkpoints=CheckpointStore(
+                uri=pulumi.Output.concat("s3://", bucket.bucket, "/", s.job.name),
+                bucket=bucket.bucket,
+                service_account_annotations={"eks.amazonaws.com/role-arn": job_role.arn},
+                pod_labels={},
+                env={"AWS_REGION": s.region},
+            ),
+            interconnect=efa_interconnect(job_machine, s.interconnect.fabric),
+            trainer_image=image,
+            ready=[*all_groups, *early_addons, *late_addons, *charts, job_policy],
+        )
+        self.register_outputs({
+            "clusterName": self.contract.name,
+            "kubeconfig": kubeconfig,
+            "fileSystemId": lustre.id,
+            "fileSystemMountName": lustre.mount_name,
+            "checkpointBucket": bucket.bucket,
+        })

@@ -1,0 +1,162 @@
+"""Managed node groups: a small system group and the GPU groups (on-demand, spot).
+
+Every group gets our own launch template, because pulumi-eks' generated one neither encrypts
+the root volume nor lets us combine IMDSv2, EFA interfaces and a placement group we own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+
+from infra.catalog import Machine
+from infra.contract import GpuPool, Taint
+from infra.aws.interconnect import uses_efa
+from infra.settings.model import NodePool
+
+POOL_LABEL = "torchrec-cloud/pool"
+GPU_LABEL = "torchrec-cloud/gpu"
+CAPACITY_LABEL = "torchrec-cloud/capacity"
+GPU_TAINT = Taint(key="nvidia.com/gpu", value="true", effect="NoSchedule")
+SPOT_TAINT = Taint(key="torchrec-cloud/spot", value="true", effect="NoSchedule")
+EKS_EFFECT = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE",
+              "NoExecute": "NO_EXECUTE"}
+ROOT_DEVICE = "/dev/xvda"  # AL2023 root volume
+SYSTEM_ROOT_GIB = 50
+GPU_ROOT_GIB = 200  # CUDA images are large; the dataset lives on FSx, not here
+
+
+@dataclass(frozen=True)
+class NodeGroupPlan:
+    """One GPU group: what the scheduler sees (contract) and how EC2 builds it."""
+
+    key: str  # "onDemand" / "spot"
+    pool: GpuPool
+    efa: bool
+    placement: bool
+
+
+def gpu_pool_plan(key: str, pool: NodePool, machine: Machine, spot: bool, fabric: bool,
+                  placement: bool) -> NodeGroupPlan:
+    labels = {POOL_LABEL: pool.name, GPU_LABEL: "true",
+              CAPACITY_LABEL: "spot" if spot else "on-demand"}
+    taints = [GPU_TAINT, SPOT_TAINT] if spot else [GPU_TAINT]
+    return NodeGroupPlan(
+        key=key,
+        pool=GpuPool(name=pool.name, machine=machine, min_nodes=pool.min_nodes,
+                     desired_nodes=pool.desired_nodes, max_nodes=pool.max_nodes, spot=spot,
+                     node_labels=labels, taints=taints),
+        efa=uses_efa(machine, fabric),
+        placement=placement,
+    )
+
+
+def _metadata() -> aws.ec2.LaunchTemplateMetadataOptionsArgs:
+    # IMDSv2 only (session tokens). Hop limit 2, as in EKS' own templates, because node agents
+    # in containers (FSx CSI node, EFA plugin) read instance metadata; the node role they could
+    # reach holds only kubelet's and ECR-read permissions, and the VPC CNI uses its own IRSA role.
+    return aws.ec2.LaunchTemplateMetadataOptionsArgs(
+        http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2)
+
+
+def _root_volume(size_gib: int) -> list[aws.ec2.LaunchTemplateBlockDeviceMappingArgs]:
+    return [aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+        device_name=ROOT_DEVICE,
+        ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+            volume_size=size_gib, volume_type="gp3", encrypted="true",
+            delete_on_termination="true"),
+    )]
+
+
+def system_launch_template(prefix: str, opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
+    """No security groups here: EKS then attaches the cluster security group itself."""
+    return aws.ec2.LaunchTemplate(
+        f"{prefix}-system", metadata_options=_metadata(),
+        block_device_mappings=_root_volume(SYSTEM_ROOT_GIB), update_default_version=True,
+        opts=opts)
+
+
+def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: list,
+                        placement_group: aws.ec2.PlacementGroup | None,
+                        opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
+    """IMDSv2, encrypted root, one EFA interface per network card, the placement group."""
+    machine = plan.pool.machine
+    network_interfaces = None
+    vpc_security_group_ids = security_group_ids
+    if plan.efa:
+        # With network interfaces the groups go on each interface, not on the template.
+        vpc_security_group_ids = None
+        network_interfaces = [
+            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                network_card_index=card, device_index=0 if card == 0 else 1,
+                interface_type="efa", security_groups=security_group_ids,
+                associate_public_ip_address="false", delete_on_termination="true")
+            for card in range(machine.efa_interfaces)
+        ]
+    placement = (aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
+                 if placement_group is not None else None)
+    return aws.ec2.LaunchTemplate(
+        f"{prefix}-{plan.key}", metadata_options=_metadata(),
+        block_device_mappings=_root_volume(GPU_ROOT_GIB),
+        network_interfaces=network_interfaces, vpc_security_group_ids=vpc_security_group_ids,
+        placement=placement, update_default_version=True, opts=opts)
+
+
+def _template_ref(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTemplateArgs:
+    return aws.eks.NodeGroupLaunchTemplateArgs(
+        id=template.id, version=template.latest_version.apply(str))
+
+
+def system_node_group(prefix: str, cluster: eks.Cluster, pool: NodePool,
+                      node_role_arn: pulumi.Input[str], subnet_ids: list,
+                      resource_opts: pulumi.ResourceOptions,
+                      opts: pulumi.ResourceOptions) -> eks.ManagedNodeGroup:
+    """`resource_opts` for the AWS resources, `opts` for the pulumi-eks component."""
+    template = system_launch_template(prefix, resource_opts)
+    return eks.ManagedNodeGroup(
+        f"{prefix}-{pool.name}",
+        eks.ManagedNodeGroupArgs(
+            cluster=cluster, node_role_arn=node_role_arn,
+            ami_type=eks.AmiType.AL2023_X86_64_STANDARD, instance_types=[pool.machine_type],
+            capacity_type="ON_DEMAND",
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=pool.min_nodes, desired_size=pool.desired_nodes,
+                max_size=pool.max_nodes),
+            subnet_ids=subnet_ids, labels={POOL_LABEL: pool.name},
+            launch_template=_template_ref(template)),
+        opts=opts)
+
+
+def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
+                   node_role_arn: pulumi.Input[str], subnet_id: pulumi.Input[str], zone: str,
+                   security_group_ids: list, resource_opts: pulumi.ResourceOptions,
+                   opts: pulumi.ResourceOptions
+                   ) -> tuple[eks.ManagedNodeGroup, aws.ec2.PlacementGroup | None]:
+    """One GPU group in the GPU zone's private subnet, in its own cluster placement group."""
+    placement_group = None
+    if plan.placement:
+        placement_group = aws.ec2.PlacementGroup(
+            f"{prefix}-{plan.key}", strategy=aws.ec2.PlacementStrategy.CLUSTER,
+            tags={"Name": f"{prefix}-{plan.key}", "zone": zone}, opts=resource_opts)
+    template = gpu_launch_template(prefix, plan, security_group_ids, placement_group,
+                                   resource_opts)
+    pool = plan.pool
+    group = eks.ManagedNodeGroup(
+        f"{prefix}-{pool.name}",
+        eks.ManagedNodeGroupArgs(
+            cluster=cluster, node_role_arn=node_role_arn,
+            ami_type=eks.AmiType.AL2023_X86_64_NVIDIA, instance_types=[pool.machine.name],
+            capacity_type="SPOT" if pool.spot else "ON_DEMAND",
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=pool.min_nodes, desired_size=pool.desired_nodes,
+                max_size=max(pool.max_nodes, 1)),  # EKS needs maxSize >= 1
+            subnet_ids=[subnet_id], labels=dict(pool.node_labels),
+            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value,
+                                               effect=EKS_EFFECT[t.effect])
+                    for t in pool.taints],
+            launch_template=_template_ref(template)),
+        opts=opts)
+    return group, placement_group

@@ -1,0 +1,140 @@
+"""FSx for Lustre (shared data) and the S3 checkpoint bucket (kept on destroy by default)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.settings.model import Checkpoints, FsxDeploymentType, FsxLustre
+
+LUSTRE_PORTS = ((988, 988), (1018, 1023))  # Lustre: LNet (988) and its 1018-1023 range
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+FSX_MOUNT_OPTIONS = ("flock",)  # coherent POSIX locks across nodes (checkpoint writers)
+LUSTRE_VERSION = "2.15"
+
+
+@dataclass(frozen=True)
+class SecurityGroups:
+    gpu_nodes: aws.ec2.SecurityGroup  # on every GPU node: EFA traffic, Lustre client
+    fsx: aws.ec2.SecurityGroup  # on the file system
+
+
+def create_security_groups(prefix: str, vpc_id: pulumi.Input[str],
+                           opts: pulumi.ResourceOptions) -> SecurityGroups:
+    """EFA needs all traffic within its group; Lustre only 988 and 1018-1023, nodes <-> FSx."""
+    nodes = aws.ec2.SecurityGroup(f"{prefix}-gpu-nodes", vpc_id=vpc_id,
+                                  description="GPU nodes: EFA within the group, Lustre client",
+                                  tags={"Name": f"{prefix}-gpu-nodes"}, opts=opts)
+    fsx = aws.ec2.SecurityGroup(f"{prefix}-fsx", vpc_id=vpc_id,
+                                description="FSx for Lustre: Lustre ports from GPU nodes only",
+                                tags={"Name": f"{prefix}-fsx"}, opts=opts)
+    rule_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=nodes))
+    aws.vpc.SecurityGroupIngressRule(f"{prefix}-gpu-nodes-efa-in", security_group_id=nodes.id,
+                                     ip_protocol="-1", referenced_security_group_id=nodes.id,
+                                     description="EFA: all traffic within the group",
+                                     opts=rule_opts)
+    aws.vpc.SecurityGroupEgressRule(f"{prefix}-gpu-nodes-efa-out", security_group_id=nodes.id,
+                                    ip_protocol="-1", referenced_security_group_id=nodes.id,
+                                    description="EFA: all traffic within the group",
+                                    opts=rule_opts)
+    fsx_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=fsx))
+    for low, high in LUSTRE_PORTS:
+        ports = f"{low}" if low == high else f"{low}-{high}"
+        for source, group in (("nodes", nodes), ("self", fsx)):
+            aws.vpc.SecurityGroupIngressRule(
+                f"{prefix}-fsx-lustre-{ports}-from-{source}", security_group_id=fsx.id,
+                ip_protocol="tcp", from_port=low, to_port=high,
+                referenced_security_group_id=group.id,
+                description=f"Lustre {ports} from {source}", opts=fsx_opts)
+            aws.vpc.SecurityGroupEgressRule(
+                f"{prefix}-fsx-lustre-{ports}-to-{source}", security_group_id=fsx.id,
+                ip_protocol="tcp", from_port=low, to_port=high,
+                referenced_security_group_id=group.id,
+                description=f"Lustre {ports} to {source}", opts=fsx_opts)
+        aws.vpc.SecurityGroupIngressRule(
+            f"{prefix}-gpu-nodes-lustre-{ports}-from-fsx", security_group_id=nodes.id,
+            ip_protocol="tcp", from_port=low, to_port=high, referenced_security_group_id=fsx.id,
+            description=f"Lustre {ports} from the file system", opts=rule_opts)
+    return SecurityGroups(gpu_nodes=nodes, fsx=fsx)
+
+
+def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
+                  security_group_id: pulumi.Input[str], key_arn: pulumi.Input[str],
+                  import_uri: str, opts: pulumi.ResourceOptions
+                  ) -> tuple[aws.fsx.LustreFileSystem, aws.fsx.DataRepositoryAssociation | None]:
+    """The file system in the GPU zone; the dataset bucket linked when dataset.importUri is set.
+
+    PERSISTENT_2 links a bucket with a data repository association; SCRATCH_2 and PERSISTENT_1
+    only take an import path at creation.
+    """
+    persistent = fs.deployment_type != FsxDeploymentType.SCRATCH_2
+    linked_at_creation = bool(import_uri) and fs.deployment_type != FsxDeploymentType.PERSISTENT_2
+    lustre = aws.fsx.LustreFileSystem(
+        f"{prefix}-fsx",
+        deployment_type=fs.deployment_type.value,
+        storage_capacity=fs.capacity_gib,
+        per_unit_storage_throughput=fs.throughput_per_tib if persistent else None,
+        subnet_ids=subnet_id,  # pulumi-aws 7 types this as one subnet id (FSx takes one)
+        security_group_ids=[security_group_id],
+        # Scratch file systems are encrypted at rest with an AWS key and take no KMS key.
+        kms_key_id=key_arn if persistent else None,
+        file_system_type_version=LUSTRE_VERSION,
+        data_compression_type="LZ4",
+        import_path=import_uri if linked_at_creation else None,
+        auto_import_policy="NEW_CHANGED_DELETED" if linked_at_creation else None,
+        tags={"Name": f"{prefix}-fsx"},
+        opts=opts,
+    )
+    association = None
+    if import_uri and fs.deployment_type == FsxDeploymentType.PERSISTENT_2:
+        association = aws.fsx.DataRepositoryAssociation(
+            f"{prefix}-dataset",
+            file_system_id=lustre.id,
+            data_repository_path=import_uri,
+            file_system_path="/",
+            batch_import_meta_data_on_create=True,
+            s3=aws.fsx.DataRepositoryAssociationS3Args(
+                auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(
+                    events=["NEW", "CHANGED", "DELETED"])),
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=lustre)),
+        )
+    return lustre, association
+
+
+def create_checkpoint_bucket(prefix: str, checkpoints: Checkpoints, key_arn: pulumi.Input[str],
+                             opts: pulumi.ResourceOptions) -> aws.s3.Bucket:
+    """Versioned, KMS-encrypted, private, owner-enforced; retained on destroy unless asked."""
+    retain = checkpoints.retain_on_destroy
+    bucket = aws.s3.Bucket(
+        f"{prefix}-checkpoints",
+        bucket_prefix=f"{prefix}-ckpt-",
+        force_destroy=not retain,
+        tags={"Name": f"{prefix}-checkpoints"},
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=retain)),
+    )
+    child = pulumi.ResourceOptions.merge(
+        opts, pulumi.ResourceOptions(parent=bucket, retain_on_delete=retain))
+    aws.s3.BucketVersioning(
+        f"{prefix}-checkpoints", bucket=bucket.id,
+        versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(
+            status="Enabled"),
+        opts=child)
+    aws.s3.BucketServerSideEncryptionConfiguration(
+        f"{prefix}-checkpoints", bucket=bucket.id,
+        rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+            apply_server_side_encryption_by_default=(
+                aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                    sse_algorithm="aws:kms", kms_master_key_id=key_arn)),
+            bucket_key_enabled=True)],
+        opts=child)
+    aws.s3.BucketPublicAccessBlock(
+        f"{prefix}-checkpoints", bucket=bucket.id, block_public_acls=True,
+        block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True,
+        opts=child)
+    aws.s3.BucketOwnershipControls(
+        f"{prefix}-checkpoints", bucket=bucket.id,
+        rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
+        opts=child)
+    return bucket
