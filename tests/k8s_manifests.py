@@ -1,0 +1,101 @@
+"""Turn captured `kubernetes:*` registrations into manifests, validate and write them.
+
+Mocks write no YAML (TESTING.md), so the manifests are rebuilt from what the program passed:
+wire names are already Kubernetes field names; numbers come back as floats and secrets wrapped.
+Used by test_workloads.py and by the cloud tests on full stack runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import yaml
+
+from tests.harness import Captured, Run
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker for a secret value
+POD_TEMPLATE_PATHS = {  # where a custom resource without a schema here keeps its pod templates
+    "PyTorchJob": lambda m: [r.get("template") for r in
+                             m["spec"].get("pytorchReplicaSpecs", {}).values()],
+}
+
+
+def clean(value: Any) -> Any:
+    """Unwrap secrets, whole floats back to ints, drop None (the engine omits them too)."""
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG) is not None and "value" in value:
+            return clean(value["value"])
+        return {k: clean(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [clean(v) for v in value if v is not None]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _api_version_and_kind(type_token: str) -> tuple[str, str]:
+    """`kubernetes:batch/v1:Job` -> ("batch/v1", "Job"); core/v1 is plain "v1"."""
+    _, group_version, kind = type_token.split(":", 2)
+    return (group_version.removeprefix("core/"), kind)
+
+
+def is_kubernetes_object(resource: Captured) -> bool:
+    """A custom resource of the Kubernetes provider (not a component such as a Helm chart)."""
+    return resource.custom and resource.type.startswith("kubernetes:")
+
+
+def manifest_of(resource: Captured) -> dict[str, Any]:
+    api_version, kind = _api_version_and_kind(resource.type)
+    body = clean(resource.inputs)
+    return {"apiVersion": body.pop("apiVersion", api_version), "kind": body.pop("kind", kind),
+            **body}
+
+
+def manifests_of(run: Run) -> list[dict[str, Any]]:
+    """Every Kubernetes object a run registered, as the API server would receive it."""
+    return [manifest_of(r) for r in run.resources if is_kubernetes_object(r)]
+
+
+def _schema_checkable(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The manifest itself, or for a custom resource its pod templates as v1 PodTemplates."""
+    templates = POD_TEMPLATE_PATHS.get(manifest["kind"])
+    if templates is None:
+        return [manifest]
+    name = manifest["metadata"]["name"]
+    return [{"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"{name}-{i}"},
+             "template": template} for i, template in enumerate(templates(manifest))]
+
+
+def validate_manifests(run: Run, kubernetes_version: str) -> list[dict[str, Any]]:
+    """Validate every manifest against the official schema of `kubernetes_version` ("1.33")
+    in strict mode (unknown keys are errors); raise one AssertionError listing every problem."""
+    version = f"{kubernetes_version}.0" if kubernetes_version.count(".") == 1 else kubernetes_version
+    manifests = manifests_of(run)
+    errors: list[str] = []
+    for manifest in manifests:
+        for checkable in _schema_checkable(manifest):
+            label = f"{manifest['kind']}/{manifest.get('metadata', {}).get('name')}"
+            try:
+                kubernetes_validate.validate(checkable, version, strict=True)
+            except kubernetes_validate.ValidationError as error:
+                path = ".".join(str(p) for p in error.path)
+                errors.append(f"{label}: {path}: {error.message}")
+            except kubernetes_validate.SchemaNotFoundError as error:
+                errors.append(f"{label}: no schema in Kubernetes {version} ({error}); add its "
+                              "pod templates to POD_TEMPLATE_PATHS")
+    assert not errors, "invalid Kubernetes manifests:\n  " + "\n  ".join(errors)
+    return manifests
+
+
+def write_manifests(run: Run, directory: Path) -> list[Path]:
+    """One YAML file per object (`<kind>-<name>.yaml`), e.g. for checkov or a golden diff."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for manifest in manifests_of(run):
+        name = manifest.get("metadata", {}).get("name", "unnamed")
+        path = directory / f"{manifest['kind'].lower()}-{name}.yaml"
+        path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+        paths.append(path)
+    return paths

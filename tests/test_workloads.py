@@ -1,0 +1,442 @@
+"""The workload layer on hand-made clusters (tests/fake_cluster.py), one per cloud flavour.
+
+Each scenario runs a tiny program under mocks once (module-scoped) and the tests read what it
+registered, so they hold for whatever cloud component hands over a contract like these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from infra.catalog import Cloud, machine
+from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Job, JobKind,
+                                  PoolChoice)
+from tests.fake_cluster import FLAVOURS, IMAGE, FakeCluster, fake_cluster
+from tests import harness
+from tests.harness import ROOT, Captured, RecordingMocks, RecordingMonitor, Run
+from tests.k8s_manifests import manifests_of, validate_manifests, write_manifests
+
+KUBERNETES_VERSION = "1.33"
+CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
+ALLOWLIST = Path(__file__).with_name("checkov_allowlist.yaml")
+JOB = "kubernetes:batch/v1:Job"
+PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
+
+
+class WorkloadRun:
+    """One program run: what it registered, the component's outputs and the fake contract."""
+
+    def __init__(self, run: Run, outputs: dict[str, Any], cluster: FakeCluster) -> None:
+        self.run, self.outputs, self.cluster = run, outputs, cluster
+
+    def workload(self) -> Captured:
+        found = self.run.of_type(JOB) + self.run.of_type(PYTORCHJOB)
+        assert len(found) == 1, [r.type for r in found]
+        return found[0]
+
+    def pod_spec(self) -> dict[str, Any]:
+        spec = self.workload().inputs["spec"]
+        if "template" in spec:
+            return spec["template"]["spec"]
+        return spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+
+    def container(self) -> dict[str, Any]:
+        (container,) = self.pod_spec()["containers"]
+        return container
+
+    def argv(self) -> list[str]:
+        return [*self.container()["command"], *self.container()["args"]]
+
+    def flags(self) -> dict[str, str]:
+        return dict(arg[2:].split("=", 1) for arg in self.container()["args"])
+
+
+def _deserialize(struct: Any) -> dict[str, Any]:
+    """tests/harness.py awaits `rpc._sync_await(rpc.deserialize_properties(...))`; in pulumi 3.272
+    deserialize_properties is synchronous and rpc has no _sync_await. Handle both until the
+    harness is fixed (requested; tests/test_gcp.py carries the same workaround)."""
+    import inspect
+
+    from pulumi.runtime import rpc
+    from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+    _ensure_event_loop()
+    result = rpc.deserialize_properties(struct)
+    return _sync_await(result) if inspect.isawaitable(result) else result
+
+
+harness._deserialize = _deserialize  # noqa: SLF001
+
+
+def run_workload(flavour: str, job: Job, checkpoints: Checkpoints = Checkpoints(),
+                 dataset: Dataset = Dataset()) -> WorkloadRun:
+    """A program that is just a fake cluster and the TrainingJob, under the harness's mocks."""
+    from workloads import TrainingJob, TrainingJobArgs
+
+    pulumi.runtime.settings.set_root_resource(None)
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    mocks = RecordingMocks()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_all_config({})
+    pulumi.runtime.set_mocks(mocks, project="torchrec-cloud", stack=flavour, preview=False,
+                             monitor=monitor)
+    outputs: dict[str, Any] = {}
+    made: list[FakeCluster] = []
+
+    @pulumi.runtime.test
+    def program() -> Any:
+        cluster = fake_cluster(flavour)
+        made.append(cluster)
+        component = TrainingJob("torchrec-training", TrainingJobArgs(
+            cluster=cluster.contract, job=job, checkpoints=checkpoints, dataset=dataset))
+        return pulumi.Output.all(component.job_name, component.watch_commands).apply(
+            lambda values: outputs.update(job_name=values[0], watch_commands=values[1]))
+
+    try:
+        program()
+    finally:
+        asyncio.get_event_loop().close()
+    return WorkloadRun(Run(flavour, dict(monitor.captured), {}, set(), None), outputs, made[0])
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, WorkloadRun]:
+    """Four scenarios, each run once: the defaults per cloud flavour, plus the variants."""
+    return {
+        "aws": run_workload("aws", Job(trainer_args={"batch_size": 2048,
+                                                     "dense_arch_layer_sizes": [512, 256, 128],
+                                                     "checkpoint_dir": "/ignored"})),
+        "aws-spot": run_workload("aws", Job(pool=PoolChoice.SPOT)),
+        "azure": run_workload(
+            "azure", Job(),
+            Checkpoints(location=CheckpointLocation.SHARED_FILE_SYSTEM, every_steps=200, keep=2),
+            Dataset(path="criteo/1tb")),
+        "gcp-pytorchjob": run_workload("gcp", Job(kind=JobKind.PYTORCH_JOB, nodes=3),
+                                       Checkpoints(enabled=False)),
+    }
+
+
+# --- identity and placement ------------------------------------------------------------------
+
+def test_every_kubernetes_object_uses_the_clusters_provider(runs):
+    for scenario in runs.values():
+        provider = scenario.run.one("pulumi:providers:kubernetes", scenario.cluster.provider_name)
+        objects = [r for r in scenario.run.resources if r.type.startswith("kubernetes:")]
+        assert len(objects) >= 7
+        for resource in objects:
+            assert resource.provider_urn == provider.urn, resource.name
+
+
+def test_every_child_is_parented_to_the_training_job_component(runs):
+    run = runs["aws"].run
+    component = run.one("torchrec-cloud:workloads:TrainingJob")
+    kube = [r for r in run.resources if r.type.startswith("kubernetes:")]
+    assert {r.parent for r in kube} == {component.urn}
+
+
+def test_pod_requests_every_gpu_and_efa_interface_of_the_machine(runs):
+    p4d = machine(Cloud.AWS, "p4d.24xlarge")
+    resources = runs["aws"].container()["resources"]
+    assert resources["requests"] == resources["limits"]  # Guaranteed QoS
+    assert resources["limits"]["nvidia.com/gpu"] == str(p4d.gpu_count)
+    assert resources["limits"]["vpc.amazonaws.com/efa"] == str(p4d.efa_interfaces)
+
+
+def test_cpu_and_memory_leave_headroom_for_the_nodes_daemons(runs):
+    for scenario in runs.values():
+        node = scenario.cluster.contract.gpu_pools["onDemand"].machine
+        limits = scenario.container()["resources"]["limits"]
+        assert 0.8 * node.vcpus <= int(limits["cpu"]) < node.vcpus
+        memory_gib = int(limits["memory"].removesuffix("Gi"))
+        assert 0.8 * node.memory_gib <= memory_gib < node.memory_gib
+
+
+def test_spot_job_tolerates_and_requires_the_spot_pool(runs):
+    spec = runs["aws-spot"].pod_spec()
+    spot_taint = FLAVOURS["aws"].spot_taint
+    assert {"key": spot_taint.key, "operator": "Equal", "value": spot_taint.value,
+            "effect": "NoSchedule"} in spec["tolerations"]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
+        {"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["gpuspot"]}]}]
+
+
+def test_on_demand_job_requires_the_on_demand_pool_and_tolerates_gpu_nodes(runs):
+    spec = runs["azure"].pod_spec()
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"] == [
+        {"key": "kubernetes.azure.com/agentpool", "operator": "In", "values": ["gpu"]}]
+    assert not any(t["key"] == FLAVOURS["azure"].spot_taint.key for t in spec["tolerations"])
+    assert any(t["key"] == "nvidia.com/gpu" for t in runs["gcp-pytorchjob"].pod_spec()["tolerations"])
+
+
+def test_workload_identity_binding_is_on_the_service_account_and_pods(runs):
+    scenario = runs["azure"]
+    account = scenario.run.one("kubernetes:core/v1:ServiceAccount")
+    assert account.inputs["metadata"]["annotations"] == FLAVOURS["azure"].annotations
+    pod_labels = scenario.workload().inputs["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels["azure.workload.identity/use"] == "true"
+    assert scenario.pod_spec()["serviceAccountName"] == account.inputs["metadata"]["name"]
+    env = {e["name"]: e["value"] for e in scenario.container()["env"]}
+    assert env["AZURE_STORAGE_ACCOUNT"] == "torchrecckpt"
+
+
+def test_fabric_environment_devices_and_capabilities_come_from_the_contract(runs):
+    azure = runs["azure"].container()
+    env = {e["name"]: e["value"] for e in azure["env"]}
+    assert env["UCX_TLS"] == "rc"
+    assert azure["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    gcp = runs["gcp-pytorchjob"].container()
+    assert "add" not in gcp["securityContext"]["capabilities"]
+    assert set(gcp["resources"]["limits"]) == {"cpu", "memory", "nvidia.com/gpu"}
+
+
+def test_pods_run_locked_down(runs):
+    for scenario in runs.values():
+        spec, container = scenario.pod_spec(), scenario.container()
+        context = container["securityContext"]
+        assert context["runAsNonRoot"] and context["runAsUser"] == 1000
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["readOnlyRootFilesystem"] is True
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert "hostNetwork" not in spec and spec["automountServiceAccountToken"] is False
+        assert container["image"] == IMAGE
+
+
+# --- the job --------------------------------------------------------------------------------
+
+def test_job_runs_one_indexed_pod_per_node(runs):
+    spec = runs["aws"].workload().inputs["spec"]
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"] == 2
+    assert spec["backoffLimit"] == 3
+    assert spec["template"]["spec"]["terminationGracePeriodSeconds"] == 120
+
+
+def test_preemption_does_not_count_against_the_backoff_limit(runs):
+    spec = runs["aws-spot"].workload().inputs["spec"]
+    first = spec["podFailurePolicy"]["rules"][0]
+    assert first["action"] == "Ignore"
+    assert first["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_bad_trainer_flags_fail_the_job_at_once(runs):
+    scenario = runs["aws"]
+    rules = scenario.workload().inputs["spec"]["podFailurePolicy"]["rules"]
+    fail = [r for r in rules if r["action"] == "FailJob"]
+    assert fail == [{"action": "FailJob", "onExitCodes": {
+        "containerName": "trainer", "operator": "In", "values": [2]}}]
+    script = scenario.container()["command"][2]
+    assert "parse_config" in script and "|| exit 2" in script
+    assert script.index("parse_config") < script.index("exec torchrun")
+
+
+def test_rendezvous_endpoint_is_pod_zero_through_the_headless_service(runs):
+    scenario = runs["aws"]
+    service = scenario.run.one("kubernetes:core/v1:Service")
+    spec = service.inputs["spec"]
+    assert spec["clusterIP"] == "None"
+    assert [p["port"] for p in spec["ports"]] == [29500]
+    pod_labels = scenario.workload().inputs["spec"]["template"]["metadata"]["labels"]
+    assert spec["selector"].items() <= pod_labels.items()
+    name = service.inputs["metadata"]["name"]
+    assert scenario.pod_spec()["subdomain"] == name
+    script = scenario.container()["command"][2]
+    assert f"--rdzv_endpoint=dlrm-0.{name}.torchrec.svc.cluster.local:29500" in script
+    for option in ("--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d", "--rdzv_id=dlrm",
+                   "-m trainer"):
+        assert option in script
+
+
+def test_user_flags_pass_through_and_lists_are_comma_joined(runs):
+    flags = runs["aws"].flags()
+    assert flags["batch_size"] == "2048"
+    assert flags["dense_arch_layer_sizes"] == "512,256,128"
+
+
+def test_checkpoints_go_to_the_bucket_uri_by_default(runs):
+    flags = runs["aws"].flags()
+    assert flags["checkpoint_dir"] == FLAVOURS["aws"].checkpoint_uri  # the user's value is replaced
+    assert flags["checkpoint_every"] == "500" and flags["keep_checkpoints"] == "3"
+    assert "dataset_path" not in flags  # synthetic data
+
+
+def test_checkpoints_on_the_shared_file_system_go_under_the_mount_path(runs):
+    flags = runs["azure"].flags()
+    assert flags["checkpoint_dir"] == "/mnt/shared/checkpoints/dlrm"
+    assert flags["checkpoint_every"] == "200" and flags["keep_checkpoints"] == "2"
+    assert flags["dataset_path"] == "/mnt/shared/criteo/1tb"
+    assert flags["metrics_file"].startswith("/mnt/shared/")
+    assert flags["tensorboard_dir"].startswith("/mnt/shared/")
+
+
+def test_disabled_checkpoints_pass_no_checkpoint_flags(runs):
+    flags = runs["gcp-pytorchjob"].flags()
+    assert not {"checkpoint_dir", "checkpoint_every", "keep_checkpoints"} & flags.keys()
+
+
+def test_shared_memory_is_a_bounded_memory_volume(runs):
+    volumes = {v["name"]: v for v in runs["aws"].pod_spec()["volumes"]}
+    assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
+    assert volumes["dshm"]["emptyDir"]["sizeLimit"].endswith("Gi")
+    mounts = {m["mountPath"]: m["name"] for m in runs["aws"].container()["volumeMounts"]}
+    assert mounts["/dev/shm"] == "dshm" and mounts["/mnt/shared"] == "shared-fs"
+
+
+# --- storage --------------------------------------------------------------------------------
+
+def test_fsx_volume_is_a_csi_volume_with_the_file_systems_handle(runs):
+    volume = runs["aws"].run.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]
+    source = FLAVOURS["aws"].source
+    assert volume["csi"] == {"driver": source.driver, "volumeHandle": source.volume_handle,
+                             "volumeAttributes": dict(source.volume_attributes)}
+    assert volume["mountOptions"] == ["flock"]
+
+
+def test_nfs_volume_points_at_the_export(runs):
+    volume = runs["azure"].run.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]
+    assert volume["nfs"] == {"server": "10.1.2.4", "path": "/shared"}
+    assert "nconnect=8" in volume["mountOptions"]
+
+
+def test_claim_binds_exactly_the_static_volume_and_data_is_retained(runs):
+    run = runs["azure"].run
+    volume = run.one("kubernetes:core/v1:PersistentVolume").inputs
+    claim = run.one("kubernetes:core/v1:PersistentVolumeClaim").inputs
+    assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert volume["spec"]["accessModes"] == claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert volume["spec"]["storageClassName"] == claim["spec"]["storageClassName"] == ""
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
+    assert volume["spec"]["claimRef"] == {"namespace": claim["metadata"]["namespace"],
+                                          "name": claim["metadata"]["name"]}
+    assert volume["spec"]["capacity"] == {"storage": "2400Gi"}
+    assert claim["spec"]["resources"]["requests"] == {"storage": "2400Gi"}
+
+
+# --- ordering -------------------------------------------------------------------------------
+
+def test_job_waits_for_the_pools_the_add_ons_and_the_file_system(runs):
+    for scenario in runs.values():
+        run, cluster = scenario.run, scenario.cluster
+        workload = scenario.workload()
+        for name in (*cluster.ready_names, cluster.file_system_name):
+            assert run.waits_for(workload, run.named(name)), f"{workload.name} before {name}"
+        for kind in ("PersistentVolumeClaim", "Service", "ServiceAccount", "NetworkPolicy"):
+            assert run.waits_for(workload, run.one(f"kubernetes:core/v1:{kind}")
+                                 if kind != "NetworkPolicy"
+                                 else run.one("kubernetes:networking.k8s.io/v1:NetworkPolicy"))
+
+
+def test_every_kubernetes_object_waits_for_the_pools_and_add_ons(runs):
+    run, cluster = runs["aws"].run, runs["aws"].cluster
+    for resource in (r for r in run.resources if r.type.startswith("kubernetes:")):
+        for name in cluster.ready_names:
+            assert name in {run.by_urn[u].name for u in resource.dependencies}, resource.name
+
+
+def test_persistent_volume_waits_for_the_file_system(runs):
+    run = runs["gcp-pytorchjob"].run
+    volume = run.one("kubernetes:core/v1:PersistentVolume")
+    assert run.waits_for(volume, run.named(runs["gcp-pytorchjob"].cluster.file_system_name))
+
+
+# --- network ------------------------------------------------------------------------------
+
+def test_only_the_jobs_own_pods_may_connect_to_it(runs):
+    scenario = runs["aws"]
+    policy = scenario.run.one("kubernetes:networking.k8s.io/v1:NetworkPolicy").inputs["spec"]
+    selector = policy["podSelector"]["matchLabels"]
+    pod_labels = scenario.workload().inputs["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod_labels.items()
+    assert policy["ingress"] == [{"from": [{"podSelector": {"matchLabels": selector}}]}]
+    assert "ports" not in policy["ingress"][0]  # rendezvous and NCCL ports alike
+    assert policy["egress"] == [{}]  # object store, DNS, registry
+
+
+# --- PyTorchJob -----------------------------------------------------------------------------
+
+def test_pytorchjob_is_elastic_and_waits_for_the_training_operator(runs):
+    scenario = runs["gcp-pytorchjob"]
+    assert not scenario.run.of_type(JOB)
+    job = scenario.workload()
+    spec = job.inputs["spec"]
+    assert spec["elasticPolicy"] == {"rdzvBackend": "c10d", "minReplicas": 3, "maxReplicas": 3,
+                                     "maxRestarts": 3}
+    assert spec["nprocPerNode"] == "8"
+    worker = spec["pytorchReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 3
+    container = scenario.container()
+    assert container["name"] == "pytorch"
+    assert container["ports"][0]["name"] == "pytorchjob-port"
+    operator = scenario.run.one("kubernetes:kustomize/v2:Directory")
+    assert re.search(r"/v1\.9\.1/manifests/overlays/standalone$", operator.inputs["directory"])
+    assert scenario.run.waits_for(job, operator)
+
+
+def test_pytorchjob_shares_the_pod_template_of_the_indexed_job(runs):
+    job_pod, elastic_pod = runs["aws"].pod_spec(), runs["gcp-pytorchjob"].pod_spec()
+    shared = {"securityContext", "volumes", "serviceAccountName", "restartPolicy",
+              "automountServiceAccountToken", "terminationGracePeriodSeconds"}
+    for key in shared:
+        assert job_pod[key] == elastic_pod[key], key
+
+
+# --- outputs --------------------------------------------------------------------------------
+
+def test_outputs_name_the_job_and_how_to_follow_it(runs):
+    outputs = runs["aws"].outputs
+    assert outputs["job_name"] == "dlrm"
+    assert "kubectl -n torchrec get pods -l job-name=dlrm -w" in outputs["watch_commands"]
+    assert any("batch.kubernetes.io/job-completion-index=0" in c and "logs -f" in c
+               for c in outputs["watch_commands"])
+    elastic = runs["gcp-pytorchjob"].outputs["watch_commands"]
+    assert any("get pytorchjob dlrm" in c for c in elastic)
+
+
+def test_workloads_never_import_a_cloud_sdk():
+    sources = (ROOT / "workloads").glob("*.py")
+    pattern = re.compile(r"^\s*(import|from)\s+pulumi_(aws|eks|azure_native|gcp)\b", re.M)
+    offenders = [p.name for p in sources if pattern.search(p.read_text())]
+    assert not offenders
+
+
+# --- manifests and security scan --------------------------------------------------------------
+
+def test_manifests_are_valid_kubernetes(runs):
+    for scenario in runs.values():
+        manifests = validate_manifests(scenario.run, KUBERNETES_VERSION)
+        kinds = {m["kind"] for m in manifests}
+        assert {"Namespace", "ServiceAccount", "PersistentVolume", "PersistentVolumeClaim",
+                "Service", "NetworkPolicy"} <= kinds
+        assert kinds & {"Job", "PyTorchJob"}
+
+
+def test_checkov_finds_no_failed_check(runs, tmp_path):
+    if not CHECKOV.exists():
+        pytest.fail(f"{CHECKOV} is missing: `make test` installs it "
+                    "(python3 -m venv .venv-checkov && .venv-checkov/bin/pip install checkov)")
+    allow = yaml.safe_load(ALLOWLIST.read_text())["skip"]
+    assert all(entry.get("reason") for entry in allow), "every skipped check needs a reason"
+    for key, scenario in runs.items():
+        write_manifests(scenario.run, tmp_path / key)
+    result = subprocess.run(
+        [str(CHECKOV), "-d", str(tmp_path), "--framework", "kubernetes", "--quiet", "--compact",
+         "-o", "json", "--skip-check", ",".join(entry["id"] for entry in allow)],
+        capture_output=True, text=True, timeout=300)
+    report = json.loads(result.stdout or "{}")
+    reports = report if isinstance(report, list) else [report]
+    failed = [f"{c['check_id']} {c['check_name']} in {c['file_path']} ({c['resource']})"
+              for r in reports for c in r.get("results", {}).get("failed_checks", [])]
+    assert not failed, "checkov failed checks:\n  " + "\n  ".join(failed)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert len(manifests_of(runs["aws"].run)) >= 7

@@ -1,0 +1,78 @@
+"""TrainingJob: every Kubernetes object that runs the trainer on a GpuCluster, for any cloud.
+
+It reads only the cluster contract and the settings sections, and every child depends on the
+cluster's pools and add-ons (and the PV and job on the file system), so `pulumi up` creates the
+job last and `pulumi destroy` deletes it first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+from infra.contract import GpuCluster
+from infra.settings.model import Checkpoints, Dataset, Job, JobKind
+from workloads import batch_job, identity, network_policy, pytorchjob, service, storage
+from workloads.command import job_command, pytorchjob_command
+from workloads.flags import trainer_flags
+from workloads.names import PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
+from workloads.pod import ContainerSpec, pod_template
+from workloads.watch import watch_commands
+
+
+@dataclass(frozen=True)
+class TrainingJobArgs:
+    cluster: GpuCluster
+    job: Job
+    checkpoints: Checkpoints
+    dataset: Dataset
+
+
+class TrainingJob(pulumi.ComponentResource):
+    """Namespace, identity, shared volume, headless service, network policy and the job."""
+
+    job_name: pulumi.Output[str]
+    watch_commands: pulumi.Output[list[str]]
+
+    def __init__(self, name: str, args: TrainingJobArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("torchrec-cloud:workloads:TrainingJob", name, None, opts)
+        cluster, job = args.cluster, args.job
+        names = JobNames.of(job)
+        ready = list(cluster.ready)
+        fs_ready = cluster.shared_file_system.ready
+
+        def opts_for(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(provider=cluster.provider, parent=self,
+                                          depends_on=[*ready, *depends_on])
+
+        ns = identity.namespace(f"{name}-namespace", names, cluster, opts_for())
+        account = identity.service_account(f"{name}-service-account", names, cluster, ns,
+                                           opts_for(ns))
+        volume = storage.persistent_volume(f"{name}-shared-fs-volume", names, cluster,
+                                           opts_for(fs_ready))
+        claim = storage.persistent_volume_claim(f"{name}-shared-fs-claim", names, cluster, volume,
+                                                opts_for(ns, volume))
+        headless = service.headless_service(f"{name}-rendezvous-service", names, opts_for(ns))
+        policy = network_policy.same_job_only(f"{name}-network-policy", names, opts_for(ns))
+        before_job = [fs_ready, ns, account, volume, claim, headless, policy]
+
+        flags = trainer_flags(cluster, job, args.checkpoints, args.dataset)
+        if job.kind == JobKind.PYTORCH_JOB:
+            operator = pytorchjob.training_operator(f"{name}-training-operator", opts_for())
+            template = pod_template(cluster, job, names, ContainerSpec(
+                PYTORCHJOB_CONTAINER, pytorchjob_command(), flags, pytorchjob.PORT_NAME))
+            workload: pulumi.CustomResource = pytorchjob.pytorch_job(
+                f"{name}-pytorchjob", names, job, template, opts_for(*before_job, operator))
+        else:
+            template = pod_template(cluster, job, names, ContainerSpec(
+                TRAINER_CONTAINER, job_command(job, names), flags, "rendezvous"),
+                subdomain=names.service)
+            workload = batch_job.indexed_job(f"{name}-job", names, job, template,
+                                             opts_for(*before_job))
+
+        # Resolved once the job object exists, so a stack output never names a job not yet made.
+        self.job_name = workload.id.apply(lambda _: names.job)
+        self.watch_commands = workload.id.apply(lambda _: watch_commands(names, job.kind))
+        self.register_outputs({"job_name": self.job_name, "watch_commands": self.watch_commands})

@@ -1,0 +1,63 @@
+"""The trainer's command line: the user's `trainerArgs` plus the flags the stack owns.
+
+The stack owns where checkpoints, data and metrics live, because only it knows the bucket URI
+and the shared file system's mount path; a user value for those flags is replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pulumi
+
+from infra.contract import GpuCluster
+from infra.settings.model import CheckpointLocation, Checkpoints, Dataset, Job, TrainerArgValue
+
+STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "keep_checkpoints", "dataset_path",
+               "metrics_file", "tensorboard_dir")
+
+
+def format_value(value: TrainerArgValue) -> str:
+    """How argparse in trainer/config.py reads it: lists comma separated, bools lowercase."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def user_flags(trainer_args: Mapping[str, TrainerArgValue]) -> list[str]:
+    return [f"--{key}={format_value(value)}" for key, value in sorted(trainer_args.items())
+            if key not in STACK_OWNED]
+
+
+def checkpoint_dir(cluster: GpuCluster, checkpoints: Checkpoints, job: Job) -> pulumi.Input[str]:
+    """The bucket URI (workload identity grants access) or a folder on the shared file system."""
+    if checkpoints.location == CheckpointLocation.OBJECT_STORE:
+        return cluster.checkpoints.uri
+    return f"{cluster.shared_file_system.mount_path}/checkpoints/{job.name}"
+
+
+def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints,
+                dataset: Dataset) -> list[pulumi.Input[str]]:
+    mount = cluster.shared_file_system.mount_path
+    flags: list[pulumi.Input[str]] = []
+    if checkpoints.enabled:
+        flags += [
+            pulumi.Output.concat("--checkpoint_dir=", checkpoint_dir(cluster, checkpoints, job)),
+            f"--checkpoint_every={checkpoints.every_steps}",
+            f"--keep_checkpoints={checkpoints.keep}",
+        ]
+    if dataset.path:
+        flags.append(f"--dataset_path={mount}/{dataset.path.strip('/')}")
+    flags += [
+        f"--metrics_file={mount}/runs/{job.name}/metrics.jsonl",
+        f"--tensorboard_dir={mount}/runs/{job.name}/tensorboard",
+    ]
+    return flags
+
+
+def trainer_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints,
+                  dataset: Dataset) -> list[pulumi.Input[str]]:
+    """User flags first, then the stack's (argparse keeps the last value of a repeated flag)."""
+    return [*user_flags(job.trainer_args), *stack_flags(cluster, job, checkpoints, dataset)]

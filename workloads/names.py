@@ -1,0 +1,66 @@
+"""Every name the job's Kubernetes objects use, derived once from the settings.
+
+The names are plain strings known before any resource exists, so the rendezvous endpoint and
+the watch commands can be written into the pod spec and the stack outputs directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.settings.model import Job
+
+RENDEZVOUS_PORT = 29500  # torchrun's default c10d port
+TRAINER_CONTAINER = "trainer"
+PYTORCHJOB_CONTAINER = "pytorch"  # the training operator finds the container by this name
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+
+
+@dataclass(frozen=True)
+class JobNames:
+    """Object names and labels of one training job."""
+
+    job: str
+    namespace: str
+    service_account: str
+
+    @classmethod
+    def of(cls, job: Job) -> "JobNames":
+        return cls(job=job.name, namespace=job.namespace, service_account=job.service_account)
+
+    @property
+    def service(self) -> str:
+        """The headless service: pod i of an Indexed Job is `<job>-i.<service>`."""
+        return self.job
+
+    @property
+    def persistent_volume(self) -> str:
+        """Cluster-scoped, so it carries the namespace to stay unique in the cluster."""
+        return f"{self.namespace}-{self.job}-shared-fs"
+
+    @property
+    def claim(self) -> str:
+        return f"{self.job}-shared-fs"
+
+    @property
+    def network_policy(self) -> str:
+        return f"{self.job}-same-job-only"
+
+    @property
+    def rendezvous_endpoint(self) -> str:
+        """Pod 0's stable DNS name through the headless service, plus the c10d port."""
+        return (f"{self.job}-0.{self.service}.{self.namespace}.svc.cluster.local"
+                f":{RENDEZVOUS_PORT}")
+
+    @property
+    def selector(self) -> dict[str, str]:
+        """Labels every pod of this job carries, whichever controller (Job, PyTorchJob) made it."""
+        return {
+            "app.kubernetes.io/name": "torchrec-trainer",
+            "app.kubernetes.io/instance": self.job,
+        }
+
+    @property
+    def common_labels(self) -> dict[str, str]:
+        return {**self.selector, "app.kubernetes.io/managed-by": "pulumi",
+                "app.kubernetes.io/part-of": "torchrec-cloud"}

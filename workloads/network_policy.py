@@ -1,0 +1,29 @@
+"""Only the job's own pods may connect to it: c10d rendezvous, NCCL and Gloo use ports chosen
+at run time, so every port is open between peers and nothing is open to anyone else. Egress
+stays open: object store, DNS, the registry and the fabric are outside the namespace."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from workloads.names import JobNames
+
+networking = k8s.networking.v1
+
+
+def same_job_only(name: str, names: JobNames, opts: pulumi.ResourceOptions) -> networking.NetworkPolicy:
+    selector = k8s.meta.v1.LabelSelectorArgs(match_labels=names.selector)
+    return networking.NetworkPolicy(
+        name,
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=names.network_policy, namespace=names.namespace,
+                                            labels=names.common_labels),
+        spec=networking.NetworkPolicySpecArgs(
+            pod_selector=selector,
+            policy_types=["Ingress", "Egress"],
+            ingress=[networking.NetworkPolicyIngressRuleArgs(
+                from_=[networking.NetworkPolicyPeerArgs(pod_selector=selector)])],
+            egress=[networking.NetworkPolicyEgressRuleArgs()],  # one empty rule: all egress
+        ),
+        opts=opts,
+    )

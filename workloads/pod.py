@@ -1,0 +1,139 @@
+"""The pod template both job kinds share: one pod per GPU node, locked down for a scan.
+
+Kept in one function so the Indexed Job and the PyTorchJob cannot drift apart in GPUs,
+placement, identity, storage or security settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.contract import GpuCluster, GpuPool
+from infra.settings.model import Job, PoolChoice
+from workloads.names import RENDEZVOUS_PORT, JobNames
+from workloads.sizing import pod_size
+
+core = k8s.core.v1
+RUN_AS = 1000  # the trainer image's non-root user and group
+GPU_TAINT = core.TolerationArgs(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")
+SHARED_VOLUME = "shared-fs"
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """What differs between the two job kinds: the container's name, command and port name."""
+
+    name: str
+    command: list[str]
+    args: pulumi.Input[list[pulumi.Input[str]]]
+    port_name: str
+
+
+def job_pool(cluster: GpuCluster, job: Job) -> GpuPool:
+    """The pool the settings chose; the contract keys pools like the settings do."""
+    key = "spot" if job.pool == PoolChoice.SPOT else "onDemand"
+    return cluster.gpu_pools[key]
+
+
+def tolerations(pool: GpuPool) -> list[core.TolerationArgs]:
+    own = [core.TolerationArgs(key=t.key, operator="Equal", value=t.value, effect=t.effect)
+           for t in pool.taints]
+    if any(t.key == "nvidia.com/gpu" for t in pool.taints):
+        return own
+    return [*own, GPU_TAINT]
+
+
+def node_affinity(pool: GpuPool) -> core.AffinityArgs:
+    """Required, not preferred: a trainer pod on the wrong pool would wait for GPUs forever."""
+    return core.AffinityArgs(node_affinity=core.NodeAffinityArgs(
+        required_during_scheduling_ignored_during_execution=core.NodeSelectorArgs(
+            node_selector_terms=[core.NodeSelectorTermArgs(match_expressions=[
+                core.NodeSelectorRequirementArgs(key=key, operator="In", values=[value])
+                for key, value in sorted(pool.node_labels.items())
+            ])],
+        ),
+    ))
+
+
+def environment(cluster: GpuCluster) -> list[core.EnvVarArgs]:
+    values: Mapping[str, pulumi.Input[str]] = {
+        **cluster.interconnect.env,
+        **cluster.checkpoints.env,
+        "HOME": "/tmp",  # the root file system is read-only; caches (torch, triton) go to /tmp
+        "PYTHONUNBUFFERED": "1",
+    }
+    return [core.EnvVarArgs(name=name, value=value) for name, value in sorted(values.items())]
+
+
+def security_context(cluster: GpuCluster) -> core.SecurityContextArgs:
+    return core.SecurityContextArgs(
+        allow_privilege_escalation=False,
+        privileged=False,
+        read_only_root_filesystem=True,
+        run_as_non_root=True,
+        run_as_user=RUN_AS,
+        run_as_group=RUN_AS,
+        capabilities=core.CapabilitiesArgs(
+            drop=["ALL"], add=list(cluster.interconnect.capabilities) or None),
+        seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
+    )
+
+
+def volumes(names: JobNames, shm_gib: int) -> list[core.VolumeArgs]:
+    return [
+        core.VolumeArgs(name=SHARED_VOLUME, persistent_volume_claim=(
+            core.PersistentVolumeClaimVolumeSourceArgs(claim_name=names.claim))),
+        core.VolumeArgs(name="dshm", empty_dir=core.EmptyDirVolumeSourceArgs(
+            medium="Memory", size_limit=f"{shm_gib}Gi")),
+        core.VolumeArgs(name="tmp", empty_dir=core.EmptyDirVolumeSourceArgs()),
+    ]
+
+
+def pod_template(cluster: GpuCluster, job: Job, names: JobNames, container: ContainerSpec,
+                 subdomain: str | None = None) -> core.PodTemplateSpecArgs:
+    pool = job_pool(cluster, job)
+    size = pod_size(pool, cluster.interconnect)
+    quantities = size.quantities()
+    trainer = core.ContainerArgs(
+        name=container.name,
+        image=cluster.trainer_image,
+        image_pull_policy="Always",  # the image is pinned by digest: Always only re-checks it
+        command=container.command,
+        args=container.args,
+        env=environment(cluster),
+        ports=[core.ContainerPortArgs(name=container.port_name, container_port=RENDEZVOUS_PORT,
+                                      protocol="TCP")],
+        resources=core.ResourceRequirementsArgs(requests=quantities, limits=quantities),
+        security_context=security_context(cluster),
+        volume_mounts=[
+            core.VolumeMountArgs(name=SHARED_VOLUME, mount_path=cluster.shared_file_system.mount_path),
+            core.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
+            core.VolumeMountArgs(name="tmp", mount_path="/tmp"),
+        ],
+    )
+    return core.PodTemplateSpecArgs(
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            labels={**names.common_labels, **cluster.checkpoints.pod_labels}),
+        spec=core.PodSpecArgs(
+            containers=[trainer],
+            service_account_name=names.service_account,
+            # IRSA, Azure and GKE workload identity inject their own projected token (or use the
+            # metadata server); the trainer never calls the Kubernetes API.
+            automount_service_account_token=False,
+            enable_service_links=False,
+            restart_policy="Never",  # required by podFailurePolicy; the Job replaces pods
+            termination_grace_period_seconds=job.termination_grace_seconds,
+            subdomain=subdomain,
+            tolerations=tolerations(pool),
+            affinity=node_affinity(pool),
+            security_context=core.PodSecurityContextArgs(
+                run_as_non_root=True, run_as_user=RUN_AS, run_as_group=RUN_AS,
+                seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
+            ),
+            volumes=volumes(names, size.shm_gib),
+        ),
+    )

@@ -1,0 +1,23 @@
+"""kubectl commands a user copies from the stack outputs to follow the job."""
+
+from __future__ import annotations
+
+from infra.settings.model import JobKind
+from workloads.names import COMPLETION_INDEX_LABEL, JobNames
+
+
+def watch_commands(names: JobNames, kind: JobKind) -> list[str]:
+    ns = f"kubectl -n {names.namespace}"
+    if kind == JobKind.PYTORCH_JOB:
+        pods = f"training.kubeflow.org/job-name={names.job}"
+        rank0 = f"{pods},training.kubeflow.org/replica-type=worker,training.kubeflow.org/replica-index=0"
+        return [
+            f"{ns} get pytorchjob {names.job} -w",
+            f"{ns} get pods -l {pods} -w",
+            f"{ns} logs -f -l {rank0}",
+        ]
+    return [
+        f"{ns} get job {names.job} -w",
+        f"{ns} get pods -l job-name={names.job} -w",
+        f"{ns} logs -f -l job-name={names.job},{COMPLETION_INDEX_LABEL}=0",
+    ]
