@@ -309,3 +309,25 @@ RULES: tuple[Rule, ...] = (
 def check_all(settings: Settings) -> list[Problem]:
     """Every problem every rule finds."""
     return [problem for rule in RULES for problem in rule(settings)]
+
+
+# --- appended for issue 6 (GCP) ---------------------------------------------------------------
+GCP_FABRICS_SET_UP = {Interconnect.GPUDIRECT_TCPX}  # what infra/gcp wires (NCCL environment)
+
+
+def gcp_fabric_is_one_this_program_sets_up(s: Settings) -> Iterator[Problem]:
+    """GPUDirect-TCPXO (A3 Mega) and RDMA (A3 Ultra) need NICs and plugins infra/gcp lacks."""
+    if s.cloud != Cloud.GCP or not s.interconnect.fabric:
+        return
+    for path, pool in _pools(s):
+        found = find_machine(s.cloud, pool.machine_type)
+        if (path.startswith("gpuPools") and found
+                and found.interconnect not in GCP_FABRICS_SET_UP | {Interconnect.NONE}):
+            yield Problem("interconnect.fabric", True,
+                          f"{pool.machine_type} uses {found.interconnect.value}, which this "
+                          "program does not set up yet (docs/gcp.md); set interconnect.fabric: "
+                          "false (NCCL over gVNIC) or use a3-highgpu-8g (GPUDirect-TCPX)")
+            return
+
+
+RULES = (*RULES, gcp_fabric_is_one_this_program_sets_up)
