@@ -1,0 +1,426 @@
+"""Azure stack policies, read off the resources `pulumi up --stack azure` would register (mocks).
+
+One program run per configuration (module-scoped fixtures); every test only reads it.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import ipaddress
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.azure.cluster import decode_kubeconfig
+from infra.azure.identity import ACR_PULL, AKS_RBAC_CLUSTER_ADMIN, STORAGE_BLOB_DATA_CONTRIBUTOR
+from infra.azure.network import plan_subnets
+from infra.settings import SettingsError
+from tests import harness
+from tests.fakes import azure as fake
+from tests.harness import Run, run_stack
+
+
+# tests/harness.py's _deserialize awaits rpc.deserialize_properties through rpc._sync_await;
+# in pulumi 3.272 that is synchronous and rpc has no _sync_await (fix requested, as test_gcp).
+def _deserialize(struct: Any) -> dict[str, Any]:
+    from pulumi.runtime import rpc
+    from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+    _ensure_event_loop()
+    result = rpc.deserialize_properties(struct)
+    return _sync_await(result) if inspect.isawaitable(result) else result
+
+
+harness._deserialize = _deserialize
+
+CLUSTER = "azure-native:containerservice:ManagedCluster"
+POOL = "azure-native:containerservice:AgentPool"
+PPG = "azure-native:compute:ProximityPlacementGroup"
+SUBNET = "azure-native:network:Subnet"
+VNET = "azure-native:network:VirtualNetwork"
+VOLUME = "azure-native:netapp:CapacityPoolVolume"
+CAPACITY_POOL = "azure-native:netapp:CapacityPool"
+ACCOUNT = "azure-native:storage:StorageAccount"
+CONTAINER = "azure-native:storage:BlobContainer"
+IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
+FEDERATION = "azure-native:managedidentity:FederatedIdentityCredential"
+ROLE = "azure-native:authorization:RoleAssignment"
+REGISTRY = "azure-native:containerregistry:Registry"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+NIC_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+AZURE_PROVIDER = "pulumi:providers:azure-native"
+JOB = "kubernetes:batch/v1:Job"
+COMPONENT = "torchrec-cloud:azure:GpuCluster"
+TIB = 1024**4
+GIB = 1024**3
+
+
+@pytest.fixture(scope="module")
+def run() -> Run:
+    return run_stack("azure")
+
+
+@pytest.fixture(scope="module")
+def no_placement_local_accounts_image() -> Run:
+    return run_stack("azure", overrides={
+        "interconnect": {"placement": False},
+        "azure": {"disableLocalAccounts": False},
+        "job": {"image": "example.azurecr.io/trainer:1"},
+        "checkpoints": {"retainOnDestroy": False},
+    })
+
+
+def _pools(run: Run) -> dict[str, Any]:
+    return {r.inputs["agentPoolName"]: r for r in run.of_type(POOL)}
+
+
+def _role(run: Run, role_id: str) -> Any:
+    found = [r for r in run.of_type(ROLE) if r.inputs["roleDefinitionId"].endswith(role_id)]
+    assert len(found) == 1, [r.name for r in run.of_type(ROLE)]
+    return found[0]
+
+
+# --- component and provider ----------------------------------------------------------------
+def test_every_azure_resource_uses_the_explicit_regional_provider(run: Run) -> None:
+    provider = run.one(AZURE_PROVIDER)
+    assert provider.inputs["location"] == "eastus"
+    azure = [r for r in run.resources if r.type.startswith("azure-native:")]
+    assert azure and all(r.provider_urn == provider.urn for r in azure)
+
+
+def test_everything_sits_under_the_component(run: Run) -> None:
+    component = run.one(COMPONENT)
+    def under(urn: str) -> bool:
+        node = run.by_urn.get(urn)
+        return node is not None and (node.parent == component.urn or under(node.parent))
+    for resource in run.resources:
+        if resource.type.startswith(("azure-native:", "pulumi:providers:azure")) or resource.type in (
+                RELEASE, NIC_POLICY, "docker-build:index:Image"):
+            assert under(resource.urn), resource.name
+
+
+def test_resources_carry_the_stack_tags(run: Run) -> None:
+    for type_ in (CLUSTER, POOL, VNET, ACCOUNT, REGISTRY, PPG):
+        for resource in run.of_type(type_):
+            assert resource.inputs["tags"] == {"project": "torchrec-cloud"}, resource.name
+
+
+# --- network ---------------------------------------------------------------------------------
+def test_the_vnet_has_a_node_subnet_and_a_subnet_delegated_to_netapp(run: Run) -> None:
+    assert run.one(VNET).inputs["addressSpace"]["addressPrefixes"] == ["10.1.0.0/16"]
+    nodes = run.one(SUBNET, "nodes")
+    netapp = run.one(SUBNET, "netapp")
+    assert not nodes.inputs.get("delegations")
+    assert [d["serviceName"] for d in netapp.inputs["delegations"]] == ["Microsoft.NetApp/volumes"]
+    vnet = ipaddress.ip_network("10.1.0.0/16")
+    a, b = (ipaddress.ip_network(s.inputs["addressPrefix"]) for s in (nodes, netapp))
+    assert a.subnet_of(vnet) and b.subnet_of(vnet) and not a.overlaps(b)
+    assert run.waits_for(netapp, nodes)  # Azure refuses parallel subnet writes in one VNet
+
+
+def test_subnet_plan_fits_small_vnets() -> None:
+    plan = plan_subnets("10.8.0.0/22")
+    assert plan.nodes == "10.8.0.0/23" and plan.netapp == "10.8.2.0/24"
+
+
+# --- AKS -------------------------------------------------------------------------------------
+def test_cluster_has_workload_identity_and_an_oidc_issuer(run: Run) -> None:
+    cluster = run.one(CLUSTER).inputs
+    assert cluster["oidcIssuerProfile"] == {"enabled": True}
+    assert cluster["securityProfile"]["workloadIdentity"] == {"enabled": True}
+    assert cluster["identity"]["type"] == "SystemAssigned"
+
+
+def test_api_server_is_reachable_only_from_the_configured_cidrs(run: Run) -> None:
+    profile = run.one(CLUSTER).inputs["apiServerAccessProfile"]
+    assert profile["authorizedIPRanges"] == ["203.0.113.0/24"]
+
+
+def test_local_accounts_off_means_entra_rbac_on(run: Run) -> None:
+    cluster = run.one(CLUSTER).inputs
+    assert cluster["disableLocalAccounts"] is True
+    assert cluster["aadProfile"] == {"managed": True, "enableAzureRBAC": True}
+    admin = _role(run, AKS_RBAC_CLUSTER_ADMIN)
+    assert admin.inputs["principalId"] == fake.DEPLOYER_OBJECT_ID
+    assert admin.inputs["scope"].endswith("/managedClusters/torchrec-cloud-azure-aks")
+
+
+def test_local_accounts_on_needs_no_entra_profile(no_placement_local_accounts_image: Run) -> None:
+    run = no_placement_local_accounts_image
+    cluster = run.one(CLUSTER).inputs
+    assert cluster["disableLocalAccounts"] is False and "aadProfile" not in cluster
+    assert not [r for r in run.of_type(ROLE) if r.inputs["roleDefinitionId"].endswith(
+        AKS_RBAC_CLUSTER_ADMIN)]
+
+
+def test_cluster_uses_azure_cni_overlay_and_the_settings_version(run: Run) -> None:
+    cluster = run.one(CLUSTER).inputs
+    assert cluster["networkProfile"]["networkPlugin"] == "azure"
+    assert cluster["networkProfile"]["networkPluginMode"] == "overlay"
+    assert cluster["kubernetesVersion"] == "1.33"
+    assert cluster["nodeResourceGroup"] == "torchrec-cloud-azure-aks-nodes"
+    pod = ipaddress.ip_network(cluster["networkProfile"]["podCidr"])
+    assert not pod.overlaps(ipaddress.ip_network("10.1.0.0/16"))
+
+
+def test_system_pool_is_system_mode_in_the_node_subnet(run: Run) -> None:
+    (system,) = run.one(CLUSTER).inputs["agentPoolProfiles"]
+    assert system["mode"] == "System" and system["name"] == "system"
+    assert system["vmSize"] == "Standard_D4s_v5"
+    assert (system["minCount"], system["count"], system["maxCount"]) == (1, 2, 3)
+    assert system["vnetSubnetID"].endswith("/subnets/nodes")
+    assert system["enableNodePublicIP"] is False
+
+
+# --- GPU pools -------------------------------------------------------------------------------
+def test_both_gpu_pools_name_the_proximity_placement_group(run: Run) -> None:
+    ppg = run.one(PPG)
+    assert ppg.inputs["zones"] == ["1"]
+    assert ppg.inputs["intent"]["vmSizes"] == ["Standard_ND96asr_v4"]
+    pools = _pools(run)
+    assert set(pools) == {"gpu", "gpuspot"}
+    for pool in pools.values():
+        assert pool.inputs["proximityPlacementGroupID"].endswith(
+            "/proximityPlacementGroups/torchrec-cloud-azure-gpu-ppg")
+        assert run.waits_for(pool, ppg)
+
+
+def test_without_placement_there_is_no_placement_group(no_placement_local_accounts_image: Run
+                                                       ) -> None:
+    run = no_placement_local_accounts_image
+    assert not run.of_type(PPG)
+    assert all("proximityPlacementGroupID" not in p.inputs for p in run.of_type(POOL))
+
+
+def test_spot_pool_is_spot_evicted_by_delete_at_the_configured_price(run: Run) -> None:
+    spot = _pools(run)["gpuspot"].inputs
+    assert spot["scaleSetPriority"] == "Spot"
+    assert spot["scaleSetEvictionPolicy"] == "Delete"
+    assert spot["spotMaxPrice"] == -1
+    on_demand = _pools(run)["gpu"].inputs
+    assert "scaleSetPriority" not in on_demand and "spotMaxPrice" not in on_demand
+
+
+def test_spot_price_cap_comes_from_the_settings() -> None:
+    run = run_stack("azure", overrides={"gpuPools": {"spot": {"maxPrice": 12.5}}})
+    assert _pools(run)["gpuspot"].inputs["spotMaxPrice"] == 12.5
+
+
+def test_gpu_pools_are_in_one_zone_without_public_ips(run: Run) -> None:
+    for pool in _pools(run).values():
+        inputs = pool.inputs
+        assert inputs["availabilityZones"] == ["1"]
+        assert inputs["enableNodePublicIP"] is False
+        assert inputs["mode"] == "User" and inputs["type"] == "VirtualMachineScaleSets"
+        assert inputs["vnetSubnetID"].endswith("/subnets/nodes")
+
+
+def test_gpu_pools_follow_the_settings_sizes_and_machine(run: Run) -> None:
+    pools = _pools(run)
+    gpu, spot = pools["gpu"].inputs, pools["gpuspot"].inputs
+    assert (gpu["minCount"], gpu["count"], gpu["maxCount"]) == (0, 2, 2)
+    assert (spot["minCount"], spot["count"], spot["maxCount"]) == (0, 0, 2)
+    assert gpu["vmSize"] == spot["vmSize"] == "Standard_ND96asr_v4"
+    assert gpu["enableAutoScaling"] is True and spot["enableAutoScaling"] is True
+
+
+def test_gpu_pools_are_tainted_and_labelled_for_gpu_work(run: Run) -> None:
+    for name, pool in _pools(run).items():
+        assert pool.inputs["nodeTaints"] == ["sku=gpu:NoSchedule"]
+        assert pool.inputs["nodeLabels"] == {"sku": "gpu", "torchrec-cloud/pool": name}
+
+
+def test_gpu_driver_is_left_to_the_gpu_operator(run: Run) -> None:
+    for pool in _pools(run).values():
+        assert pool.inputs["gpuProfile"] == {"driver": "None"}
+    release = run.one(RELEASE, "gpu-operator")
+    assert release.inputs["chart"] == "gpu-operator" and release.inputs["version"] == "v25.10.0"
+    assert release.inputs["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
+    assert release.inputs["values"]["driver"]["rdma"]["enabled"] is True
+
+
+def test_operators_tolerate_the_gpu_and_spot_taints(run: Run) -> None:
+    expected = {("sku", "gpu"), ("kubernetes.azure.com/scalesetpriority", "spot")}
+    gpu_values = run.one(RELEASE, "gpu-operator").inputs["values"]
+    policy = run.one(NIC_POLICY).inputs["spec"]
+    for tolerations in (gpu_values["daemonsets"]["tolerations"], policy["tolerations"]):
+        assert expected <= {(t.get("key"), t.get("value")) for t in tolerations}
+
+
+def test_infiniband_is_exposed_by_the_rdma_shared_device_plugin(run: Run) -> None:
+    release = run.one(RELEASE, "network-operator")
+    assert release.inputs["chart"] == "network-operator"
+    assert release.inputs["version"] == "25.10.0"
+    policy = run.one(NIC_POLICY)
+    assert run.waits_for(policy, release)
+    plugin = policy.inputs["spec"]["rdmaSharedDevicePlugin"]
+    assert '"resourceName": "shared_ib"' in plugin["config"]
+    assert run.waits_for(run.one(RELEASE, "gpu-operator"), release)  # peermem needs OFED
+
+
+def test_the_training_pod_asks_for_infiniband_and_may_lock_memory(run: Run) -> None:
+    pod = run.one(JOB).inputs["spec"]["template"]["spec"]
+    (trainer,) = [c for c in pod["containers"] if c["resources"]["limits"].get("rdma/shared_ib")]
+    assert trainer["resources"]["limits"]["rdma/shared_ib"] in (1, "1")
+    assert "IPC_LOCK" in trainer["securityContext"]["capabilities"]["add"]
+    env = {e["name"]: e.get("value") for e in trainer["env"]}
+    assert env["NCCL_IB_HCA"] == "mlx5" and env["UCX_TLS"] == "rc"
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0" and env["NCCL_IB_TIMEOUT"] == "22"
+    tolerated = {(t["key"], t.get("value")) for t in pod["tolerations"]}
+    assert ("sku", "gpu") in tolerated
+
+
+def test_without_fabric_no_network_operator_and_no_rdma() -> None:
+    run = run_stack("azure", overrides={"interconnect": {"fabric": False}})
+    assert not run.of_type(NIC_POLICY)
+    assert [r.inputs["chart"] for r in run.of_type(RELEASE)] == ["gpu-operator"]
+    pod = run.one(JOB).inputs["spec"]["template"]["spec"]
+    assert all("rdma/shared_ib" not in c["resources"].get("limits", {}) for c in pod["containers"])
+
+
+# --- Kubernetes providers ------------------------------------------------------------------------
+def test_the_kubernetes_provider_waits_for_the_pools_and_add_ons(run: Run) -> None:
+    provider = run.named("torchrec-cloud-azure-k8s")
+    assert provider.type == K8S_PROVIDER
+    assert run.one(JOB).provider_urn == provider.urn
+    for pool in run.of_type(POOL):
+        assert run.waits_for(provider, pool)
+    for addon in [*run.of_type(RELEASE), *run.of_type(NIC_POLICY)]:
+        assert run.waits_for(provider, addon)
+    assert run.waits_for(run.one(JOB), run.one(RELEASE, "gpu-operator"))
+
+
+def test_the_kubeconfig_is_the_decoded_user_credential_and_secret(run: Run) -> None:
+    assert "kubeconfig" in run.secret_outputs
+    assert yaml.safe_load(run.outputs["kubeconfig"])["current-context"] == "fake"
+
+
+def test_entra_kubeconfigs_use_the_azure_cli_login() -> None:
+    config = {"apiVersion": "v1", "kind": "Config", "users": [{"name": "u", "user": {"exec": {
+        "command": "kubelogin", "args": ["get-token", "--login", "devicecode",
+                                         "--server-id", "x"]}}}]}
+    decoded = yaml.safe_load(decode_kubeconfig(base64.b64encode(yaml.safe_dump(config).encode())
+                                               .decode()))
+    args = decoded["users"][0]["user"]["exec"]["args"]
+    assert args[args.index("--login") + 1] == "azurecli"
+
+
+# --- NetApp Files ------------------------------------------------------------------------------
+def test_netapp_volume_sits_in_the_delegated_subnet(run: Run) -> None:
+    volume = run.one(VOLUME).inputs
+    assert volume["subnetId"].endswith("/subnets/netapp")
+    assert volume["protocolTypes"] == ["NFSv4.1"]
+    assert volume["usageThreshold"] == 4096 * GIB
+    (rule,) = volume["exportPolicy"]["rules"]
+    assert rule["allowedClients"] == plan_subnets("10.1.0.0/16").nodes
+    assert rule["nfsv41"] is True and rule["nfsv3"] is False
+
+
+def test_capacity_pool_follows_the_settings(run: Run) -> None:
+    pool = run.one(CAPACITY_POOL).inputs
+    assert pool["serviceLevel"] == "Premium"
+    assert pool["size"] == 4 * TIB
+
+
+def test_the_job_mounts_the_netapp_volume_over_nfs(run: Run) -> None:
+    pv = run.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]
+    assert pv["nfs"] == {"server": fake.ANF_MOUNT_IP, "path": "/torchrec-cloud-azure-shared"}
+    assert "vers=4.1" in pv["mountOptions"]
+    assert run.outputs["file_system_id"].endswith("/volumes/shared")
+
+
+# --- checkpoints -------------------------------------------------------------------------------
+def test_storage_account_forbids_public_blobs_and_requires_tls_1_2(run: Run) -> None:
+    account = run.one(ACCOUNT).inputs
+    assert account["allowBlobPublicAccess"] is False
+    assert account["minimumTlsVersion"] == "TLS1_2"
+    assert account["enableHttpsTrafficOnly"] is True
+    assert account["allowSharedKeyAccess"] is False
+    assert account["kind"] == "StorageV2"
+    assert account["encryption"]["services"]["blob"]["enabled"] is True
+    assert run.one(CONTAINER).inputs["publicAccess"] == "None"
+
+
+def test_checkpoint_storage_survives_destroy_unless_told(run: Run,
+                                                        no_placement_local_accounts_image: Run
+                                                        ) -> None:
+    for resource in (run.one(ACCOUNT), run.one(CONTAINER)):
+        assert resource.retain_on_delete is True
+    for resource in (no_placement_local_accounts_image.one(ACCOUNT),
+                     no_placement_local_accounts_image.one(CONTAINER)):
+        assert resource.retain_on_delete is False
+
+
+def test_blob_role_is_scoped_to_the_checkpoint_container_only(run: Run) -> None:
+    role = _role(run, STORAGE_BLOB_DATA_CONTRIBUTOR)
+    assert role.inputs["scope"].endswith("/blobServices/default/containers/checkpoints")
+    assert role.inputs["principalId"] == fake.TRAINER_PRINCIPAL_ID
+    assert role.inputs["principalType"] == "ServicePrincipal"
+    assert role.inputs["roleDefinitionId"] == (
+        f"/subscriptions/{fake.SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions/"
+        f"{STORAGE_BLOB_DATA_CONTRIBUTOR}")
+
+
+def test_federated_credential_names_exactly_the_jobs_service_account(run: Run) -> None:
+    federation = run.one(FEDERATION).inputs
+    assert federation["subject"] == "system:serviceaccount:torchrec:trainer"
+    assert federation["issuer"] == fake.OIDC_ISSUER
+    assert federation["audiences"] == ["api://AzureADTokenExchange"]
+    assert federation["resourceName"] == run.one(IDENTITY).inputs["resourceName"]
+
+
+def test_the_jobs_service_account_carries_the_identity(run: Run) -> None:
+    account = run.one("kubernetes:core/v1:ServiceAccount").inputs["metadata"]
+    assert account["name"] == "trainer" and account["namespace"] == "torchrec"
+    assert account["annotations"]["azure.workload.identity/client-id"] == fake.TRAINER_CLIENT_ID
+    labels = run.one(JOB).inputs["spec"]["template"]["metadata"]["labels"]
+    assert labels["azure.workload.identity/use"] == "true"
+    assert run.outputs["checkpoint_uri"] == "az://checkpoints/dlrm"
+
+
+# --- registry and image -------------------------------------------------------------------------
+def test_registry_has_no_admin_user_and_the_kubelet_may_pull(run: Run) -> None:
+    registry = run.one(REGISTRY).inputs
+    assert registry["adminUserEnabled"] is False
+    assert registry["sku"]["name"] in ("Basic", "Standard")
+    pull = _role(run, ACR_PULL)
+    assert pull.inputs["principalId"] == fake.KUBELET_OBJECT_ID
+    assert pull.inputs["scope"].endswith("/registries/torchreccloudazureacr")
+    assert run.waits_for(run.one(JOB), pull)
+
+
+def test_trainer_image_is_built_into_the_stacks_registry(run: Run) -> None:
+    image = run.one("docker-build:index:Image").inputs
+    assert image["push"] is True
+    assert image["tags"][0].startswith("torchreccloudazureacr.azurecr.io/torchrec-trainer:")
+    assert run.outputs["trainer_image"].startswith("torchreccloudazureacr.azurecr.io/")
+
+
+def test_a_given_image_skips_the_registry(no_placement_local_accounts_image: Run) -> None:
+    run = no_placement_local_accounts_image
+    assert not run.of_type(REGISTRY) and not run.of_type("docker-build:index:Image")
+    assert run.outputs["trainer_image"] == "example.azurecr.io/trainer:1"
+
+
+# --- settings refused before anything exists ----------------------------------------------------
+@pytest.mark.parametrize(("overrides", "path"), [
+    ({"gpuPools": {"onDemand": {"name": "GPU-Pool"}}}, "gpuPools.onDemand.name"),
+    ({"gpuPools": {"spot": {"name": "averyveryverylongname"}}}, "gpuPools.spot.name"),
+    ({"sharedFileSystem": {"poolSizeTib": 0}}, "sharedFileSystem.poolSizeTib"),
+    ({"sharedFileSystem": {"volumeSizeGib": 8192}}, "sharedFileSystem.volumeSizeGib"),
+    ({"sharedFileSystem": {"volumeSizeGib": 10}}, "sharedFileSystem.volumeSizeGib"),
+    ({"sharedFileSystem": {"serviceLevel": "Gold"}}, "sharedFileSystem.serviceLevel"),
+    ({"systemPool": {"maxPrice": 1}}, "systemPool.maxPrice"),
+    ({"gpuPools": {"onDemand": {"machineType": "Standard_NC24ads_A100_v4"}},
+      "job": {"processesPerNode": 1}}, "gpuPools.onDemand.machineType"),
+    ({"gpuPools": {"spot": {"maxPrice": -5}}}, "gpuPools.spot.maxPrice"),
+    ({"gpuZones": ["4"]}, "gpuZones"),
+])
+def test_bad_azure_settings_are_refused_before_any_resource(overrides: dict, path: str) -> None:
+    run = run_stack("azure", overrides=overrides, expect_error=True)
+    assert isinstance(run.error, SettingsError), run.error
+    assert path in {problem.path for problem in run.error.problems}, run.error
+    assert not run.resources
