@@ -440,3 +440,12 @@ def test_checkov_finds_no_failed_check(runs, tmp_path):
     assert not failed, "checkov failed checks:\n  " + "\n  ".join(failed)
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(manifests_of(runs["aws"].run)) >= 7
+
+
+def test_manifest_conversion_restores_what_the_wire_changed():
+    from tests.k8s_manifests import SECRET_SIG, clean
+
+    wire = {"replicas": 2.0, "ratio": 0.5, "token": {SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270",
+                                                       "value": "s3cr3t"}, "gone": None,
+            "items": [1.0, None]}
+    assert clean(wire) == {"replicas": 2, "ratio": 0.5, "token": "s3cr3t", "items": [1]}
