@@ -133,14 +133,13 @@ class AwsGpuCluster(pulumi.ComponentResource):
         lustre, association = storage.create_lustre(
             prefix, fs_settings, net.private_subnets[gpu_zone].id, groups.fsx.id, key.arn,
             s.dataset.import_uri, aws_opts)
-        bucket = storage.create_checkpoint_bucket(prefix, s.checkpoints, key.arn, aws_opts)
+        bucket = storage.create_checkpoint_bucket(prefix, s.checkpoints, aws_opts)
         job_role = identity.irsa_role(f"{prefix}-job", oidc_arn, oidc_issuer, s.job.namespace,
                                       s.job.service_account, aws_opts)
         job_policy = aws.iam.RolePolicy(
             f"{prefix}-job", role=job_role.name,
-            policy=pulumi.Output.all(bucket.arn, key.arn).apply(
-                lambda values: identity.job_bucket_policy(values[0], values[1],
-                                                          s.dataset.import_uri)),
+            policy=bucket.arn.apply(
+                lambda arn: identity.job_bucket_policy(arn, s.dataset.import_uri)),
             opts=pulumi.ResourceOptions.merge(aws_opts, pulumi.ResourceOptions(parent=job_role)))
 
         image: pulumi.Input[str] = s.job.image or trainer_image(prefix, key.arn, self, aws_opts)

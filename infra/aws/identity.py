@@ -75,8 +75,8 @@ def s3_uri_parts(uri: str) -> tuple[str, str]:
     return bucket, key_prefix.strip("/")
 
 
-def job_bucket_policy(bucket_arn: str, key_arn: str, dataset_uri: str) -> str:
-    """Read/write the checkpoint bucket (and its KMS key); read the dataset prefix if one is set."""
+def job_bucket_policy(bucket_arn: str, dataset_uri: str) -> str:
+    """Read/write the checkpoint bucket; read the dataset prefix if one is set."""
     statements: list[dict] = [
         {"Sid": "ListCheckpoints", "Effect": "Allow",
          "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
@@ -84,8 +84,6 @@ def job_bucket_policy(bucket_arn: str, key_arn: str, dataset_uri: str) -> str:
          "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject",
                     "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
          "Resource": f"{bucket_arn}/*"},
-        {"Sid": "UseBucketKey", "Effect": "Allow",
-         "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn},
     ]
     if dataset_uri:
         bucket, key_prefix = s3_uri_parts(dataset_uri)

@@ -103,9 +103,13 @@ def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
     return lustre, association
 
 
-def create_checkpoint_bucket(prefix: str, checkpoints: Checkpoints, key_arn: pulumi.Input[str],
+def create_checkpoint_bucket(prefix: str, checkpoints: Checkpoints,
                              opts: pulumi.ResourceOptions) -> aws.s3.Bucket:
-    """Versioned, KMS-encrypted, private, owner-enforced; retained on destroy unless asked."""
+    """Versioned, encrypted, private, owner-enforced; retained on destroy unless asked.
+
+    Encrypted with S3-managed keys (SSE-S3), not the stack's KMS key: a retained bucket must
+    stay readable after `pulumi destroy` schedules that key for deletion.
+    """
     retain = checkpoints.retain_on_destroy
     bucket = aws.s3.Bucket(
         f"{prefix}-checkpoints",
@@ -126,8 +130,7 @@ def create_checkpoint_bucket(prefix: str, checkpoints: Checkpoints, key_arn: pul
         rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
             apply_server_side_encryption_by_default=(
                 aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                    sse_algorithm="aws:kms", kms_master_key_id=key_arn)),
-            bucket_key_enabled=True)],
+                    sse_algorithm="AES256"))],
         opts=child)
     aws.s3.BucketPublicAccessBlock(
         f"{prefix}-checkpoints", bucket=bucket.id, block_public_acls=True,
