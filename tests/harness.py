@@ -112,10 +112,11 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 
 
 def _deserialize(struct: Any) -> dict[str, Any]:
+    """The registration's inputs, decoded the way the mock monitor decodes them."""
     from pulumi.runtime import rpc
 
-    pulumi_mocks._ensure_event_loop()  # noqa: SLF001
-    return rpc._sync_await(rpc.deserialize_properties(struct))  # noqa: SLF001
+    pulumi_mocks._ensure_event_loop()  # noqa: SLF001 (the mock monitor does the same)
+    return rpc.deserialize_properties(struct)
 
 
 class Run:

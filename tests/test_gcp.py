@@ -23,22 +23,6 @@ from infra.settings import SettingsError
 from tests import harness
 from tests.harness import Run, run_stack
 
-# tests/harness.py's _deserialize awaits rpc.deserialize_properties through rpc._sync_await;
-# in pulumi 3.272 that function is synchronous and rpc has no _sync_await, so every
-# registration fails. Until the harness is fixed (requested), use a version that handles both.
-def _deserialize(struct: Any) -> dict[str, Any]:
-    import inspect
-
-    from pulumi.runtime import rpc
-    from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
-
-    _ensure_event_loop()
-    result = rpc.deserialize_properties(struct)
-    return _sync_await(result) if inspect.isawaitable(result) else result
-
-
-harness._deserialize = _deserialize
-
 WORKLOADS_READY = (harness.ROOT / "workloads" / "__init__.py").exists()
 
 CLUSTER = "gcp:container/cluster:Cluster"

@@ -60,23 +60,6 @@ class WorkloadRun:
         return dict(arg[2:].split("=", 1) for arg in self.container()["args"])
 
 
-def _deserialize(struct: Any) -> dict[str, Any]:
-    """tests/harness.py awaits `rpc._sync_await(rpc.deserialize_properties(...))`; in pulumi 3.272
-    deserialize_properties is synchronous and rpc has no _sync_await. Handle both until the
-    harness is fixed (requested; tests/test_gcp.py carries the same workaround)."""
-    import inspect
-
-    from pulumi.runtime import rpc
-    from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
-
-    _ensure_event_loop()
-    result = rpc.deserialize_properties(struct)
-    return _sync_await(result) if inspect.isawaitable(result) else result
-
-
-harness._deserialize = _deserialize  # noqa: SLF001
-
-
 def run_workload(flavour: str, job: Job, checkpoints: Checkpoints = Checkpoints(),
                  dataset: Dataset = Dataset()) -> WorkloadRun:
     """A program that is just a fake cluster and the TrainingJob, under the harness's mocks."""
