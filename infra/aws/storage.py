@@ -130,7 +130,7 @@ def create_checkpoint_bucket(prefix: str, checkpoints: Checkpoints,
         rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
             apply_server_side_encryption_by_default=(
                 aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                    sse_algorithm="AES256"))],
+                    sse_algorithm="AES256")))],
         opts=child)
     aws.s3.BucketPublicAccessBlock(
         f"{prefix}-checkpoints", bucket=bucket.id, block_public_acls=True,
