@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from typing import Any
 
@@ -14,19 +13,6 @@ from infra.catalog import Cloud, machine
 from tests import harness
 from tests.harness import Run, run_stack
 
-
-# tests/harness.py's _deserialize calls rpc._sync_await, which pulumi 3.272 does not have
-# (requested fix in the harness); same shim as tests/test_gcp.py until then.
-def _deserialize(struct: Any) -> dict[str, Any]:
-    from pulumi.runtime import rpc
-    from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
-
-    _ensure_event_loop()
-    result = rpc.deserialize_properties(struct)
-    return _sync_await(result) if inspect.isawaitable(result) else result
-
-
-harness._deserialize = _deserialize
 
 PREFIX = "torchrec-cloud-aws"
 OIDC = "oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"  # tests/fakes/aws.py

@@ -6,7 +6,6 @@ One program run per configuration (module-scoped fixtures); every test only read
 from __future__ import annotations
 
 import base64
-import inspect
 import ipaddress
 from typing import Any
 
@@ -17,23 +16,9 @@ from infra.azure.cluster import decode_kubeconfig
 from infra.azure.identity import ACR_PULL, AKS_RBAC_CLUSTER_ADMIN, STORAGE_BLOB_DATA_CONTRIBUTOR
 from infra.azure.network import plan_subnets
 from infra.settings import SettingsError
-from tests import harness
 from tests.fakes import azure as fake
 from tests.harness import Run, run_stack
 
-
-# tests/harness.py's _deserialize awaits rpc.deserialize_properties through rpc._sync_await;
-# in pulumi 3.272 that is synchronous and rpc has no _sync_await (fix requested, as test_gcp).
-def _deserialize(struct: Any) -> dict[str, Any]:
-    from pulumi.runtime import rpc
-    from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
-
-    _ensure_event_loop()
-    result = rpc.deserialize_properties(struct)
-    return _sync_await(result) if inspect.isawaitable(result) else result
-
-
-harness._deserialize = _deserialize
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"
