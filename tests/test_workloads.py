@@ -21,7 +21,6 @@ from infra.catalog import Cloud, machine
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Job, JobKind,
                                   PoolChoice)
 from tests.fake_cluster import FLAVOURS, IMAGE, FakeCluster, fake_cluster
-from tests import harness
 from tests.harness import ROOT, Captured, RecordingMocks, RecordingMonitor, Run
 from tests.k8s_manifests import manifests_of, validate_manifests, write_manifests
 
