@@ -2,7 +2,7 @@
 
 The admin user stays disabled: the image is pushed with the deployer's own Entra identity
 (granted AcrPush here) through the Docker credentials on the machine running `pulumi up`
-(`az acr login --name <registry>`, see docs/azure.md), and the kubelet pulls with AcrPull.
+(`az acr login --name <registry>`, see README.md, Azure), and the kubelet pulls with AcrPull.
 """
 
 from __future__ import annotations

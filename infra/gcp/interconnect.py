@@ -2,7 +2,7 @@
 
 GPUDirect-TCPX moves GPU memory straight to four extra NICs. Its pod-side pieces (the NCCL
 plugin installer, the tcpx receive-datapath sidecar, the NRI device injector and the extra
-VPCs with GKE multi-networking) are NOT created by this program: see docs/gcp.md. Without
+VPCs with GKE multi-networking) are NOT created by this program: see README.md, "A3 and GPUDirect". Without
 them NCCL falls back to sockets on eth0, so the environment below is safe on its own.
 """
 

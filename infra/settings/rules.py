@@ -325,7 +325,8 @@ def gcp_fabric_is_one_this_program_sets_up(s: Settings) -> Iterator[Problem]:
                 and found.interconnect not in GCP_FABRICS_SET_UP | {Interconnect.NONE}):
             yield Problem("interconnect.fabric", True,
                           f"{pool.machine_type} uses {found.interconnect.value}, which this "
-                          "program does not set up yet (docs/gcp.md); set interconnect.fabric: "
+                          "program does not set up yet (README.md, 'A3 and GPUDirect'); "
+                          "set interconnect.fabric: "
                           "false (NCCL over gVNIC) or use a3-highgpu-8g (GPUDirect-TCPX)")
             return
 
