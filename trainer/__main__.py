@@ -4,19 +4,21 @@ always clean up. Exit code 0 also after a SIGTERM (the state is saved first)."""
 import logging
 import sys
 
-import torch.distributed as dist
-
 from trainer.config import parse_config
-from trainer.distributed import init_distributed
-from trainer.train import Trainer
 
 
 def main() -> int:
-    cfg = parse_config()  # bad flags exit here, before any process group exists
+    cfg = parse_config()  # bad flags exit here (status 2), before torch is even imported
+    import torch.distributed as dist
+
+    from trainer.distributed import init_distributed
+    from trainer.train import Trainer
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     ctx = init_distributed()
     try:
         Trainer(cfg, ctx).run()
+        dist.barrier()  # no rank tears its group down while a peer still talks to it
     finally:
         dist.destroy_process_group()
     return 0

@@ -28,7 +28,8 @@ class Checkpointer:
     def __init__(self, uri: str, keep: int) -> None:
         self.uri = uri.rstrip("/")
         self.keep = keep
-        self.remote = "://" in uri and not uri.startswith("file://")
+        # Any URI (file:// included) goes through fsspec; a plain path uses DCP's file writer.
+        self.remote = "://" in uri
         self.fs, self.root = fsspec.core.url_to_fs(self.uri)
 
     def _path(self, step: int) -> str:

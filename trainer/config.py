@@ -84,7 +84,7 @@ class TrainConfig:
     synthetic_steps_per_epoch: int = _help(
         "Batches per rank in one epoch of synthetic data.", default=1000
     )
-    eval_batches: int = _help("Held-out batches per rank for each evaluation.", default=20)
+    eval_batches: int = _help("Held-out batches per rank for each evaluation (0 = no evaluation).", default=20)
 
     # --- checkpoints ---
     checkpoint_dir: Optional[str] = _help(
@@ -116,11 +116,11 @@ class TrainConfig:
 
         for name in ("num_embeddings", "embedding_dim", "batch_size", "num_epochs",
                      "dcn_num_layers", "dcn_low_rank_dim", "synthetic_steps_per_epoch",
-                     "eval_batches", "keep_checkpoints", "log_every"):
+                     "keep_checkpoints", "log_every"):
             if getattr(self, name) < 1:
                 bad(name, getattr(self, name), "must be a positive integer")
         for name in ("lr_warmup_steps", "lr_decay_start", "lr_decay_steps",
-                     "checkpoint_every", "eval_every", "seed"):
+                     "checkpoint_every", "eval_every", "eval_batches", "seed"):
             if getattr(self, name) < 0:
                 bad(name, getattr(self, name), "must be >= 0")
         if self.max_steps is not None and self.max_steps < 1:

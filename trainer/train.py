@@ -195,8 +195,8 @@ class Trainer:
         elapsed = time.perf_counter() - started
         if self.window.losses:
             self.last = self.window.reduce()
-        if not preempted and self.progress.step % max(self.cfg.eval_every, 1) != 0 or \
-                not preempted and not self.cfg.eval_every:
+        evaluated_here = self.cfg.eval_every and self.progress.step % self.cfg.eval_every == 0
+        if not preempted and not evaluated_here:  # a preempted run must exit fast: no eval
             self.evaluate()
         self.save()
         steps = self.progress.step - start_step

@@ -1,0 +1,57 @@
+"""Flags: every flag documented, bad values rejected before any work starts."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.trainer.helpers import REPO, env
+from trainer.config import TrainConfig, build_parser, parse_config
+import dataclasses
+
+SEED_GUIDE_FLAGS = ["--num_embeddings_per_feature", "--num_embeddings", "--embedding_dim",
+                    "--dense_arch_layer_sizes", "--over_arch_layer_sizes", "--batch_size",
+                    "--learning_rate", "--num_epochs", "--dataset_path", "--max_steps", "--seed",
+                    "--interaction", "--checkpoint_dir", "--checkpoint_every", "--keep_checkpoints",
+                    "--eval_every", "--metrics_file", "--tensorboard_dir", "--log_every"]
+
+
+def test_help_documents_every_flag_including_the_seed_guide_names():
+    text = build_parser().format_help()
+    for f in dataclasses.fields(TrainConfig):
+        assert f"--{f.name}" in text
+        assert f.metadata["help"]
+    for flag in SEED_GUIDE_FLAGS:
+        assert flag in text
+
+
+def test_defaults_are_the_criteo_dlrm_layout():
+    cfg = parse_config([])
+    assert cfg.table_sizes == [100_000] * 26
+    assert cfg.dense_arch_layer_sizes[-1] == cfg.embedding_dim
+    assert cfg.interaction == "dot"
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--batch_size", "0"], "--batch_size=0"),
+    (["--num_embeddings_per_feature", "10,20"], "--num_embeddings_per_feature"),
+    (["--dense_arch_layer_sizes", "32,16"], "--embedding_dim"),
+    (["--over_arch_layer_sizes", "32,2"], "--over_arch_layer_sizes"),
+    (["--checkpoint_every", "10"], "needs --checkpoint_dir"),
+    (["--checkpoint_dir", "ftp://host/x"], "--checkpoint_dir"),
+    (["--dataset_path", "/nonexistent/criteo"], "no such file"),
+    (["--interaction", "cross"], "invalid choice"),
+    (["--dense_arch_layer_sizes", "a,b"], "comma separated integers"),
+])
+def test_bad_flags_fail_with_a_message_naming_the_flag(argv, named, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_config(argv)
+    assert exit_info.value.code == 2
+    assert named in capsys.readouterr().err
+
+
+def test_bad_flags_fail_fast_from_the_command_line():
+    proc = subprocess.run([sys.executable, "-m", "trainer", "--batch_size", "-1", "--keep_checkpoints", "0"],
+                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert "--batch_size=-1" in proc.stderr and "--keep_checkpoints=0" in proc.stderr
