@@ -13,7 +13,7 @@ import logging
 import signal
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import numpy as np
 import torch
@@ -24,6 +24,7 @@ from torchrec.distributed import TrainPipelineSparseDist
 from trainer.checkpoint import Checkpointer
 from trainer.config import TrainConfig
 from trainer.data import make_source
+from trainer.data.prefetch import Prefetched
 from trainer.distributed import DistContext, shard_model
 from trainer.metrics import MetricsLogger, Window, auc, gather
 from trainer.model import build_model
@@ -47,38 +48,53 @@ class StopFlag:
 
 class AgreedBatches:
     """Yield local batches while every rank has one, no stop was requested and the limit
-    is not reached. ``reason`` says why it ended: 'limit', 'exhausted' or 'stop'."""
+    is not reached. ``reason`` says why it ended: 'limit', 'exhausted' or 'stop'.
+
+    Ranks agree once per ``chunk`` batches (one all-reduce of [missing batches, stop]),
+    not once per batch: a SIGTERM is acted on within ``chunk`` steps, and the all-reduce
+    stays off most steps. Batches are built ahead on a background thread."""
 
     def __init__(self, batches: Iterator[Batch], limit: int, stop: StopFlag,
-                 group: Optional[dist.ProcessGroup]) -> None:
-        self.batches = batches
+                 group: Optional[dist.ProcessGroup], chunk: int = 8) -> None:
+        self.batches = Prefetched(batches, depth=2 * chunk)
         self.left = limit
         self.stop = stop
         self.group = group
+        self.chunk = chunk
+        self.ready: List[Batch] = []
         self.reason: Optional[str] = None
 
     def __iter__(self) -> "AgreedBatches":
         return self
 
     def __next__(self) -> Batch:
-        if self.reason is not None:
-            raise StopIteration
-        if self.left <= 0:  # the same on every rank: no need to ask the others
-            self.reason = "limit"
-            raise StopIteration
-        batch = next(self.batches, None)
-        flags = torch.tensor([batch is None, self.stop.requested], dtype=torch.int32)
-        if dist.get_world_size() > 1:
-            dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.group)
-        if flags[1]:
-            self.reason = "stop"
-        elif flags[0]:
-            self.reason = "exhausted"
-        if self.reason is not None:
+        if not self.ready and self.reason is None:
+            self._refill()
+        if not self.ready:
+            self.batches.close()
             raise StopIteration
         self.left -= 1
-        assert batch is not None
-        return batch
+        return self.ready.pop(0)
+
+    def _refill(self) -> None:
+        """Collective: all ranks take the same number of batches for the next chunk."""
+        want = min(self.chunk, self.left)
+        if want <= 0:  # the same on every rank: no need to ask the others
+            self.reason = "limit"
+            return
+        local: List[Batch] = []
+        while len(local) < want and (batch := self.batches.next_or_none()) is not None:
+            local.append(batch)
+        flags = torch.tensor([want - len(local), int(self.stop.requested)], dtype=torch.int64)
+        if dist.get_world_size() > 1:
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.group)
+        keep = want - int(flags[0])
+        if flags[1]:
+            self.reason = "stop"
+        elif keep == 0:
+            self.reason = "exhausted"
+        else:
+            self.ready = local[:keep]
 
 
 @dataclass

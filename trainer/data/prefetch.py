@@ -1,0 +1,56 @@
+"""Build batches on a background thread, so parsing or generating the next batches
+overlaps the current step instead of adding to it."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Iterator, Optional, TypeVar
+
+T = TypeVar("T")
+_END = object()
+
+
+class Prefetched(Iterator[T]):
+    """Iterate ``source`` on a daemon thread, up to ``depth`` items ahead; errors re-raise here."""
+
+    def __init__(self, source: Iterator[T], depth: int = 8) -> None:
+        self._queue: "queue.Queue[object]" = queue.Queue(maxsize=depth)
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._fill, args=(source,), daemon=True,
+                                        name="batch-prefetch")
+        self._thread.start()
+
+    def _put(self, item: object) -> bool:
+        while not self._closed.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _fill(self, source: Iterator[T]) -> None:
+        try:
+            for item in source:
+                if not self._put(item):
+                    return
+        except BaseException as err:  # handed to the consumer, raised in the train loop
+            self._put(err)
+            return
+        self._put(_END)
+
+    def __next__(self) -> T:
+        item = self._queue.get()
+        if item is _END:
+            self._queue.put(_END)  # stay exhausted
+            raise StopIteration
+        if isinstance(item, BaseException):
+            raise item
+        return item  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def next_or_none(self) -> Optional[T]:
+        return next(self, None)
