@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-import pulumi
-
-from infra.catalog import Cloud
+from infra.catalog import Cloud, machine
 from infra.contract import GpuCluster, GpuClusterArgs
 
 COMPONENTS = {
@@ -27,8 +25,6 @@ def build_cluster(args: GpuClusterArgs) -> GpuCluster:
 
 def hourly_cost(args: GpuClusterArgs) -> dict[str, float]:
     """Estimated USD per hour at the pools' desired sizes, on-demand and with spot, from the catalog."""
-    from infra.catalog import machine
-
     s = args.settings
     system = machine(s.cloud, s.system_pool.machine_type).on_demand_usd_per_hour
     system_cost = system * s.system_pool.desired_nodes
@@ -38,5 +34,3 @@ def hourly_cost(args: GpuClusterArgs) -> dict[str, float]:
         "spot_usd_per_hour": round(system_cost + gpu.spot_usd_per_hour * s.job.nodes, 2),
     }
 
-
-__all__ = ["build_cluster", "hourly_cost", "pulumi"]
