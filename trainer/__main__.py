@@ -12,12 +12,14 @@ def main() -> int:
     import torch.distributed as dist
 
     from trainer.distributed import init_distributed
-    from trainer.train import Trainer
+    from trainer.train import StopFlag, Trainer
 
+    stop = StopFlag()
+    stop.install()  # from here on a SIGTERM (spot notice) means: save at the next step, exit 0
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     ctx = init_distributed()
     try:
-        Trainer(cfg, ctx).run()
+        Trainer(cfg, ctx, stop).run()
         dist.barrier()  # no rank tears its group down while a peer still talks to it
     finally:
         dist.destroy_process_group()

@@ -155,6 +155,11 @@ class TrainConfig:
             if scheme not in CHECKPOINT_SCHEMES:
                 bad("checkpoint_dir", self.checkpoint_dir,
                     f"URI scheme must be one of {', '.join(CHECKPOINT_SCHEMES)} or a plain path")
+        for name in ("metrics_file", "tensorboard_dir"):
+            value = getattr(self, name)
+            if value and "://" in value and not value.startswith("file://"):
+                bad(name, value, "must be a path (e.g. on the shared file system): object stores "
+                    "cannot append to a file")
         if self.dataset_path is not None and not os.path.exists(self.dataset_path):
             bad("dataset_path", self.dataset_path, "no such file or directory")
         return out

@@ -109,7 +109,7 @@ class Progress:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, ctx: DistContext) -> None:
+    def __init__(self, cfg: TrainConfig, ctx: DistContext, stop: Optional[StopFlag] = None) -> None:
         self.cfg = cfg
         self.ctx = ctx
         self.source = make_source(cfg, ctx.rank, ctx.world_size)
@@ -118,7 +118,7 @@ class Trainer:
         self.pipeline = TrainPipelineSparseDist(self.model, self.optimizer, ctx.device)
         self.progress = Progress(world_size=ctx.world_size)
         self.checkpointer = Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints) if cfg.checkpoint_dir else None
-        self.stop = StopFlag()
+        self.stop = stop or StopFlag()
         self.window = Window()
         self.last: Dict[str, float] = {}
         self.last_eval: Dict[str, float] = {}
@@ -187,7 +187,6 @@ class Trainer:
                                      self.cfg.tensorboard_dir, start_step=self.progress.step)
         if self.resumed_from is not None:
             self.metrics.print(f"resumed from checkpoint step-{self.resumed_from}")
-        self.stop.install()
         started, start_step = time.perf_counter(), self.progress.step
         reason = None
         self.model.train()

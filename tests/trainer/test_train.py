@@ -106,3 +106,20 @@ def test_incomplete_checkpoint_is_skipped_and_old_ones_pruned(tmp_path):
     final = summary(metrics)
     assert final["resumed_from"] == 6 and final["step"] == 8
     assert (ckpt / "step-8" / ".metadata").exists()  # the partial directory was replaced
+
+
+def test_criteo_tsv_two_ranks_two_epochs_report_malformed_rows(tmp_path):
+    from tests.trainer.test_data import BAD_TSV_ROWS, _write_tsv
+
+    data = tmp_path / "criteo"
+    data.mkdir()
+    _write_tsv(data / "day_0", 300, BAD_TSV_ROWS)  # train (its two halves differ in size)
+    _write_tsv(data / "day_1", 100)  # held out: the last day file
+    metrics = tmp_path / "m.jsonl"
+    run_trainer(TINY + ["--dataset_path", str(data), "--num_epochs", "2", "--log_every", "2",
+                        "--metrics_file", str(metrics)], nproc=2)
+    final = summary(metrics)
+    # 296 good rows, ~148 per rank, 32 per batch: 4 agreed steps per epoch, 2 epochs.
+    assert final["step"] == 8
+    assert final["malformed_rows"] == 2 * 4  # skipped rows, counted on each pass over the file
+    assert final["eval_loss"] is not None and final["preempted"] is False
