@@ -3,6 +3,7 @@ always clean up. Exit code 0 also after a SIGTERM (the state is saved first)."""
 
 import logging
 import sys
+import warnings
 
 from trainer.config import parse_config
 
@@ -17,6 +18,12 @@ def main() -> int:
     stop = StopFlag()
     stop.install()  # from here on a SIGTERM (spot notice) means: save at the next step, exit 0
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Library deprecation chatter (torchrec/fbgemm internals, not our calls) hides the metrics.
+    for module in ("torchrec", "fbgemm_gpu", "torch.distributed"):
+        warnings.filterwarnings("ignore", category=FutureWarning, module=module)
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=module)
+    logging.getLogger("torch.fx._symbolic_trace").setLevel(logging.ERROR)
+    logging.getLogger("torchrec.distributed.planner.storage_reservations").setLevel(logging.ERROR)
     ctx = init_distributed()
     try:
         Trainer(cfg, ctx, stop).run()

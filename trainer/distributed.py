@@ -15,6 +15,13 @@ import torch
 import torch.distributed as dist
 from torchrec.distributed.model_parallel import DistributedModelParallel, get_default_sharders
 from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
+from torchrec.distributed.planner.storage_reservations import FixedPercentageStorageReservation
+from torchrec.distributed.planner.types import (
+    HardwareConfig,
+    KernelConfig,
+    TopologyFactory,
+    TrainerConfig,
+)
 from torchrec.distributed.types import ShardingEnv
 from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
 from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
@@ -87,12 +94,10 @@ def topology(ctx: DistContext) -> Topology:
     hbm = None
     if ctx.device.type == "cuda":
         hbm = torch.cuda.get_device_properties(ctx.device).total_memory
-    return Topology(
-        world_size=ctx.world_size,
-        local_world_size=ctx.local_world_size,
-        compute_device=ctx.device.type,
-        hbm_cap=hbm,
-        ddr_cap=ddr,
+    return TopologyFactory.create_topology(
+        trainer_config=TrainerConfig(world_size=ctx.world_size, local_world_size=ctx.local_world_size),
+        hardware_config=HardwareConfig(hbm_cap_bytes=hbm, ddr_cap_bytes=ddr),
+        kernel_config=KernelConfig(compute_device=ctx.device.type),
     )
 
 
@@ -108,7 +113,9 @@ def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext) -> t
         apply_optimizer_in_backward(torch.optim.SGD, model.model.sparse_arch.parameters(),
                                     {"lr": cfg.learning_rate})
         dense_factory = lambda params: torch.optim.SGD(params, lr=cfg.learning_rate)  # noqa: E731
-    planner = EmbeddingShardingPlanner(topology=topology(ctx), batch_size=cfg.batch_size)
+    # Keep 20% of each device for dense weights, activations and the allocator's slack.
+    planner = EmbeddingShardingPlanner(topology=topology(ctx), batch_size=cfg.batch_size,
+                                       storage_reservation=FixedPercentageStorageReservation(0.2))
     plan = planner.collective_plan(model, get_default_sharders(), dist.GroupMember.WORLD)
     dmp = DistributedModelParallel(
         module=model,

@@ -66,11 +66,12 @@ class Window:
     def reduce(self) -> Dict[str, float]:
         """Collective: mean loss over ranks and steps, AUC over all ranks' samples."""
         steps = len(self.losses)
-        loss = torch.stack(self.losses).sum() if steps else torch.zeros(())
+        assert steps, "reduce() needs at least one step in the window"
+        loss = torch.stack(self.losses).sum()
         if dist.get_world_size() > 1:
             dist.all_reduce(loss)
-        logits = gather(torch.cat(self.logits)) if steps else np.zeros(0)
-        labels = gather(torch.cat(self.labels)) if steps else np.zeros(0)
+        logits = gather(torch.cat(self.logits))
+        labels = gather(torch.cat(self.labels))
         seconds = time.perf_counter() - self.started
         return {
             "loss": float(loss.item()) / max(steps * dist.get_world_size(), 1),

@@ -55,7 +55,9 @@ class AgreedBatches:
     stays off most steps. Batches are built ahead on a background thread."""
 
     def __init__(self, batches: Iterator[Batch], limit: int, stop: StopFlag,
-                 group: Optional[dist.ProcessGroup], chunk: int = 8) -> None:
+                 group: Optional[dist.ProcessGroup], chunk: int = 8, pin: bool = False) -> None:
+        if pin:  # page-locked host memory lets the pipeline's copy stream overlap compute
+            batches = (b.pin_memory() for b in batches)
         self.batches = Prefetched(batches, depth=2 * chunk)
         self.left = limit
         self.stop = stop
@@ -195,7 +197,8 @@ class Trainer:
                 break
             batches = AgreedBatches(
                 self.source.train_batches(self.progress.epoch, self.progress.batch_in_epoch),
-                self._next_stop() - self.progress.step, self.stop, self.ctx.control_group)
+                self._next_stop() - self.progress.step, self.stop, self.ctx.control_group,
+                pin=self.ctx.device.type == "cuda")
             self._run_segment(batches)
             reason = batches.reason
             if reason == "exhausted":
