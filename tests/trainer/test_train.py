@@ -123,3 +123,11 @@ def test_criteo_tsv_two_ranks_two_epochs_report_malformed_rows(tmp_path):
     assert final["step"] == 8
     assert final["malformed_rows"] == 2 * 4  # skipped rows, counted on each pass over the file
     assert final["eval_loss"] is not None and final["preempted"] is False
+
+
+def test_dcn_interaction_trains_sharded_and_pipelined(tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    run_trainer(TINY + ["--interaction", "dcn", "--dcn_num_layers", "2", "--dcn_low_rank_dim", "4",
+                        "--max_steps", "6", "--log_every", "3", "--metrics_file", str(metrics)])
+    final = summary(metrics)
+    assert final["step"] == 6 and final["loss"] == final["loss"]  # not NaN
