@@ -6,6 +6,7 @@ import torch
 from torchrec import EmbeddingBagCollection
 from torchrec.models.dlrm import DLRM, DLRM_DCN, DLRMTrain
 from torchrec.modules.embedding_configs import EmbeddingBagConfig
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from trainer.config import NUM_DENSE_FEATURES, TrainConfig
 from trainer.data.batch import SPARSE_KEYS
@@ -24,6 +25,32 @@ def embedding_tables(cfg: TrainConfig) -> list[EmbeddingBagConfig]:
     ]
 
 
+class _LookupFirst:
+    """DLRM's forward, reordered and without a copy; the same modules, parameters and math.
+
+    TorchRec's DLRM runs the dense MLP, then the embedding lookup, then splits the pooled
+    embeddings into one tensor per feature and concatenates them again. Here the sharded
+    lookup starts first, so its output all-to-all is in flight while the dense MLP runs,
+    and the pooled values, already in feature order, are only reshaped."""
+
+    def forward(self, dense_features: torch.Tensor, sparse_features: KeyedJaggedTensor) -> torch.Tensor:
+        sparse = self.sparse_arch  # type: ignore[attr-defined]
+        pooled = sparse.embedding_bag_collection(sparse_features)  # awaited lazily under DMP
+        embedded_dense = self.dense_arch(dense_features)  # type: ignore[attr-defined]
+        embedded_sparse = pooled.values().reshape(-1, sparse.F, sparse.D)
+        interaction = self.inter_arch(  # type: ignore[attr-defined]
+            dense_features=embedded_dense, sparse_features=embedded_sparse)
+        return self.over_arch(interaction)  # type: ignore[attr-defined]
+
+
+class FastDLRM(_LookupFirst, DLRM):
+    """torchrec.models.dlrm.DLRM with the lookup-first forward."""
+
+
+class FastDLRM_DCN(_LookupFirst, DLRM_DCN):
+    """torchrec.models.dlrm.DLRM_DCN (DCNv2 interaction) with the lookup-first forward."""
+
+
 def build_model(cfg: TrainConfig, dense_device: torch.device) -> DLRMTrain:
     """Unsharded model: tables on the meta device (DMP materialises only each rank's
     shards), dense layers on ``dense_device``. Weights are seeded by ``cfg.seed``."""
@@ -37,7 +64,9 @@ def build_model(cfg: TrainConfig, dense_device: torch.device) -> DLRMTrain:
         dense_device=dense_device,
     )
     if cfg.interaction == "dcn":
-        dlrm = DLRM_DCN(dcn_num_layers=cfg.dcn_num_layers, dcn_low_rank_dim=cfg.dcn_low_rank_dim, **common)
+        dlrm = FastDLRM_DCN(dcn_num_layers=cfg.dcn_num_layers, dcn_low_rank_dim=cfg.dcn_low_rank_dim, **common)
     else:
-        dlrm = DLRM(**common)
+        dlrm = FastDLRM(**common)
+    # The reshape relies on the pooled keys being in feature order (one feature per table).
+    assert dlrm.sparse_arch.sparse_feature_names == SPARSE_KEYS[: len(cfg.table_sizes)]
     return DLRMTrain(dlrm)

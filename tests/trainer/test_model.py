@@ -26,3 +26,22 @@ def test_forward_and_backward_shapes(interaction):
     loss.backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and p.grad.shape == p.shape, name
+
+
+@pytest.mark.parametrize("interaction", ["dot", "dcn"])
+def test_lookup_first_forward_computes_exactly_torchrec_dlrm(interaction):
+    from torchrec.models.dlrm import DLRM, DLRM_DCN
+
+    cfg = parse_config(["--num_embeddings", "50", "--embedding_dim", "8", "--dense_arch_layer_sizes", "16,8",
+                        "--over_arch_layer_sizes", "16,1", "--interaction", interaction,
+                        "--dcn_low_rank_dim", "4"])
+    ours = build_model(cfg, torch.device("cpu")).model
+    tables = ours.sparse_arch.embedding_bag_collection.embedding_bag_configs()
+    ours.sparse_arch.embedding_bag_collection = EmbeddingBagCollection(tables=tables, device=torch.device("cpu"))
+    common = dict(embedding_bag_collection=EmbeddingBagCollection(tables=tables, device=torch.device("cpu")),
+                  dense_in_features=13, dense_arch_layer_sizes=[16, 8], over_arch_layer_sizes=[16, 1])
+    stock = DLRM_DCN(dcn_num_layers=3, dcn_low_rank_dim=4, **common) if interaction == "dcn" else DLRM(**common)
+    stock.load_state_dict(ours.state_dict())
+    batch = SyntheticSource(cfg.table_sizes, 7, seed=3, rank=0, steps_per_epoch=1).batch(0, 0)
+    assert torch.equal(ours(batch.dense_features, batch.sparse_features),
+                       stock(batch.dense_features, batch.sparse_features))
