@@ -40,6 +40,7 @@ class Checkpointer:
 
     def complete_steps(self) -> List[int]:
         """Steps of complete checkpoints, oldest first."""
+        self.fs.invalidate_cache()  # object-store listings are cached per process; others write too
         if not self.fs.exists(self.root):
             return []
         steps = []
@@ -51,7 +52,10 @@ class Checkpointer:
 
     def latest(self) -> Optional[int]:
         """Newest complete step, decided on rank 0 and broadcast so all ranks agree."""
-        found = [self.complete_steps()[-1] if self.complete_steps() else None] if dist.get_rank() == 0 else [None]
+        found: List[Optional[int]] = [None]
+        if dist.get_rank() == 0:
+            steps = self.complete_steps()
+            found = [steps[-1] if steps else None]
         if dist.get_world_size() > 1:
             dist.broadcast_object_list(found, src=0)
         return found[0]
