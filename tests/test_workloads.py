@@ -194,6 +194,40 @@ def test_pods_run_locked_down(runs):
         assert container["image"] == IMAGE
 
 
+def test_trainer_user_gets_its_folders_on_the_shared_file_system(runs):
+    """A fresh FSx/ANF/Filestore root is root-owned 755: without this the trainer cannot write
+    its metrics, TensorBoard logs or file-system checkpoints."""
+    for scenario in runs.values():
+        (init,) = scenario.pod_spec()["initContainers"]
+        mount = scenario.cluster.contract.shared_file_system.mount_path
+        script = init["command"][-1]
+        for folder in (f"{mount}/runs/dlrm", f"{mount}/checkpoints/dlrm"):
+            assert folder in script
+        assert "chown 1000:1000" in script and "-R" not in script  # one folder, not the volume
+        assert {"name": "shared-fs", "mountPath": mount} in init["volumeMounts"]
+        assert scenario.flags()["metrics_file"].startswith(f"{mount}/runs/dlrm/")
+
+
+def test_folder_preparation_runs_as_root_with_only_chown(runs):
+    for scenario in runs.values():
+        (init,) = scenario.pod_spec()["initContainers"]
+        context = init["securityContext"]
+        assert context["runAsUser"] == 0 and context["runAsNonRoot"] is False
+        assert context["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+        assert context["allowPrivilegeEscalation"] is False and context["privileged"] is False
+        assert context["readOnlyRootFilesystem"] is True
+
+
+def test_namespace_admits_no_more_than_the_pods_need(runs):
+    for name, scenario in runs.items():
+        (namespace,) = scenario.run.of_type("kubernetes:core/v1:Namespace")
+        labels = namespace.inputs["metadata"]["labels"]
+        needs_capability = bool(scenario.cluster.contract.interconnect.capabilities)
+        expected = "privileged" if needs_capability else "baseline"
+        assert labels["pod-security.kubernetes.io/enforce"] == expected, name
+        assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+
+
 # --- the job --------------------------------------------------------------------------------
 
 def test_job_runs_one_indexed_pod_per_node(runs):

@@ -13,9 +13,10 @@ meta = k8s.meta.v1
 
 def namespace(name: str, names: JobNames, cluster: GpuCluster,
               opts: pulumi.ResourceOptions) -> k8s.core.v1.Namespace:
-    """Pod Security Admission enforces `restricted` unless the fabric needs a capability
-    (IPC_LOCK for RDMA is outside even `baseline`); it always warns and audits against it."""
-    enforce = "privileged" if cluster.interconnect.capabilities else "restricted"
+    """Pod Security Admission enforces `baseline` (the shared-FS init container runs as root
+    with CHOWN, which `restricted` refuses), or `privileged` when the fabric needs a capability
+    outside `baseline` (IPC_LOCK for RDMA); it always warns and audits against `restricted`."""
+    enforce = "privileged" if cluster.interconnect.capabilities else "baseline"
     return k8s.core.v1.Namespace(
         name,
         metadata=meta.ObjectMetaArgs(name=names.namespace, labels={

@@ -7,6 +7,7 @@ placement, identity, storage or security settings.
 from __future__ import annotations
 
 from collections.abc import Mapping
+import shlex
 from dataclasses import dataclass
 
 import pulumi
@@ -83,6 +84,43 @@ def security_context(cluster: GpuCluster) -> core.SecurityContextArgs:
     )
 
 
+def writable_dirs(cluster: GpuCluster, job: Job) -> list[str]:
+    """The job's folders on the shared file system (metrics, TensorBoard, FS checkpoints)."""
+    mount = cluster.shared_file_system.mount_path
+    return [f"{mount}/runs/{job.name}", f"{mount}/checkpoints/{job.name}"]
+
+
+def shared_fs_preparer(cluster: GpuCluster, job: Job) -> core.ContainerArgs:
+    """Give the trainer's user its folders on the shared file system.
+
+    A new FSx, NetApp or Filestore volume's root belongs to root with mode 755, and no cloud API
+    changes that, so the non-root trainer could not write its metrics or checkpoints there.
+    This init container runs as root for one mkdir and one non-recursive chown, holding only
+    CHOWN, with no privilege escalation and a read-only root file system.
+    """
+    folders = " ".join(shlex.quote(d) for d in writable_dirs(cluster, job))
+    return core.ContainerArgs(
+        name="prepare-shared-fs",
+        image=cluster.trainer_image,
+        image_pull_policy="Always",
+        command=["/bin/sh", "-c", f"mkdir -p {folders} && chown {RUN_AS}:{RUN_AS} {folders}"],
+        resources=core.ResourceRequirementsArgs(
+            requests={"cpu": "100m", "memory": "64Mi"}, limits={"cpu": "100m", "memory": "64Mi"}),
+        security_context=core.SecurityContextArgs(
+            allow_privilege_escalation=False,
+            privileged=False,
+            read_only_root_filesystem=True,
+            run_as_non_root=False,
+            run_as_user=0,
+            run_as_group=0,
+            capabilities=core.CapabilitiesArgs(drop=["ALL"], add=["CHOWN"]),
+            seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
+        ),
+        volume_mounts=[core.VolumeMountArgs(name=SHARED_VOLUME,
+                                            mount_path=cluster.shared_file_system.mount_path)],
+    )
+
+
 def volumes(names: JobNames, shm_gib: int) -> list[core.VolumeArgs]:
     return [
         core.VolumeArgs(name=SHARED_VOLUME, persistent_volume_claim=(
@@ -119,6 +157,7 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, container: Cont
         metadata=k8s.meta.v1.ObjectMetaArgs(
             labels={**names.common_labels, **cluster.checkpoints.pod_labels}),
         spec=core.PodSpecArgs(
+            init_containers=[shared_fs_preparer(cluster, job)],
             containers=[trainer],
             service_account_name=names.service_account,
             # IRSA, Azure and GKE workload identity inject their own projected token (or use the
