@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# e.g. PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu" for a CPU-only torch
+PIP_EXTRA ?=
 CHECKOV_VENV := .venv-checkov
 CHECKOV_VERSION := 3.3.30
 
@@ -14,7 +16,7 @@ $(VENV)/.infra-installed: requirements.txt requirements-dev.txt
 	touch $@
 
 $(VENV)/.trainer-installed: $(VENV)/.infra-installed trainer/requirements-cpu.txt trainer/requirements-torchrec.txt
-	$(BIN)/pip install -q --disable-pip-version-check -r trainer/requirements-cpu.txt
+	$(BIN)/pip install -q --disable-pip-version-check $(PIP_EXTRA) -r trainer/requirements-cpu.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r trainer/requirements-torchrec.txt
 	touch $@
 
