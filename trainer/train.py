@@ -69,6 +69,10 @@ class AgreedBatches:
     def __iter__(self) -> "AgreedBatches":
         return self
 
+    def close(self) -> None:
+        """Stop the background thread (idempotent)."""
+        self.batches.close()
+
     def __next__(self) -> Batch:
         if not self.ready and self.reason is None:
             self._refill()
@@ -199,7 +203,10 @@ class Trainer:
                 self.source.train_batches(self.progress.epoch, self.progress.batch_in_epoch),
                 self._next_stop() - self.progress.step, self.stop, self.ctx.control_group,
                 pin=self.ctx.device.type == "cuda")
-            self._run_segment(batches)
+            try:
+                self._run_segment(batches)
+            finally:
+                batches.close()
             reason = batches.reason
             if reason == "exhausted":
                 if self.progress.batch_in_epoch == 0:

@@ -49,8 +49,13 @@ class Prefetched(Iterator[T]):
             raise item
         return item  # type: ignore[return-value]
 
-    def close(self) -> None:
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop the thread and wait for it: a daemon thread still inside torch code when the
+        interpreter exits makes the process abort ("terminate called without an active
+        exception") after training already succeeded."""
         self._closed.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
     def next_or_none(self) -> Optional[T]:
         return next(self, None)
