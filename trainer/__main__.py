@@ -2,6 +2,7 @@
 always clean up. Exit code 0 also after a SIGTERM (the state is saved first)."""
 
 import logging
+import os
 import sys
 import warnings
 
@@ -28,10 +29,25 @@ def main() -> int:
     try:
         Trainer(cfg, ctx, stop).run()
         dist.barrier()  # no rank tears its group down while a peer still talks to it
-    finally:
+    except BaseException:
         dist.destroy_process_group()
+        raise
     return 0
 
 
+def exit_without_teardown(code: int) -> None:
+    """Leave at once once every rank passed the final barrier and all output is written.
+
+    Tearing down gloo/TorchRec state at interpreter exit intermittently aborts a worker
+    ("terminate called without an active exception", SIGABRT) after a fully successful run,
+    which torchrun would report as a failure; everything worth keeping (checkpoint, metrics)
+    is already durable here, so skipping C++ static destructors loses nothing.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_without_teardown(main())
