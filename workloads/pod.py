@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.contract import GpuCluster, GpuPool
-from infra.settings.model import Job, PoolChoice
+from infra.settings.model import Job
 from workloads.names import RENDEZVOUS_PORT, JobNames
 from workloads.sizing import pod_size
 
@@ -36,8 +36,7 @@ class ContainerSpec:
 
 def job_pool(cluster: GpuCluster, job: Job) -> GpuPool:
     """The pool the settings chose; the contract keys pools like the settings do."""
-    key = "spot" if job.pool == PoolChoice.SPOT else "onDemand"
-    return cluster.gpu_pools[key]
+    return cluster.gpu_pools[job.pool.value]
 
 
 def tolerations(pool: GpuPool) -> list[core.TolerationArgs]:

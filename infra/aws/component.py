@@ -17,7 +17,7 @@ from infra.contract import (
     GpuClusterArgs,
     SharedFileSystem,
 )
-from infra.settings.model import FsxLustre
+from infra.settings.model import FsxLustre, PoolChoice
 
 TYPE_TOKEN = "torchrec-cloud:aws:GpuCluster"
 
@@ -87,13 +87,9 @@ class AwsGpuCluster(pulumi.ComponentResource):
             prefix, cluster, s.system_pool, node_role.arn, private_ids, aws_opts, node_opts)
         gpu_node_sgs = [cluster.cluster_security_group_id, groups.gpu_nodes.id]
         plans = [node_groups.gpu_pool_plan(
-            "onDemand", s.gpu_pools.on_demand,
-            machine(Cloud.AWS, s.gpu_pools.on_demand.machine_type), spot=False,
-            fabric=s.interconnect.fabric, placement=s.interconnect.placement)]
-        if s.gpu_pools.spot.enabled:
-            plans.append(node_groups.gpu_pool_plan(
-                "spot", s.gpu_pools.spot, machine(Cloud.AWS, s.gpu_pools.spot.machine_type),
-                spot=True, fabric=s.interconnect.fabric, placement=s.interconnect.placement))
+            key.value, pool, machine(Cloud.AWS, pool.machine_type), spot=key == PoolChoice.SPOT,
+            fabric=s.interconnect.fabric, placement=s.interconnect.placement)
+            for key, pool in s.gpu_pools_by_key.items()]
         gpu_groups = []
         for plan in plans:
             group, _placement = node_groups.gpu_node_group(

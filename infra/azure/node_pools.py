@@ -9,7 +9,7 @@ from pulumi_azure_native import containerservice as aks
 
 from infra.catalog import machine
 from infra.contract import GpuPool, Taint
-from infra.settings.model import NodePool, Settings, SpotGpuPool
+from infra.settings.model import NodePool, PoolChoice, Settings, SpotGpuPool
 
 GPU_TAINT = Taint(key="sku", value="gpu", effect="NoSchedule")
 # AKS taints and labels every spot node itself; the job must tolerate this to land there.
@@ -40,16 +40,12 @@ class PoolPlan:
 
 def plan_pools(settings: Settings) -> list[PoolPlan]:
     """The enabled GPU pools, keyed as in the settings (never by position)."""
-    plans = []
-    for key, pool in (("onDemand", settings.gpu_pools.on_demand), ("spot", settings.gpu_pools.spot)):
-        if key == "spot" and not settings.gpu_pools.spot.enabled:
-            continue
-        plans.append(PoolPlan(
-            key=key, pool=pool, spot=key == "spot",
-            labels={GPU_TAINT.key: GPU_TAINT.value, POOL_LABEL: pool.name},
-            taints=(GPU_TAINT,),
-        ))
-    return plans
+    return [
+        PoolPlan(key=key.value, pool=pool, spot=key == PoolChoice.SPOT,
+                 labels={GPU_TAINT.key: GPU_TAINT.value, POOL_LABEL: pool.name},
+                 taints=(GPU_TAINT,))
+        for key, pool in settings.gpu_pools_by_key.items()
+    ]
 
 
 def _taint_string(taint: Taint) -> str:

@@ -15,7 +15,7 @@ import pulumi_gcp as gcp
 from infra.catalog import Cloud, Machine, machine
 from infra.contract import GpuPool, Taint
 from infra.gcp.network import GPU_NODE_TAG
-from infra.settings.model import NodePool, Settings
+from infra.settings.model import NodePool, PoolChoice, Settings
 
 POOL_LABEL = "torchrec-cloud/pool"
 GKE_POOL_LABEL = "cloud.google.com/gke-nodepool"
@@ -119,12 +119,10 @@ def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster
         ),
         opts=opts,
     )
-    chosen: dict[str, tuple[NodePool, bool]] = {"onDemand": (settings.gpu_pools.on_demand, False)}
-    if settings.gpu_pools.spot.enabled:
-        chosen["spot"] = (settings.gpu_pools.spot, True)
     gpu_pools: dict[str, gcp.container.NodePool] = {}
     contract: dict[str, GpuPool] = {}
-    for key, (pool, spot) in chosen.items():
+    for choice, pool in settings.gpu_pools_by_key.items():
+        key, spot = choice.value, choice == PoolChoice.SPOT
         gpu = machine(Cloud.GCP, pool.machine_type)
         labels = gpu_pool_labels(pool, spot)
         gpu_pools[key] = gcp.container.NodePool(

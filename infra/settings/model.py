@@ -337,8 +337,14 @@ class Settings(Section):
         return self.gpu_pools.on_demand
 
     @property
-    def enabled_gpu_pools(self) -> list[NodePool]:
-        pools: list[NodePool] = [self.gpu_pools.on_demand]
+    def gpu_pools_by_key(self) -> dict[PoolChoice, NodePool]:
+        """The enabled GPU pools, keyed as in the stack file (onDemand, spot): the one place
+        every cloud and the contract take their pool keys and spot-ness from."""
+        pools: dict[PoolChoice, NodePool] = {PoolChoice.ON_DEMAND: self.gpu_pools.on_demand}
         if self.gpu_pools.spot.enabled:
-            pools.append(self.gpu_pools.spot)
+            pools[PoolChoice.SPOT] = self.gpu_pools.spot
         return pools
+
+    @property
+    def enabled_gpu_pools(self) -> list[NodePool]:
+        return list(self.gpu_pools_by_key.values())
