@@ -12,14 +12,14 @@ from infra.catalog import Cloud
 from infra.settings.defaults import with_cloud_defaults
 from infra.settings.errors import CONFIG_NAMESPACE, Problem, SettingsError
 from infra.settings.model import Settings
-from infra.settings.rules import check_all
+from infra.settings.rules import FS_KIND_BY_CLOUD, check_all
 
 TOP_LEVEL_KEYS = tuple(
     field.alias or name for name, field in Settings.model_fields.items()
 )
 
 
-FS_KINDS = {"fsx-lustre", "azure-netapp-files", "filestore"}
+FS_KINDS = set(FS_KIND_BY_CLOUD.values())  # the union tags pydantic puts in locations
 
 
 def _locations(error: ValidationError) -> list[tuple[tuple[str | int, ...], dict[str, Any]]]:
