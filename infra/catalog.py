@@ -173,3 +173,128 @@ def machine_names(cloud: Cloud | str, *, gpu: bool | None = None) -> list[str]:
         for m in MACHINES
         if m.cloud == Cloud(cloud) and (gpu is None or m.has_gpus == gpu)
     )
+
+
+# --- Stop notices: how long a node has between its stop notice and the VM going away --------
+class Capacity(str, Enum):
+    """How a pool buys its machines."""
+
+    ON_DEMAND = "onDemand"
+    SPOT = "spot"
+
+
+@dataclass(frozen=True)
+class StopNotice:
+    """What a node of one cloud and capacity type is told before it stops, and how much of that
+    reaches the training pod as the time between its SIGTERM and its SIGKILL.
+
+    ``pod_seconds`` is None where nothing forces a stop at a fixed time (on-demand: upgrades and
+    maintenance drain nodes and honour the pod's own grace, ``job.terminationGraceSeconds``).
+    infra/preemption.py derives the pod's grace, torchrun's shutdown timeout and the trainer's
+    save deadline from it; nothing else may hard-code a notice.
+    """
+
+    cloud: Cloud
+    capacity: Capacity
+    notice_seconds: int | None  # notice to the VM; None: no forced stop
+    pod_seconds: int | None  # what the pod gets of it after the delivery path
+    path: str  # how the notice becomes the pod's SIGTERM
+    source: str  # where the numbers come from
+
+
+STOP_NOTICES: tuple[StopNotice, ...] = (
+    StopNotice(
+        Cloud.AWS, Capacity.SPOT, notice_seconds=120, pod_seconds=105,
+        path="EC2 Spot Instance Interruption Warning -> EventBridge -> SQS -> AWS Node "
+             "Termination Handler (queue mode) cordons and drains the node; the eviction "
+             "sends SIGTERM. 15 s are kept for EventBridge delivery, the handler's SQS poll and "
+             "the eviction call.",
+        source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html; "
+               "https://github.com/aws/aws-node-termination-handler#queue-processor",
+    ),
+    StopNotice(
+        Cloud.AZURE, Capacity.SPOT, notice_seconds=30, pod_seconds=25,
+        path="Scheduled Events 'Preempt' (at least 30 s before eviction) -> the node's "
+             "scheduled-events drain cordons and drains the node; 5 s are kept for the "
+             "metadata poll and the eviction call.",
+        source="https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events; "
+               "https://learn.microsoft.com/azure/aks/spot-node-pool",
+    ),
+    StopNotice(
+        Cloud.GCP, Capacity.SPOT, notice_seconds=30, pod_seconds=15,
+        path="Compute Engine preemption (ACPI G2 soft off, 30 s before the VM stops) -> kubelet "
+             "graceful node shutdown: non-system pods get the first 15 s, system pods the rest.",
+        source="https://cloud.google.com/compute/docs/instances/spot#preemption-process; "
+               "https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms",
+    ),
+    *(
+        StopNotice(
+            cloud, Capacity.ON_DEMAND, notice_seconds=None, pod_seconds=None,
+            path="no forced stop: upgrades and host maintenance drain the node, and a drain "
+                 "honours the pod's terminationGracePeriodSeconds",
+            source=source,
+        )
+        for cloud, source in (
+            (Cloud.AWS, "https://docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html"),
+            (Cloud.AZURE, "https://learn.microsoft.com/azure/aks/upgrade-cluster"),
+            (Cloud.GCP, "https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies"),
+        )
+    ),
+)
+
+
+def stop_notice(cloud: Cloud | str, capacity: Capacity | str) -> StopNotice:
+    """The notice a node of ``cloud`` bought as ``capacity`` gets."""
+    for notice in STOP_NOTICES:
+        if notice.cloud == Cloud(cloud) and notice.capacity == Capacity(capacity):
+            return notice
+    raise KeyError(f"no stop notice for {Cloud(cloud).value} {Capacity(capacity).value}")
+
+
+# --- Checkpoint write throughput: what a save can expect, for the save-time estimate ----------
+@dataclass(frozen=True)
+class CheckpointStoreSpeed:
+    """Planning figures for checkpoint writes. DCP writes one file per rank, one stream each.
+
+    The clouds publish object-store limits per bucket/account and per prefix, not per
+    connection; a single PUT stream from Python (s3fs, adlfs, gcsfs) moves on the order of
+    100 MB/s, so the per-stream figure is that, capped by the node's share of the account
+    limit where one is published. Shared file systems are limited by the file system's own
+    provisioned throughput, which the settings give (see infra/preemption.py).
+    """
+
+    cloud: Cloud
+    object_store_mb_s_per_stream: float
+    object_store_mb_s_per_account: float | None  # published account/bucket ingress limit
+    source: str
+
+
+CHECKPOINT_STORE_SPEEDS: tuple[CheckpointStoreSpeed, ...] = (
+    CheckpointStoreSpeed(
+        Cloud.AWS, 100.0, None,
+        "https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance.html "
+        "(3,500 PUT/s per prefix, scale with parallel connections; no bandwidth cap published)"),
+    CheckpointStoreSpeed(
+        Cloud.AZURE, 100.0, 60_000 / 8 * 1000 / 1000,
+        "https://learn.microsoft.com/azure/storage/common/scalability-targets-standard-account "
+        "(default maximum ingress 60 Gbps per general-purpose v2 account in the largest regions)"),
+    CheckpointStoreSpeed(
+        Cloud.GCP, 100.0, None,
+        "https://cloud.google.com/storage/docs/request-rate (no per-bucket bandwidth limit; "
+        "ramp request rates gradually)"),
+)
+
+
+def checkpoint_store_speed(cloud: Cloud | str) -> CheckpointStoreSpeed:
+    return next(s for s in CHECKPOINT_STORE_SPEEDS if s.cloud == Cloud(cloud))
+
+
+# Shared file systems' write throughput per TiB provisioned, where the service level fixes it
+# (FSx for Lustre takes it from the settings: throughputPerTib).
+ANF_MIB_S_PER_TIB = {"Standard": 16, "Premium": 64, "Ultra": 128}
+ANF_SOURCE = "https://learn.microsoft.com/azure/azure-netapp-files/azure-netapp-files-service-levels"
+FSX_SCRATCH_2_MB_S_PER_TIB = 200  # baseline; https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html
+# Filestore: write throughput of the smallest instance of each tier (conservative: it grows
+# with capacity on ZONAL/REGIONAL/HIGH_SCALE_SSD). https://cloud.google.com/filestore/docs/performance
+FILESTORE_WRITE_MB_S = {"BASIC_HDD": 100, "BASIC_SSD": 350, "ZONAL": 260, "REGIONAL": 260,
+                        "HIGH_SCALE_SSD": 1_000}

@@ -260,3 +260,16 @@ def run_stack(stack: str, overrides: dict[str, Any] | None = None,
 
 
 Check = Callable[[Run], None]
+
+
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+
+
+def training_pod_template(run: Run) -> dict[str, Any]:
+    """The training pods' template (metadata and spec), whichever job kind the stack made."""
+    jobsets = run.of_type(JOBSET)
+    if jobsets:
+        (replicated,) = jobsets[0].inputs["spec"]["replicatedJobs"]
+        return replicated["template"]["spec"]["template"]
+    job = run.one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    return job.inputs["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]

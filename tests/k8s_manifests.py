@@ -10,6 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import json
+
+import jsonschema
 import kubernetes_validate
 import yaml
 
@@ -20,6 +23,41 @@ POD_TEMPLATE_PATHS = {  # where a custom resource without a schema here keeps it
     "PyTorchJob": lambda m: [r.get("template") for r in
                              m["spec"].get("pytorchReplicaSpecs", {}).values()],
 }
+# Custom resources whose CRD schema is vendored (tests/schemas): checked whole, and their
+# embedded batch/v1 Job templates against Kubernetes' own Job schema.
+CRD_SCHEMAS = {"JobSet": Path(__file__).with_name("schemas") / "jobset-v0.12.0.json"}
+
+
+def _jobset_jobs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    name = manifest["metadata"]["name"]
+    namespace = manifest["metadata"].get("namespace", "default")
+    return [{"apiVersion": "batch/v1", "kind": "Job",
+             "metadata": {"name": f"{name}-{r['name']}-0", "namespace": namespace},
+             "spec": r["template"]["spec"]} for r in manifest["spec"]["replicatedJobs"]]
+
+
+def validate_custom_resource(manifest: dict[str, Any]) -> list[str]:
+    """Problems of a custom resource against its vendored CRD schema (strict: no unknown keys
+    where the CRD does not preserve them)."""
+    schema = json.loads(CRD_SCHEMAS[manifest["kind"]].read_text())["schema"]
+    strict = _no_additional_properties(schema)
+    validator = jsonschema.Draft7Validator(strict)
+    return [f"{manifest['kind']}/{manifest['metadata']['name']}: "
+            f"{'.'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(manifest)]
+
+
+def _no_additional_properties(schema: Any) -> Any:
+    """OpenAPI structural schemas prune unknown fields; a test should refuse them instead."""
+    if isinstance(schema, dict):
+        out = {k: _no_additional_properties(v) for k, v in schema.items()
+               if not k.startswith("x-kubernetes")}
+        if ("properties" in schema and "additionalProperties" not in schema
+                and not schema.get("x-kubernetes-preserve-unknown-fields")):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_no_additional_properties(v) for v in schema]
+    return schema
 
 
 def clean(value: Any) -> Any:
@@ -71,6 +109,8 @@ def manifests_of(run: Run) -> list[dict[str, Any]]:
 def _schema_checkable(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """The manifest itself, or for a custom resource its pod templates as v1 PodTemplates
     (none when its CRD's schema is not known here: the operator's webhook checks those)."""
+    if manifest["kind"] == "JobSet":
+        return _jobset_jobs(manifest)
     templates = POD_TEMPLATE_PATHS.get(manifest["kind"])
     if templates is None:
         return [] if is_custom_resource(manifest) else [manifest]
@@ -87,6 +127,8 @@ def validate_manifests(run: Run, kubernetes_version: str) -> list[dict[str, Any]
     manifests = manifests_of(run)
     errors: list[str] = []
     for manifest in manifests:
+        if manifest["kind"] in CRD_SCHEMAS:
+            errors += validate_custom_resource(manifest)
         for checkable in _schema_checkable(manifest):
             label = f"{manifest['kind']}/{manifest.get('metadata', {}).get('name')}"
             try:
@@ -105,7 +147,11 @@ def write_manifests(run: Run, directory: Path) -> list[Path]:
     """One YAML file per object (`<kind>-<name>.yaml`), e.g. for checkov or a golden diff."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
-    for manifest in manifests_of(run):
+    # A scanner that does not know JobSet still checks the pods, through its child Jobs.
+    every = [m for manifest in manifests_of(run)
+             for m in ([manifest, *_jobset_jobs(manifest)] if manifest["kind"] == "JobSet"
+                       else [manifest])]
+    for manifest in every:
         name = manifest.get("metadata", {}).get("name", "unnamed")
         path = directory / f"{manifest['kind'].lower()}-{name}.yaml"
         path.write_text(yaml.safe_dump(manifest, sort_keys=False))

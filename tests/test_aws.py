@@ -11,7 +11,7 @@ from infra.aws.addons import EFA_DEVICE_PLUGIN, FSX_CSI_DRIVER, NVIDIA_DEVICE_PL
 from infra.aws.network import subnet_cidrs
 from infra.catalog import Cloud, machine
 from tests import harness
-from tests.harness import Run, run_stack
+from tests.harness import JOBSET, Run, run_stack, training_pod_template
 
 
 PREFIX = "torchrec-cloud-aws"
@@ -221,7 +221,7 @@ def test_the_kubernetes_provider_waits_for_node_groups_and_addons(run: Run) -> N
 
 
 def test_the_training_job_waits_for_the_gpu_pools_and_charts(run: Run) -> None:
-    job = run.one("kubernetes:batch/v1:Job")
+    job = run.one(JOBSET)
     for waited in [_node_group(run, "gpu"), run.one(HELM, "nvidia-device-plugin")]:
         assert run.waits_for(job, waited), waited.name
 
@@ -306,8 +306,7 @@ def test_the_contract_gives_the_job_the_role_and_checkpoint_uri(run: Run) -> Non
 
 # --- interconnect, image, outputs ----------------------------------------------------------
 def test_the_job_requests_efa_devices_from_the_catalog(run: Run) -> None:
-    job = run.one("kubernetes:batch/v1:Job").inputs
-    container = job["spec"]["template"]["spec"]["containers"][0]
+    container = training_pod_template(run)["spec"]["containers"][0]
     efa = machine(Cloud.AWS, "p4d.24xlarge").efa_interfaces
     assert str(container["resources"]["limits"]["vpc.amazonaws.com/efa"]) == str(efa)
     env = {e["name"]: e.get("value") for e in container["env"]}
@@ -347,7 +346,7 @@ def test_fabric_off_has_no_efa_interfaces_plugin_or_devices() -> None:
     assert "networkInterfaces" not in template and "placement" not in template
     assert not run.of_type("aws:ec2/placementGroup:PlacementGroup")
     assert "aws-efa-k8s-device-plugin" not in {r.inputs["chart"] for r in run.of_type(HELM)}
-    container = run.one("kubernetes:batch/v1:Job").inputs["spec"]["template"]["spec"]["containers"][0]
+    container = training_pod_template(run)["spec"]["containers"][0]
     assert "vpc.amazonaws.com/efa" not in container["resources"].get("limits", {})
 
 
@@ -388,3 +387,101 @@ def test_bad_aws_settings_are_refused_before_any_resource(overrides: dict, setti
     run = run_stack("aws", overrides=overrides, expect_error=True)
     assert run.resources == []
     assert f"torchrec-cloud:{setting}" in str(run.error)
+
+
+# --- spot notice -> drain (infra/aws/interruption.py) ---------------------------------------
+QUEUE = "aws:sqs/queue:Queue"
+RULE = "aws:cloudwatch/eventRule:EventRule"
+TARGET = "aws:cloudwatch/eventTarget:EventTarget"
+NTH_TAG = "aws-node-termination-handler/torchrec-cloud-aws-eks"
+
+
+def _nth(run: Run) -> harness.Captured:
+    return run.one(HELM, "node-termination-handler")
+
+
+def test_the_interruption_queue_receives_exactly_spot_notices_maintenance_and_terminations(
+        run: Run) -> None:
+    patterns = sorted((json.loads(r.inputs["eventPattern"]) for r in run.of_type(RULE)),
+                      key=lambda p: p["detail-type"][0])
+    assert patterns == [
+        {"source": ["aws.health"], "detail-type": ["AWS Health Event"],
+         "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}},
+        {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
+         "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}},
+        {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+    ]
+    # Rebalance recommendations and ASG lifecycle actions stay with EKS managed node groups.
+    kinds = {t for r in run.of_type(RULE) for t in json.loads(r.inputs["eventPattern"])["detail-type"]}
+    assert not kinds & {"EC2 Instance Rebalance Recommendation",
+                        "EC2 Instance-terminate Lifecycle Action"}
+
+
+def test_every_rule_sends_to_the_interruption_queue(run: Run) -> None:
+    queue_arn = "arn:aws:sqs:us-east-1:123456789012:torchrec-cloud-aws-nth"  # tests/fakes/aws.py
+    rules = {r.inputs["name"] for r in run.of_type(RULE)}
+    targets = run.of_type(TARGET)
+    assert {t.inputs["rule"] for t in targets} == rules
+    assert all(t.inputs["arn"] == queue_arn for t in targets)
+
+
+def test_only_this_stacks_eventbridge_rules_can_send_to_the_queue(run: Run) -> None:
+    policy = json.loads(run.one("aws:sqs/queuePolicy:QueuePolicy").inputs["policy"])
+    (statement,) = policy["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+    assert statement["Action"] == "sqs:SendMessage"
+    assert statement["Resource"].endswith(":torchrec-cloud-aws-nth")
+    rule_arns = statement["Condition"]["ArnEquals"]["aws:SourceArn"]
+    assert sorted(a.rsplit("/", 1)[1] for a in rule_arns) == sorted(
+        r.inputs["name"] for r in run.of_type(RULE))
+
+
+def test_the_queue_is_encrypted_and_keeps_events_only_as_long_as_a_notice(run: Run) -> None:
+    queue = run.one(QUEUE).inputs
+    assert queue["sqsManagedSseEnabled"] is True
+    assert queue["messageRetentionSeconds"] == 300
+
+
+def test_the_handler_role_only_reads_its_queue_and_describes_instances(run: Run) -> None:
+    policy = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "-nth").inputs["policy"])
+    grants = {(a, s["Resource"]) for s in policy["Statement"] for a in
+              ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    queue = "arn:aws:sqs:us-east-1:123456789012:torchrec-cloud-aws-nth"
+    assert grants == {("sqs:ReceiveMessage", queue), ("sqs:DeleteMessage", queue),
+                      ("ec2:DescribeInstances", "*")}
+    condition = _trust(run, "-nth")["Statement"][0]["Condition"]["StringEquals"]
+    assert condition[f"{OIDC}:sub"] == "system:serviceaccount:kube-system:aws-node-termination-handler"
+
+
+def test_the_handler_chart_is_pinned_and_in_queue_mode(run: Run) -> None:
+    nth = _nth(run).inputs
+    assert nth["chart"] == "oci://public.ecr.aws/aws-ec2/helm/aws-node-termination-handler"
+    assert nth["version"] == "0.27.6"
+    values = nth["values"]
+    assert values["enableSqsTerminationDraining"] is True
+    assert values["queueURL"].endswith("/torchrec-cloud-aws-nth")
+    assert values["awsRegion"] == "us-east-1"
+    assert values["podTerminationGracePeriod"] == -1  # each pod's own grace
+    assert values["checkTagBeforeDraining"] is True and values["managedTag"] == NTH_TAG
+    annotations = values["serviceAccount"]["annotations"]
+    assert annotations["eks.amazonaws.com/role-arn"].endswith(f"{PREFIX}-nth")
+
+
+def test_the_handler_runs_on_the_system_pool_never_on_a_node_it_drains(run: Run) -> None:
+    values = _nth(run).inputs["values"]
+    assert values["nodeSelector"] == {"torchrec-cloud/pool": "system"}
+    assert "tolerations" not in values
+
+
+def test_every_node_groups_instances_carry_the_handlers_tag(run: Run) -> None:
+    for template in run.of_type(LAUNCH_TEMPLATE):
+        specs = template.inputs["tagSpecifications"]
+        assert {"resourceType": "instance", "tags": {NTH_TAG: "true"}} in specs, template.name
+
+
+def test_the_handler_starts_after_its_queue_policy_rules_and_role(run: Run) -> None:
+    nth = _nth(run)
+    for waited in [run.one("aws:sqs/queuePolicy:QueuePolicy"),
+                   run.one("aws:iam/rolePolicy:RolePolicy", "-nth"), *run.of_type(TARGET)]:
+        assert run.waits_for(nth, waited), waited.name

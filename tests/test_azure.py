@@ -17,7 +17,7 @@ from infra.azure.identity import ACR_PULL, AKS_RBAC_CLUSTER_ADMIN, STORAGE_BLOB_
 from infra.azure.network import plan_subnets
 from infra.settings import SettingsError
 from tests.fakes import azure as fake
-from tests.harness import Run, run_stack
+from tests.harness import JOBSET, Run, run_stack, training_pod_template
 
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -37,7 +37,7 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 NIC_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 AZURE_PROVIDER = "pulumi:providers:azure-native"
-JOB = "kubernetes:batch/v1:Job"
+JOB = JOBSET
 COMPONENT = "torchrec-cloud:azure:GpuCluster"
 TIB = 1024**4
 GIB = 1024**3
@@ -247,7 +247,7 @@ def test_infiniband_is_exposed_by_the_rdma_shared_device_plugin(run: Run) -> Non
 
 
 def test_the_training_pod_asks_for_infiniband_and_may_lock_memory(run: Run) -> None:
-    pod = run.one(JOB).inputs["spec"]["template"]["spec"]
+    pod = training_pod_template(run)["spec"]
     (trainer,) = [c for c in pod["containers"] if c["resources"]["limits"].get("rdma/shared_ib")]
     assert trainer["resources"]["limits"]["rdma/shared_ib"] in (1, "1")
     assert "IPC_LOCK" in trainer["securityContext"]["capabilities"]["add"]
@@ -262,7 +262,7 @@ def test_without_fabric_no_network_operator_and_no_rdma() -> None:
     run = run_stack("azure", overrides={"interconnect": {"fabric": False}})
     assert not run.of_type(NIC_POLICY)
     assert [r.inputs["chart"] for r in run.of_type(RELEASE)] == ["gpu-operator"]
-    pod = run.one(JOB).inputs["spec"]["template"]["spec"]
+    pod = training_pod_template(run)["spec"]
     assert all("rdma/shared_ib" not in c["resources"].get("limits", {}) for c in pod["containers"])
 
 
@@ -361,7 +361,7 @@ def test_the_jobs_service_account_carries_the_identity(run: Run) -> None:
     account = run.one("kubernetes:core/v1:ServiceAccount").inputs["metadata"]
     assert account["name"] == "trainer" and account["namespace"] == "torchrec"
     assert account["annotations"]["azure.workload.identity/client-id"] == fake.TRAINER_CLIENT_ID
-    labels = run.one(JOB).inputs["spec"]["template"]["metadata"]["labels"]
+    labels = training_pod_template(run)["metadata"]["labels"]
     assert labels["azure.workload.identity/use"] == "true"
     assert run.outputs["checkpoint_uri"] == "az://checkpoints/dlrm"
 

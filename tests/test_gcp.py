@@ -480,3 +480,44 @@ def test_bad_gcp_settings_are_refused_before_any_resource_exists(case):
 def test_the_stack_file_itself_is_valid(settings):
     assert settings.cloud == Cloud.GCP and settings.gcp.project
     assert Path(harness.ROOT / "Pulumi.gcp.yaml").exists()
+
+
+# --- spot notice -> pod: graceful node shutdown ---------------------------------------------
+@pytest.fixture(scope="module")
+def gke_135_run() -> Run:
+    """The stack on Kubernetes 1.35, where GKE lets a Spot pool extend its shutdown to 120 s."""
+    return run_gcp({"kubernetes": {"version": "1.35"}})
+
+
+def test_on_gke_1_35_the_spot_pool_gives_ordinary_pods_105_of_120_seconds(gke_135_run):
+    pools = gpu_pools(gke_135_run)
+    kubelet = pools["gpuspot"].inputs["nodeConfig"]["kubeletConfig"]
+    assert kubelet == {"shutdownGracePeriodSeconds": 120,
+                       "shutdownGracePeriodCriticalPodsSeconds": 15}
+
+
+def test_only_the_spot_pool_carries_the_spot_shutdown_setting(gke_135_run):
+    # GKE accepts the field on Spot and preemptible VMs only.
+    for name, pool in gpu_pools(gke_135_run).items():
+        if name != "gpuspot":
+            assert "kubeletConfig" not in pool.inputs["nodeConfig"], name
+
+
+def test_below_gke_1_35_no_pool_asks_for_a_shutdown_gke_would_refuse(run):
+    # The stack's 1.33 keeps GKE's default: 30 s in all, 15 s for ordinary pods.
+    for name, pool in gpu_pools(run).items():
+        assert "kubeletConfig" not in pool.inputs["nodeConfig"], name
+
+
+@pytest.mark.parametrize(("version", "grace"), [
+    ("1.33", (30, 15)),
+    ("1.34", (30, 15)),
+    ("1.35", (120, 15)),  # GKE resolves "1.35" to its newest 1.35 build
+    ("1.35.0-gke.1170999", (30, 15)),
+    ("1.35.0-gke.1171000", (120, 15)),
+    ("1.36", (120, 15)),
+])
+def test_the_spot_shutdown_window_follows_the_gke_version(version, grace):
+    from infra.gcp.node_pools import spot_shutdown_grace
+
+    assert spot_shutdown_grace(version) == grace

@@ -29,7 +29,7 @@ BUCKET_TYPES = {
     "azure": {"azure-native:storage:BlobContainer", "azure-native:storage:StorageAccount"},
     "gcp": {"gcp:storage/bucket:Bucket"},
 }
-TRAINING_JOB_TYPES = {"kubernetes:batch/v1:Job", "kubernetes:kubeflow.org/v1:PyTorchJob"}
+TRAINING_JOB_TYPES = {"kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "kubernetes:kubeflow.org/v1:PyTorchJob"}
 
 
 def settings_of(stack: str):

@@ -173,7 +173,7 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("misspelt-key", "aws", {"gpuPools": {"onDemand": {"maxNode": 4}}},
      "gpuPools.onDemand.maxNode", "misspelt"),
     ("misspelt-top-level-key", "azure", {"gpuPool": {}}, "gpuPool", "misspelt"),
-    ("job-kind", "gcp", {"job": {"kind": "MPIJob"}}, "job.kind", "'Job' or 'PyTorchJob'"),
+    ("job-kind", "gcp", {"job": {"kind": "MPIJob"}}, "job.kind", "'JobSet' or 'PyTorchJob'"),
     ("grace-period", "aws", {"job": {"terminationGraceSeconds": 5}},
      "job.terminationGraceSeconds", "greater than or equal to 30"),
 ]

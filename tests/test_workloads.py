@@ -27,7 +27,7 @@ from tests.k8s_manifests import manifests_of, validate_manifests, write_manifest
 KUBERNETES_VERSION = "1.33"
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 ALLOWLIST = Path(__file__).with_name("checkov_allowlist.yaml")
-JOB = "kubernetes:batch/v1:Job"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 
 
@@ -38,14 +38,19 @@ class WorkloadRun:
         self.run, self.outputs, self.cluster = run, outputs, cluster
 
     def workload(self) -> Captured:
-        found = self.run.of_type(JOB) + self.run.of_type(PYTORCHJOB)
+        found = self.run.of_type(JOBSET) + self.run.of_type(PYTORCHJOB)
         assert len(found) == 1, [r.type for r in found]
         return found[0]
 
+    def child_job_spec(self) -> dict[str, Any]:
+        """The JobSet's one replicated Job's spec (batch/v1 JobSpec)."""
+        (replicated,) = self.workload().inputs["spec"]["replicatedJobs"]
+        return replicated["template"]["spec"]
+
     def pod_spec(self) -> dict[str, Any]:
         spec = self.workload().inputs["spec"]
-        if "template" in spec:
-            return spec["template"]["spec"]
+        if "replicatedJobs" in spec:
+            return self.child_job_spec()["template"]["spec"]
         return spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
 
     def container(self) -> dict[str, Any]:
@@ -165,7 +170,7 @@ def test_workload_identity_binding_is_on_the_service_account_and_pods(runs):
     scenario = runs["azure"]
     account = scenario.run.one("kubernetes:core/v1:ServiceAccount")
     assert account.inputs["metadata"]["annotations"] == FLAVOURS["azure"].annotations
-    pod_labels = scenario.workload().inputs["spec"]["template"]["metadata"]["labels"]
+    pod_labels = scenario.child_job_spec()["template"]["metadata"]["labels"]
     assert pod_labels["azure.workload.identity/use"] == "true"
     assert scenario.pod_spec()["serviceAccountName"] == account.inputs["metadata"]["name"]
     env = {e["name"]: e["value"] for e in scenario.container()["env"]}
@@ -230,31 +235,73 @@ def test_namespace_admits_no_more_than_the_pods_need(runs):
 
 # --- the job --------------------------------------------------------------------------------
 
-def test_job_runs_one_indexed_pod_per_node(runs):
-    spec = runs["aws"].workload().inputs["spec"]
+def test_job_runs_one_indexed_pod_per_node_as_one_gang(runs):
+    scenario = runs["aws"]
+    jobset = scenario.workload().inputs["spec"]
+    (replicated,) = jobset["replicatedJobs"]
+    assert replicated["replicas"] == 1
+    spec = scenario.child_job_spec()
     assert spec["completionMode"] == "Indexed"
     assert spec["completions"] == spec["parallelism"] == 2
-    assert spec["backoffLimit"] == 3
-    assert spec["template"]["spec"]["terminationGracePeriodSeconds"] == 120
+    assert spec["backoffLimit"] == 0  # any counted failure ends this generation of the gang
+    assert jobset["failurePolicy"]["maxRestarts"] == 3  # job.backoffLimit: crashes only
+    # Every old pod is gone before the new generation starts: a clean rendezvous every time.
+    assert jobset["failurePolicy"]["restartStrategy"] == "BlockingRecreate"
+    assert jobset["successPolicy"] == {"operator": "All"}
 
 
-def test_preemption_does_not_count_against_the_backoff_limit(runs):
-    spec = runs["aws-spot"].workload().inputs["spec"]
-    first = spec["podFailurePolicy"]["rules"][0]
-    assert first["action"] == "Ignore"
-    assert first["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
-    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+def test_pod_grace_comes_from_the_pool_s_stop_budget(runs):
+    from infra.preemption import stop_budget
+
+    on_demand = runs["aws"].pod_spec()["terminationGracePeriodSeconds"]
+    assert on_demand == stop_budget("aws", False, 120).pod_grace_seconds == 120
+    spot = runs["aws-spot"]
+    budget = stop_budget("aws", True, 120)
+    assert spot.pod_spec()["terminationGracePeriodSeconds"] == budget.pod_grace_seconds
+    assert f"--shutdown_timeout={budget.shutdown_timeout_seconds}" in spot.container()["command"][2]
+    assert spot.flags()["save_deadline_seconds"] == str(budget.save_deadline_seconds)
+    assert (budget.save_deadline_seconds < budget.shutdown_timeout_seconds
+            < budget.pod_grace_seconds <= budget.notice.notice_seconds)
+
+
+def test_preemption_restarts_the_gang_without_using_the_retry_budget(runs):
+    from trainer.exit_codes import RESUME
+
+    spot = runs["aws-spot"]
+    rules = spot.child_job_spec()["podFailurePolicy"]["rules"]
+    assert {"action": "FailJob", "onPodConditions": [
+        {"type": "DisruptionTarget", "status": "True"}]} in rules
+    assert {"action": "FailJob", "onExitCodes": {
+        "containerName": "trainer", "operator": "In", "values": [RESUME]}} in rules
+    jobset_rules = spot.workload().inputs["spec"]["failurePolicy"]["rules"]
+    assert jobset_rules[-1]["action"] == "RestartJobSetAndIgnoreMaxRestarts"
+    assert jobset_rules[-1]["onJobFailureReasons"] == ["PodFailurePolicy"]
+    assert spot.pod_spec()["restartPolicy"] == "Never"
 
 
 def test_bad_trainer_flags_fail_the_job_at_once(runs):
     scenario = runs["aws"]
-    rules = scenario.workload().inputs["spec"]["podFailurePolicy"]["rules"]
-    fail = [r for r in rules if r["action"] == "FailJob"]
-    assert fail == [{"action": "FailJob", "onExitCodes": {
-        "containerName": "trainer", "operator": "In", "values": [2]}}]
+    rules = scenario.child_job_spec()["podFailurePolicy"]["rules"]
+    assert rules[0] == {"action": "FailJob", "onExitCodes": {
+        "containerName": "trainer", "operator": "In", "values": [2]}}
+    first = scenario.workload().inputs["spec"]["failurePolicy"]["rules"][0]
+    assert first["action"] == "FailJobSet"
+    assert re.search(first["onJobFailureMessagePatterns"][0],
+                     "Container trainer for pod torchrec/dlrm-node-0-1-x7k2p failed with exit "
+                     "code 2 matching FailJob rule at index 0")
+    assert not re.search(first["onJobFailureMessagePatterns"][0],
+                         "Container trainer for pod torchrec/dlrm-node-0-1-x7k2p failed with exit "
+                         "code 143 matching FailJob rule at index 1")
     script = scenario.container()["command"][2]
     assert "parse_config" in script and "|| exit 2" in script
-    assert script.index("parse_config") < script.index("exec torchrun")
+    assert script.index("parse_config") < script.index("exec python -m trainer.launch")
+
+
+def test_jobset_controller_is_installed_pinned_before_the_job(runs):
+    scenario = runs["aws"]
+    controller = scenario.run.one("kubernetes:yaml/v2:ConfigFile")
+    assert controller.inputs["file"].endswith("/jobset/releases/download/v0.12.0/manifests.yaml")
+    assert scenario.run.waits_for(scenario.workload(), controller)
 
 
 def test_rendezvous_endpoint_is_pod_zero_through_the_headless_service(runs):
@@ -262,15 +309,17 @@ def test_rendezvous_endpoint_is_pod_zero_through_the_headless_service(runs):
     service = scenario.run.one("kubernetes:core/v1:Service")
     spec = service.inputs["spec"]
     assert spec["clusterIP"] == "None"
+    assert spec["publishNotReadyAddresses"] is True
     assert [p["port"] for p in spec["ports"]] == [29500]
-    pod_labels = scenario.workload().inputs["spec"]["template"]["metadata"]["labels"]
+    pod_labels = scenario.child_job_spec()["template"]["metadata"]["labels"]
     assert spec["selector"].items() <= pod_labels.items()
     name = service.inputs["metadata"]["name"]
-    assert scenario.pod_spec()["subdomain"] == name
+    network = scenario.workload().inputs["spec"]["network"]
+    assert network["subdomain"] == name and network["enableDNSHostnames"] is True
     script = scenario.container()["command"][2]
-    assert f"--rdzv_endpoint=dlrm-0.{name}.torchrec.svc.cluster.local:29500" in script
+    assert f"--rdzv_endpoint=dlrm-node-0-0.{name}.torchrec.svc.cluster.local:29500" in script
     for option in ("--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d", "--rdzv_id=dlrm",
-                   "-m trainer"):
+                   "--max_restarts=0", "-m trainer"):
         assert option in script
 
 
@@ -372,7 +421,7 @@ def test_only_the_jobs_own_pods_may_connect_to_it(runs):
     scenario = runs["aws"]
     policy = scenario.run.one("kubernetes:networking.k8s.io/v1:NetworkPolicy").inputs["spec"]
     selector = policy["podSelector"]["matchLabels"]
-    pod_labels = scenario.workload().inputs["spec"]["template"]["metadata"]["labels"]
+    pod_labels = scenario.child_job_spec()["template"]["metadata"]["labels"]
     assert selector.items() <= pod_labels.items()
     assert policy["ingress"] == [{"from": [{"podSelector": {"matchLabels": selector}}]}]
     assert "ports" not in policy["ingress"][0]  # rendezvous and NCCL ports alike
@@ -383,11 +432,11 @@ def test_only_the_jobs_own_pods_may_connect_to_it(runs):
 
 def test_pytorchjob_is_elastic_and_waits_for_the_training_operator(runs):
     scenario = runs["gcp-pytorchjob"]
-    assert not scenario.run.of_type(JOB)
+    assert not scenario.run.of_type(JOBSET)
     job = scenario.workload()
     spec = job.inputs["spec"]
     assert spec["elasticPolicy"] == {"rdzvBackend": "c10d", "minReplicas": 3, "maxReplicas": 3,
-                                     "maxRestarts": 3}
+                                     "maxRestarts": 0}
     assert spec["nprocPerNode"] == "8"
     worker = spec["pytorchReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 3
@@ -412,7 +461,8 @@ def test_pytorchjob_shares_the_pod_template_of_the_indexed_job(runs):
 def test_outputs_name_the_job_and_how_to_follow_it(runs):
     outputs = runs["aws"].outputs
     assert outputs["job_name"] == "dlrm"
-    assert "kubectl -n torchrec get pods -l job-name=dlrm -w" in outputs["watch_commands"]
+    assert ("kubectl -n torchrec get pods -l jobset.sigs.k8s.io/jobset-name=dlrm -w"
+            in outputs["watch_commands"])
     assert any("batch.kubernetes.io/job-completion-index=0" in c and "logs -f" in c
                for c in outputs["watch_commands"])
     elastic = runs["gcp-pytorchjob"].outputs["watch_commands"]
@@ -434,7 +484,7 @@ def test_manifests_are_valid_kubernetes(runs):
         kinds = {m["kind"] for m in manifests}
         assert {"Namespace", "ServiceAccount", "PersistentVolume", "PersistentVolumeClaim",
                 "Service", "NetworkPolicy"} <= kinds
-        assert kinds & {"Job", "PyTorchJob"}
+        assert kinds & {"JobSet", "PyTorchJob"}
 
 
 def test_checkov_finds_no_failed_check(runs, tmp_path):

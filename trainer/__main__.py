@@ -1,5 +1,10 @@
 """Entry point: ``python -m trainer`` or ``torchrun ... -m trainer``. Parse, build, run,
-always clean up. Exit code 0 also after a SIGTERM (the state is saved first)."""
+always clean up.
+
+Exit status (trainer/exit_codes.py): 0 only when training reached its end; RESUME after a stop
+for preemption (SIGTERM on any rank: every rank agrees to stop, saves if the deadline allows)
+or a lost peer (a collective failed because another rank or node went away); CONFIG_ERROR for
+bad flags; anything else is a crash."""
 
 import logging
 import os
@@ -7,17 +12,19 @@ import sys
 import warnings
 
 from trainer.config import parse_config
+from trainer.exit_codes import RESUME
+from trainer.peers import is_lost_peer
 
 
 def main() -> int:
-    cfg = parse_config()  # bad flags exit here (status 2), before torch is even imported
+    cfg = parse_config()  # bad flags exit here (CONFIG_ERROR), before torch is even imported
     import torch.distributed as dist
 
     from trainer.distributed import init_distributed
     from trainer.train import StopFlag, Trainer
 
     stop = StopFlag()
-    stop.install()  # from here on a SIGTERM (spot notice) means: save at the next step, exit 0
+    stop.install()  # from here on a SIGTERM (spot notice) means: stop together, save, resume later
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Library deprecation chatter (torchrec/fbgemm internals, not our calls) hides the metrics.
     for module in ("torchrec", "fbgemm_gpu", "torch.distributed"):
@@ -27,12 +34,20 @@ def main() -> int:
     logging.getLogger("torchrec.distributed.planner.storage_reservations").setLevel(logging.ERROR)
     ctx = init_distributed()
     try:
-        Trainer(cfg, ctx, stop).run()
-        dist.barrier()  # no rank tears its group down while a peer still talks to it
-    except BaseException:
-        dist.destroy_process_group()
-        raise
-    return 0
+        summary = Trainer(cfg, ctx, stop).run()
+        if not summary["preempted"]:
+            dist.barrier()  # no rank tears its group down while a peer still talks to it
+    except Exception as err:
+        if not is_lost_peer(err):
+            raise  # a crash: the job counts it
+        # Another rank or node is gone (SIGKILL, node loss). The newest complete checkpoint
+        # is the resume point; the gang restarts as a whole.
+        first_line = (str(err).splitlines() or [""])[0][:300]
+        logging.getLogger("trainer").warning("lost a peer (%s: %s): exit %d (resume)",
+                                             type(err).__name__, first_line, RESUME)
+        return RESUME
+    # A preempted rank leaves at once: its peers may already be gone, so no final barrier.
+    return RESUME if summary["preempted"] else 0
 
 
 def exit_without_teardown(code: int) -> None:

@@ -1,49 +1,59 @@
-"""The container's command: check the trainer's flags once, then hand over to torchrun.
+"""The container's command: check the trainer's flags once, then hand over to the launcher.
 
-torchrun turns any worker failure into its own exit status 1, so a typo in `trainerArgs` would
-look like a crash and be retried `backoffLimit` times on every GPU node. Parsing the flags first
-(trainer.config.parse_config exits 2 on a bad flag, and checks the dataset path exists) lets the
-Job's podFailurePolicy fail the whole job at once on exit code 2.
+`python -m trainer.launch` is torchrun's own agent with one exit status Kubernetes can act on
+(trainer/launch.py): 0 only when training finished, RESUME after a preemption or a lost peer,
+CONFIG_ERROR for bad flags, anything else a crash. Parsing the flags first (parse_config exits
+CONFIG_ERROR on a bad flag or a missing dataset) fails the whole job at once on a typo instead
+of starting every GPU node's workers.
 """
 
 from __future__ import annotations
 
 import shlex
 
+from infra.preemption import StopBudget
 from infra.settings.model import Job
+from trainer.exit_codes import CONFIG_ERROR
 from workloads.names import JobNames
 
-CONFIG_ERROR_EXIT_CODE = 2
 _CHECK_FLAGS = (
     "python -c 'import sys; from trainer.config import parse_config; "
-    "parse_config(sys.argv[1:])' \"$@\" || exit " + str(CONFIG_ERROR_EXIT_CODE)
+    "parse_config(sys.argv[1:])' \"$@\" || exit " + str(CONFIG_ERROR)
 )
 
 
-def torchrun_options(job: Job, names: JobNames) -> list[str]:
-    """Static c10d rendezvous on pod 0 of the Indexed Job, found through the headless service."""
+def launcher_options(budget: StopBudget) -> list[str]:
+    """What both job kinds pass to the agent: no in-place restarts (the gang restarts as a
+    whole, by the job's rules) and the shutdown timeout that fits the cloud's notice."""
+    return [
+        "--max_restarts=0",
+        f"--shutdown_timeout={budget.shutdown_timeout_seconds}",
+    ]
+
+
+def rendezvous_options(job: Job, names: JobNames) -> list[str]:
+    """c10d rendezvous hosted by the agent on pod 0, found through the headless service."""
     return [
         f"--nnodes={job.nodes}",
         f"--nproc_per_node={job.processes_per_node}",
         "--rdzv_backend=c10d",
         f"--rdzv_endpoint={names.rendezvous_endpoint}",
         f"--rdzv_id={names.job}",
-        # A worker that dies (or a peer replaced after preemption) re-rendezvouses in place.
-        f"--max_restarts={job.backoff_limit}",
     ]
 
 
 def shell_command(options: list[str]) -> list[str]:
     """`sh -c SCRIPT trainer`: the trainer flags follow as the container's args ("$@")."""
-    torchrun = " ".join(["exec torchrun", *map(shlex.quote, options), "-m trainer \"$@\""])
-    return ["/bin/sh", "-c", f"{_CHECK_FLAGS}\n{torchrun}", "trainer"]
+    launch = " ".join(["exec python -m trainer.launch", *map(shlex.quote, options),
+                       "-m trainer \"$@\""])
+    return ["/bin/sh", "-c", f"{_CHECK_FLAGS}\n{launch}", "trainer"]
 
 
-def job_command(job: Job, names: JobNames) -> list[str]:
-    return shell_command(torchrun_options(job, names))
+def job_command(job: Job, names: JobNames, budget: StopBudget) -> list[str]:
+    return shell_command([*rendezvous_options(job, names), *launcher_options(budget)])
 
 
-def pytorchjob_command() -> list[str]:
-    """The training operator sets PET_NNODES, PET_RDZV_* and PET_NPROC_PER_NODE, which torchrun
-    reads as its defaults, so the command carries no rendezvous options."""
-    return shell_command([])
+def pytorchjob_command(budget: StopBudget) -> list[str]:
+    """The training operator sets PET_NNODES, PET_RDZV_* and PET_NPROC_PER_NODE, which the
+    agent's parser reads as its defaults, so the command carries no rendezvous options."""
+    return shell_command(launcher_options(budget))

@@ -13,7 +13,8 @@ import pulumi
 
 from infra.contract import GpuCluster
 from infra.settings.model import Checkpoints, Dataset, Job, JobKind
-from workloads import batch_job, identity, network_policy, pytorchjob, service, storage
+from infra.preemption import stop_budget
+from workloads import identity, jobset, network_policy, pytorchjob, service, storage
 from workloads.command import job_command, pytorchjob_command
 from workloads.flags import trainer_flags
 from workloads.names import PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
@@ -58,19 +59,21 @@ class TrainingJob(pulumi.ComponentResource):
         policy = network_policy.same_job_only(f"{name}-network-policy", names, opts_for(ns))
         before_job = [fs_ready, ns, account, volume, claim, headless, policy]
 
-        flags = trainer_flags(cluster, job, args.checkpoints, args.dataset)
+        pool = cluster.gpu_pools[job.pool.value]
+        budget = stop_budget(cluster.cloud, pool.spot, job.termination_grace_seconds)
+        flags = trainer_flags(cluster, job, args.checkpoints, args.dataset, budget)
         if job.kind == JobKind.PYTORCH_JOB:
             operator = pytorchjob.training_operator(f"{name}-training-operator", opts_for())
-            template = pod_template(cluster, job, names, ContainerSpec(
-                PYTORCHJOB_CONTAINER, pytorchjob_command(), flags, pytorchjob.PORT_NAME))
+            template = pod_template(cluster, job, names, budget, ContainerSpec(
+                PYTORCHJOB_CONTAINER, pytorchjob_command(budget), flags, pytorchjob.PORT_NAME))
             workload: pulumi.CustomResource = pytorchjob.pytorch_job(
                 f"{name}-pytorchjob", names, job, template, opts_for(*before_job, operator))
         else:
-            template = pod_template(cluster, job, names, ContainerSpec(
-                TRAINER_CONTAINER, job_command(job, names), flags, "rendezvous"),
-                subdomain=names.service)
-            workload = batch_job.indexed_job(f"{name}-job", names, job, template,
-                                             opts_for(*before_job))
+            controller = jobset.jobset_controller(f"{name}-jobset-controller", opts_for())
+            template = pod_template(cluster, job, names, budget, ContainerSpec(
+                TRAINER_CONTAINER, job_command(job, names, budget), flags, "rendezvous"))
+            workload = jobset.job_set(f"{name}-jobset", names, job, TRAINER_CONTAINER, template,
+                                      opts_for(*before_job, controller))
 
         # Resolved once the job object exists, so a stack output never names a job not yet made.
         self.job_name = workload.id.apply(lambda _: names.job)

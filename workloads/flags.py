@@ -11,10 +11,12 @@ from collections.abc import Mapping
 import pulumi
 
 from infra.contract import GpuCluster
+from infra.preemption import StopBudget
 from infra.settings.model import CheckpointLocation, Checkpoints, Dataset, Job, TrainerArgValue
 
-STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "keep_checkpoints", "dataset_path",
-               "metrics_file", "tensorboard_dir")
+STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
+               "keep_checkpoints", "save_deadline_seconds", "dataset_path", "metrics_file",
+               "tensorboard_dir")
 
 
 def format_value(value: TrainerArgValue) -> str:
@@ -38,15 +40,20 @@ def checkpoint_dir(cluster: GpuCluster, checkpoints: Checkpoints, job: Job) -> p
     return f"{cluster.shared_file_system.mount_path}/checkpoints/{job.name}"
 
 
-def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints,
-                dataset: Dataset) -> list[pulumi.Input[str]]:
+def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset: Dataset,
+                budget: StopBudget) -> list[pulumi.Input[str]]:
     mount = cluster.shared_file_system.mount_path
     flags: list[pulumi.Input[str]] = []
     if checkpoints.enabled:
+        spot = cluster.gpu_pools[job.pool.value].spot
         flags += [
             pulumi.Output.concat("--checkpoint_dir=", checkpoint_dir(cluster, checkpoints, job)),
             f"--checkpoint_every={checkpoints.every_steps}",
+            # On spot a save on SIGTERM may not fit the notice: bound the work a
+            # preemption can lose by time as well as by steps.
+            f"--checkpoint_every_seconds={checkpoints.every_seconds if spot else 0}",
             f"--keep_checkpoints={checkpoints.keep}",
+            f"--save_deadline_seconds={budget.save_deadline_seconds}",
         ]
     if dataset.path:
         flags.append(f"--dataset_path={mount}/{dataset.path.strip('/')}")
@@ -57,7 +64,8 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints,
     return flags
 
 
-def trainer_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints,
-                  dataset: Dataset) -> list[pulumi.Input[str]]:
+def trainer_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset: Dataset,
+                  budget: StopBudget) -> list[pulumi.Input[str]]:
     """User flags first, then the stack's (argparse keeps the last value of a repeated flag)."""
-    return [*user_flags(job.trainer_args), *stack_flags(cluster, job, checkpoints, dataset)]
+    return [*user_flags(job.trainer_args),
+            *stack_flags(cluster, job, checkpoints, dataset, budget)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.settings.model import Job
+from infra.settings.model import JOBSET_REPLICATED_JOB, Job
 
 RENDEZVOUS_PORT = 29500  # torchrun's default c10d port
 TRAINER_CONTAINER = "trainer"
@@ -48,9 +48,10 @@ class JobNames:
 
     @property
     def rendezvous_endpoint(self) -> str:
-        """Pod 0's stable DNS name through the headless service, plus the c10d port."""
-        return (f"{self.job}-0.{self.service}.{self.namespace}.svc.cluster.local"
-                f":{RENDEZVOUS_PORT}")
+        """Pod 0's stable DNS name through the headless service, plus the c10d port. JobSet
+        names pod i of its replicated job `<jobset>-<replicated job>-<job index>-<i>`."""
+        return (f"{self.job}-{JOBSET_REPLICATED_JOB}-0-0.{self.service}.{self.namespace}"
+                f".svc.cluster.local:{RENDEZVOUS_PORT}")
 
     @property
     def selector(self) -> dict[str, str]:

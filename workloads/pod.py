@@ -14,6 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.contract import GpuCluster, GpuPool
+from infra.preemption import StopBudget
 from infra.settings.model import Job
 from workloads.names import RENDEZVOUS_PORT, JobNames
 from workloads.sizing import pod_size
@@ -130,8 +131,9 @@ def volumes(names: JobNames, shm_gib: int) -> list[core.VolumeArgs]:
     ]
 
 
-def pod_template(cluster: GpuCluster, job: Job, names: JobNames, container: ContainerSpec,
-                 subdomain: str | None = None) -> core.PodTemplateSpecArgs:
+def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBudget,
+                 container: ContainerSpec) -> core.PodTemplateSpecArgs:
+    """The pod both job kinds run; its grace is the pool's stop budget (infra/preemption.py)."""
     pool = job_pool(cluster, job)
     size = pod_size(pool, cluster.interconnect)
     quantities = size.quantities()
@@ -163,9 +165,8 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, container: Cont
             # metadata server); the trainer never calls the Kubernetes API.
             automount_service_account_token=False,
             enable_service_links=False,
-            restart_policy="Never",  # required by podFailurePolicy; the Job replaces pods
-            termination_grace_period_seconds=job.termination_grace_seconds,
-            subdomain=subdomain,
+            restart_policy="Never",  # required by podFailurePolicy; JobSet recreates the gang
+            termination_grace_period_seconds=budget.pod_grace_seconds,
             tolerations=tolerations(pool),
             affinity=node_affinity(pool),
             security_context=core.PodSecurityContextArgs(

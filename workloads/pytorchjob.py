@@ -18,7 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.settings.model import Job
-from workloads.batch_job import SKIP_AWAIT
+from workloads.jobset import SKIP_AWAIT
 from workloads.names import JobNames
 
 TRAINING_OPERATOR_VERSION = "v1.9.1"
@@ -49,14 +49,18 @@ def pytorch_job(name: str, names: JobNames, job: Job,
                 "rdzvBackend": "c10d",
                 "minReplicas": job.nodes,  # the sharding plan is made for this world size
                 "maxReplicas": job.nodes,
-                "maxRestarts": job.backoff_limit,
+                # No in-place restart by the agent: a node that comes back after a preemption
+                # must not join a half-torn gang (trainer/launch.py, ../shared/TESTING.md).
+                "maxRestarts": 0,
             },
             "runPolicy": {"backoffLimit": job.backoff_limit, "cleanPodPolicy": "None"},
             "pytorchReplicaSpecs": {
                 "Worker": {
                     "replicas": job.nodes,
-                    # Exit codes above 128 (SIGTERM/SIGKILL on preemption) restart the pod;
-                    # 1-127 (a real error, or bad flags) fail it.
+                    # The operator recreates a pod that exits 128-255 without counting it
+                    # (trainer.exit_codes.RESUME is 143: every rank of a preempted gang exits
+                    # with it, so the whole gang comes back) and fails the job on 1-127 (bad
+                    # flags, a crash). Weaker than the JobSet kind: a crash is not retried.
                     "restartPolicy": "ExitCode",
                     "template": template,
                 },

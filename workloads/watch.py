@@ -16,8 +16,9 @@ def watch_commands(names: JobNames, kind: JobKind) -> list[str]:
             f"{ns} get pods -l {pods} -w",
             f"{ns} logs -f -l {rank0}",
         ]
+    pods = f"jobset.sigs.k8s.io/jobset-name={names.job}"
     return [
-        f"{ns} get job {names.job} -w",
-        f"{ns} get pods -l job-name={names.job} -w",
-        f"{ns} logs -f -l job-name={names.job},{COMPLETION_INDEX_LABEL}=0",
+        f"{ns} get jobset {names.job} -w",
+        f"{ns} get pods -l {pods} -w",
+        f"{ns} logs -f -l {pods},{COMPLETION_INDEX_LABEL}=0",
     ]

@@ -6,7 +6,15 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.aws import addons, cluster as eks_cluster, identity, network, node_groups, storage
+from infra.aws import (
+    addons,
+    cluster as eks_cluster,
+    identity,
+    interruption,
+    network,
+    node_groups,
+    storage,
+)
 from infra.aws.interconnect import efa_interconnect
 from infra.aws.registry import trainer_image
 from infra.catalog import Cloud, machine
@@ -79,12 +87,19 @@ class AwsGpuCluster(pulumi.ComponentResource):
             for addon in addons.BEFORE_NODES
         ]
 
+        # --- spot notice -> drain: queue, rules and the handler's role (infra/aws/interruption.py)
+        notices = interruption.create_queue(prefix, aws_opts)
+        nth_role, nth_policy = interruption.create_handler_role(
+            prefix, notices.queue, oidc_arn, oidc_issuer, aws_opts)
+        instance_tags = {interruption.managed_tag(cluster_name): "true"}
+
         # --- node groups ---------------------------------------------------------------------
         groups = storage.create_security_groups(prefix, net.vpc.id, aws_opts)
         node_opts = pulumi.ResourceOptions.merge(
             component_opts, pulumi.ResourceOptions(depends_on=early_addons))
         system_group = node_groups.system_node_group(
-            prefix, cluster, s.system_pool, node_role.arn, private_ids, aws_opts, node_opts)
+            prefix, cluster, s.system_pool, node_role.arn, private_ids, instance_tags, aws_opts,
+            node_opts)
         gpu_node_sgs = [cluster.cluster_security_group_id, groups.gpu_nodes.id]
         plans = [node_groups.gpu_pool_plan(
             key.value, pool, machine(Cloud.AWS, pool.machine_type), spot=key == PoolChoice.SPOT,
@@ -94,7 +109,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         for plan in plans:
             group, _placement = node_groups.gpu_node_group(
                 prefix, cluster, plan, node_role.arn, net.private_subnets[gpu_zone].id,
-                gpu_zone, gpu_node_sgs, aws_opts, node_opts)
+                gpu_zone, gpu_node_sgs, instance_tags, aws_opts, node_opts)
             gpu_groups.append(group)
         all_groups = [system_group, *gpu_groups]
 
@@ -119,6 +134,13 @@ class AwsGpuCluster(pulumi.ComponentResource):
             addons.helm_release(prefix, addons.FSX_CSI_DRIVER,
                                 addons.fsx_csi_values(fsx_csi_role.arn, taints), helm_opts),
         ]
+        charts.append(interruption.create_handler(
+            prefix,
+            interruption.handler_values(
+                notices.queue.url, s.region, nth_role.arn, cluster_name,
+                {node_groups.POOL_LABEL: s.system_pool.name}),
+            pulumi.ResourceOptions.merge(helm_opts, pulumi.ResourceOptions(
+                depends_on=[*notices.ready, nth_policy]))))
         if any(plan.efa for plan in plans):
             charts.append(addons.helm_release(
                 prefix, addons.EFA_DEVICE_PLUGIN,

@@ -6,6 +6,7 @@ the root volume nor lets us combine IMDSv2, EFA interfaces and a placement group
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
@@ -71,16 +72,26 @@ def _root_volume(size_gib: int) -> list[aws.ec2.LaunchTemplateBlockDeviceMapping
     )]
 
 
-def system_launch_template(prefix: str, opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
+def _instance_tags(tags: Mapping[str, str]) -> list[aws.ec2.LaunchTemplateTagSpecificationArgs]:
+    # Managed node groups copy a launch template's instance tags onto every instance they launch
+    # (https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html, "Tagging Amazon EC2
+    # instances"): this is how the interruption handler recognises this cluster's nodes.
+    return [aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags=dict(tags))]
+
+
+def system_launch_template(prefix: str, instance_tags: Mapping[str, str],
+                           opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
     """No security groups here: EKS then attaches the cluster security group itself."""
     return aws.ec2.LaunchTemplate(
         f"{prefix}-system", metadata_options=_metadata(),
-        block_device_mappings=_root_volume(SYSTEM_ROOT_GIB), update_default_version=True,
+        block_device_mappings=_root_volume(SYSTEM_ROOT_GIB),
+        tag_specifications=_instance_tags(instance_tags), update_default_version=True,
         opts=opts)
 
 
 def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: list,
                         placement_group: aws.ec2.PlacementGroup | None,
+                        instance_tags: Mapping[str, str],
                         opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
     """IMDSv2, encrypted root, one EFA interface per network card, the placement group."""
     machine = plan.pool.machine
@@ -102,7 +113,8 @@ def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: li
         f"{prefix}-{plan.key}", metadata_options=_metadata(),
         block_device_mappings=_root_volume(GPU_ROOT_GIB),
         network_interfaces=network_interfaces, vpc_security_group_ids=vpc_security_group_ids,
-        placement=placement, update_default_version=True, opts=opts)
+        placement=placement, tag_specifications=_instance_tags(instance_tags),
+        update_default_version=True, opts=opts)
 
 
 def _template_ref(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTemplateArgs:
@@ -112,10 +124,10 @@ def _template_ref(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTe
 
 def system_node_group(prefix: str, cluster: eks.Cluster, pool: NodePool,
                       node_role_arn: pulumi.Input[str], subnet_ids: list,
-                      resource_opts: pulumi.ResourceOptions,
+                      instance_tags: Mapping[str, str], resource_opts: pulumi.ResourceOptions,
                       opts: pulumi.ResourceOptions) -> eks.ManagedNodeGroup:
     """`resource_opts` for the AWS resources, `opts` for the pulumi-eks component."""
-    template = system_launch_template(prefix, resource_opts)
+    template = system_launch_template(prefix, instance_tags, resource_opts)
     return eks.ManagedNodeGroup(
         f"{prefix}-{pool.name}",
         eks.ManagedNodeGroupArgs(
@@ -132,8 +144,8 @@ def system_node_group(prefix: str, cluster: eks.Cluster, pool: NodePool,
 
 def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
                    node_role_arn: pulumi.Input[str], subnet_id: pulumi.Input[str], zone: str,
-                   security_group_ids: list, resource_opts: pulumi.ResourceOptions,
-                   opts: pulumi.ResourceOptions
+                   security_group_ids: list, instance_tags: Mapping[str, str],
+                   resource_opts: pulumi.ResourceOptions, opts: pulumi.ResourceOptions
                    ) -> tuple[eks.ManagedNodeGroup, aws.ec2.PlacementGroup | None]:
     """One GPU group in the GPU zone's private subnet, in its own cluster placement group."""
     placement_group = None
@@ -142,7 +154,7 @@ def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
             f"{prefix}-{plan.key}", strategy=aws.ec2.PlacementStrategy.CLUSTER,
             tags={"Name": f"{prefix}-{plan.key}", "zone": zone}, opts=resource_opts)
     template = gpu_launch_template(prefix, plan, security_group_ids, placement_group,
-                                   resource_opts)
+                                   instance_tags, resource_opts)
     pool = plan.pool
     group = eks.ManagedNodeGroup(
         f"{prefix}-{pool.name}",

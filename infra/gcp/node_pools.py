@@ -26,6 +26,21 @@ GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
 GPU_DRIVER_VERSION = "LATEST"  # GKE installs the newest driver for the node version
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # IAM roles limit access
 
+# Spot preemption: GKE's kubelet shuts the node down gracefully on the preemption notice (ACPI
+# soft off), by default 30 s in all: 15 s for ordinary pods, then 15 s for system-critical pods
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms, "Termination and graceful
+# shutdown of Spot VMs"). A Standard Spot pool can extend the total to 120 s through the node
+# system config's kubelet fields, on a control plane at GKE 1.35.0-gke.1171000 or later (same
+# page; https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config). The API
+# allows shutdownGracePeriodSeconds in {0, 30, 120} on Spot VMs only, and the critical-pods share
+# <= it (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeConfig,
+# NodeKubeletConfig). Critical pods keep GKE's default 15 s: they are the node's networking and
+# the GKE metadata server, which the training pod needs to write its last checkpoint; they stop
+# only after ordinary pods, so the training pod gets 120 - 15 = 105 s.
+SPOT_SHUTDOWN_GRACE_SECONDS = 120
+SPOT_SHUTDOWN_GRACE_CRITICAL_PODS_SECONDS = 15
+SPOT_SHUTDOWN_MIN_GKE_VERSION = (1, 35, 0, 1171000)  # 1.35.0-gke.1171000
+
 
 @dataclass(frozen=True)
 class Pools:
@@ -65,9 +80,50 @@ def _management() -> gcp.container.NodePoolManagementArgs:
     return gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True)
 
 
+def gke_version_key(version: str) -> tuple[int, ...]:
+    """'1.35.0-gke.1171000' -> (1, 35, 0, 1171000); '1.35' -> (1, 35)."""
+    release, _, build = version.partition("-gke.")
+    parts = [int(part) for part in release.split(".") if part.isdigit()]
+    return (*parts, int(build)) if build.isdigit() else tuple(parts)
+
+
+def spot_shutdown_extended(version: str) -> bool:
+    """Whether a control plane created at `version` accepts the 120 s Spot shutdown.
+
+    A minor-only version ('1.35', what the settings take) makes GKE pick "the highest valid
+    patch+gke.N patch in the 1.X version" (Cluster.initialClusterVersion,
+    https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters),
+    never older than the first build that offers the setting.
+    """
+    key = gke_version_key(version)
+    minimum = SPOT_SHUTDOWN_MIN_GKE_VERSION
+    if key[:2] != minimum[:2]:
+        return key[:2] > minimum[:2]
+    return len(key) == 2 or key >= minimum
+
+
+def spot_shutdown_grace(version: str) -> tuple[int, int]:
+    """(total, critical-pods) seconds of graceful node shutdown a Spot node gives: ordinary pods,
+    the training pod among them, get total - critical from the preemption notice on."""
+    if spot_shutdown_extended(version):
+        return SPOT_SHUTDOWN_GRACE_SECONDS, SPOT_SHUTDOWN_GRACE_CRITICAL_PODS_SECONDS
+    return 30, 15  # GKE's default on Spot VMs (spot-vms page above)
+
+
+def spot_kubelet_config(version: str
+                        ) -> gcp.container.NodePoolNodeConfigKubeletConfigArgs | None:
+    """The kubelet fields that extend a Spot node's graceful shutdown, where GKE accepts them."""
+    if not spot_shutdown_extended(version):
+        return None
+    total, critical = spot_shutdown_grace(version)
+    return gcp.container.NodePoolNodeConfigKubeletConfigArgs(
+        shutdown_grace_period_seconds=total,
+        shutdown_grace_period_critical_pods_seconds=critical)
+
+
 def gpu_node_config(pool: NodePool, gpu: Machine, spot: bool,
-                    service_account: pulumi.Input[str],
-                    labels: dict[str, str]) -> gcp.container.NodePoolNodeConfigArgs:
+                    service_account: pulumi.Input[str], labels: dict[str, str],
+                    kubernetes_version: str) -> gcp.container.NodePoolNodeConfigArgs:
     """A GPU node: the catalog's accelerators, gVNIC, GKE metadata server, shielded, tagged."""
     assert gpu.gcp_accelerator_type, f"{gpu.name} has no accelerator type in the catalog"
     own_labels = {k: v for k, v in labels.items() if not k.startswith("cloud.google.com/")}
@@ -81,6 +137,7 @@ def gpu_node_config(pool: NodePool, gpu: Machine, spot: bool,
                     gpu_driver_version=GPU_DRIVER_VERSION)),
         )],
         spot=spot,
+        kubelet_config=spot_kubelet_config(kubernetes_version) if spot else None,
         gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
         image_type="COS_CONTAINERD",
         disk_type="pd-ssd",
@@ -137,7 +194,8 @@ def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster
             placement_policy=(
                 gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
                 if settings.interconnect.placement else None),
-            node_config=gpu_node_config(pool, gpu, spot, service_account, labels),
+            node_config=gpu_node_config(pool, gpu, spot, service_account, labels,
+                                        settings.kubernetes.version),
             # The autoscaler owns the size after creation.
             opts=pulumi.ResourceOptions.merge(
                 opts, pulumi.ResourceOptions(ignore_changes=["initial_node_count"])),

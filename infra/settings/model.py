@@ -220,6 +220,10 @@ class Checkpoints(Section):
         True, description="Keep the checkpoint bucket and its data on `pulumi destroy`."
     )
     every_steps: int = Field(500, ge=1, description="Steps between checkpoints.")
+    every_seconds: int = Field(
+        600, ge=0,
+        description="On spot pools, also save when this many seconds passed since the last "
+        "save (0 = steps only): bounds the work a preemption without a final save loses.")
     keep: int = Field(3, ge=1, description="Newest complete checkpoints to keep.")
 
 
@@ -238,8 +242,12 @@ class Dataset(Section):
 
 
 class JobKind(str, Enum):
-    JOB = "Job"
+    JOB_SET = "JobSet"
     PYTORCH_JOB = "PyTorchJob"
+
+
+# The JobSet's one replicated job; its pods are `<job.name>-node-0-<index>` (workloads/jobset.py).
+JOBSET_REPLICATED_JOB = "node"
 
 
 class PoolChoice(str, Enum):
@@ -259,14 +267,18 @@ class Job(Section):
     image: str = Field(
         "", description="Trainer image; empty = build trainer/Dockerfile into the stack's registry."
     )
-    kind: JobKind = Field(JobKind.JOB, description="Job (Indexed batch/v1) or PyTorchJob.")
+    kind: JobKind = Field(
+        JobKind.JOB_SET,
+        description="JobSet (one Indexed Job, restarted as a gang) or PyTorchJob (Kubeflow).")
     pool: PoolChoice = Field(PoolChoice.ON_DEMAND, description="onDemand or spot.")
     nodes: int = Field(2, ge=1, description="Nodes (pods) the job spans.")
     processes_per_node: int = Field(8, ge=1, description="torchrun processes per node.")
-    backoff_limit: int = Field(3, ge=0, description="Failures (not preemptions) tolerated.")
+    backoff_limit: int = Field(
+        3, ge=0, description="Gang restarts after crashes; preemptions never count.")
     termination_grace_seconds: int = Field(
-        120, ge=30, description="Time to save a checkpoint after SIGTERM."
-    )
+        120, ge=30,
+        description="On-demand pools: the pod's time from SIGTERM to SIGKILL on a drain. "
+        "Spot pools take it from the cloud's notice (infra/catalog.py).")
     trainer_args: dict[str, TrainerArgValue] = Field(
         default_factory=lambda: {"batch_size": 2048, "embedding_dim": 128},
         description="Trainer flags without dashes, e.g. {batch_size: 2048}.",

@@ -11,9 +11,14 @@ import re
 from collections.abc import Callable, Iterator
 
 from infra.catalog import Cloud, Interconnect, find_machine, machine_names
+from infra.preemption import (SaveEstimate, checkpoint_bytes, object_store_mb_s,
+                              shared_file_system_mb_s, stop_budget)
 from infra.settings.errors import Problem
 from infra.settings.model import (
     AzureNetAppFiles,
+    JOBSET_REPLICATED_JOB,
+    CheckpointLocation,
+    JobKind,
     Filestore,
     FilestoreTier,
     FsxDeploymentType,
@@ -34,6 +39,8 @@ TRAINER_FLAG = re.compile(r"^[a-z][a-z0-9_]*$")
 WORKLOAD_OWNED_FLAGS = {
     "checkpoint_dir": "checkpoints.location",
     "checkpoint_every": "checkpoints.everySteps",
+    "checkpoint_every_seconds": "checkpoints.everySeconds",
+    "save_deadline_seconds": "the cloud's notice (infra/catalog.py)",
     "keep_checkpoints": "checkpoints.keep",
     "dataset_path": "dataset.path",
 }
@@ -175,6 +182,16 @@ def kubernetes_names_are_valid(s: Settings) -> Iterator[Problem]:
             yield Problem(path, value,
                           "an RFC 1123 label: at most 63 lowercase letters, digits and '-', "
                           "starting and ending with a letter or digit")
+            return
+    if s.job.kind == JobKind.JOB_SET:
+        # JobSet's webhook (pkg/webhooks/jobset_webhook.go, v0.12.0) requires its pod names,
+        # `<name>-node-0-<last index>-abcde`, to be DNS-1035 labels of at most 63 characters.
+        longest = f"{s.job.name}-{JOBSET_REPLICATED_JOB}-0-{s.job.nodes - 1}-abcde"
+        if len(longest) > 63 or not s.job.name[0].isalpha():
+            yield Problem("job.name", s.job.name,
+                          f"a JobSet name starts with a letter and has at most "
+                          f"{63 - len(longest) + len(s.job.name)} characters with "
+                          f"{s.job.nodes} nodes (its pods are named {longest[:-6]}-xxxxx)")
 
 
 def trainer_args_are_flags(s: Settings) -> Iterator[Problem]:
@@ -332,3 +349,35 @@ def gcp_fabric_is_one_this_program_sets_up(s: Settings) -> Iterator[Problem]:
 
 
 RULES = (*RULES, gcp_fabric_is_one_this_program_sets_up)
+
+
+def spot_save_fits_the_notice(s: Settings) -> Iterator[Problem]:
+    """On spot, one checkpoint save (the tables' bytes over the store's write throughput, both
+    from infra/catalog.py) must fit the trainer's save deadline inside the cloud's notice."""
+    if s.job.pool != PoolChoice.SPOT or not s.checkpoints.enabled:
+        return
+    estimate = estimated_save(s)
+    budget = stop_budget(s.cloud, True, s.job.termination_grace_seconds)
+    if estimate.seconds <= budget.save_deadline_seconds:
+        return
+    yield Problem(
+        "job.trainerArgs", f"{estimate.bytes / 1e9:.1f} GB of tables and optimizer state",
+        f"one checkpoint save takes about {estimate.seconds:.0f} s ({estimate.store}, "
+        f"{estimate.mb_per_second:,.0f} MB/s) but a {s.cloud.value} spot node's "
+        f"{budget.notice.notice_seconds} s notice leaves the trainer "
+        f"{budget.save_deadline_seconds} s; use smaller tables, more nodes "
+        "(job.nodes: each node writes its share), faster checkpoint storage "
+        "(checkpoints.location / the shared file system's throughput), or job.pool: onDemand")
+
+
+def estimated_save(s: Settings) -> SaveEstimate:
+    """Seconds one checkpoint takes to write, from the catalog's throughput figures."""
+    size = checkpoint_bytes(dict(s.job.trainer_args))
+    if s.checkpoints.location == CheckpointLocation.OBJECT_STORE:
+        rate, how = object_store_mb_s(s.cloud, s.job.nodes * s.job.processes_per_node)
+    else:
+        rate, how = shared_file_system_mb_s(s.shared_file_system)
+    return SaveEstimate(bytes=size, mb_per_second=rate, store=how)
+
+
+RULES = (*RULES, spot_save_fits_the_notice)

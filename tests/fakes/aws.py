@@ -67,6 +67,18 @@ def _repository(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
             "repositoryUrl": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/{name}"}
 
 
+def _queue(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    name = args.inputs.get("name") or args.name
+    return {"id": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}",
+            "url": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}",
+            "arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"}
+
+
+def _event_rule(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    name = args.inputs.get("name") or args.name
+    return {"id": name, "arn": f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{name}"}
+
+
 def _authorization_token(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     return {"id": REGION, "authorizationToken": "QVdTOmZha2U=", "expiresAt": "2030-01-01T00:00:00Z",
             "password": "fake-ecr-password", "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com",
@@ -83,6 +95,8 @@ OUTPUTS: dict[str, Any] = {
     "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
     "aws:s3/bucket:Bucket": _bucket,
     "aws:ecr/repository:Repository": _repository,
+    "aws:sqs/queue:Queue": _queue,
+    "aws:cloudwatch/eventRule:EventRule": _event_rule,
 }
 CALLS: dict[str, Any] = {
     "aws:ecr/getAuthorizationToken:getAuthorizationToken": _authorization_token,

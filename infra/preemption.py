@@ -1,0 +1,106 @@
+"""How long a stop may take, derived in one place from the cloud's notice (infra/catalog.py).
+
+A spot node's notice is fixed by the cloud; the pod's grace, torchrun's shutdown timeout and
+the trainer's save deadline must nest inside it, each leaving the next layer time to exit:
+
+    notice ─ delivery ─> pod grace (SIGTERM .. SIGKILL, the kubelet)
+                           └─ torchrun --shutdown_timeout (SIGTERM to workers .. SIGKILL)
+                                └─ trainer --save_deadline_seconds (save only if it fits)
+
+On-demand pools have no forced stop: drains honour ``job.terminationGraceSeconds``.
+The same module estimates how long one checkpoint save takes, so the settings can refuse a
+spot setup whose save cannot fit its notice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from infra.catalog import (
+    ANF_MIB_S_PER_TIB,
+    FILESTORE_WRITE_MB_S,
+    FSX_SCRATCH_2_MB_S_PER_TIB,
+    Capacity,
+    Cloud,
+    StopNotice,
+    checkpoint_store_speed,
+    stop_notice,
+)
+
+LAUNCHER_EXIT_SECONDS = 2  # the launcher reports its status after torchrun's workers are gone
+WORKER_EXIT_SECONDS = 3  # the trainer leaves its deadline this long before torchrun's SIGKILL
+MIB = 1024 * 1024
+MB = 1000 * 1000
+
+
+@dataclass(frozen=True)
+class StopBudget:
+    """The three nested timeouts of one pool, in seconds."""
+
+    notice: StopNotice
+    pod_grace_seconds: int
+    shutdown_timeout_seconds: int
+    save_deadline_seconds: int
+
+
+def stop_budget(cloud: Cloud | str, spot: bool, planned_grace_seconds: int) -> StopBudget:
+    """The timeouts for a pool of ``cloud``; ``planned_grace_seconds`` applies without a forced
+    stop (on-demand)."""
+    notice = stop_notice(cloud, Capacity.SPOT if spot else Capacity.ON_DEMAND)
+    grace = notice.pod_seconds if notice.pod_seconds is not None else planned_grace_seconds
+    shutdown = max(1, grace - LAUNCHER_EXIT_SECONDS)
+    return StopBudget(notice=notice, pod_grace_seconds=grace, shutdown_timeout_seconds=shutdown,
+                      save_deadline_seconds=max(1, shutdown - WORKER_EXIT_SECONDS))
+
+
+@dataclass(frozen=True)
+class SaveEstimate:
+    """One checkpoint: its bytes, the write throughput the store offers, and the time."""
+
+    bytes: int
+    mb_per_second: float
+    store: str
+
+    @property
+    def seconds(self) -> float:
+        return self.bytes / MB / self.mb_per_second
+
+
+def checkpoint_bytes(trainer_args: dict[str, object]) -> int:
+    """Embedding weights (fp32) plus row-wise Adagrad's one value per row; dense layers are
+    megabytes beside them. Defaults are the trainer's own (trainer/config.py)."""
+    from trainer.config import TrainConfig  # plain dataclass: no torch import
+
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    per_feature = trainer_args.get("num_embeddings_per_feature")
+    if isinstance(per_feature, list) and per_feature:
+        rows = sum(int(r) for r in per_feature)
+    else:
+        rows = int(trainer_args.get("num_embeddings", defaults["num_embeddings"])) * 26  # type: ignore[arg-type]
+    dim = int(trainer_args.get("embedding_dim", defaults["embedding_dim"]))  # type: ignore[arg-type]
+    optimizer = trainer_args.get("optimizer", defaults["optimizer"])
+    return rows * dim * 4 + (rows * 4 if optimizer == "adagrad" else 0)
+
+
+def object_store_mb_s(cloud: Cloud | str, streams: int) -> tuple[float, str]:
+    speed = checkpoint_store_speed(cloud)
+    total = speed.object_store_mb_s_per_stream * streams
+    if speed.object_store_mb_s_per_account is not None:
+        total = min(total, speed.object_store_mb_s_per_account)
+    return total, f"{streams} streams x {speed.object_store_mb_s_per_stream:.0f} MB/s"
+
+
+def shared_file_system_mb_s(fs: object) -> tuple[float, str]:
+    """The provisioned write throughput of the stack's shared file system."""
+    kind = getattr(fs, "kind")
+    if kind == "fsx-lustre":
+        per_tib = getattr(fs, "throughput_per_tib") or FSX_SCRATCH_2_MB_S_PER_TIB
+        tib = getattr(fs, "capacity_gib") / 1024
+        return per_tib * tib, f"FSx {per_tib} MB/s/TiB x {tib:g} TiB"
+    if kind == "azure-netapp-files":
+        level = getattr(fs, "service_level").value
+        tib = getattr(fs, "volume_size_gib") / 1024
+        return ANF_MIB_S_PER_TIB[level] * tib * MIB / MB, f"ANF {level} x {tib:g} TiB"
+    tier = getattr(fs, "tier").value
+    return float(FILESTORE_WRITE_MB_S[tier]), f"Filestore {tier}"

@@ -1,0 +1,29 @@
+"""Telling a lost peer from a crash: what a collective raises when another rank went away.
+
+A spot node reclaimed without notice, or a peer pod SIGKILLed, shows up on the survivors as a
+failed collective: NCCL raises ``torch.distributed.DistBackendError`` (a ``DistError``), the
+c10d store a ``DistStoreError``/``DistNetworkError``, and gloo a plain ``RuntimeError`` from its
+TCP transport, e.g. "[gloo/transport/tcp/pair.cc:553] Connection closed by peer [10.0.0.7]:4476"
+(seen with torch 2.13 when the peer process was SIGKILLed). Those are not the trainer's fault:
+the survivors exit with the resume status so the whole gang restarts from its newest checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+
+# gloo's TCP transport messages (third_party/gloo/gloo/transport/tcp/pair.cc) and its timeouts.
+_GLOO_TRANSPORT = re.compile(
+    r"gloo/transport/.*(Connection closed by peer|Connection reset by peer|Broken pipe"
+    r"|Connection refused|Socket closed)|Timed out waiting \d+ms for (send|recv) operation",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def is_lost_peer(error: BaseException) -> bool:
+    """True when ``error`` says another rank or node is gone, not that this rank failed."""
+    import torch.distributed as dist
+
+    if isinstance(error, (dist.DistError, ConnectionError)):
+        return True
+    return isinstance(error, RuntimeError) and bool(_GLOO_TRANSPORT.search(str(error)))

@@ -1,0 +1,113 @@
+"""The default training job: a JobSet (kubernetes-sigs/jobset) whose one replicated Job is an
+Indexed Job with one pod per GPU node, restarted as a whole gang after any preemption.
+
+Why JobSet and not a bare Indexed Job: a gang of torchrun agents cannot take back one new
+member. With a bare Job and `podFailurePolicy: Ignore`, only the preempted pod is replaced; its
+peers keep running until they notice, and a replacement that arrives first joins their old
+rendezvous (an in-place restart that torch 2.13 did not survive, ../shared/TESTING.md). JobSet's
+failure policy recreates every child Job, and `BlockingRecreate` waits until every old pod is
+gone before the new ones start, so each generation rendezvouses from scratch, pod 0 included.
+JobSet is what GKE's multi-node training and Kubeflow Trainer v2 build on.
+
+How a pod's end becomes the job's fate (trainer/exit_codes.py, trainer/launch.py):
+- the child Job's podFailurePolicy turns exit CONFIG_ERROR, exit RESUME and the
+  DisruptionTarget condition (eviction, preemption, node shutdown, a lost node's pod garbage
+  collected) into `FailJob`, whose message names the exit code or the condition;
+- the JobSet's rules then fail everything on a configuration error, and restart the gang
+  without using `maxRestarts` on a resume or a disruption; any other failure (a crash) exhausts
+  the Job's `backoffLimit: 0` and takes JobSet's default, `RestartJobSet`, which counts against
+  `maxRestarts` (= job.backoffLimit);
+- the JobSet completes only when every pod exited 0, and only a run that reached its end
+  exits 0.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.settings.model import JOBSET_REPLICATED_JOB, Job
+from trainer.exit_codes import CONFIG_ERROR, RESUME
+from workloads.names import JobNames
+
+JOBSET_VERSION = "v0.12.0"
+# The install command of JobSet's own guide (kubectl apply --server-side -f <this>):
+# https://github.com/kubernetes-sigs/jobset/blob/v0.12.0/site/content/en/docs/installation/_index.md
+JOBSET_MANIFESTS = (f"https://github.com/kubernetes-sigs/jobset/releases/download/"
+                    f"{JOBSET_VERSION}/manifests.yaml")
+API_VERSION = "jobset.x-k8s.io/v1alpha2"
+# pulumi-kubernetes would otherwise wait for the training to finish.
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+
+# The Job controller's message for a FailJob rule on exit codes (kubernetes
+# pkg/controller/job/pod_failure_policy.go): "Container %s for pod %s/%s failed with exit code
+# %v matching %v rule at index %d". JobSet matches it with RE2.
+CONFIG_ERROR_MESSAGE = rf"failed with exit code {CONFIG_ERROR} matching FailJob rule"
+
+
+def pod_failure_policy(container: str) -> dict[str, object]:
+    """The child Job's rules, first match wins (batch/v1 PodFailurePolicy)."""
+    return {"rules": [
+        {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "In",
+                                              "values": [CONFIG_ERROR]}},
+        {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "In",
+                                              "values": [RESUME]}},
+        {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+    ]}
+
+
+def failure_policy(job: Job) -> dict[str, object]:
+    """The JobSet's rules, first match wins; no match = RestartJobSet (counted)."""
+    return {
+        "maxRestarts": job.backoff_limit,
+        "restartStrategy": "BlockingRecreate",
+        "rules": [
+            {"name": "ConfigurationError", "action": "FailJobSet",
+             "onJobFailureReasons": ["PodFailurePolicy"],
+             "onJobFailureMessagePatterns": [CONFIG_ERROR_MESSAGE]},
+            {"name": "PreemptedOrLostNode", "action": "RestartJobSetAndIgnoreMaxRestarts",
+             "onJobFailureReasons": ["PodFailurePolicy"]},
+        ],
+    }
+
+
+def jobset_controller(name: str, opts: pulumi.ResourceOptions) -> k8s.yaml.v2.ConfigFile:
+    """JobSet's CRD, webhook and controller (namespace jobset-system), pinned to a release."""
+    return k8s.yaml.v2.ConfigFile(name, file=JOBSET_MANIFESTS, opts=opts)
+
+
+def job_set(name: str, names: JobNames, job: Job, container: str,
+            template: k8s.core.v1.PodTemplateSpecArgs,
+            opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        name,
+        api_version=API_VERSION,
+        kind="JobSet",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=names.job, namespace=names.namespace,
+                                            labels=names.common_labels, annotations=SKIP_AWAIT),
+        spec={
+            "failurePolicy": failure_policy(job),
+            "successPolicy": {"operator": "All"},
+            # Our own headless service (workloads/service.py) has this name, so JobSet uses it.
+            "network": {"enableDNSHostnames": True, "subdomain": names.service,
+                        "publishNotReadyAddresses": True},
+            "replicatedJobs": [{
+                "name": JOBSET_REPLICATED_JOB,
+                "replicas": 1,
+                "template": {
+                    "metadata": {"labels": names.common_labels},
+                    "spec": {
+                        "completionMode": "Indexed",
+                        "completions": job.nodes,
+                        "parallelism": job.nodes,
+                        "backoffLimit": 0,  # one crash fails the Job; JobSet counts restarts
+                        "podFailurePolicy": pod_failure_policy(container),
+                        "template": template,
+                    },
+                },
+            }],
+        },
+        # The spec of a running JobSet is mostly immutable: a change means delete, then create.
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            replace_on_changes=["spec"], delete_before_replace=True)),
+    )
