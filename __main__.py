@@ -5,6 +5,7 @@ import pulumi
 from infra.clouds import build_cluster, hourly_cost
 from infra.contract import GpuClusterArgs
 from infra.naming import name_prefix
+from infra.preemption import estimated_save
 from infra.settings import load_settings
 from workloads import TrainingJob, TrainingJobArgs
 
@@ -14,7 +15,7 @@ cluster = build_cluster(args)
 job = TrainingJob(
     f"{args.name_prefix}-training",
     TrainingJobArgs(cluster=cluster, job=settings.job, checkpoints=settings.checkpoints,
-                    dataset=settings.dataset),
+                    dataset=settings.dataset, save_estimate=estimated_save(settings)),
 )
 
 pulumi.export("cloud", settings.cloud.value)

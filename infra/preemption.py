@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from infra.catalog import (
     ANF_MIB_S_PER_TIB,
@@ -27,6 +28,9 @@ from infra.catalog import (
     checkpoint_store_speed,
     stop_notice,
 )
+
+if TYPE_CHECKING:
+    from infra.settings.model import Settings
 
 LAUNCHER_EXIT_SECONDS = 2  # the launcher reports its status after torchrun's workers are gone
 WORKER_EXIT_SECONDS = 3  # the trainer leaves its deadline this long before torchrun's SIGKILL
@@ -104,3 +108,17 @@ def shared_file_system_mb_s(fs: object) -> tuple[float, str]:
         return ANF_MIB_S_PER_TIB[level] * tib * MIB / MB, f"ANF {level} x {tib:g} TiB"
     tier = getattr(fs, "tier").value
     return float(FILESTORE_WRITE_MB_S[tier]), f"Filestore {tier}"
+
+
+def estimated_save(settings: "Settings") -> SaveEstimate:
+    """One checkpoint of the stack's job: the tables' bytes over the write throughput of where
+    it saves (object store or shared file system), all from infra/catalog.py."""
+    from infra.settings.model import CheckpointLocation
+
+    job = settings.job
+    size = checkpoint_bytes(dict(job.trainer_args))
+    if settings.checkpoints.location == CheckpointLocation.OBJECT_STORE:
+        rate, how = object_store_mb_s(settings.cloud, job.nodes * job.processes_per_node)
+    else:
+        rate, how = shared_file_system_mb_s(settings.shared_file_system)
+    return SaveEstimate(bytes=size, mb_per_second=rate, store=how)

@@ -176,6 +176,13 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("job-kind", "gcp", {"job": {"kind": "MPIJob"}}, "job.kind", "'JobSet' or 'PyTorchJob'"),
     ("grace-period", "aws", {"job": {"terminationGraceSeconds": 5}},
      "job.terminationGraceSeconds", "greater than or equal to 30"),
+    # MLPerf-size tables (~530 GB with dim 128) cannot be saved in a GCP spot node's 30 s.
+    ("spot-save-exceeds-the-notice", "gcp",
+     {"job": {"pool": "spot", "trainerArgs": {"num_embeddings_per_feature": [40_000_000] * 26,
+                                              "embedding_dim": 128}}},
+     "job.trainerArgs", "spot node's 30 s notice leaves the trainer 10 s"),
+    ("jobset-name-too-long", "aws", {"job": {"name": "d" * 50}}, "job.name",
+     "at most 48 characters with 2 nodes"),
 ]
 
 
@@ -265,3 +272,18 @@ def test_file_system_sizes_at_the_edges_are_accepted(stack: str, file_system: di
     settings = settings_from_mapping(with_overrides(stack, {"sharedFileSystem": file_system}))
     dumped = settings.shared_file_system.model_dump(by_alias=True, mode="json")
     assert {key: dumped[key] for key in file_system} == file_system
+
+
+@pytest.mark.parametrize("stack", ["aws", "azure", "gcp"])
+def test_default_tables_fit_every_cloud_s_spot_notice(stack: str) -> None:
+    """The shipped stack files on the spot pool: one save of the default tables (to the bucket
+    and to the shared file system) fits the trainer's deadline inside the cloud's notice."""
+    from infra.preemption import estimated_save, stop_budget
+
+    for location in ("objectStore", "sharedFileSystem"):
+        values = stack_values(stack)
+        values["job"] = {**values.get("job", {}), "pool": "spot"}
+        values["checkpoints"] = {**values.get("checkpoints", {}), "location": location}
+        settings = settings_from_mapping(values)
+        budget = stop_budget(settings.cloud, True, settings.job.termination_grace_seconds)
+        assert estimated_save(settings).seconds < budget.save_deadline_seconds, location

@@ -13,7 +13,7 @@ import pulumi
 
 from infra.contract import GpuCluster
 from infra.settings.model import Checkpoints, Dataset, Job, JobKind
-from infra.preemption import stop_budget
+from infra.preemption import SaveEstimate, stop_budget
 from workloads import identity, jobset, network_policy, pytorchjob, service, storage
 from workloads.command import job_command, pytorchjob_command
 from workloads.flags import trainer_flags
@@ -28,6 +28,9 @@ class TrainingJobArgs:
     job: Job
     checkpoints: Checkpoints
     dataset: Dataset
+    # What one checkpoint costs to write (infra/preemption.estimated_save); None: the catalog's
+    # object-store figure.
+    save_estimate: SaveEstimate | None = None
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -61,7 +64,8 @@ class TrainingJob(pulumi.ComponentResource):
 
         pool = cluster.gpu_pools[job.pool.value]
         budget = stop_budget(cluster.cloud, pool.spot, job.termination_grace_seconds)
-        flags = trainer_flags(cluster, job, args.checkpoints, args.dataset, budget)
+        flags = trainer_flags(cluster, job, args.checkpoints, args.dataset, budget,
+                              args.save_estimate)
         if job.kind == JobKind.PYTORCH_JOB:
             operator = pytorchjob.training_operator(f"{name}-training-operator", opts_for())
             template = pod_template(cluster, job, names, budget, ContainerSpec(

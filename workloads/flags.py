@@ -11,11 +11,11 @@ from collections.abc import Mapping
 import pulumi
 
 from infra.contract import GpuCluster
-from infra.preemption import StopBudget
+from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
 from infra.settings.model import CheckpointLocation, Checkpoints, Dataset, Job, TrainerArgValue
 
 STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
-               "keep_checkpoints", "save_deadline_seconds", "dataset_path", "metrics_file",
+               "checkpoint_write_mb_per_sec", "keep_checkpoints", "save_deadline_seconds", "dataset_path", "metrics_file",
                "tensorboard_dir")
 
 
@@ -40,8 +40,17 @@ def checkpoint_dir(cluster: GpuCluster, checkpoints: Checkpoints, job: Job) -> p
     return f"{cluster.shared_file_system.mount_path}/checkpoints/{job.name}"
 
 
+def write_mb_per_sec_per_rank(cluster: GpuCluster, job: Job,
+                              save_estimate: SaveEstimate | None) -> float:
+    """One rank's share of the checkpoint store's write throughput (infra/preemption.py)."""
+    ranks = job.nodes * job.processes_per_node
+    total = (save_estimate.mb_per_second if save_estimate is not None
+             else object_store_mb_s(cluster.cloud, ranks)[0])
+    return round(total / ranks, 1)
+
+
 def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset: Dataset,
-                budget: StopBudget) -> list[pulumi.Input[str]]:
+                budget: StopBudget, save_estimate: SaveEstimate | None) -> list[pulumi.Input[str]]:
     mount = cluster.shared_file_system.mount_path
     flags: list[pulumi.Input[str]] = []
     if checkpoints.enabled:
@@ -54,6 +63,9 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
             f"--checkpoint_every_seconds={checkpoints.every_seconds if spot else 0}",
             f"--keep_checkpoints={checkpoints.keep}",
             f"--save_deadline_seconds={budget.save_deadline_seconds}",
+            # Until a save in this run is measured, the SIGTERM decision uses the catalog's
+            # figure for this store (infra/preemption.py).
+            f"--checkpoint_write_mb_per_sec={write_mb_per_sec_per_rank(cluster, job, save_estimate):g}",
         ]
     if dataset.path:
         flags.append(f"--dataset_path={mount}/{dataset.path.strip('/')}")
@@ -65,7 +77,8 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
 
 
 def trainer_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset: Dataset,
-                  budget: StopBudget) -> list[pulumi.Input[str]]:
+                  budget: StopBudget, save_estimate: SaveEstimate | None
+                  ) -> list[pulumi.Input[str]]:
     """User flags first, then the stack's (argparse keeps the last value of a repeated flag)."""
     return [*user_flags(job.trainer_args),
-            *stack_flags(cluster, job, checkpoints, dataset, budget)]
+            *stack_flags(cluster, job, checkpoints, dataset, budget, save_estimate)]

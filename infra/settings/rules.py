@@ -11,8 +11,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from infra.catalog import Cloud, Interconnect, find_machine, machine_names
-from infra.preemption import (SaveEstimate, checkpoint_bytes, object_store_mb_s,
-                              shared_file_system_mb_s, stop_budget)
+from infra.preemption import estimated_save, stop_budget
 from infra.settings.errors import Problem
 from infra.settings.model import (
     AzureNetAppFiles,
@@ -368,16 +367,6 @@ def spot_save_fits_the_notice(s: Settings) -> Iterator[Problem]:
         f"{budget.save_deadline_seconds} s; use smaller tables, more nodes "
         "(job.nodes: each node writes its share), faster checkpoint storage "
         "(checkpoints.location / the shared file system's throughput), or job.pool: onDemand")
-
-
-def estimated_save(s: Settings) -> SaveEstimate:
-    """Seconds one checkpoint takes to write, from the catalog's throughput figures."""
-    size = checkpoint_bytes(dict(s.job.trainer_args))
-    if s.checkpoints.location == CheckpointLocation.OBJECT_STORE:
-        rate, how = object_store_mb_s(s.cloud, s.job.nodes * s.job.processes_per_node)
-    else:
-        rate, how = shared_file_system_mb_s(s.shared_file_system)
-    return SaveEstimate(bytes=size, mb_per_second=rate, store=how)
 
 
 RULES = (*RULES, spot_save_fits_the_notice)
