@@ -31,6 +31,12 @@ def launcher_options(budget: StopBudget) -> list[str]:
     ]
 
 
+# GPU nodes scaled up from zero can start many minutes apart (instance start, driver and
+# device-plugin start, image pull); torchrun's default of 600 s would restart a gang still
+# waiting for capacity.
+RENDEZVOUS_JOIN_TIMEOUT_SECONDS = 1800
+
+
 def rendezvous_options(job: Job, names: JobNames) -> list[str]:
     """c10d rendezvous hosted by the agent on pod 0, found through the headless service."""
     return [
@@ -39,6 +45,7 @@ def rendezvous_options(job: Job, names: JobNames) -> list[str]:
         "--rdzv_backend=c10d",
         f"--rdzv_endpoint={names.rendezvous_endpoint}",
         f"--rdzv_id={names.job}",
+        f"--rdzv_conf=join_timeout={RENDEZVOUS_JOIN_TIMEOUT_SECONDS}",
     ]
 
 
