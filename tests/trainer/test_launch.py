@@ -1,0 +1,33 @@
+"""The launcher's one exit status, from what torchrun's agent reports about its workers."""
+
+import signal
+
+import pytest
+
+from trainer.exit_codes import CONFIG_ERROR, RESUME
+from trainer.launch import CRASH, status_of_worker_failures
+from trainer.peers import is_lost_peer
+
+
+@pytest.mark.parametrize(("codes", "status"), [
+    ({RESUME}, RESUME),  # every failed worker asked to resume
+    ({RESUME, -signal.SIGTERM}, RESUME),  # the agent stopped the rest after the first left
+    ({CONFIG_ERROR, RESUME}, CONFIG_ERROR),  # a bad flag wins: retrying cannot fix it
+    ({1, RESUME}, CRASH),  # a crash makes its peers lose a rank: still a crash
+    ({-signal.SIGKILL}, CRASH),  # the OOM killer is not a preemption
+    ({-signal.SIGSEGV, RESUME}, CRASH),
+])
+def test_worker_exit_codes_become_one_pod_status(codes, status):
+    assert status_of_worker_failures(codes) == status
+
+
+def test_a_closed_gloo_connection_is_a_lost_peer_and_a_plain_error_is_not():
+    import torch.distributed as dist
+
+    # The message gloo gave when the peer process was SIGKILLed (torch 2.13, CPU).
+    gloo = RuntimeError("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+                        "Connection closed by peer [127.0.0.1]:44763")
+    assert is_lost_peer(gloo)
+    assert is_lost_peer(dist.DistBackendError("NCCL communicator was aborted"))
+    assert not is_lost_peer(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+    assert not is_lost_peer(ValueError("Connection closed by peer"))
