@@ -15,7 +15,8 @@ cluster = build_cluster(args)
 job = TrainingJob(
     f"{args.name_prefix}-training",
     TrainingJobArgs(cluster=cluster, job=settings.job, checkpoints=settings.checkpoints,
-                    dataset=settings.dataset, save_estimate=estimated_save(settings)),
+                    dataset=settings.dataset, save_estimate=estimated_save(settings),
+                    kubernetes_version=settings.kubernetes.version),
 )
 
 pulumi.export("cloud", settings.cloud.value)

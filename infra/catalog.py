@@ -200,6 +200,8 @@ class StopNotice:
     pod_seconds: int | None  # what the pod gets of it after the delivery path
     path: str  # how the notice becomes the pod's SIGTERM
     source: str  # where the numbers come from
+    # The Kubernetes minor version ("1.35") from which this entry applies; None: every version.
+    min_kubernetes: str | None = None
 
 
 STOP_NOTICES: tuple[StopNotice, ...] = (
@@ -227,6 +229,17 @@ STOP_NOTICES: tuple[StopNotice, ...] = (
         source="https://cloud.google.com/compute/docs/instances/spot#preemption-process; "
                "https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms",
     ),
+    # From GKE 1.35.0-gke.1171000 a Standard spot pool may extend graceful shutdown to 120 s
+    # (kubelet shutdownGracePeriodSeconds in {0, 30, 120}); infra/gcp sets it, keeping GKE's
+    # 15 s for system-critical pods (networking, the metadata server a checkpoint upload needs).
+    StopNotice(
+        Cloud.GCP, Capacity.SPOT, notice_seconds=120, pod_seconds=105,
+        path="Compute Engine preemption -> kubelet graceful node shutdown extended to 120 s on "
+             "the spot pool: non-system pods get the first 105 s, system pods the last 15 s.",
+        source="https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms; "
+               "https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config",
+        min_kubernetes="1.35",
+    ),
     *(
         StopNotice(
             cloud, Capacity.ON_DEMAND, notice_seconds=None, pod_seconds=None,
@@ -243,12 +256,22 @@ STOP_NOTICES: tuple[StopNotice, ...] = (
 )
 
 
-def stop_notice(cloud: Cloud | str, capacity: Capacity | str) -> StopNotice:
-    """The notice a node of ``cloud`` bought as ``capacity`` gets."""
-    for notice in STOP_NOTICES:
-        if notice.cloud == Cloud(cloud) and notice.capacity == Capacity(capacity):
-            return notice
-    raise KeyError(f"no stop notice for {Cloud(cloud).value} {Capacity(capacity).value}")
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+def stop_notice(cloud: Cloud | str, capacity: Capacity | str,
+                kubernetes_version: str | None = None) -> StopNotice:
+    """The notice a node of ``cloud`` bought as ``capacity`` gets on ``kubernetes_version``
+    (the newest entry whose min_kubernetes it reaches; without a version, the base entry)."""
+    fits = [n for n in STOP_NOTICES if n.cloud == Cloud(cloud)
+            and n.capacity == Capacity(capacity)
+            and (n.min_kubernetes is None or (kubernetes_version is not None
+                                              and _minor(kubernetes_version) >= _minor(n.min_kubernetes)))]
+    if not fits:
+        raise KeyError(f"no stop notice for {Cloud(cloud).value} {Capacity(capacity).value}")
+    return max(fits, key=lambda n: _minor(n.min_kubernetes) if n.min_kubernetes else (0, 0))
 
 
 # --- Checkpoint write throughput: what a save can expect, for the save-time estimate ----------

@@ -48,10 +48,11 @@ class StopBudget:
     save_deadline_seconds: int
 
 
-def stop_budget(cloud: Cloud | str, spot: bool, planned_grace_seconds: int) -> StopBudget:
-    """The timeouts for a pool of ``cloud``; ``planned_grace_seconds`` applies without a forced
-    stop (on-demand)."""
-    notice = stop_notice(cloud, Capacity.SPOT if spot else Capacity.ON_DEMAND)
+def stop_budget(cloud: Cloud | str, spot: bool, planned_grace_seconds: int,
+                kubernetes_version: str | None = None) -> StopBudget:
+    """The timeouts for a pool of ``cloud`` on ``kubernetes_version``; ``planned_grace_seconds``
+    applies without a forced stop (on-demand)."""
+    notice = stop_notice(cloud, Capacity.SPOT if spot else Capacity.ON_DEMAND, kubernetes_version)
     grace = notice.pod_seconds if notice.pod_seconds is not None else planned_grace_seconds
     shutdown = max(1, grace - LAUNCHER_EXIT_SECONDS)
     return StopBudget(notice=notice, pod_grace_seconds=grace, shutdown_timeout_seconds=shutdown,

@@ -409,3 +409,16 @@ def test_bad_azure_settings_are_refused_before_any_resource(overrides: dict, pat
     assert isinstance(run.error, SettingsError), run.error
     assert path in {problem.path for problem in run.error.problems}, run.error
     assert not run.resources
+
+
+# --- spot eviction -> drain -----------------------------------------------------------------
+def test_a_spot_eviction_is_drained_by_aks_node_auto_drain_alone(run: Run) -> None:
+    """AKS cordons and drains on a Preempt scheduled event by itself (infra/azure/node_pools.py);
+    the evicted VM is deleted so the autoscaler can replace it, and no second handler races AKS."""
+    from infra.azure.node_pools import SPOT_EVICTION_POLICY
+
+    spot = _pools(run)["gpuspot"].inputs
+    assert spot["scaleSetPriority"] == "Spot"
+    assert spot["scaleSetEvictionPolicy"] == SPOT_EVICTION_POLICY.value == "Delete"
+    charts = {r.inputs["chart"] for r in run.of_type(RELEASE)}
+    assert not any("termination" in chart for chart in charts), charts

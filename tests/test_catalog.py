@@ -169,3 +169,32 @@ def test_machine_names_filters_and_sorts():
 def test_machines_sold_only_through_reservations_are_flagged():
     assert machine(Cloud.GCP, "a3-ultragpu-8g").on_demand_available is False
     assert machine(Cloud.AWS, "p5.48xlarge").on_demand_available is True
+
+
+def test_every_cloud_has_a_spot_and_an_on_demand_stop_notice_with_a_source() -> None:
+    from infra.catalog import Capacity, stop_notice
+
+    for cloud in Cloud:
+        spot = stop_notice(cloud, Capacity.SPOT)
+        assert spot.notice_seconds and 0 < spot.pod_seconds <= spot.notice_seconds
+        assert spot.source.startswith("https://")
+        assert stop_notice(cloud, Capacity.ON_DEMAND).pod_seconds is None  # no forced stop
+
+
+def test_gke_spot_notice_depends_on_the_kubernetes_version() -> None:
+    from infra.catalog import Capacity, stop_notice
+
+    assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.33").pod_seconds == 15
+    assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.35").pod_seconds == 105
+    assert stop_notice(Cloud.GCP, Capacity.SPOT).pod_seconds == 15  # version unknown: the base
+
+
+def test_stop_budgets_nest_inside_the_notice() -> None:
+    from infra.catalog import STOP_NOTICES
+    from infra.preemption import stop_budget
+
+    for notice in STOP_NOTICES:
+        budget = stop_budget(notice.cloud, notice.pod_seconds is not None, 120,
+                             notice.min_kubernetes)
+        assert 0 < budget.save_deadline_seconds < budget.shutdown_timeout_seconds \
+            < budget.pod_grace_seconds

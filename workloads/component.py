@@ -31,6 +31,8 @@ class TrainingJobArgs:
     # What one checkpoint costs to write (infra/preemption.estimated_save); None: the catalog's
     # object-store figure.
     save_estimate: SaveEstimate | None = None
+    # The cluster's Kubernetes minor version: some clouds' spot notice depends on it.
+    kubernetes_version: str | None = None
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -63,7 +65,8 @@ class TrainingJob(pulumi.ComponentResource):
         before_job = [fs_ready, ns, account, volume, claim, headless, policy]
 
         pool = cluster.gpu_pools[job.pool.value]
-        budget = stop_budget(cluster.cloud, pool.spot, job.termination_grace_seconds)
+        budget = stop_budget(cluster.cloud, pool.spot, job.termination_grace_seconds,
+                             args.kubernetes_version)
         flags = trainer_flags(cluster, job, args.checkpoints, args.dataset, budget,
                               args.save_estimate)
         if job.kind == JobKind.PYTORCH_JOB:

@@ -146,8 +146,7 @@ def create_queue(prefix: str, opts: pulumi.ResourceOptions) -> InterruptionQueue
     targets = [
         aws.cloudwatch.EventTarget(
             f"{prefix}-nth-{key}", rule=rule.name, target_id="nth-queue", arn=queue.arn,
-            opts=pulumi.ResourceOptions.merge(
-                opts, pulumi.ResourceOptions(parent=rule, depends_on=[policy])))
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[policy])))
         for key, rule in rules.items()
     ]
     return InterruptionQueue(queue=queue, rules=rules, ready=[policy, *targets])

@@ -73,9 +73,9 @@ def _root_volume(size_gib: int) -> list[aws.ec2.LaunchTemplateBlockDeviceMapping
 
 
 def _instance_tags(tags: Mapping[str, str]) -> list[aws.ec2.LaunchTemplateTagSpecificationArgs]:
-    # Managed node groups copy a launch template's instance tags onto every instance they launch
-    # (https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html, "Tagging Amazon EC2
-    # instances"): this is how the interruption handler recognises this cluster's nodes.
+    # Managed node groups launch their instances from this template, so its instance tags land on
+    # every node (https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html): this
+    # is how the interruption handler (infra/aws/interruption.py) recognises this cluster's nodes.
     return [aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags=dict(tags))]
 
 

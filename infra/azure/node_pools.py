@@ -15,6 +15,15 @@ GPU_TAINT = Taint(key="sku", value="gpu", effect="NoSchedule")
 # AKS taints and labels every spot node itself; the job must tolerate this to land there.
 SPOT_TAINT = Taint(key="kubernetes.azure.com/scalesetpriority", value="spot", effect="NoSchedule")
 SPOT_LABEL = ("kubernetes.azure.com/scalesetpriority", "spot")
+# Spot eviction -> drain: AKS node auto-drain, on for every cluster with nothing to configure.
+# Azure announces a Spot eviction as a Scheduled Event "Preempt" at least 30 s ahead
+# (https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events); AKS answers a
+# Preempt by cordoning and draining the node ("Redeploy and Preempt use the default behavior and
+# don't require extra configuration", https://learn.microsoft.com/azure/aks/node-auto-drain), so
+# the training pod is evicted with its own grace period. AKS calls it best effort and states no
+# delay. The eviction policy stays Delete: deallocated Spot nodes count against compute quota and
+# can break scaling and upgrades (https://learn.microsoft.com/azure/aks/spot-node-pool).
+SPOT_EVICTION_POLICY = aks.ScaleSetEvictionPolicy.DELETE
 POOL_LABEL = "torchrec-cloud/pool"
 
 
@@ -65,7 +74,7 @@ def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: ak
         assert isinstance(pool, SpotGpuPool)
         spot = dict(
             scale_set_priority=aks.ScaleSetPriority.SPOT,
-            scale_set_eviction_policy=aks.ScaleSetEvictionPolicy.DELETE,
+            scale_set_eviction_policy=SPOT_EVICTION_POLICY,
             spot_max_price=float(pool.max_price),
         )
     return aks.AgentPool(

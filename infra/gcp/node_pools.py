@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.catalog import Cloud, Machine, machine
+from infra.catalog import Capacity, Cloud, Machine, machine, stop_notice
 from infra.contract import GpuPool, Taint
 from infra.gcp.network import GPU_NODE_TAG
 from infra.settings.model import NodePool, PoolChoice, Settings
@@ -37,8 +37,6 @@ OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # IAM roles l
 # NodeKubeletConfig). Critical pods keep GKE's default 15 s: they are the node's networking and
 # the GKE metadata server, which the training pod needs to write its last checkpoint; they stop
 # only after ordinary pods, so the training pod gets 120 - 15 = 105 s.
-SPOT_SHUTDOWN_GRACE_SECONDS = 120
-SPOT_SHUTDOWN_GRACE_CRITICAL_PODS_SECONDS = 15
 SPOT_SHUTDOWN_MIN_GKE_VERSION = (1, 35, 0, 1171000)  # 1.35.0-gke.1171000
 
 
@@ -104,10 +102,11 @@ def spot_shutdown_extended(version: str) -> bool:
 
 def spot_shutdown_grace(version: str) -> tuple[int, int]:
     """(total, critical-pods) seconds of graceful node shutdown a Spot node gives: ordinary pods,
-    the training pod among them, get total - critical from the preemption notice on."""
-    if spot_shutdown_extended(version):
-        return SPOT_SHUTDOWN_GRACE_SECONDS, SPOT_SHUTDOWN_GRACE_CRITICAL_PODS_SECONDS
-    return 30, 15  # GKE's default on Spot VMs (spot-vms page above)
+    the training pod among them, get total - critical from the preemption notice on. The
+    numbers are the catalog's (infra/catalog.py STOP_NOTICES), the one source of truth."""
+    notice = stop_notice(Cloud.GCP, Capacity.SPOT, version if spot_shutdown_extended(version) else None)
+    assert notice.notice_seconds is not None and notice.pod_seconds is not None
+    return notice.notice_seconds, notice.notice_seconds - notice.pod_seconds
 
 
 def spot_kubelet_config(version: str

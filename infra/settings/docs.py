@@ -109,9 +109,11 @@ def spot_table() -> str:
     for notice in STOP_NOTICES:
         if notice.capacity != Capacity.SPOT:
             continue
-        budget = stop_budget(notice.cloud, True, 120)
+        budget = stop_budget(notice.cloud, True, 120, notice.min_kubernetes)
         sources = ", ".join(f"<{url.split(' ')[0]}>" for url in notice.source.split("; "))
-        lines.append(f"| {notice.cloud.value} | {notice.notice_seconds} s | {notice.path} | "
+        cloud = notice.cloud.value + (f" (Kubernetes {notice.min_kubernetes}+)"
+                                      if notice.min_kubernetes else "")
+        lines.append(f"| {cloud} | {notice.notice_seconds} s | {notice.path} | "
                      f"{budget.pod_grace_seconds} s | {budget.shutdown_timeout_seconds} s | "
                      f"{budget.save_deadline_seconds} s | {sources} |")
     return "\n".join(lines)

@@ -356,7 +356,7 @@ def spot_save_fits_the_notice(s: Settings) -> Iterator[Problem]:
     if s.job.pool != PoolChoice.SPOT or not s.checkpoints.enabled:
         return
     estimate = estimated_save(s)
-    budget = stop_budget(s.cloud, True, s.job.termination_grace_seconds)
+    budget = stop_budget(s.cloud, True, s.job.termination_grace_seconds, s.kubernetes.version)
     if estimate.seconds <= budget.save_deadline_seconds:
         return
     yield Problem(
