@@ -15,8 +15,8 @@ from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
 from infra.settings.model import CheckpointLocation, Checkpoints, Dataset, Job, TrainerArgValue
 
 STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
-               "checkpoint_write_mb_per_sec", "keep_checkpoints", "save_deadline_seconds", "dataset_path", "metrics_file",
-               "tensorboard_dir")
+               "checkpoint_write_mb_per_sec", "keep_checkpoints", "save_deadline_seconds",
+               "dataset_path", "metrics_file", "tensorboard_dir")
 
 
 def format_value(value: TrainerArgValue) -> str:
@@ -65,7 +65,8 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
             f"--save_deadline_seconds={budget.save_deadline_seconds}",
             # Until a save in this run is measured, the SIGTERM decision uses the catalog's
             # figure for this store (infra/preemption.py).
-            f"--checkpoint_write_mb_per_sec={write_mb_per_sec_per_rank(cluster, job, save_estimate):g}",
+            "--checkpoint_write_mb_per_sec="
+            f"{write_mb_per_sec_per_rank(cluster, job, save_estimate):g}",
         ]
     if dataset.path:
         flags.append(f"--dataset_path={mount}/{dataset.path.strip('/')}")

@@ -40,6 +40,7 @@ WORKLOAD_OWNED_FLAGS = {
     "checkpoint_every": "checkpoints.everySteps",
     "checkpoint_every_seconds": "checkpoints.everySeconds",
     "save_deadline_seconds": "the cloud's notice (infra/catalog.py)",
+    "checkpoint_write_mb_per_sec": "the checkpoint store (infra/catalog.py)",
     "keep_checkpoints": "checkpoints.keep",
     "dataset_path": "dataset.path",
 }
