@@ -215,12 +215,15 @@ STOP_NOTICES: tuple[StopNotice, ...] = (
                "https://github.com/aws/aws-node-termination-handler#queue-processor",
     ),
     StopNotice(
-        Cloud.AZURE, Capacity.SPOT, notice_seconds=30, pod_seconds=25,
-        path="Scheduled Events 'Preempt' (at least 30 s before eviction) -> the node's "
-             "scheduled-events drain cordons and drains the node; 5 s are kept for the "
-             "metadata poll and the eviction call.",
+        Cloud.AZURE, Capacity.SPOT, notice_seconds=30, pod_seconds=15,
+        path="Scheduled Events 'Preempt' (at least 30 s before eviction) -> the node problem "
+             "detector polls it and sets a node condition -> AKS node auto-drain cordons and "
+             "drains the node (best effort). Observed notices can be 'materially shorter' than "
+             "30 s (Azure/karpenter-provider-azure, pkg/controllers/node/interruption), so the "
+             "pod is budgeted 15 s, like GKE's.",
         source="https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events; "
-               "https://learn.microsoft.com/azure/aks/spot-node-pool",
+               "https://learn.microsoft.com/azure/aks/node-auto-drain; "
+               "https://github.com/Azure/karpenter-provider-azure",
     ),
     StopNotice(
         Cloud.GCP, Capacity.SPOT, notice_seconds=30, pod_seconds=15,

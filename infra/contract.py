@@ -76,7 +76,7 @@ class CheckpointStore:
     bucket: pulumi.Output[str]
     service_account_annotations: Mapping[str, pulumi.Input[str]]
     pod_labels: Mapping[str, str]
-    env: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)  # e.g. AZURE_STORAGE_ACCOUNT
+    env: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)  # e.g. AZURE_STORAGE_ACCOUNT_NAME (adlfs)
 
 
 @dataclass(frozen=True)

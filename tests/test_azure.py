@@ -264,6 +264,12 @@ def test_without_fabric_no_network_operator_and_no_rdma() -> None:
     assert [r.inputs["chart"] for r in run.of_type(RELEASE)] == ["gpu-operator"]
     pod = training_pod_template(run)["spec"]
     assert all("rdma/shared_ib" not in c["resources"].get("limits", {}) for c in pod["containers"])
+    # The operator's own node feature discovery must reach the tainted GPU nodes (spot too), or
+    # no node is labelled as having a GPU and no driver is ever deployed.
+    (operator,) = run.of_type(RELEASE)
+    workers = operator.inputs["values"]["node-feature-discovery"]["worker"]["tolerations"]
+    tolerated = {(t["key"], t.get("value")) for t in workers}
+    assert {("sku", "gpu"), ("kubernetes.azure.com/scalesetpriority", "spot")} <= tolerated
 
 
 # --- Kubernetes providers ------------------------------------------------------------------------

@@ -204,7 +204,7 @@ def test_a_crash_is_counted_and_bad_flags_fail_the_job_at_once(tmp_path):
     (tmp_path / "empty").mkdir()
     crash.argv.append(f"--dataset_path={tmp_path / 'empty'}")  # exists, holds no data: it raises
     record = crash.run(timeout=240)
-    max_restarts = rendered["jobset"]["failurePolicy"]["maxRestarts"]
+    max_restarts = int(rendered["jobset"]["failurePolicy"]["maxRestarts"])  # mocks send floats
     assert record.outcome == "Failed", record
     assert record.actions == ["RestartJobSet"] * (max_restarts + 1), record
     assert record.counted_restarts == max_restarts + 1

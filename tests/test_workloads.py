@@ -174,7 +174,7 @@ def test_workload_identity_binding_is_on_the_service_account_and_pods(runs):
     assert pod_labels["azure.workload.identity/use"] == "true"
     assert scenario.pod_spec()["serviceAccountName"] == account.inputs["metadata"]["name"]
     env = {e["name"]: e["value"] for e in scenario.container()["env"]}
-    assert env["AZURE_STORAGE_ACCOUNT"] == "torchrecckpt"
+    assert env["AZURE_STORAGE_ACCOUNT_NAME"] == "torchrecckpt"
 
 
 def test_fabric_environment_devices_and_capabilities_come_from_the_contract(runs):
@@ -300,7 +300,7 @@ def test_bad_trainer_flags_fail_the_job_at_once(runs):
 def test_jobset_controller_is_installed_pinned_before_the_job(runs):
     scenario = runs["aws"]
     controller = scenario.run.one("kubernetes:yaml/v2:ConfigFile")
-    assert controller.inputs["file"].endswith("/jobset/releases/download/v0.12.0/manifests.yaml")
+    assert controller.inputs["file"].endswith("/jobset/releases/download/v0.10.1/manifests.yaml")
     assert scenario.run.waits_for(scenario.workload(), controller)
 
 

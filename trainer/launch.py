@@ -10,7 +10,10 @@ to the statuses in ``trainer.exit_codes``:
 - a worker exited CONFIG_ERROR: CONFIG_ERROR (fail the job at once);
 - the launcher got SIGTERM (the kubelet's stop: preemption, drain, eviction), or every failed
   worker stopped with RESUME or was stopped by SIGTERM: RESUME;
-- a rendezvous that could not form or was closed (a peer node gone): RESUME;
+- a rendezvous that was closed or lost its store (a peer node gone): RESUME;
+- a rendezvous that timed out (the gang's nodes did not all arrive within the join timeout,
+  e.g. no spot capacity): 1, counted, so a job that cannot get its nodes ends instead of
+  restarting forever;
 - anything else (a worker's exception, a segfault, the OOM killer): 1, a crash the job counts.
 
 On SIGTERM the agent forwards it to the workers and waits ``--shutdown_timeout`` seconds (the
@@ -45,7 +48,7 @@ def launch(argv: Sequence[str]) -> int:
     """Run torchrun's agent with ``argv`` (torchrun's own syntax) and return the pod's status."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.elastic.rendezvous.api import RendezvousError
+    from torch.distributed.elastic.rendezvous.api import RendezvousError, RendezvousTimeoutError
     from torch.distributed.launcher.api import elastic_launch
     from torch.distributed.run import config_from_args, parse_args
 
@@ -62,6 +65,9 @@ def launch(argv: Sequence[str]) -> int:
         status = status_of_worker_failures(codes)
         log.warning("launcher: worker exit codes %s: exit %d", sorted(codes), status)
         return status
+    except RendezvousTimeoutError as late:
+        log.warning("launcher: the gang did not form in time (%s): exit %d (counted)", late, CRASH)
+        return CRASH
     except RendezvousError as lost:
         log.warning("launcher: rendezvous failed (%s: %s): exit %d (resume)",
                     type(lost).__name__, lost, RESUME)

@@ -30,9 +30,14 @@ from infra.settings.model import JOBSET_REPLICATED_JOB, Job
 from trainer.exit_codes import CONFIG_ERROR, RESUME
 from workloads.names import JobNames
 
-JOBSET_VERSION = "v0.12.0"
+# v0.10.1: built against Kubernetes 1.34 and supported on "one of the last 3 minor versions"
+# (1.32-1.34), so on the clusters' 1.33; v0.12.0 needs 1.34+. The version GCP's cluster-toolkit
+# pins (pkg/orchestrator/gke/infra_manager.go). It has every field used here:
+# onJobFailureMessagePatterns (since v0.10.0), BlockingRecreate, publishNotReadyAddresses.
+# Move it forward together with kubernetes.version.
+JOBSET_VERSION = "v0.10.1"
 # The install command of JobSet's own guide (kubectl apply --server-side -f <this>):
-# https://github.com/kubernetes-sigs/jobset/blob/v0.12.0/site/content/en/docs/installation/_index.md
+# https://github.com/kubernetes-sigs/jobset/blob/v0.10.1/site/content/en/docs/installation/_index.md
 JOBSET_MANIFESTS = (f"https://github.com/kubernetes-sigs/jobset/releases/download/"
                     f"{JOBSET_VERSION}/manifests.yaml")
 API_VERSION = "jobset.x-k8s.io/v1alpha2"

@@ -86,7 +86,10 @@ class AzureGpuCluster(pulumi.ComponentResource):
         ckpt = create_checkpoints(prefix, s, group, oidc_issuer, client.subscription_id, tags,
                                   child)
 
-        ready: list[pulumi.Resource] = [*pools.values(), *addons, *access]
+        # The job's first storage call must find its identity federated and its role granted:
+        # a 403 there is a crash the JobSet counts.
+        ready: list[pulumi.Resource] = [*pools.values(), *addons, *access, ckpt.credential,
+                                        ckpt.role]
         if s.job.image:
             trainer_image: pulumi.Input[str] = s.job.image
         else:

@@ -36,13 +36,16 @@ def gpu_operator_values(rdma: bool, taints: Sequence[Taint]) -> dict:
     """Driver, container toolkit and device plugin from the operator (AKS driver install is
     skipped on the pools); with InfiniBand, the driver loads nvidia-peermem for GPUDirect RDMA
     and NFD comes from the Network Operator instead."""
+    gpu_tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                       *tolerations(taints)]
     return {
         "nfd": {"enabled": not rdma},
+        # The operator's own NFD workers tolerate only control-plane and nvidia.com/gpu taints
+        # (gpu-operator v25.10.0 deployments/gpu-operator/values.yaml): without these they never
+        # label a GPU node, and the driver and device plugin are never deployed there.
+        "node-feature-discovery": {"worker": {"tolerations": gpu_tolerations}},
         "driver": {"enabled": True, "rdma": {"enabled": rdma, "useHostMofed": False}},
-        "daemonsets": {
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
-                             "effect": "NoSchedule"}, *tolerations(taints)],
-        },
+        "daemonsets": {"tolerations": gpu_tolerations},
         "migManager": {"enabled": False},
         "vgpuDeviceManager": {"enabled": False},
         "vfioManager": {"enabled": False},

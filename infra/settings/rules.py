@@ -184,7 +184,7 @@ def kubernetes_names_are_valid(s: Settings) -> Iterator[Problem]:
                           "starting and ending with a letter or digit")
             return
     if s.job.kind == JobKind.JOB_SET:
-        # JobSet's webhook (pkg/webhooks/jobset_webhook.go, v0.12.0) requires its pod names,
+        # JobSet's webhook (pkg/webhooks/jobset_webhook.go, v0.10.1) requires its pod names,
         # `<name>-node-0-<last index>-abcde`, to be DNS-1035 labels of at most 63 characters.
         longest = f"{s.job.name}-{JOBSET_REPLICATED_JOB}-0-{s.job.nodes - 1}-abcde"
         if len(longest) > 63 or not s.job.name[0].isalpha():
