@@ -15,7 +15,7 @@ The rules, as documented:
   reason PodFailurePolicy and the message the Job controller writes; Ignore does not count;
   Count, or no match, counts the pod against backoffLimit, and more failures than backoffLimit
   fail the Job with reason BackoffLimitExceeded. A pod that exits 0 completes its index.
-- JobSet failurePolicy (kubernetes-sigs/jobset v0.12.0, api/jobset/v1alpha2/jobset_types.go):
+- JobSet failurePolicy (kubernetes-sigs/jobset v0.10.1, api/jobset/v1alpha2/jobset_types.go):
   on a child Job's failure the rules are checked in order; a rule matches when the Job's
   failure reason is in onJobFailureReasons (or that list is empty) and one of
   onJobFailureMessagePatterns (RE2) matches its message (or that list is empty). No match means
