@@ -6,6 +6,9 @@ BIN := $(VENV)/bin
 PIP_EXTRA ?=
 CHECKOV_VENV := .venv-checkov
 CHECKOV_VERSION := 3.3.30
+# Azure Blob emulator for the checkpoint storage tests; 3.36+ needs node >= 21.
+AZURITE_VERSION := 3.35.0
+AZURITE_DIR := $(VENV)/azurite
 
 .PHONY: train test test-infra test-trainer bench settings-docs clean
 
@@ -26,23 +29,31 @@ $(CHECKOV_VENV)/.installed: Makefile
 	$(CHECKOV_VENV)/bin/pip install -q --disable-pip-version-check checkov==$(CHECKOV_VERSION)
 	touch $@
 
+# Azurite from npm into the venv folder (ignored by git, removed by `make clean`).
+$(AZURITE_DIR)/.installed: Makefile
+	mkdir -p $(AZURITE_DIR)
+	npm install --prefix $(AZURITE_DIR) --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
+	touch $@
+
 ## Train briefly on this machine with synthetic data (CPU: 2 processes on gloo; GPU: every GPU).
 train: $(VENV)/.trainer-installed
 	$(BIN)/python -m trainer.local_run $(ARGS)
 
 ## Every test: settings, catalog, the three stacks under mocks, workloads, trainer.
-test: $(VENV)/.trainer-installed $(CHECKOV_VENV)/.installed
+test: $(VENV)/.trainer-installed $(CHECKOV_VENV)/.installed $(AZURITE_DIR)/.installed
 	$(BIN)/python -m pytest tests -q
 
 test-infra: $(VENV)/.infra-installed $(CHECKOV_VENV)/.installed
 	$(BIN)/python -m pytest tests -q --ignore=tests/trainer
 
-test-trainer: $(VENV)/.trainer-installed
+test-trainer: $(VENV)/.trainer-installed $(AZURITE_DIR)/.installed
 	$(BIN)/python -m pytest tests/trainer -q
 
-## Global samples/s of our trainer and TorchRec's reference DLRM, side by side.
+## Global samples/s of our trainer and TorchRec's reference DLRM, side by side; then checkpoint
+## save time, training stall (sync vs async), throughput, MLPerf projection and resume time.
 bench: $(VENV)/.trainer-installed
 	$(BIN)/python bench/train_throughput.py
+	$(BIN)/python bench/checkpoint_bench.py
 
 ## Regenerate the settings table in README.md from infra/settings.
 settings-docs: $(VENV)/.infra-installed

@@ -181,6 +181,8 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
      {"job": {"pool": "spot", "trainerArgs": {"num_embeddings_per_feature": [40_000_000] * 26,
                                               "embedding_dim": 128}}},
      "job.trainerArgs", "spot node's 30 s notice leaves the trainer 10 s"),
+    ("aws-spot-pool-never-scales-up", "aws", {"job": {"pool": "spot"}},
+     "gpuPools.spot.desiredNodes", "nothing scales the node group up"),
     ("jobset-name-too-long", "aws", {"job": {"name": "d" * 50}}, "job.name",
      "at most 48 characters with 2 nodes"),
 ]
@@ -283,6 +285,7 @@ def test_default_tables_fit_every_cloud_s_spot_notice(stack: str) -> None:
     for location in ("objectStore", "sharedFileSystem"):
         values = stack_values(stack)
         values["job"] = {**values.get("job", {}), "pool": "spot"}
+        values["gpuPools"]["spot"]["desiredNodes"] = values["job"].get("nodes", 2)
         values["checkpoints"] = {**values.get("checkpoints", {}), "location": location}
         settings = settings_from_mapping(values)
         budget = stop_budget(settings.cloud, True, settings.job.termination_grace_seconds)

@@ -1,92 +1,255 @@
 """Checkpoints with torch.distributed.checkpoint (DCP) on a path or an fsspec URI.
 
 Layout: ``<checkpoint_dir>/step-<N>/``. DCP writes ``.metadata`` last, so it is the
-commit marker: a directory without it (a save cut short by preemption) is ignored and
-never loaded. Saves never overwrite a complete checkpoint; the newest ``keep`` complete
-ones are kept.
+commit marker: a directory without it (a save cut short by preemption) is never loaded,
+and rank 0 removes it at start and after saves. Saves never overwrite a complete
+checkpoint; the newest ``keep`` complete ones are kept.
+
+Saves are asynchronous (``dcp.async_save``): the state is copied to host memory on the
+calling thread (the only stall training sees), then written by a background thread while
+training goes on. At most one save is in flight: the next one first waits for it.
+The upload thread runs DCP's collectives on a gloo group of its own, so they never
+interleave with the training thread's collectives.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import re
-from typing import Any, Dict, List, Optional
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
 
 import fsspec
+import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
-from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
+from torch.distributed.checkpoint import _fsspec_filesystem as dcp_fsspec
+from torch.distributed.checkpoint.api import CheckpointException
 
 log = logging.getLogger(__name__)
+__all__ = ["CheckpointException", "Checkpointer", "open_store", "state_bytes"]
 _STEP_DIR = re.compile(r"^step-(\d+)$")
+AZURE_SCHEMES = ("az", "abfs", "abfss")
+GCS_SCHEMES = ("gs", "gcs")
+
+
+def open_store(uri: str) -> Tuple[fsspec.AbstractFileSystem, str]:
+    """The file system for a checkpoint URI, set up for the identity a pod really has.
+
+    - gs://: gcsfs 2026.x registers ``ExtendedGcsFileSystem`` (zonal / hierarchical buckets,
+      env GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT, default on). Its ``makedirs`` (which DCP calls
+      before every save) first checks the bucket with ``GET b/<bucket>``
+      (``storage.buckets.get``), which ``roles/storage.objectUser`` lacks: gcsfs falls back
+      to listing the bucket, an empty bucket lists nothing, and the first save fails with
+      "Bucket does not exist". Its ``open`` also asks the Storage Control API for the
+      bucket's layout on every file, uncached when that is refused. The checkpoint bucket
+      is a plain flat bucket, so the trainer uses gcsfs's plain ``GCSFileSystem``, whose
+      ``makedirs`` is a no-op and which needs only object permissions.
+    - az://: adlfs decides anonymous access from ``AZURE_STORAGE_ANON`` when not told;
+      the trainer passes ``anon=False`` so that ``DefaultAzureCredential`` (workload
+      identity: AZURE_CLIENT_ID / AZURE_TENANT_ID / AZURE_FEDERATED_TOKEN_FILE) is used
+      whatever the image's environment says, unless a key or connection string is given.
+    - s3://: s3fs's default credential chain (IRSA web identity) works as it is.
+    Instances are not shared (``skip_instance_cache``): fsspec caches them per process,
+    and a cached one would keep a stale endpoint or credential.
+    """
+    scheme = uri.split("://", 1)[0] if "://" in uri else "file"
+    if scheme in GCS_SCHEMES:
+        from gcsfs.core import GCSFileSystem  # the plain class, not the package's alias
+
+        fs = GCSFileSystem(skip_instance_cache=True)
+        return fs, fs._strip_protocol(uri)
+    options: Dict[str, Any] = {"anon": False} if scheme in AZURE_SCHEMES else {}
+    return fsspec.core.url_to_fs(uri, skip_instance_cache=True, **options)
+
+
+class _BoundFileSystem(dcp_fsspec.FileSystem):
+    """DCP's fsspec adapter on a file system we built (DCP would build its own from the URI)."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem) -> None:
+        super().__init__()
+        self.fs = fs
+
+    def init_path(self, path: Any, **kwargs: Any) -> Any:
+        return path
+
+
+class _StoreWriter(FileSystemWriter):
+    def __init__(self, fs: fsspec.AbstractFileSystem, path: str) -> None:
+        # Object-store streams have no fileno(): with sync_files DCP would call os.sync()
+        # (every dirty page of the host) after each file. A closed object is durable anyway.
+        super().__init__(path, sync_files=False)
+        self.fs = _BoundFileSystem(fs)
+        self.path = path
+
+
+class _StoreReader(FileSystemReader):
+    def __init__(self, fs: fsspec.AbstractFileSystem, path: str) -> None:
+        super().__init__(path)
+        self.fs = _BoundFileSystem(fs)
+        self.path = path
+
+
+def state_bytes(state: Any) -> int:
+    """Bytes of tensor data this rank holds in a (nested) state dict."""
+    if isinstance(state, dict):
+        return sum(state_bytes(v) for v in state.values())
+    if hasattr(state, "local_shards"):  # ShardedTensor
+        return sum(s.tensor.numel() * s.tensor.element_size() for s in state.local_shards())
+    if hasattr(state, "to_local"):  # DTensor
+        state = state.to_local()
+    if isinstance(state, torch.Tensor):
+        return state.numel() * state.element_size()
+    return 0
+
+
+@dataclass
+class _Save:
+    step: int
+    nbytes: int
+    started: float
+    future: concurrent.futures.Future
+    finished: List[float] = field(default_factory=list)  # set by the upload thread
 
 
 class Checkpointer:
     """Save/restore a state dict of Stateful-like parts at step boundaries."""
 
-    def __init__(self, uri: str, keep: int) -> None:
+    def __init__(self, uri: str, keep: int, fs: Optional[fsspec.AbstractFileSystem] = None) -> None:
         self.uri = uri.rstrip("/")
         self.keep = keep
         # Any URI (file:// included) goes through fsspec; a plain path uses DCP's file writer.
-        self.remote = "://" in uri
-        self.fs, self.root = fsspec.core.url_to_fs(self.uri)
+        self.remote = "://" in uri or fs is not None
+        if fs is not None:  # tests inject slow or failing file systems
+            self.fs, self.root = fs, fs._strip_protocol(self.uri)
+        else:
+            self.fs, self.root = open_store(self.uri)
+        # Collective (every rank builds its Checkpointer in the same order).
+        self.group = dist.new_group(backend="gloo")
+        self.pending: Optional[_Save] = None
+        self.bytes_per_second: Optional[float] = None  # of the last finished save in this run
+        self.last_seconds: Optional[float] = None
 
     def _path(self, step: int) -> str:
-        return f"{self.uri}/step-{step}" if self.remote else f"{self.root}/step-{step}"
+        return f"{self.root}/step-{step}"
 
     def _is_complete(self, step: int) -> bool:
         return self.fs.exists(f"{self.root}/step-{step}/.metadata")
 
-    def complete_steps(self) -> List[int]:
-        """Steps of complete checkpoints, oldest first."""
+    def _step_dirs(self) -> List[int]:
         self.fs.invalidate_cache()  # object-store listings are cached per process; others write too
         if not self.fs.exists(self.root):
             return []
         steps = []
         for entry in self.fs.ls(self.root, detail=False):
             match = _STEP_DIR.match(entry.rstrip("/").rsplit("/", 1)[-1])
-            if match and self._is_complete(int(match.group(1))):
+            if match:
                 steps.append(int(match.group(1)))
         return sorted(steps)
 
+    def complete_steps(self) -> List[int]:
+        """Steps of complete checkpoints, oldest first."""
+        return [s for s in self._step_dirs() if self._is_complete(s)]
+
+    def _broadcast(self, value: Any) -> Any:
+        box = [value]
+        if dist.get_world_size() > 1:
+            dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def candidates(self) -> List[int]:
+        """Complete steps, newest first, as rank 0 sees them (all ranks get the same list)."""
+        return self._broadcast(self.complete_steps()[::-1] if dist.get_rank() == 0 else None)
+
     def latest(self) -> Optional[int]:
         """Newest complete step, decided on rank 0 and broadcast so all ranks agree."""
-        found: List[Optional[int]] = [None]
-        if dist.get_rank() == 0:
-            steps = self.complete_steps()
-            found = [steps[-1] if steps else None]
-        if dist.get_world_size() > 1:
-            dist.broadcast_object_list(found, src=0)
-        return found[0]
+        steps = self.candidates()
+        return steps[0] if steps else None
 
-    def save(self, step: int, state: Dict[str, Any]) -> bool:
-        """Collective. Returns False if a complete checkpoint for ``step`` already exists."""
-        exists = [self._is_complete(step)] if dist.get_rank() == 0 else [None]
-        if dist.get_world_size() > 1:
-            dist.broadcast_object_list(exists, src=0)
-        if exists[0]:
+    # --- saving ---
+    def save(self, step: int, state: Dict[str, Any], blocking: bool = False) -> bool:
+        """Collective. Waits for the previous save, then starts this one in the background
+        (``blocking``: and waits for it). Returns False if ``step`` is already saved."""
+        self.wait()
+        exists = self._broadcast(self._is_complete(step) if dist.get_rank() == 0 else None)
+        if exists:
             return False
-        path = self._path(step)
-        if dist.get_rank() == 0 and self.fs.exists(f"{self.root}/step-{step}"):
-            self.fs.rm(f"{self.root}/step-{step}", recursive=True)  # leftover of a cut-short save
+        if dist.get_rank() == 0 and self.fs.exists(self._path(step)):
+            self.fs.rm(self._path(step), recursive=True)  # leftover of a cut-short save
         if dist.get_world_size() > 1:
-            dist.barrier()
-        writer = FsspecWriter(path) if self.remote else FileSystemWriter(path)
-        dcp.save(state, storage_writer=writer)
+            dist.barrier(group=self.group)
+        path = self._path(step)
+        writer = _StoreWriter(self.fs, path) if self.remote else FileSystemWriter(path)
+        started = time.perf_counter()
+        # The writer stages: a blocking copy of every tensor to host memory, so training may
+        # change the weights as soon as this returns.
+        future = dcp.async_save(state, storage_writer=writer, process_group=self.group)
+        record = _Save(step, state_bytes(state), started, future)
+        future.add_done_callback(lambda _: record.finished.append(time.perf_counter()))
+        self.pending = record
+        if blocking:
+            self.wait()
+        return True
+
+    @property
+    def in_flight(self) -> Optional[int]:
+        """The step being written now, if any."""
+        return self.pending.step if self.pending is not None else None
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the save in flight. False if it is still running after ``timeout``
+        seconds (it is then left to run; its directory stays incomplete until it ends)."""
+        if self.pending is None:
+            return True
+        try:
+            self.pending.future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            return False
+        except BaseException:
+            self.pending = None  # failed: its directory has no .metadata and is removed later
+            raise
+        done, self.pending = self.pending, None
+        seconds = (done.finished[0] if done.finished else time.perf_counter()) - done.started
+        self.last_seconds = seconds
+        self.bytes_per_second = done.nbytes / seconds if seconds > 0 else None
         if dist.get_rank() == 0:
             self._prune()
+            self.remove_incomplete()
         return True
+
+    def close(self) -> None:
+        """Wait for the save in flight (end of training)."""
+        self.wait()
+
+    def estimate_seconds(self, state: Dict[str, Any], default_bytes_per_second: float) -> float:
+        """How long saving ``state`` would take on this rank: measured throughput of this run's
+        last save, else the given default."""
+        rate = self.bytes_per_second or default_bytes_per_second
+        return state_bytes(state) / rate
+
+    def remove_incomplete(self) -> None:
+        """Rank 0: delete step directories without .metadata, except the one being written."""
+        for step in self._step_dirs():
+            if step == self.in_flight or self._is_complete(step):
+                continue
+            log.warning("removing incomplete checkpoint step-%d (no .metadata)", step)
+            try:
+                self.fs.rm(self._path(step), recursive=True)
+            except OSError as err:  # another process may be listing it; try again later
+                log.warning("could not remove incomplete checkpoint step-%d: %s", step, err)
 
     def load(self, step: int, state: Dict[str, Any]) -> None:
         """Collective, in place: tensors in ``state`` receive the saved values."""
         path = self._path(step)
-        reader = FsspecReader(path) if self.remote else FileSystemReader(path)
+        reader = _StoreReader(self.fs, path) if self.remote else FileSystemReader(path)
         dcp.load(state, storage_reader=reader)
 
     def _prune(self) -> None:
         for step in self.complete_steps()[: -self.keep]:
             try:
-                self.fs.rm(f"{self.root}/step-{step}", recursive=True)
+                self.fs.rm(self._path(step), recursive=True)
             except OSError as err:  # another process may be listing it; try again next save
                 log.warning("could not remove old checkpoint step-%d: %s", step, err)

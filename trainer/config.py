@@ -57,7 +57,9 @@ class TrainConfig:
     dcn_low_rank_dim: int = _help("Low-rank width of each DCN cross layer.", default=512)
 
     # --- optimisation ---
-    batch_size: int = _help("Samples per step per rank (global batch = this x world size).", default=512)
+    batch_size: int = _help(
+        "Samples per step per rank; global batch = this x world size of the first run, kept "
+        "in checkpoints: a resume on M ranks takes global batch / M per rank.", default=512)
     learning_rate: float = _help("Peak learning rate for embeddings and dense layers.", default=0.01)
     optimizer: str = _help(
         "Optimizer for both parts: 'adagrad' (row-wise Adagrad fused into the embedding "
@@ -82,9 +84,11 @@ class TrainConfig:
         default=None,
     )
     synthetic_steps_per_epoch: int = _help(
-        "Batches per rank in one epoch of synthetic data.", default=1000
+        "Steps (global batches) in one epoch of synthetic data.", default=1000
     )
-    eval_batches: int = _help("Held-out batches per rank for each evaluation (0 = no evaluation).", default=20)
+    eval_batches: int = _help(
+        "Held-out global batches for each evaluation, split over the ranks: the same samples "
+        "whatever the world size (0 = no evaluation).", default=20)
 
     # --- checkpoints ---
     checkpoint_dir: Optional[str] = _help(
@@ -96,6 +100,17 @@ class TrainConfig:
         "Save every N steps (0 = only at the end and on SIGTERM).", default=0
     )
     keep_checkpoints: int = _help("Keep the newest K complete checkpoints.", default=3)
+    checkpoint_every_seconds: float = _help(
+        "Also save when this many seconds passed since the last save (0 = off); all ranks "
+        "agree on the step, within 8 steps of it falling due.", default=0.0)
+    save_deadline_seconds: float = _help(
+        "Seconds after SIGTERM by which the process must have exited (the launcher derives "
+        "it from the cloud's notice; torchrun kills workers 30 s after forwarding SIGTERM). "
+        "The SIGTERM save is made only if it can finish in time, else the newest periodic "
+        "checkpoint is the resume point.", default=25.0)
+    checkpoint_write_mb_per_sec: float = _help(
+        "Write throughput (MB/s per rank) assumed for the SIGTERM decision until a save in "
+        "this run has been measured.", default=100.0)
 
     # --- metrics ---
     log_every: int = _help("Steps between metric lines / JSON records.", default=50)
@@ -148,8 +163,14 @@ class TrainConfig:
         if self.lr_decay_start and not self.lr_decay_steps:
             bad("lr_decay_steps", self.lr_decay_steps,
                 "must be > 0 when --lr_decay_start is set")
-        if self.checkpoint_every and not self.checkpoint_dir:
-            bad("checkpoint_every", self.checkpoint_every, "needs --checkpoint_dir")
+        for name in ("checkpoint_every", "checkpoint_every_seconds"):
+            if getattr(self, name) and not self.checkpoint_dir:
+                bad(name, getattr(self, name), "needs --checkpoint_dir")
+        if not self.checkpoint_every_seconds >= 0:
+            bad("checkpoint_every_seconds", self.checkpoint_every_seconds, "must be >= 0")
+        for name in ("save_deadline_seconds", "checkpoint_write_mb_per_sec"):
+            if not getattr(self, name) > 0:
+                bad(name, getattr(self, name), "must be > 0")
         if self.checkpoint_dir and "://" in self.checkpoint_dir:
             scheme = self.checkpoint_dir.split("://", 1)[0]
             if scheme not in CHECKPOINT_SCHEMES:

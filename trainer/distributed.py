@@ -13,22 +13,33 @@ from typing import Optional
 
 import torch
 import torch.distributed as dist
+from torchrec.distributed.embedding_types import EmbeddingComputeKernel
 from torchrec.distributed.model_parallel import DistributedModelParallel, get_default_sharders
 from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
 from torchrec.distributed.planner.storage_reservations import FixedPercentageStorageReservation
 from torchrec.distributed.planner.types import (
     HardwareConfig,
     KernelConfig,
+    ParameterConstraints,
     TopologyFactory,
     TrainerConfig,
 )
-from torchrec.distributed.types import ShardingEnv
+from torchrec.distributed.types import ShardingEnv, ShardingType
 from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
 from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
 from torchrec.optim.optimizers import in_backward_optimizer_filter
 from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from trainer.config import TrainConfig
+
+# Sharding types whose fused row-wise optimizer state has the same keys and global shape
+# [rows] whatever the plan, so DCP reshards a checkpoint onto another world size. Not
+# data-parallel (its tables get the dense optimizer: other state keys, full-size state),
+# not column-wise / table-column-wise (one row-wise momentum per column shard: the state's
+# shape is rows x shards, which changes with the plan), not grid (the same, per node).
+# On CPU TorchRec offers only table-wise of these; on GPU the planner also weighs row-wise.
+RESHARDABLE_SHARDING_TYPES = [ShardingType.TABLE_WISE.value, ShardingType.ROW_WISE.value,
+                              ShardingType.TABLE_ROW_WISE.value]
 
 
 @dataclass
@@ -101,6 +112,17 @@ def topology(ctx: DistContext) -> Topology:
     )
 
 
+def sharding_constraints(model: torch.nn.Module) -> dict[str, ParameterConstraints]:
+    """Per table: a reshardable sharding type and the fused kernel, so the optimizer state in
+    a checkpoint does not depend on the world size that wrote it."""
+    ebc = model.model.sparse_arch.embedding_bag_collection
+    return {
+        table.name: ParameterConstraints(sharding_types=list(RESHARDABLE_SHARDING_TYPES),
+                                         compute_kernels=[EmbeddingComputeKernel.FUSED.value])
+        for table in ebc.embedding_bag_configs()
+    }
+
+
 def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext) -> tuple[
         DistributedModelParallel, CombinedOptimizer, KeyedOptimizerWrapper]:
     """Fuse the embedding optimizer into the backward, plan, shard, and build the dense
@@ -115,7 +137,8 @@ def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext) -> t
         dense_factory = lambda params: torch.optim.SGD(params, lr=cfg.learning_rate)  # noqa: E731
     # Keep 20% of each device for dense weights, activations and the allocator's slack.
     planner = EmbeddingShardingPlanner(topology=topology(ctx), batch_size=cfg.batch_size,
-                                       storage_reservation=FixedPercentageStorageReservation(0.2))
+                                       storage_reservation=FixedPercentageStorageReservation(0.2),
+                                       constraints=sharding_constraints(model))
     plan = planner.collective_plan(model, get_default_sharders(), dist.GroupMember.WORLD)
     dmp = DistributedModelParallel(
         module=model,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Dict, List, Optional, Tuple
+
 import torch
 from torchrec import EmbeddingBagCollection
 from torchrec.models.dlrm import DLRM, DLRM_DCN, DLRMTrain
@@ -26,21 +28,45 @@ def embedding_tables(cfg: TrainConfig) -> list[EmbeddingBagConfig]:
 
 
 class _LookupFirst:
-    """DLRM's forward, reordered and without a copy; the same modules, parameters and math.
+    """DLRM's forward, reordered and without a split/cat; the same modules, parameters and math.
 
     TorchRec's DLRM runs the dense MLP, then the embedding lookup, then splits the pooled
-    embeddings into one tensor per feature and concatenates them again. Here the sharded
-    lookup starts first, so its output all-to-all is in flight while the dense MLP runs,
-    and the pooled values, already in feature order, are only reshaped."""
+    embeddings into one tensor per feature and concatenates them again in feature order.
+    Here the sharded lookup starts first, so its output all-to-all is in flight while the
+    dense MLP runs, and the pooled values are viewed as [B, F, D]. Under DMP the pooled
+    columns come in the sharding plan's order, not feature order (a 2-rank plan gave
+    f0, f2, f1), and the plan changes with the world size: the features are put back in
+    order by name, with an index computed once per key order (none when already in order)."""
 
     def forward(self, dense_features: torch.Tensor, sparse_features: KeyedJaggedTensor) -> torch.Tensor:
         sparse = self.sparse_arch  # type: ignore[attr-defined]
         pooled = sparse.embedding_bag_collection(sparse_features)  # awaited lazily under DMP
         embedded_dense = self.dense_arch(dense_features)  # type: ignore[attr-defined]
-        embedded_sparse = pooled.values().reshape(-1, sparse.F, sparse.D)
+        embedded_sparse = _in_feature_order(pooled.values().reshape(-1, sparse.F, sparse.D),
+                                            pooled.keys(), sparse.sparse_feature_names)
         interaction = self.inter_arch(  # type: ignore[attr-defined]
             dense_features=embedded_dense, sparse_features=embedded_sparse)
         return self.over_arch(interaction)  # type: ignore[attr-defined]
+
+
+_ORDERS: Dict[Tuple[Tuple[str, ...], Tuple[str, ...], torch.device], Optional[torch.Tensor]] = {}
+
+
+@torch.fx.wrap  # a leaf for the train pipeline's tracer: it cannot iterate traced keys
+def _in_feature_order(embedded: torch.Tensor, keys: List[str], names: List[str]) -> torch.Tensor:
+    """``embedded`` [B, F, D] with its features (in ``keys`` order) put in ``names`` order.
+
+    The index is computed once per key order (fixed for a given sharding plan) and is
+    skipped when the order already matches."""
+    cache_key = (tuple(keys), tuple(names), embedded.device)
+    if cache_key not in _ORDERS:
+        assert sorted(keys) == sorted(names), f"pooled features {keys}, model features {names}"
+        position = {name: i for i, name in enumerate(keys)}
+        index = [position[name] for name in names]
+        in_order = index == list(range(len(names)))
+        _ORDERS[cache_key] = None if in_order else torch.tensor(index, device=embedded.device)
+    order = _ORDERS[cache_key]
+    return embedded if order is None else embedded.index_select(1, order)
 
 
 class FastDLRM(_LookupFirst, DLRM):
@@ -67,6 +93,6 @@ def build_model(cfg: TrainConfig, dense_device: torch.device) -> DLRMTrain:
         dlrm = FastDLRM_DCN(dcn_num_layers=cfg.dcn_num_layers, dcn_low_rank_dim=cfg.dcn_low_rank_dim, **common)
     else:
         dlrm = FastDLRM(**common)
-    # The reshape relies on the pooled keys being in feature order (one feature per table).
+    # One feature per table, named like the batch's keys: the forward orders columns by name.
     assert dlrm.sparse_arch.sparse_feature_names == SPARSE_KEYS[: len(cfg.table_sizes)]
     return DLRMTrain(dlrm)

@@ -10,10 +10,11 @@ holds and the loop ends at a step boundary, with the state saved and exit code 0
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -21,7 +22,7 @@ import torch.distributed as dist
 from torchrec.datasets.utils import Batch
 from torchrec.distributed import TrainPipelineSparseDist
 
-from trainer.checkpoint import Checkpointer
+from trainer.checkpoint import CheckpointException, Checkpointer
 from trainer.config import TrainConfig
 from trainer.data import make_source
 from trainer.data.prefetch import Prefetched
@@ -31,19 +32,32 @@ from trainer.model import build_model
 from trainer.schedule import learning_rate
 
 log = logging.getLogger(__name__)
+# After SIGTERM: seconds kept for the summary, the final barrier and the exit after the save,
+# and the margin on the save-time estimate (object-store throughput varies).
+EXIT_RESERVE_SECONDS = 3.0
+SAVE_ESTIMATE_MARGIN = 1.5
 
 
 class StopFlag:
-    """Set by SIGTERM; read at the next batch boundary."""
+    """Set by SIGTERM; read at the next batch boundary. Remembers when the first came."""
 
     def __init__(self) -> None:
         self.requested = False
+        self.received_at: Optional[float] = None  # time.monotonic() of the first SIGTERM
 
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self._handle)
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self.received_at is None:
+            self.received_at = time.monotonic()
         self.requested = True
+
+    def seconds_left(self, deadline_seconds: float) -> float:
+        """Seconds until the process must have exited (inf when no SIGTERM came here)."""
+        if self.received_at is None:
+            return math.inf
+        return self.received_at + deadline_seconds - time.monotonic()
 
 
 class AgreedBatches:
@@ -55,7 +69,8 @@ class AgreedBatches:
     stays off most steps. Batches are built ahead on a background thread."""
 
     def __init__(self, batches: Iterator[Batch], limit: int, stop: StopFlag,
-                 group: Optional[dist.ProcessGroup], chunk: int = 8, pin: bool = False) -> None:
+                 group: Optional[dist.ProcessGroup], chunk: int = 8, pin: bool = False,
+                 save_due: Optional[Callable[[], bool]] = None) -> None:
         if pin:  # page-locked host memory lets the pipeline's copy stream overlap compute
             batches = (b.pin_memory() for b in batches)
         self.batches = Prefetched(batches, depth=2 * chunk)
@@ -65,6 +80,10 @@ class AgreedBatches:
         self.chunk = chunk
         self.ready: List[Batch] = []
         self.reason: Optional[str] = None
+        # A time-based save is agreed in the same all-reduce: any rank due = all save, at
+        # the same step (every rank refills at the same step of the pipeline).
+        self.save_due = save_due or (lambda: False)
+        self.save_requested = False
 
     def __iter__(self) -> "AgreedBatches":
         return self
@@ -91,9 +110,11 @@ class AgreedBatches:
         local: List[Batch] = []
         while len(local) < want and (batch := self.batches.next_or_none()) is not None:
             local.append(batch)
-        flags = torch.tensor([want - len(local), int(self.stop.requested)], dtype=torch.int64)
+        flags = torch.tensor([want - len(local), int(self.stop.requested), int(self.save_due())],
+                             dtype=torch.int64)
         if dist.get_world_size() > 1:
             dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.group)
+        self.save_requested = self.save_requested or bool(flags[2])
         keep = want - int(flags[0])
         if flags[1]:
             self.reason = "stop"
@@ -105,24 +126,41 @@ class AgreedBatches:
 
 @dataclass
 class Progress:
-    """Where training stands; saved in every checkpoint."""
+    """Where training stands; saved in every checkpoint.
 
-    step: int = 0  # completed global steps
+    The data position counts samples of the whole job, not batches of one rank, and the
+    global batch is fixed by the first run: a checkpoint resumes on any world size that
+    divides it, with no sample repeated or skipped and the lr schedule (a function of
+    the step) unchanged."""
+
+    step: int = 0  # completed global steps (global batches)
     epoch: int = 0
-    batch_in_epoch: int = 0  # completed batches of this epoch = data position
-    world_size: int = 1
+    sample_in_epoch: int = 0  # global samples of this epoch consumed = data position
+    world_size: int = 1  # ranks of the run (of the run that wrote it, in a checkpoint)
+    global_batch: int = 0  # samples per step over all ranks: --batch_size x first world size
     lr: float = 0.0
+
+    def per_rank_batch(self, world_size: int, step: int) -> int:
+        """The global batch split over ``world_size`` ranks; ValueError if it does not divide."""
+        if self.global_batch % world_size:
+            raise ValueError(
+                f"--batch_size: checkpoint step-{step} trains with a global batch of "
+                f"{self.global_batch} samples (--batch_size x the world size of its first run), "
+                f"kept on every resume; {world_size} ranks cannot split it evenly: resume on a "
+                f"world size that divides {self.global_batch}")
+        return self.global_batch // world_size
 
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, ctx: DistContext, stop: Optional[StopFlag] = None) -> None:
         self.cfg = cfg
         self.ctx = ctx
-        self.source = make_source(cfg, ctx.rank, ctx.world_size)
+        self.source = make_source(cfg, ctx.rank, ctx.world_size, cfg.batch_size)
         self.model, self.optimizer, self.dense_optimizer = shard_model(
             build_model(cfg, ctx.device), cfg, ctx)
         self.pipeline = TrainPipelineSparseDist(self.model, self.optimizer, ctx.device)
-        self.progress = Progress(world_size=ctx.world_size)
+        self.progress = Progress(world_size=ctx.world_size, global_batch=cfg.batch_size * ctx.world_size)
+        self.resized = False  # resumed from a checkpoint written by another world size
         self.checkpointer = Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints) if cfg.checkpoint_dir else None
         self.stop = stop or StopFlag()
         self.window = Window()
@@ -138,39 +176,115 @@ class Trainer:
             "optim": {"state": self.optimizer.state_dict()["state"]},
             # Tensors (not Python ints) so DCP stores and restores them like everything else.
             "progress": torch.tensor([self.progress.step, self.progress.epoch,
-                                      self.progress.batch_in_epoch, self.progress.world_size]),
+                                      self.progress.sample_in_epoch, self.progress.world_size,
+                                      self.progress.global_batch]),
             "lr": torch.tensor(self.progress.lr, dtype=torch.float64),
         }
 
     def restore(self) -> None:
         if self.checkpointer is None:
             return
-        step = self.checkpointer.latest()
-        if step is None:
+        found = self._load_newest_loadable()
+        if found is None:
             return
-        # Lazily created optimizer state would silently not be restored: create it first.
-        self.dense_optimizer.init_state()
-        state = self.state_dict()
-        self.checkpointer.load(step, state)
+        step, state = found
         self.model.load_state_dict(state["model"])
         full = self.optimizer.state_dict()
         full["state"] = state["optim"]["state"]
         self.optimizer.load_state_dict(full)
-        step_, epoch, batch_in_epoch, world_size = (int(v) for v in state["progress"].tolist())
-        self.progress = Progress(step_, epoch, batch_in_epoch, world_size, float(state["lr"]))
-        if self.progress.world_size != self.ctx.world_size:
-            log.warning("resuming a %d-rank checkpoint on %d ranks: the data order changes",
-                        self.progress.world_size, self.ctx.world_size)
-            self.progress.world_size = self.ctx.world_size
+        step_, epoch, sample_in_epoch, world_size, global_batch = (int(v) for v in state["progress"].tolist())
+        self.progress = Progress(step_, epoch, sample_in_epoch, world_size, global_batch, float(state["lr"]))
+        self._adopt_world_size(step)
         self.resumed_from = step
 
-    def save(self) -> None:
-        if self.checkpointer is not None:
-            self.progress.lr = learning_rate(self.cfg, self.progress.step)
-            started = time.perf_counter()
-            if self.checkpointer.save(self.progress.step, self.state_dict()):
-                self.metrics.print(f"saved checkpoint step-{self.progress.step} "
-                                   f"in {time.perf_counter() - started:.1f}s")
+    def _adopt_world_size(self, step: int) -> None:
+        """Go on with the checkpoint's global batch on this world size: each rank takes
+        global batch / world size samples per step, so steps, samples and lr are unchanged."""
+        batch = self.progress.per_rank_batch(self.ctx.world_size, step)
+        self.resized = self.progress.world_size != self.ctx.world_size
+        if batch != self.cfg.batch_size:
+            log.warning("checkpoint step-%d: keeping its global batch of %d samples, %d per rank "
+                        "on %d ranks (--batch_size %d is used only by a fresh run)", step,
+                        self.progress.global_batch, batch, self.ctx.world_size, self.cfg.batch_size)
+            self.source = make_source(self.cfg, self.ctx.rank, self.ctx.world_size, batch)
+        self.progress.world_size = self.ctx.world_size
+
+    def _load_newest_loadable(self) -> Optional[Tuple[int, Dict[str, Any]]]:
+        """Load the newest complete checkpoint; one that fails to load falls back to the
+        previous complete one. Incomplete ones (no .metadata) are removed first."""
+        assert self.checkpointer is not None
+        if self.ctx.rank == 0:
+            self.checkpointer.remove_incomplete()
+        steps = self.checkpointer.candidates()
+        for step in steps:
+            # Lazily created optimizer state would silently not be restored: create it first.
+            self.dense_optimizer.init_state()
+            state = self.state_dict()
+            try:
+                self.checkpointer.load(step, state)  # a failure on any rank raises on all
+            except (Exception, CheckpointException) as err:  # noqa: BLE001 (DCP's is a BaseException)
+                log.warning("checkpoint step-%d could not be loaded, trying the previous "
+                            "complete one: %s", step, err)
+                continue
+            return step, state
+        if steps:
+            raise RuntimeError(f"no complete checkpoint in {self.cfg.checkpoint_dir} could be "
+                               f"loaded (tried steps {steps}); see the warnings above")
+        return None
+
+    def save(self, blocking: bool = False) -> bool:
+        """Start saving this step (collective); training goes on while it is written."""
+        if self.checkpointer is None:
+            return False
+        self.progress.lr = learning_rate(self.cfg, self.progress.step)
+        previous = self.checkpointer.in_flight
+        started = time.perf_counter()
+        saved = self.checkpointer.save(self.progress.step, self.state_dict(), blocking=blocking)
+        self.last_save_time = time.monotonic()
+        if saved:
+            rate = self.checkpointer.bytes_per_second
+            written = (f"; step-{previous} took {self.checkpointer.last_seconds:.1f}s at "
+                       f"{rate / 1e6:.0f} MB/s per rank" if previous is not None and rate else "")
+            self.metrics.print(f"checkpoint step-{self.progress.step}: training paused "
+                               f"{time.perf_counter() - started:.2f}s{written}")
+        return saved
+
+    def _save_due(self) -> bool:
+        every = self.cfg.checkpoint_every_seconds
+        return bool(every) and time.monotonic() - self.last_save_time >= every
+
+    def _final_save(self, preempted: bool) -> None:
+        """Save at the end and wait for it. After SIGTERM, only if the save can finish before
+        --save_deadline_seconds; never block past it (the newest complete checkpoint is then
+        the resume point). Every rank takes the same decision."""
+        ckpt = self.checkpointer
+        if ckpt is None:
+            return
+        if not preempted:
+            self.save(blocking=True)
+            return
+
+        def left() -> float:
+            return self.stop.seconds_left(self.cfg.save_deadline_seconds) - EXIT_RESERVE_SECONDS
+
+        previous_done = ckpt.wait(timeout=max(left(), 0.0))
+        need = SAVE_ESTIMATE_MARGIN * ckpt.estimate_seconds(
+            self.state_dict(), self.cfg.checkpoint_write_mb_per_sec * 1e6)
+        agreed = torch.tensor([need, -left(), float(not previous_done)], dtype=torch.float64)
+        if dist.get_world_size() > 1:
+            dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=self.ctx.control_group)
+        need, remaining, busy = float(agreed[0]), -float(agreed[1]), bool(agreed[2])
+        if busy or need > remaining:
+            why = "the previous save is still being written" if busy else \
+                f"it needs ~{need:.1f}s, {max(remaining, 0):.1f}s are left"
+            self.metrics.print(f"SIGTERM: no save at step {self.progress.step} ({why}); the "
+                               f"newest complete checkpoint is the resume point")
+            return
+        self.save()
+        if not ckpt.wait(timeout=max(left(), 0.0)):
+            log.warning("SIGTERM: the save of step-%d did not finish before the deadline; it "
+                        "stays incomplete and the previous checkpoint is the resume point",
+                        self.progress.step)
 
     # --- loop ---
     def total_steps(self) -> Optional[int]:
@@ -193,27 +307,30 @@ class Trainer:
                                      self.cfg.tensorboard_dir, start_step=self.progress.step)
         if self.resumed_from is not None:
             self.metrics.print(f"resumed from checkpoint step-{self.resumed_from}")
+        if self.resized:  # the same held-out samples as before the save: checks the resharding
+            self.evaluate()
         started, start_step = time.perf_counter(), self.progress.step
+        self.last_save_time = time.monotonic()
         reason = None
         self.model.train()
         while self.progress.epoch < self.cfg.num_epochs and reason != "stop":
             if self.cfg.max_steps is not None and self.progress.step >= self.cfg.max_steps:
                 break
             batches = AgreedBatches(
-                self.source.train_batches(self.progress.epoch, self.progress.batch_in_epoch),
+                self.source.train_batches(self.progress.epoch, self.progress.sample_in_epoch),
                 self._next_stop() - self.progress.step, self.stop, self.ctx.control_group,
-                pin=self.ctx.device.type == "cuda")
+                pin=self.ctx.device.type == "cuda", save_due=self._save_due)
             try:
                 self._run_segment(batches)
             finally:
                 batches.close()
             reason = batches.reason
             if reason == "exhausted":
-                if self.progress.batch_in_epoch == 0:
-                    raise RuntimeError("the training data has fewer rows than one batch per rank; "
-                                       "check --dataset_path and --batch_size")
+                if self.progress.sample_in_epoch == 0:
+                    raise RuntimeError("the training data has fewer rows than one global batch "
+                                       "(--batch_size x ranks); check --dataset_path and --batch_size")
                 self.progress.epoch += 1
-                self.progress.batch_in_epoch = 0
+                self.progress.sample_in_epoch = 0
             elif reason == "limit" and self.cfg.eval_every and self.progress.step % self.cfg.eval_every == 0:
                 self.evaluate()
         preempted = reason == "stop"
@@ -223,14 +340,14 @@ class Trainer:
         evaluated_here = self.cfg.eval_every and self.progress.step % self.cfg.eval_every == 0
         if not preempted and not evaluated_here:  # a preempted run must exit fast: no eval
             self.evaluate()
-        self.save()
+        self._final_save(preempted)
         steps = self.progress.step - start_step
         summary = {
             "loss": self.last.get("loss", float("nan")),
             "auc": self.last_eval.get("auc", self.last.get("auc", float("nan"))),
             "train_auc": self.last.get("auc", float("nan")),
             "eval_loss": self.last_eval.get("loss", float("nan")),
-            "samples_per_sec": steps * self.cfg.batch_size * self.ctx.world_size / elapsed if elapsed else 0.0,
+            "samples_per_sec": steps * self.progress.global_batch / elapsed if elapsed else 0.0,
             "resumed_from": self.resumed_from,
             "preempted": preempted,
             "malformed_rows": self._malformed_rows(),
@@ -249,7 +366,7 @@ class Trainer:
             except StopIteration:
                 return
             self.progress.step += 1
-            self.progress.batch_in_epoch += 1
+            self.progress.sample_in_epoch += self.progress.global_batch
             self.window.add(loss, logits, labels)
             self.metrics.advance()
             step = self.progress.step
@@ -261,7 +378,9 @@ class Trainer:
                     values["malformed_rows"] = malformed
                 self.metrics.record("train", step, values)
                 self.window.reset()
-            if self.cfg.checkpoint_every and step % self.cfg.checkpoint_every == 0:
+            due = self.cfg.checkpoint_every and step % self.cfg.checkpoint_every == 0
+            if due or batches.save_requested:  # same step on every rank
+                batches.save_requested = False
                 self.save()
 
     def _set_lr(self, lr: float) -> None:
@@ -276,32 +395,37 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> Dict[str, float]:
-        """Held-out loss and AUC over all ranks, outside the train pipeline."""
+        """Held-out loss and AUC, outside the train pipeline, defined globally: the first
+        --eval_batches held-out global batches, each rank scoring its slice, and both
+        metrics computed over the gathered whole, so runs of any world size compare."""
         if self.cfg.eval_batches == 0:
             return {}
         model = self.pipeline.detach()  # plain forward; progress() re-attaches
         model.eval()
-        losses, logits, labels = [], [], []
+        logits, labels = [], []
         batches = AgreedBatches(self.source.eval_batches(self.cfg.eval_batches),
                                 self.cfg.eval_batches, StopFlag(), self.ctx.control_group)
         for batch in batches:
-            loss, (_, out, y) = model(batch.to(self.ctx.device))
-            losses.append(loss)
+            _, (_, out, y) = model(batch.to(self.ctx.device))
             logits.append(out)
             labels.append(y)
         model.train()
-        if not losses:
+        if not logits:
             return {}
-        all_logits = gather(torch.cat(logits))
-        all_labels = gather(torch.cat(labels))
-        loss_sum = torch.stack(losses).sum()
-        if dist.get_world_size() > 1:
-            dist.all_reduce(loss_sum)
+        all_logits = gather(torch.cat(logits)).astype(np.float64)
+        all_labels = gather(torch.cat(labels)).astype(np.float64)
         self.last_eval = {
-            "loss": float(loss_sum.item()) / (len(losses) * dist.get_world_size()),
+            "loss": log_loss(all_logits, all_labels),
             "auc": auc(all_logits, all_labels),
             "samples": int(len(all_labels)),
             "positive_rate": float(np.mean(all_labels)) if len(all_labels) else float("nan"),
+            "world_size": self.ctx.world_size,
         }
         self.metrics.record("eval", self.progress.step, self.last_eval)
         return self.last_eval
+
+
+def log_loss(logits: np.ndarray, labels: np.ndarray) -> float:
+    """Mean binary cross-entropy of click logits (DLRMTrain's loss), in float64 over the whole
+    held-out set: no per-batch means, so the value does not depend on how ranks split it."""
+    return float(np.mean(np.logaddexp(0.0, logits) - labels * logits))

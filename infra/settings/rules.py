@@ -156,6 +156,13 @@ def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
     elif s.job.nodes > s.job_pool.max_nodes:
         yield Problem("job.nodes", s.job.nodes,
                       f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes})")
+    elif s.cloud == Cloud.AWS and s.job_pool.desired_nodes < s.job.nodes:
+        # EKS managed node groups keep the size they are given, and infra/aws installs no
+        # autoscaler yet: a pool below job.nodes leaves the gang Pending for good. A spot group
+        # at job.nodes also gets its preempted instances replaced by the Auto Scaling group.
+        yield Problem(f"{pool_path}.desiredNodes", s.job_pool.desired_nodes,
+                      f"at least job.nodes ({s.job.nodes}) on AWS, where nothing scales the "
+                      "node group up for the job's pods")
 
 
 def spot_needs_checkpoints(s: Settings) -> Iterator[Problem]:

@@ -1,11 +1,21 @@
-"""The checkpointer on an fsspec file system (memory://, standing in for s3:// or gs://)."""
+"""The checkpointer: commit marker, keep-K, asynchronous saves that snapshot the state,
+incomplete folders removed, fallback to an older checkpoint, and the SIGTERM deadline."""
+
+import threading
+import time
 
 import fsspec
 import pytest
 import torch
 import torch.distributed as dist
+from fsspec.implementations.local import LocalFileSystem
 
-from trainer.checkpoint import Checkpointer
+import trainer.train as train_module
+from tests.trainer.helpers import TINY, run_trainer, summary
+from trainer.checkpoint import CheckpointException, Checkpointer
+from trainer.config import parse_config
+from trainer.distributed import DistContext
+from trainer.train import StopFlag, Trainer
 
 
 @pytest.fixture
@@ -15,11 +25,33 @@ def world_of_one(tmp_path):
     dist.destroy_process_group()
 
 
+class GatedFileSystem(LocalFileSystem):
+    """A local file system whose writes wait for ``gate`` (a slow or stuck object store);
+    ``fail`` makes the waiting writes fail instead."""
+
+    cachable = False  # a fresh instance per test: fsspec would hand back the last one
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.gate = threading.Event()
+        self.fail = False
+        self.writes_started = threading.Event()
+
+    def _open(self, path, mode="rb", **kwargs):
+        if "w" in mode:
+            self.writes_started.set()
+            self.gate.wait(timeout=30)
+            if self.fail:
+                raise OSError("injected: the store went away")
+        return super()._open(path, mode, **kwargs)
+
+
 def test_object_store_checkpoints_commit_on_metadata_keep_newest_and_load(world_of_one):
     fs = fsspec.filesystem("memory")
     ckpt = Checkpointer("memory://bucket/run", keep=2)
     for step in (10, 20, 30):
         assert ckpt.save(step, {"w": torch.full((4,), float(step)), "progress": torch.tensor([step])})
+    ckpt.close()
     assert ckpt.complete_steps() == [20, 30]
     assert not ckpt.save(30, {"w": torch.zeros(4), "progress": torch.tensor([0])})  # never overwrite
     fs.pipe("/bucket/run/step-40/__0_0.distcp", b"partial save")  # no .metadata: incomplete
@@ -27,3 +59,127 @@ def test_object_store_checkpoints_commit_on_metadata_keep_newest_and_load(world_
     state = {"w": torch.zeros(4), "progress": torch.tensor([0])}
     ckpt.load(30, state)
     assert torch.equal(state["w"], torch.full((4,), 30.0)) and int(state["progress"]) == 30
+    assert ckpt.bytes_per_second and ckpt.bytes_per_second > 0  # measured for the SIGTERM estimate
+
+
+def test_async_save_keeps_the_state_of_its_step_while_training_changes_it(world_of_one, tmp_path):
+    fs = GatedFileSystem()
+    ckpt = Checkpointer(f"{tmp_path}/ckpt", keep=3, fs=fs)
+    weights = torch.full((1000,), 1.0)
+    assert ckpt.save(5, {"w": weights})
+    assert fs.writes_started.wait(10) and ckpt.in_flight == 5  # upload under way, not done
+    weights.add_(41.0)  # training goes on in place
+    assert ckpt.complete_steps() == []  # not committed before its .metadata
+    fs.gate.set()
+    assert ckpt.wait(timeout=20)
+    state = {"w": torch.zeros(1000)}
+    ckpt.load(5, state)
+    assert torch.equal(state["w"], torch.full((1000,), 1.0))
+
+
+def test_incomplete_folders_are_removed_but_not_the_one_being_written(world_of_one, tmp_path):
+    fs = GatedFileSystem()
+    root = tmp_path / "ckpt"
+    ckpt = Checkpointer(str(root), keep=3, fs=fs)
+    fs.gate.set()
+    ckpt.save(1, {"w": torch.ones(3)}, blocking=True)
+    (root / "step-2").mkdir()
+    (root / "step-2" / "__0_0.distcp").write_bytes(b"cut short")
+    fs.gate.clear()
+    ckpt.save(3, {"w": torch.ones(3)})
+    assert fs.writes_started.wait(10)
+    ckpt.remove_incomplete()
+    assert sorted(p.name for p in root.iterdir()) == ["step-1", "step-3"]  # step-3 is in flight
+    fs.gate.set()
+    ckpt.close()
+    assert ckpt.complete_steps() == [1, 3]
+
+
+def test_a_newest_checkpoint_that_fails_to_load_falls_back_to_the_previous_one(tmp_path):
+    ckpt, metrics = tmp_path / "ckpt", tmp_path / "m.jsonl"
+    run_trainer(TINY + ["--max_steps", "6", "--checkpoint_every", "3", "--checkpoint_dir", str(ckpt)])
+    (shard,) = (ckpt / "step-6").glob("*.distcp")
+    shard.write_bytes(b"bit rot")  # complete (it has .metadata) but unreadable
+    proc = run_trainer(TINY + ["--max_steps", "8", "--checkpoint_dir", str(ckpt),
+                               "--metrics_file", str(metrics)])
+    assert "checkpoint step-6 could not be loaded" in proc.stderr
+    assert summary(metrics)["resumed_from"] == 3
+
+
+def test_time_based_saves_happen_at_a_step_all_ranks_agree_on(tmp_path):
+    ckpt, metrics = tmp_path / "ckpt", tmp_path / "m.jsonl"
+    run_trainer(TINY + ["--max_steps", "120", "--checkpoint_every_seconds", "0.3",
+                        "--keep_checkpoints", "100", "--checkpoint_dir", str(ckpt),
+                        "--metrics_file", str(metrics)], nproc=2)
+    steps = sorted(int(p.name.split("-")[1]) for p in ckpt.iterdir())
+    assert len(steps) >= 3 and steps[-1] == 120, steps  # periodic ones, then the final save
+    assert all((ckpt / f"step-{s}" / ".metadata").exists() for s in steps)
+
+
+# --- SIGTERM with a deadline -------------------------------------------------------------------
+
+def _trainer(tmp_path, fs, extra, monkeypatch):
+    monkeypatch.setattr(train_module, "Checkpointer",
+                        lambda uri, keep: Checkpointer(uri, keep, fs=fs))
+    cfg = parse_config(TINY + ["--max_steps", "100000", "--log_every", "1000",
+                               "--checkpoint_dir", str(tmp_path / "ckpt"), *extra])
+    ctx = DistContext(rank=0, world_size=1, local_rank=0, local_world_size=1,
+                      device=torch.device("cpu"), control_group=None)
+    stop = StopFlag()
+    return Trainer(cfg, ctx, stop), stop
+
+
+def _sigterm_at_step(trainer, stop, step):
+    """SIGTERM once training is under way (the first steps trace the pipeline: slow here)."""
+    def send():
+        deadline = time.monotonic() + 60
+        while trainer.progress.step < step and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stop._handle(15, None)  # what the SIGTERM handler runs
+
+    threading.Thread(target=send, daemon=True).start()
+
+
+def test_sigterm_with_a_stuck_writer_exits_before_the_deadline_leaving_no_complete_save(
+        world_of_one, tmp_path, monkeypatch):
+    fs = GatedFileSystem()  # every write waits: the store is far slower than the estimate
+    trainer, stop = _trainer(tmp_path, fs, ["--save_deadline_seconds", "10"], monkeypatch)
+    _sigterm_at_step(trainer, stop, 3)
+    result = trainer.run()
+    elapsed = time.monotonic() - stop.received_at
+    assert result["preempted"] is True
+    assert elapsed < 10.0, f"returned {elapsed:.1f}s after SIGTERM, past the 10 s deadline"
+    assert fs.writes_started.is_set()  # it did try: the estimate said the save fits
+    assert trainer.checkpointer.complete_steps() == []  # nothing half-written counts as saved
+    fs.fail = True
+    fs.gate.set()  # the abandoned upload fails (the real process would be gone)
+    with pytest.raises((OSError, CheckpointException)):
+        trainer.checkpointer.wait(timeout=20)
+    assert trainer.checkpointer.complete_steps() == []
+
+
+def test_sigterm_skips_a_save_that_cannot_finish_in_time_and_keeps_the_periodic_one(
+        world_of_one, tmp_path, monkeypatch):
+    fs = GatedFileSystem()
+    fs.gate.set()
+    # 1 KB/s assumed until measured, and the measured rate is what the first save achieved.
+    trainer, stop = _trainer(tmp_path, fs, ["--save_deadline_seconds", "5", "--checkpoint_every",
+                                            "5", "--checkpoint_write_mb_per_sec", "0.001"],
+                             monkeypatch)
+    trainer.checkpointer.bytes_per_second = None
+    original_wait = trainer.checkpointer.wait
+
+    def slow_measure(timeout=None):  # every finished save measures 1 KB/s
+        done = original_wait(timeout)
+        if done and trainer.checkpointer.bytes_per_second:
+            trainer.checkpointer.bytes_per_second = 1e3
+        return done
+
+    trainer.checkpointer.wait = slow_measure
+    _sigterm_at_step(trainer, stop, 12)
+    result = trainer.run()
+    assert result["preempted"] is True
+    assert time.monotonic() - stop.received_at < 5.0
+    saved = trainer.checkpointer.complete_steps()
+    assert saved and all(step % 5 == 0 for step in saved)  # periodic ones only
+    assert trainer.progress.step not in saved or trainer.progress.step % 5 == 0

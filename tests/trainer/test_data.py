@@ -12,19 +12,42 @@ def _ids(batch):
     return batch.sparse_features.values()
 
 
-def test_synthetic_batches_are_a_function_of_seed_rank_and_step():
-    a = SyntheticSource([1000] * 26, 64, seed=1, rank=0, steps_per_epoch=10)
-    b = SyntheticSource([1000] * 26, 64, seed=1, rank=0, steps_per_epoch=10)
-    assert torch.equal(_ids(a.batch(TRAIN, 7)), _ids(b.batch(TRAIN, 7)))
-    assert torch.equal(a.batch(TRAIN, 7).labels, b.batch(TRAIN, 7).labels)
-    other_rank = SyntheticSource([1000] * 26, 64, seed=1, rank=1, steps_per_epoch=10)
-    assert not torch.equal(_ids(a.batch(TRAIN, 7)), _ids(other_rank.batch(TRAIN, 7)))
-    assert not torch.equal(_ids(a.batch(TRAIN, 7)), _ids(a.batch(TRAIN, 8)))
-    assert not torch.equal(_ids(a.batch(TRAIN, 0)), _ids(a.batch(EVAL, 0)))
-    # Resuming the stream at batch 3 gives exactly batches 3.. of a fresh stream.
-    fresh = list(a.train_batches(epoch=1, start=0))[3:]
-    resumed = list(b.train_batches(epoch=1, start=3))
-    assert all(torch.equal(_ids(x), _ids(y)) for x, y in zip(fresh, resumed)) and len(fresh) == len(resumed)
+def _samples(batch):
+    """One tuple per sample (dense, ids, label): comparable across batches and world sizes."""
+    kjt = batch.sparse_features
+    ids = torch.stack([kjt[key].values() for key in kjt.keys()], dim=1)
+    return [(tuple(d.tolist()), tuple(i.tolist()), float(y))
+            for d, i, y in zip(batch.dense_features, ids, batch.labels)]
+
+
+def _global_batches(make, world_size, count):
+    """The global batches as the ranks of one world size see them: their slices, joined."""
+    ranks = [list(make(rank, world_size)) for rank in range(world_size)]
+    assert all(len(r) == len(ranks[0]) for r in ranks)  # every rank takes every step
+    return [sum((_samples(r[step]) for r in ranks), []) for step in range(len(ranks[0]))][:count]
+
+
+def test_synthetic_sample_i_is_the_same_whatever_the_world_size():
+    def source(rank, world, per_rank):
+        return SyntheticSource([1000] * 26, per_rank, seed=1, rank=rank, steps_per_epoch=4, world_size=world)
+
+    # 2100 samples per step: slices of 700 per rank cross the generator's blocks.
+    one = _global_batches(lambda r, w: source(r, w, 2100).train_batches(1, 0), 1, 4)
+    three = _global_batches(lambda r, w: source(r, w, 700).train_batches(1, 0), 3, 4)
+    assert one == three and len(one) == 4 and len(set(one[0])) == 2100
+    a, b = source(0, 1, 64), source(0, 1, 64)
+    assert _samples(a.batch(TRAIN, 7)) == _samples(b.batch(TRAIN, 7))
+    assert _samples(a.batch(TRAIN, 7)) != _samples(a.batch(TRAIN, 8))
+    assert _samples(a.batch(TRAIN, 0)) != _samples(a.batch(EVAL, 0))
+    assert _samples(a.batch(TRAIN, 0)) != _samples(a.batch(TRAIN, 4))  # epoch 1 is fresh data
+    # Resuming at global sample 3 * 64 gives exactly steps 3.. of a fresh stream.
+    fresh = list(a.train_batches(epoch=1, first_sample=0))[3:]
+    resumed = list(b.train_batches(epoch=1, first_sample=3 * 64))
+    assert [_samples(x) for x in fresh] == [_samples(y) for y in resumed] and len(resumed) == 1
+    # The held-out set is the same whatever the world size.
+    held_one = _global_batches(lambda r, w: source(r, w, 64).eval_batches(2), 1, 2)
+    held_two = _global_batches(lambda r, w: source(r, w, 32).eval_batches(2), 2, 2)
+    assert held_one == held_two
 
 
 def test_synthetic_ids_are_skewed_and_inside_the_tables():
@@ -71,39 +94,54 @@ def test_criteo_tsv_rows_are_parsed_hashed_and_malformed_rows_counted(tmp_path):
     src = CriteoSource(str(data), table_sizes, batch_size=8, rank=0, world_size=1)
     batches = list(src.train_batches(0, 0))
     assert src.malformed_rows == 4
-    # single file: every 10th row held out for evaluation; 96 good rows -> ~86 train -> 10 batches
-    assert len(batches) == 10
-    b = batches[0]
+    # single file: every 10th line held out; 90 training lines -> 11 batches of 8 lines,
+    # the 4 malformed ones dropped from the first four.
+    assert [len(b.labels) for b in batches] == [7, 7, 7, 7] + [8] * 7
+    b = batches[-1]
     assert b.dense_features.shape == (8, 13) and b.labels.shape == (8,)
     assert set(b.labels.tolist()) <= {0.0, 1.0}
     assert int(b.sparse_features.values().max()) < 7
     assert (b.dense_features >= 0).all()  # log1p of non-negative counts
     held_out = list(src.eval_batches(5))
-    assert len(held_out) == 1  # 10 rows held out -> one batch of 8
+    assert len(held_out) == 1  # 10 lines held out -> one batch of 8
 
 
-def test_criteo_tsv_ranks_read_disjoint_shares_that_cover_the_file(tmp_path):
-    data = tmp_path / "train.txt"
-    _write_tsv(data, 97)
-    seen = []
-    for rank in range(3):
-        src = CriteoSource(str(data), [1 << 40] * 26, batch_size=1, rank=rank, world_size=3)
-        rows = [tuple(b.sparse_features.values().tolist()) for b in src._batches(src.files, None, 0)]
-        seen.append(rows)
-    flat = [r for rows in seen for r in rows]
-    assert len(flat) == 97 and len(set(flat)) == 97
-    assert all(25 <= len(rows) <= 40 for rows in seen)
+def test_criteo_tsv_sample_i_is_the_same_whatever_the_world_size(tmp_path):
+    _write_tsv(tmp_path / "all", 107)
+    lines = (tmp_path / "all").read_text().splitlines(keepends=True)
+    (tmp_path / "all").unlink()
+    for day, (lo, hi) in enumerate([(0, 50), (50, 97), (97, 107)]):  # day_2 is held out
+        (tmp_path / f"day_{day}").write_text("".join(lines[lo:hi]))
+
+    def make(per_rank):
+        return lambda rank, world: CriteoSource(str(tmp_path), [1 << 40] * 26, batch_size=per_rank,
+                                                rank=rank, world_size=world).train_batches(0, 0)
+
+    one = _global_batches(make(6), 1, 100)
+    three = _global_batches(make(2), 3, 100)
+    assert one == three
+    flat = [sample for step in one for sample in step]
+    assert len(one) == 16 and len(set(flat)) == 96  # 97 lines, the last partial global batch dropped
 
 
-def test_criteo_tsv_resume_skips_exactly_the_consumed_batches(tmp_path):
+def test_criteo_tsv_resume_seeks_without_parsing_the_consumed_rows(tmp_path, monkeypatch):
+    import trainer.data.criteo as criteo
+
     data = tmp_path / "day_0"
     _write_tsv(data, 100, BAD_TSV_ROWS)
+    monkeypatch.setattr(criteo, "INDEX_STRIDE", 16)  # several index entries in a tiny file
+    full = list(CriteoSource(str(data), [1000] * 26, batch_size=4, rank=0, world_size=1).train_batches(0, 0))
+    assert (tmp_path / "day_0.lineindex.npy").exists()  # kept beside the file for later runs
+    parsed = []
+    parse = criteo._parse_tsv_line
+    monkeypatch.setattr(criteo, "_parse_tsv_line", lambda line: parsed.append(line) or parse(line))
+    criteo.LineIndex._cache.clear()
+    monkeypatch.setattr(criteo, "_scan_lines", lambda path: pytest.fail("index not reused"))
     src = CriteoSource(str(data), [1000] * 26, batch_size=4, rank=0, world_size=1)
-    full = list(src.train_batches(0, 0))
-    resumed = list(src.train_batches(0, 5))
-    assert len(resumed) == len(full) - 5
-    assert all(torch.equal(a.sparse_features.values(), b.sparse_features.values())
-               for a, b in zip(full[5:], resumed))
+    resumed = list(src.train_batches(0, 5 * 4))
+    assert [_samples(b) for b in resumed] == [_samples(b) for b in full[5:]] and len(resumed) == 17
+    assert len(parsed) == 4 * 17  # only the lines of the batches it yields
+    assert src.malformed_rows == 1  # line 31; lines 4, 11 and 21 come before the resume point
 
 
 def _write_npy_day(directory, day, n, bad_label_row=None):
@@ -122,20 +160,17 @@ def test_criteo_npy_days_split_by_rank_last_day_held_out(tmp_path):
     fmt, prefixes = discover(str(tmp_path))
     assert fmt == "npy" and [p.rsplit("/", 1)[-1] for p in prefixes] == ["day_0", "day_1", "day_2"]
     sizes = [100] * 26
-    per_rank = []
-    for rank in range(2):
-        src = CriteoSource(str(tmp_path), sizes, batch_size=4, rank=rank, world_size=2)
-        train = list(src.train_batches(0, 0))
-        per_rank.append(train)
-        assert int(train[0].sparse_features.values().max()) < 100
-        assert len(list(src.eval_batches(100))) == 5  # day_2: 20 rows per rank
-    assert src.malformed_rows == 0  # rank 1 does not read day_0's first half
-    rank0 = CriteoSource(str(tmp_path), sizes, batch_size=4, rank=0, world_size=2)
-    assert len(list(rank0.train_batches(0, 0))) == 9  # 20 + 20 rows, one malformed -> 39 -> 9 batches
-    assert rank0.malformed_rows == 1
-    first = [b.dense_features for b in per_rank[0]]
-    second = [b.dense_features for b in per_rank[1]]
-    assert not any(torch.equal(a, b) for a in first for b in second)
+    sources = [CriteoSource(str(tmp_path), sizes, batch_size=4, rank=rank, world_size=2) for rank in range(2)]
+    per_rank = [list(src.train_batches(0, 0)) for src in sources]
+    assert [len(batches) for batches in per_rank] == [10, 10]  # days 0-1: 80 rows, 8 per step
+    assert int(per_rank[0][0].sparse_features.values().max()) < 100
+    assert len(per_rank[1][0].labels) == 3  # row 5 (label 3) is in rank 1's first slice
+    assert [src.malformed_rows for src in sources] == [0, 1]
+    assert all(len(list(src.eval_batches(100))) == 5 for src in sources)  # day_2: 40 rows
+    whole = _global_batches(lambda r, w: CriteoSource(str(tmp_path), sizes, 8, r, w).train_batches(0, 0), 1, 10)
+    assert whole == _global_batches(lambda r, w: sources[r].train_batches(0, 0), 2, 10)
+    resumed = CriteoSource(str(tmp_path), sizes, batch_size=4, rank=0, world_size=2).train_batches(0, 40)
+    assert [_samples(b) for b in resumed] == [_samples(b) for b in per_rank[0][5:]]  # day_1 onwards
 
 
 def test_empty_dataset_directory_is_a_clear_error(tmp_path):

@@ -3,6 +3,7 @@
 import pytest
 import torch
 from torchrec import EmbeddingBagCollection
+from torchrec.sparse.jagged_tensor import KeyedTensor
 
 from trainer.config import parse_config
 from trainer.data.synthetic import SyntheticSource
@@ -45,3 +46,44 @@ def test_lookup_first_forward_computes_exactly_torchrec_dlrm(interaction):
     batch = SyntheticSource(cfg.table_sizes, 7, seed=3, rank=0, steps_per_epoch=1).batch(0, 0)
     assert torch.equal(ours(batch.dense_features, batch.sparse_features),
                        stock(batch.dense_features, batch.sparse_features))
+
+
+class _PlanOrder(torch.nn.Module):
+    """An EmbeddingBagCollection whose pooled columns come in another order, as under DMP,
+    where they follow the sharding plan (which changes with the world size)."""
+
+    def __init__(self, ebc: EmbeddingBagCollection, order: list) -> None:
+        super().__init__()
+        self.ebc = ebc
+        self.order = order
+
+    def forward(self, features):
+        pooled = self.ebc(features).to_dict()
+        return KeyedTensor.from_tensor_list(self.order, [pooled[key] for key in self.order])
+
+
+@pytest.mark.parametrize("interaction", ["dot", "dcn"])
+def test_pooled_embeddings_are_read_by_feature_name_whatever_the_plan_order(interaction):
+    from torchrec.models.dlrm import DLRM, DLRM_DCN
+
+    cfg = parse_config(["--num_embeddings", "50", "--embedding_dim", "8", "--dense_arch_layer_sizes", "16,8",
+                        "--over_arch_layer_sizes", "16,1", "--interaction", interaction,
+                        "--dcn_low_rank_dim", "4"])
+    ours = build_model(cfg, torch.device("cpu")).model
+    tables = ours.sparse_arch.embedding_bag_collection.embedding_bag_configs()
+    ours.sparse_arch.embedding_bag_collection = EmbeddingBagCollection(tables=tables, device=torch.device("cpu"))
+    common = dict(embedding_bag_collection=EmbeddingBagCollection(tables=tables, device=torch.device("cpu")),
+                  dense_in_features=13, dense_arch_layer_sizes=[16, 8], over_arch_layer_sizes=[16, 1])
+    stock = DLRM_DCN(dcn_num_layers=3, dcn_low_rank_dim=4, **common) if interaction == "dcn" else DLRM(**common)
+    stock.load_state_dict(ours.state_dict())
+    batch = SyntheticSource(cfg.table_sizes, 7, seed=3, rank=0, steps_per_epoch=1).batch(0, 0)
+    in_order = ours(batch.dense_features, batch.sparse_features)
+
+    names = ours.sparse_arch.sparse_feature_names
+    shuffled = [names[i] for i in torch.randperm(len(names), generator=torch.Generator().manual_seed(0))]
+    for model in (ours, stock):
+        model.sparse_arch.embedding_bag_collection = _PlanOrder(model.sparse_arch.embedding_bag_collection,
+                                                                shuffled)
+    permuted = ours(batch.dense_features, batch.sparse_features)
+    assert torch.equal(permuted, stock(batch.dense_features, batch.sparse_features))  # TorchRec reads by name
+    assert torch.equal(permuted, in_order)

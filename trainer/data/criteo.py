@@ -4,13 +4,21 @@ TSV: ``label \\t 13 integers \\t 26 hex ids`` per line, empty fields allowed (Ka
 ``train.txt`` and the 1TB ``day_<i>`` files). NPY: ``day_<i>_{dense,sparse,labels}.npy``
 as written by ``torchrec.datasets.criteo`` (dense already log-transformed).
 
-Each rank reads only its own share (a byte range of every TSV file, a row range of
-every npy day), so N ranks on a shared file system read the data once between them.
-Ids are hashed into the table sizes. Malformed rows are skipped and counted; the count
-is reported in the metrics, and the first few are logged with file and line.
+Samples are numbered globally: sample ``i`` of an epoch is line (or row) ``i`` of the
+concatenated files, whatever the world size. Global batch ``s`` is samples
+``[s*G, (s+1)*G)`` and rank ``r`` reads only its contiguous slice of it, so N ranks on a
+shared file system read the data once between them and a resume on another world size
+neither repeats nor skips a sample. A position is reached without parsing what comes
+before it: ``.npy`` days are memory-mapped and sliced; TSV files are seeked to through a
+``LineIndex``. Epochs end at the last complete global batch.
+
+Ids are hashed into the table sizes. Malformed rows are dropped from their batch (which is
+then shorter on that rank; TorchRec's all-to-all carries per-rank batch sizes) and
+counted; the count is reported in the metrics, and the first few are logged with file
+and line.
 
 Held-out data: with two or more day files the last one; with a single file every
-``HOLDOUT_EVERY``-th row.
+``HOLDOUT_EVERY``-th line (lines 9, 19, ...), the rest being training samples.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ import glob
 import logging
 import os
 import re
-from typing import Iterator, List, Optional, Tuple
+import threading
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 from torchrec.datasets.utils import Batch
@@ -30,7 +39,8 @@ from trainer.data.batch import make_batch
 log = logging.getLogger(__name__)
 
 HOLDOUT_EVERY = 10
-CHUNK_ROWS = 65536
+INDEX_STRIDE = 1024  # the line index keeps the byte offset of every 1024th line
+SCAN_BYTES = 1 << 24
 TSV_COLUMNS = 1 + NUM_DENSE_FEATURES + NUM_SPARSE_FEATURES
 Rows = Tuple[np.ndarray, np.ndarray, np.ndarray]  # dense [n,13] f32, sparse [n,26] i64, labels [n]
 
@@ -56,8 +66,166 @@ def discover(path: str) -> Tuple[str, List[str]]:
     return "tsv", files
 
 
+# --- TSV line index ---
+
+class LineIndex:
+    """Line count and the byte offset of every ``INDEX_STRIDE``-th line of a TSV file.
+
+    A resume (or a rank's next slice) seeks to line ``n`` by jumping to the offset of line
+    ``n - n % INDEX_STRIDE`` and skipping fewer than ``INDEX_STRIDE`` lines unparsed, so
+    consumed rows are never parsed again. Built by one newline scan (numpy, no parsing) and
+    kept per process and beside the file (``<file>.lineindex.npy``, when writable), keyed
+    by the file's size and mtime, so each file is scanned once, not on every resume."""
+
+    _cache: Dict[Tuple[str, int, int], "LineIndex"] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, lines: int, offsets: np.ndarray) -> None:
+        self.lines = lines
+        self.offsets = offsets
+
+    @classmethod
+    def of(cls, path: str) -> "LineIndex":
+        stat = os.stat(path)
+        key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+        with cls._lock:
+            found = cls._cache.get(key)
+            if found is None:
+                found = cls._load(path, key) or cls._build(path, key)
+                cls._cache[key] = found
+        return found
+
+    @staticmethod
+    def _sidecar(path: str) -> str:
+        return path + ".lineindex.npy"
+
+    @classmethod
+    def _load(cls, path: str, key: Tuple[str, int, int]) -> Optional["LineIndex"]:
+        try:
+            saved = np.load(cls._sidecar(path))
+        except (OSError, ValueError):
+            return None
+        header = [int(v) for v in saved[:4]]
+        if header != [key[1], key[2], INDEX_STRIDE, header[3]]:
+            return None  # the file changed (or the stride did): rebuild
+        return cls(header[3], saved[4:])
+
+    @classmethod
+    def _build(cls, path: str, key: Tuple[str, int, int]) -> "LineIndex":
+        lines, offsets = _scan_lines(path)
+        index = cls(lines, offsets)
+        header = np.array([key[1], key[2], INDEX_STRIDE, lines], dtype=np.int64)
+        tmp = f"{cls._sidecar(path)}.{os.getpid()}.tmp.npy"
+        try:  # several ranks may write it at once: each renames a complete file over it
+            np.save(tmp, np.concatenate([header, offsets]))
+            os.replace(tmp, cls._sidecar(path))
+        except OSError:
+            pass  # a read-only dataset: the in-process copy is enough
+        return index
+
+
+def _scan_lines(path: str) -> Tuple[int, np.ndarray]:
+    """(line count, byte offsets of lines 0, STRIDE, 2*STRIDE, ...) from a newline scan."""
+    kept = [np.zeros(1, dtype=np.int64)]
+    lines, base, last = 0, 0, b"\n"
+    with open(path, "rb") as fh:
+        while chunk := fh.read(SCAN_BYTES):
+            starts = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10) + base + 1
+            numbers = np.arange(lines + 1, lines + 1 + len(starts))  # line that starts there
+            kept.append(starts[numbers % INDEX_STRIDE == 0].astype(np.int64))
+            lines += len(starts)
+            base += len(chunk)
+            last = chunk[-1:]
+    if last != b"\n":
+        lines += 1  # a last line without a newline
+    offsets = np.concatenate(kept)
+    return lines, offsets[: (lines + INDEX_STRIDE - 1) // INDEX_STRIDE] if lines else offsets[:0]
+
+
+class _TsvCursor:
+    """Open TSV files of one stream, each with the number of the line read next."""
+
+    def __init__(self) -> None:
+        self.files: Dict[str, Tuple[BinaryIO, int]] = {}
+
+    def seek(self, path: str, line: int) -> BinaryIO:
+        fh, at = self.files.get(path, (None, 0))
+        if fh is None:
+            fh = open(path, "rb")  # at line 0
+        if not 0 <= line - at < INDEX_STRIDE:  # far (or behind): jump through the index
+            at = line - line % INDEX_STRIDE
+            fh.seek(int(LineIndex.of(path).offsets[at // INDEX_STRIDE]))
+        for _ in range(line - at):
+            fh.readline()
+        self.files[path] = (fh, line)
+        return fh
+
+    def advanced(self, path: str, lines: int) -> None:
+        fh, at = self.files[path]
+        self.files[path] = (fh, at + lines)
+
+    def close(self) -> None:
+        for fh, _ in self.files.values():
+            fh.close()
+        self.files.clear()
+
+
+def _parse_tsv_line(line: bytes) -> Tuple[int, List[int], List[int]]:
+    """(label, 13 counts, 26 ids); ValueError saying what is wrong."""
+    cols = line.rstrip(b"\r\n").split(b"\t")
+    if len(cols) != TSV_COLUMNS:
+        raise ValueError(f"{len(cols)} columns, expected {TSV_COLUMNS}")
+    label = int(cols[0])
+    if label not in (0, 1):
+        raise ValueError(f"label {cols[0]!r} is not 0 or 1")
+    ints = [int(c) if c else 0 for c in cols[1 : 1 + NUM_DENSE_FEATURES]]
+    cats = [int(c, 16) if c else 0 for c in cols[1 + NUM_DENSE_FEATURES :]]
+    return label, ints, cats
+
+
+# --- which lines are which samples ---
+
+def _samples_in(lines: int, holdout: Optional[str]) -> int:
+    """Samples of a file with ``lines`` lines (rows) for a part: all, 'train' or 'eval'."""
+    held = lines // HOLDOUT_EVERY
+    return {None: lines, "train": lines - held, "eval": held}[holdout]
+
+
+def _lines_of(holdout: Optional[str], first: int, stop: int) -> np.ndarray:
+    """Line numbers in the file of its samples ``[first, stop)`` of a part."""
+    t = np.arange(first, stop, dtype=np.int64)
+    if holdout == "train":  # lines 0..8, 10..18, ...: the 9 of every 10 not held out
+        return HOLDOUT_EVERY * (t // (HOLDOUT_EVERY - 1)) + t % (HOLDOUT_EVERY - 1)
+    if holdout == "eval":
+        return HOLDOUT_EVERY * t + HOLDOUT_EVERY - 1
+    return t
+
+
+class _Layout:
+    """Which file holds global sample ``i`` of a part. Files' sample counts are learnt in
+    order and only as far as needed, so a run near the start touches only the first files."""
+
+    def __init__(self, files: List[str], count: Callable[[str], int]) -> None:
+        self.files = files
+        self.count = count
+        self.starts = [0]  # starts[j] = first sample of file j; one more entry per known file
+
+    def covers(self, stop: int) -> bool:
+        """Whether samples ``[0, stop)`` exist."""
+        while self.starts[-1] < stop and len(self.starts) <= len(self.files):
+            self.starts.append(self.starts[-1] + self.count(self.files[len(self.starts) - 1]))
+        return self.starts[-1] >= stop
+
+    def pieces(self, first: int, stop: int) -> Iterator[Tuple[str, int, int]]:
+        """(file, first, stop) in file-local sample numbers for global ``[first, stop)``."""
+        for j, path in enumerate(self.files[: len(self.starts) - 1]):
+            lo, hi = max(first, self.starts[j]), min(stop, self.starts[j + 1])
+            if lo < hi:
+                yield path, lo - self.starts[j], hi - self.starts[j]
+
+
 class CriteoSource:
-    """Per-rank batch stream over Criteo files; see the module docstring."""
+    """This rank's share of each global batch of Criteo files; see the module docstring."""
 
     def __init__(self, path: str, table_sizes: List[int], batch_size: int, rank: int,
                  world_size: int) -> None:
@@ -66,8 +234,10 @@ class CriteoSource:
         self.batch_size = batch_size
         self.rank = rank
         self.world_size = world_size
+        self.global_batch = batch_size * world_size
         self.malformed_rows = 0
         self._logged = 0
+        self._days: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         if len(self.files) >= 2:
             self._train = (self.files[:-1], None)
             self._eval = (self.files[-1:], None)
@@ -76,50 +246,56 @@ class CriteoSource:
             self._eval = (self.files, "eval")
 
     # --- public stream API (shared with SyntheticSource) ---
-    def train_batches(self, epoch: int, start: int) -> Iterator[Batch]:
+    def train_batches(self, epoch: int, first_sample: int) -> Iterator[Batch]:
         del epoch  # one pass per epoch, same order: Criteo is usually trained unshuffled
-        return self._batches(*self._train, skip_batches=start)
+        if first_sample % self.global_batch:
+            raise ValueError(f"data position {first_sample} is not a multiple of the global batch "
+                             f"{self.global_batch}")
+        return self._batches(*self._train, first_sample // self.global_batch, None)
 
     def eval_batches(self, count: int) -> Iterator[Batch]:
-        for i, batch in enumerate(self._batches(*self._eval, skip_batches=0)):
-            if i >= count:
-                return
-            yield batch
+        return self._batches(*self._eval, 0, count)
 
     # --- internals ---
-    def _batches(self, files: List[str], holdout: Optional[str], skip_batches: int) -> Iterator[Batch]:
-        """Pack valid rows into full batches; the last partial batch is dropped."""
-        to_skip = skip_batches * self.batch_size
-        parts: List[Rows] = []
-        have = 0
-        for rows in self._rows(files, holdout):
-            if to_skip:
-                n = min(to_skip, len(rows[2]))
-                to_skip -= n
-                rows = tuple(a[n:] for a in rows)  # type: ignore[assignment]
-                if not len(rows[2]):
-                    continue
-            parts.append(rows)
-            have += len(rows[2])
-            while have >= self.batch_size:
+    def _batches(self, files: List[str], holdout: Optional[str], first_step: int,
+                 steps: Optional[int]) -> Iterator[Batch]:
+        """This rank's slice of global batches ``first_step``.. while they are complete."""
+        layout = _Layout(files, lambda f: _samples_in(self._rows_in(f), holdout))
+        cursor = _TsvCursor()
+        step = first_step
+        try:
+            while (steps is None or step < first_step + steps) and layout.covers((step + 1) * self.global_batch):
+                lo = step * self.global_batch + self.rank * self.batch_size
+                parts = [self._read(path, _lines_of(holdout, a, b), cursor)
+                         for path, a, b in layout.pieces(lo, lo + self.batch_size)]
                 dense, sparse, labels = (np.concatenate(a) for a in zip(*parts))
-                b = self.batch_size
-                yield make_batch(dense[:b], sparse[:b] % self.hashes, labels[:b])
-                parts = [(dense[b:], sparse[b:], labels[b:])]
-                have -= b
+                if not len(labels):
+                    raise RuntimeError(f"global samples {lo}..{lo + self.batch_size - 1} of "
+                                       f"{files} are all malformed: the data is damaged")
+                yield make_batch(dense, sparse % self.hashes, labels)
+                step += 1
+        finally:
+            cursor.close()
 
-    def _rows(self, files: List[str], holdout: Optional[str]) -> Iterator[Rows]:
-        for f in files:
-            reader = self._npy_rows if self.format == "npy" else self._tsv_rows
-            for rows, first_index in reader(f):
-                if holdout is not None:
-                    keep = (np.arange(first_index, first_index + len(rows[2])) % HOLDOUT_EVERY
-                            == HOLDOUT_EVERY - 1)
-                    if holdout == "train":
-                        keep = ~keep
-                    rows = tuple(a[keep] for a in rows)  # type: ignore[assignment]
-                if len(rows[2]):
-                    yield rows
+    def _rows_in(self, path: str) -> int:
+        if self.format == "npy":
+            return len(self._day(path)[2])
+        return LineIndex.of(path).lines
+
+    def _day(self, prefix: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(dense, sparse, labels) of one day, memory-mapped once per process."""
+        if prefix not in self._days:
+            arrays = tuple(np.load(f"{prefix}_{part}.npy", mmap_mode="r")
+                           for part in ("dense", "sparse", "labels"))
+            if len(arrays[0]) != len(arrays[2]) or len(arrays[1]) != len(arrays[2]):
+                raise ValueError(f"{prefix}_*.npy: dense, sparse and labels have different row counts")
+            self._days[prefix] = arrays  # type: ignore[assignment]
+        return self._days[prefix]
+
+    def _read(self, path: str, lines: np.ndarray, cursor: _TsvCursor) -> Rows:
+        if self.format == "npy":
+            return self._npy_rows(path, lines)
+        return self._tsv_rows(path, lines, cursor)
 
     def _report(self, where: str, why: str) -> None:
         self.malformed_rows += 1
@@ -127,72 +303,42 @@ class CriteoSource:
             self._logged += 1
             log.warning("skipping malformed Criteo row at %s: %s", where, why)
 
-    def _tsv_rows(self, path: str) -> Iterator[Tuple[Rows, int]]:
-        """This rank's byte range of one TSV file: lines that start inside it."""
-        size = os.path.getsize(path)
-        start = size * self.rank // self.world_size
-        end = size * (self.rank + 1) // self.world_size
-        dense = np.zeros((CHUNK_ROWS, NUM_DENSE_FEATURES), dtype=np.float32)
-        sparse = np.zeros((CHUNK_ROWS, NUM_SPARSE_FEATURES), dtype=np.int64)
-        labels = np.zeros(CHUNK_ROWS, dtype=np.float32)
+    def _tsv_rows(self, path: str, lines: np.ndarray, cursor: _TsvCursor) -> Rows:
+        """Parse the given lines (ascending) of one file; lines between them are skipped unparsed."""
+        wanted = set(lines.tolist())
+        first, last = int(lines[0]), int(lines[-1])
+        dense = np.zeros((len(lines), NUM_DENSE_FEATURES), dtype=np.float32)
+        sparse = np.zeros((len(lines), NUM_SPARSE_FEATURES), dtype=np.int64)
+        labels = np.zeros(len(lines), dtype=np.float32)
         n = 0
-        index = 0  # line index within this rank's range (for the single-file holdout)
-        first = 0
-        with open(path, "rb") as fh:
-            if start:
-                fh.seek(start - 1)
-                if fh.read(1) != b"\n":
-                    fh.readline()  # finish the line that began in the previous rank's range
-            while fh.tell() < end:
-                offset = fh.tell()
-                line = fh.readline()
-                if not line:
-                    break
-                line_index = index
-                index += 1
-                try:
-                    cols = line.rstrip(b"\r\n").split(b"\t")
-                    if len(cols) != TSV_COLUMNS:
-                        raise ValueError(f"{len(cols)} columns, expected {TSV_COLUMNS}")
-                    label = int(cols[0])
-                    if label not in (0, 1):
-                        raise ValueError(f"label {cols[0]!r} is not 0 or 1")
-                    ints = [int(c) if c else 0 for c in cols[1 : 1 + NUM_DENSE_FEATURES]]
-                    cats = [int(c, 16) if c else 0 for c in cols[1 + NUM_DENSE_FEATURES :]]
-                except ValueError as err:
-                    self._report(f"{path} byte {offset}", str(err))
-                    continue
-                if n == 0:
-                    first = line_index
-                labels[n] = label
-                dense[n] = np.log1p(np.maximum(ints, 0))
-                sparse[n] = cats
-                n += 1
-                if n == CHUNK_ROWS:
-                    yield (dense.copy(), sparse.copy(), labels.copy()), first
-                    n = 0
-        if n:
-            yield (dense[:n].copy(), sparse[:n].copy(), labels[:n].copy()), first
+        fh = cursor.seek(path, first)
+        for number in range(first, last + 1):
+            line = fh.readline()
+            if number not in wanted:
+                continue
+            try:
+                label, ints, cats = _parse_tsv_line(line)
+            except ValueError as err:
+                self._report(f"{path} line {number + 1}", str(err))
+                continue
+            labels[n] = label
+            dense[n] = np.log1p(np.maximum(ints, 0))
+            sparse[n] = cats
+            n += 1
+        cursor.advanced(path, last + 1 - first)
+        return dense[:n], sparse[:n], labels[:n]
 
-    def _npy_rows(self, prefix: str) -> Iterator[Tuple[Rows, int]]:
-        """This rank's contiguous row range of one preprocessed day."""
-        dense = np.load(prefix + "_dense.npy", mmap_mode="r")
-        sparse = np.load(prefix + "_sparse.npy", mmap_mode="r")
-        labels = np.load(prefix + "_labels.npy", mmap_mode="r")
-        total = len(labels)
-        if len(dense) != total or len(sparse) != total:
-            raise ValueError(f"{prefix}_*.npy: dense, sparse and labels have different row counts")
-        begin = total * self.rank // self.world_size
-        end = total * (self.rank + 1) // self.world_size
-        for lo in range(begin, end, CHUNK_ROWS):
-            hi = min(lo + CHUNK_ROWS, end)
-            d = np.asarray(dense[lo:hi], dtype=np.float32).reshape(hi - lo, -1)
-            s = np.asarray(sparse[lo:hi], dtype=np.int64).reshape(hi - lo, -1)
-            y = np.asarray(labels[lo:hi]).reshape(-1).astype(np.float32)
-            if d.shape[1] != NUM_DENSE_FEATURES or s.shape[1] != NUM_SPARSE_FEATURES:
-                raise ValueError(f"{prefix}_*.npy: expected {NUM_DENSE_FEATURES} dense and "
-                                 f"{NUM_SPARSE_FEATURES} sparse columns, got {d.shape[1]} and {s.shape[1]}")
-            ok = np.isfinite(d).all(axis=1) & (s >= 0).all(axis=1) & ((y == 0) | (y == 1))
-            for bad in np.flatnonzero(~ok):
-                self._report(f"{prefix} row {lo + bad}", "label not 0/1, non-finite dense or negative id")
-            yield (d[ok], s[ok], y[ok]), lo - begin
+    def _npy_rows(self, prefix: str, lines: np.ndarray) -> Rows:
+        """The given rows of one preprocessed day: memory-mapped slices, constant time in the position."""
+        dense, sparse, labels = self._day(prefix)
+        lo, hi, take = int(lines[0]), int(lines[-1]) + 1, lines - lines[0]
+        d = np.asarray(dense[lo:hi], dtype=np.float32).reshape(hi - lo, -1)[take]
+        s = np.asarray(sparse[lo:hi], dtype=np.int64).reshape(hi - lo, -1)[take]
+        y = np.asarray(labels[lo:hi]).reshape(-1).astype(np.float32)[take]
+        if d.shape[1] != NUM_DENSE_FEATURES or s.shape[1] != NUM_SPARSE_FEATURES:
+            raise ValueError(f"{prefix}_*.npy: expected {NUM_DENSE_FEATURES} dense and "
+                             f"{NUM_SPARSE_FEATURES} sparse columns, got {d.shape[1]} and {s.shape[1]}")
+        ok = np.isfinite(d).all(axis=1) & (s >= 0).all(axis=1) & ((y == 0) | (y == 1))
+        for bad in np.flatnonzero(~ok):
+            self._report(f"{prefix} row {int(lines[bad])}", "label not 0/1, non-finite dense or negative id")
+        return d[ok], s[ok], y[ok]

@@ -10,25 +10,32 @@ from trainer.config import TrainConfig
 
 
 class BatchSource(Protocol):
-    """Per-rank stream of fixed-size batches, restartable at any (epoch, batch)."""
+    """This rank's share of a stream of global batches, restartable at any global sample.
+
+    Positions count samples of the whole job (every rank), so a checkpoint written by N
+    ranks resumes on M ranks without repeating or skipping a sample: global batch ``s``
+    covers samples ``[s*G, (s+1)*G)`` and rank ``r`` takes the ``r``-th slice of it."""
 
     malformed_rows: int
 
-    def train_batches(self, epoch: int, start: int) -> Iterator[Batch]:
-        """Batches of ``epoch`` from batch number ``start`` on (resume point)."""
+    def train_batches(self, epoch: int, first_sample: int) -> Iterator[Batch]:
+        """This rank's slices of the global batches of ``epoch`` from global sample
+        ``first_sample`` on (the resume point, a multiple of the global batch)."""
         ...
 
     def eval_batches(self, count: int) -> Iterator[Batch]:
-        """Up to ``count`` held-out batches, the same ones every time."""
+        """This rank's slices of the first ``count`` held-out global batches: the same
+        held-out samples every time and whatever the world size."""
         ...
 
 
-def make_source(cfg: TrainConfig, rank: int, world_size: int) -> BatchSource:
+def make_source(cfg: TrainConfig, rank: int, world_size: int, batch_size: int) -> BatchSource:
+    """``batch_size`` is per rank: the global batch (kept across resumes) over ``world_size``."""
     if cfg.dataset_path is None:
         from trainer.data.synthetic import SyntheticSource
 
-        return SyntheticSource(cfg.table_sizes, cfg.batch_size, cfg.seed, rank,
-                               cfg.synthetic_steps_per_epoch)
+        return SyntheticSource(cfg.table_sizes, batch_size, cfg.seed, rank,
+                               cfg.synthetic_steps_per_epoch, world_size)
     from trainer.data.criteo import CriteoSource
 
-    return CriteoSource(cfg.dataset_path, cfg.table_sizes, cfg.batch_size, rank, world_size)
+    return CriteoSource(cfg.dataset_path, cfg.table_sizes, batch_size, rank, world_size)

@@ -1,15 +1,17 @@
 """Synthetic click data with a known, learnable signal and Criteo-like skewed ids.
 
-Each batch is a pure function of (seed, split, rank, index): a resumed run regenerates
-exactly the batches it would have seen, and nothing is cached or cycled. Labels are drawn
-from ``sigmoid(w . dense + sum_f score_f(id_f) + bias)`` where ``score_f`` is a fixed hash
-of (seed, feature, id): a model must learn per-id embeddings to reach a good AUC, and hot
-ids (power-law popularity, like Criteo) are learnt first.
+Every sample is a pure function of (seed, split, global sample index): sample ``i`` is the
+same whatever the world size, so a run resumed on another number of ranks sees exactly the
+samples the original run would have, and nothing is cached across runs or cycled. Samples
+are drawn a block at a time (one generator per ``BLOCK`` samples) so the cost stays that of
+vectorised numpy. Labels come from ``sigmoid(w . dense + sum_f score_f(id_f) + bias)`` where
+``score_f`` is a fixed hash of (seed, feature, id): a model must learn per-id embeddings to
+reach a good AUC, and hot ids (power-law popularity, like Criteo) are learnt first.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, List
+from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 from torchrec.datasets.utils import Batch
@@ -23,8 +25,10 @@ SKEW = 5.0
 SPARSE_SIGNAL = 0.6  # scale of each feature's per-id score
 DENSE_SIGNAL = 0.5  # scale of the dense weights
 BIAS = -1.0  # ~30% positives, like an ad click log sampled for training
+BLOCK = 1024  # samples drawn by one generator; a rank's batch reuses the block it falls in
 
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+Rows = Tuple[np.ndarray, np.ndarray, np.ndarray]  # dense [n,13] f32, ids [n,F] i64, labels [n] f32
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -42,38 +46,69 @@ def _unit(h: np.ndarray) -> np.ndarray:
 
 
 class SyntheticSource:
-    """Per-rank batch stream of synthetic data; see the module docstring."""
+    """This rank's share of each global batch of synthetic data; see the module docstring.
+
+    ``batch_size`` is per rank; a global batch is ``batch_size * world_size`` consecutive
+    samples and rank ``r`` takes the ``r``-th contiguous slice of it."""
 
     def __init__(self, table_sizes: List[int], batch_size: int, seed: int, rank: int,
-                 steps_per_epoch: int) -> None:
+                 steps_per_epoch: int, world_size: int = 1) -> None:
         self.table_sizes = np.asarray(table_sizes, dtype=np.uint64)
         self.batch_size = batch_size
         self.seed = seed
         self.rank = rank
+        self.world_size = world_size
+        self.global_batch = batch_size * world_size
         self.steps_per_epoch = steps_per_epoch
         rng = np.random.default_rng([seed, 0xD15E])
         self.dense_weights = rng.normal(0.0, DENSE_SIGNAL, NUM_DENSE_FEATURES)
         self.malformed_rows = 0
+        self._blocks: Dict[int, Tuple[int, Rows]] = {}  # split -> (block number, rows): last one
 
-    def batch(self, split: int, index: int) -> Batch:
-        """The batch number ``index`` of ``split`` for this rank; deterministic."""
-        rng = np.random.default_rng([self.seed, split, self.rank, index])
-        b, f = self.batch_size, len(self.table_sizes)
-        dense = rng.standard_normal((b, NUM_DENSE_FEATURES))
-        popularity = (rng.random((b, f)) ** SKEW * self.table_sizes).astype(np.uint64)
+    def _block(self, split: int, number: int) -> Rows:
+        """All ``BLOCK`` samples of one block; drawn whole so each sample is fixed by its index."""
+        cached = self._blocks.get(split)
+        if cached is not None and cached[0] == number:
+            return cached[1]
+        rng = np.random.default_rng([self.seed, split, number])
+        f = len(self.table_sizes)
+        dense = rng.standard_normal((BLOCK, NUM_DENSE_FEATURES))
+        popularity = (rng.random((BLOCK, f)) ** SKEW * self.table_sizes).astype(np.uint64)
         # Scatter popular ids over the table (a bijection would need N prime; a hash is enough).
         feature = np.arange(f, dtype=np.uint64)
         ids = _splitmix64(popularity * np.uint64(131) + feature) % self.table_sizes
-        seed_mix = np.uint64(self.seed) * np.uint64(0x632BE59BD9B4E019)
+        with np.errstate(over="ignore"):
+            seed_mix = np.uint64(self.seed) * np.uint64(0x632BE59BD9B4E019)
         score = _unit(_splitmix64(ids ^ _splitmix64(feature + seed_mix))) * SPARSE_SIGNAL
         logit = dense @ self.dense_weights + score.sum(axis=1) + BIAS
-        labels = (rng.random(b) < 1.0 / (1.0 + np.exp(-logit))).astype(np.float32)
-        return make_batch(dense.astype(np.float32), ids.astype(np.int64), labels)
+        labels = (rng.random(BLOCK) < 1.0 / (1.0 + np.exp(-logit))).astype(np.float32)
+        rows = (dense.astype(np.float32), ids.astype(np.int64), labels)
+        self._blocks[split] = (number, rows)
+        return rows
 
-    def train_batches(self, epoch: int, start: int) -> Iterator[Batch]:
-        for i in range(start, self.steps_per_epoch):
-            yield self.batch(TRAIN, epoch * self.steps_per_epoch + i)
+    def samples(self, split: int, first: int, count: int) -> Batch:
+        """Global samples ``[first, first + count)`` of ``split`` as one batch."""
+        parts: List[Rows] = []
+        index = first
+        while index < first + count:
+            number, offset = divmod(index, BLOCK)
+            take = min(BLOCK - offset, first + count - index)
+            parts.append(tuple(a[offset:offset + take] for a in self._block(split, number)))  # type: ignore[misc]
+            index += take
+        return make_batch(*(np.concatenate(a) for a in zip(*parts)))
+
+    def batch(self, split: int, step: int) -> Batch:
+        """This rank's slice of global batch number ``step`` of ``split``."""
+        return self.samples(split, step * self.global_batch + self.rank * self.batch_size, self.batch_size)
+
+    def train_batches(self, epoch: int, first_sample: int) -> Iterator[Batch]:
+        """Every epoch is fresh data: epoch ``e`` is the ``e``-th run of ``steps_per_epoch`` steps."""
+        if first_sample % self.global_batch:
+            raise ValueError(f"data position {first_sample} is not a multiple of the global batch "
+                             f"{self.global_batch}")
+        for step in range(first_sample // self.global_batch, self.steps_per_epoch):
+            yield self.batch(TRAIN, epoch * self.steps_per_epoch + step)
 
     def eval_batches(self, count: int) -> Iterator[Batch]:
-        for i in range(count):
-            yield self.batch(EVAL, i)
+        for step in range(count):
+            yield self.batch(EVAL, step)

@@ -1,0 +1,124 @@
+"""Checkpoint cost, printed (not a timed test): per save, the wall time and the training stall
+for synchronous (dcp.save) vs asynchronous (dcp.async_save: host copy, then a background
+upload) saves; the measured bytes/second; the projection to MLPerf DLRM-DCNv2 table sizes;
+and resume time against the step it resumes from (it should be flat).
+
+A world of one on CPU, default trainer tables (26 x 100k rows, dim 64, row-wise Adagrad),
+checkpoints to a local folder (--dir; point it at a shared file system or a mounted bucket to
+measure that). ``python bench/checkpoint_bench.py [--saves 3] [--steps_between 20]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+# MLPerf Training DLRM-DCNv2 (Criteo 1TB, multi-hot): rows per table, embedding dim 128.
+MLPERF_ROWS = [40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956,
+               405282, 10, 2209, 11938, 155, 4, 976, 14, 40000000, 40000000, 40000000, 590152,
+               12973, 108, 36]
+MLPERF_DIM = 128
+
+
+def mlperf_bytes() -> int:
+    rows = sum(MLPERF_ROWS)
+    weights = rows * MLPERF_DIM * 4
+    rowwise_adagrad = rows * 4  # one fp32 accumulator per row
+    return weights + rowwise_adagrad
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--saves", type=int, default=3)
+    parser.add_argument("--steps_between", type=int, default=20)
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    import torch.distributed as dist
+
+    from trainer.checkpoint import Checkpointer, state_bytes
+    from trainer.config import parse_config
+    from trainer.distributed import init_distributed
+    from trainer.train import Trainer
+
+    root = args.dir or tempfile.mkdtemp(prefix="ckpt-bench-")
+    cfg = parse_config(["--checkpoint_dir", root, "--eval_batches", "0", "--log_every", "100000"])
+    ctx = init_distributed()
+    trainer = Trainer(cfg, ctx)
+    trainer.dense_optimizer.init_state()
+    nbytes = state_bytes(trainer.state_dict())
+    print(f"state: 26 tables x {cfg.num_embeddings:,} rows x dim {cfg.embedding_dim} + row-wise "
+          f"Adagrad + dense = {nbytes / 1e9:.2f} GB on 1 rank (CPU), checkpoints in {root}")
+
+    import itertools
+
+    stream = trainer.source.train_batches(0, 0)  # synthetic: endless enough for the bench
+
+    def steps(n: int) -> float:
+        """Train n steps; seconds."""
+        batches = itertools.islice(stream, n)
+        started = time.perf_counter()
+        while True:
+            try:
+                trainer.pipeline.progress(batches)
+            except StopIteration:
+                break
+            trainer.progress.step += 1
+        return time.perf_counter() - started
+
+    steps(10)  # warm-up (pipeline tracing)
+    step_time = steps(args.steps_between) / args.steps_between
+    print(f"training step: {step_time * 1e3:.0f} ms (batch {cfg.batch_size})")
+    ckpt: Checkpointer = trainer.checkpointer
+    results = {}
+    for mode in ("sync", "async"):
+        walls, stalls = [], []
+        for _ in range(args.saves):
+            steps(args.steps_between)
+            state = trainer.state_dict()
+            started = time.perf_counter()
+            ckpt.save(trainer.progress.step, state, blocking=(mode == "sync"))
+            stall = time.perf_counter() - started
+            if mode == "async":  # training goes on; the upload ends in the background
+                stall += max(0.0, steps(args.steps_between) - args.steps_between * step_time)
+                ckpt.wait()
+            walls.append(ckpt.last_seconds)
+            stalls.append(stall)
+        results[mode] = (walls, stalls, ckpt.bytes_per_second)
+        print(f"{mode}: save {min(walls):.2f}-{max(walls):.2f} s, training stalled "
+              f"{min(stalls):.2f}-{max(stalls):.2f} s per checkpoint, "
+              f"{ckpt.bytes_per_second / 1e6:.0f} MB/s")
+    rate = results["async"][2]
+    big = mlperf_bytes()
+    print(f"MLPerf DLRM-DCNv2: {sum(MLPERF_ROWS):,} rows x dim {MLPERF_DIM} fp32 + row-wise "
+          f"Adagrad = {big / 1e9:.0f} GB; at {rate / 1e6:.0f} MB/s per rank: "
+          f"{big / rate:.0f} s on 1 rank, {big / rate / 8:.0f} s on 8, {big / rate / 64:.0f} s on 64 "
+          f"(each rank writes its shard)")
+
+    # Resume time against the step resumed from.
+    print("resume (load of the newest checkpoint) against its step:")
+    print(f"  (folders: {sorted(os.listdir(root))})")
+    for step in ckpt.complete_steps():
+        state = trainer.state_dict()
+        started = time.perf_counter()
+        ckpt.load(step, state)
+        print(f"  step {step:>4}: {time.perf_counter() - started:.2f} s")
+    dist.destroy_process_group()
+    if args.dir is None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
