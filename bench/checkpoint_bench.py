@@ -115,9 +115,45 @@ def main() -> None:
         started = time.perf_counter()
         ckpt.load(step, state)
         print(f"  step {step:>4}: {time.perf_counter() - started:.2f} s")
+    data_seek_times(cfg.table_sizes, cfg.batch_size)
     dist.destroy_process_group()
     if args.dir is None:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def data_seek_times(table_sizes: list, batch_size: int, rows: int = 400_000) -> None:
+    """Time to the first batch when resuming at a data position, for each format: it should
+    not grow with the position (a seek, not a re-read of the consumed rows)."""
+    import numpy as np
+
+    from trainer.data.criteo import CriteoSource
+
+    folder = tempfile.mkdtemp(prefix="seek-bench-")
+    rng = np.random.default_rng(0)
+    tsv = os.path.join(folder, "day_0")
+    with open(tsv, "w") as out:
+        ints = rng.integers(0, 100, (rows, 13))
+        cats = rng.integers(0, 1 << 31, (rows, 26))
+        for i in range(rows):
+            out.write("\t".join([str(i % 2), *map(str, ints[i]), *(f"{c:08x}" for c in cats[i])]) + "\n")
+    npy = os.path.join(folder, "npy")
+    os.mkdir(npy)
+    for day in (0, 1):
+        np.save(f"{npy}/day_{day}_dense.npy", rng.random((rows, 13), dtype=np.float32))
+        np.save(f"{npy}/day_{day}_sparse.npy", rng.integers(0, 1000, (rows, 26)))
+        np.save(f"{npy}/day_{day}_labels.npy", rng.integers(0, 2, (rows, 1)))
+    print(f"resume seek: time to the first batch at a data position ({rows:,} rows per file):")
+    for label, path in (("TSV", tsv), (".npy", npy)):
+        source = CriteoSource(path, table_sizes, batch_size, rank=0, world_size=1)
+        next(iter(source.train_batches(0, 0)))  # builds the TSV line index once (a newline scan)
+        times = []
+        for fraction in (0.0, 0.5, 0.95):
+            position = int(rows * fraction * (0.9 if label == "TSV" else 1)) // batch_size * batch_size
+            started = time.perf_counter()
+            next(iter(source.train_batches(0, position)))
+            times.append(f"{position:>7,}: {(time.perf_counter() - started) * 1e3:.1f} ms")
+        print(f"  {label:>4}  " + "   ".join(times))
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ checkpoint; the newest ``keep`` complete ones are kept.
 
 Saves are asynchronous (``dcp.async_save``): the state is copied to host memory on the
 calling thread (the only stall training sees), then written by a background thread while
-training goes on. At most one save is in flight: the next one first waits for it.
+training goes on. The host copy is allocated once and reused by every later save
+(``ReusedHostCopy``): on a 2-core VM a 0.68 GB state stalled training ~7 s per save when
+staged into fresh memory (page faults), 0.04 s when copied into the kept buffers. At most one save is in flight: the next one first waits for it.
 The upload thread runs DCP's collectives on a gloo group of its own, so they never
 interleave with the training thread's collectives.
 """
@@ -27,7 +29,9 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint import _fsspec_filesystem as dcp_fsspec
+from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
 from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.staging import BlockingAsyncStager
 
 log = logging.getLogger(__name__)
 __all__ = ["CheckpointException", "Checkpointer", "open_store", "state_bytes"]
@@ -115,6 +119,23 @@ class _Save:
     finished: List[float] = field(default_factory=list)  # set by the upload thread
 
 
+class ReusedHostCopy(BlockingAsyncStager):
+    """DCP's blocking stager with its cache on: the first save allocates a host copy of the
+    state (pinned when there is a GPU, so the device-to-host copy is fast), every later save
+    copies into it. Safe because at most one save is in flight (Checkpointer.save waits for
+    the previous one) and the state's structure does not change during a run. DCP's own
+    pinned cache cannot be used on a CPU-only torch (pin_memory needs an accelerator)."""
+
+    def __init__(self) -> None:
+        super().__init__(cache_staged_state_dict=True)
+
+    def stage(self, state_dict: Dict[str, Any]) -> Dict[str, Any]:
+        if self.state_dict_cache is None:
+            self.state_dict_cache = _create_cpu_state_dict(
+                state_dict, pin_memory=torch.cuda.is_available())
+        return _copy_state_dict(state_dict, self.state_dict_cache)
+
+
 class Checkpointer:
     """Save/restore a state dict of Stateful-like parts at step boundaries."""
 
@@ -130,6 +151,7 @@ class Checkpointer:
         # Collective (every rank builds its Checkpointer in the same order).
         self.group = dist.new_group(backend="gloo")
         self.pending: Optional[_Save] = None
+        self.host_copy = ReusedHostCopy()
         self.bytes_per_second: Optional[float] = None  # of the last finished save in this run
         self.last_seconds: Optional[float] = None
 
@@ -184,9 +206,10 @@ class Checkpointer:
         path = self._path(step)
         writer = _StoreWriter(self.fs, path) if self.remote else FileSystemWriter(path)
         started = time.perf_counter()
-        # The writer stages: a blocking copy of every tensor to host memory, so training may
-        # change the weights as soon as this returns.
-        future = dcp.async_save(state, storage_writer=writer, process_group=self.group)
+        # The stager copies every tensor to host memory before this returns, so training may
+        # change the weights at once.
+        future = dcp.async_save(state, storage_writer=writer, process_group=self.group,
+                                async_stager=self.host_copy)
         record = _Save(step, state_bytes(state), started, future)
         future.add_done_callback(lambda _: record.finished.append(time.perf_counter()))
         self.pending = record

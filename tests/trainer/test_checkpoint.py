@@ -75,6 +75,13 @@ def test_async_save_keeps_the_state_of_its_step_while_training_changes_it(world_
     state = {"w": torch.zeros(1000)}
     ckpt.load(5, state)
     assert torch.equal(state["w"], torch.full((1000,), 1.0))
+    # The next save reuses the same host buffers: it carries the new values, and the
+    # checkpoint already written keeps its own.
+    assert ckpt.save(6, {"w": weights}, blocking=True)
+    ckpt.load(6, state)
+    assert torch.equal(state["w"], torch.full((1000,), 42.0))
+    ckpt.load(5, state)
+    assert torch.equal(state["w"], torch.full((1000,), 1.0))
 
 
 def test_incomplete_folders_are_removed_but_not_the_one_being_written(world_of_one, tmp_path):

@@ -29,8 +29,8 @@ def test_forward_and_backward_shapes(interaction):
         assert p.grad is not None and p.grad.shape == p.shape, name
 
 
-@pytest.mark.parametrize("interaction", ["dot", "dcn"])
-def test_lookup_first_forward_computes_exactly_torchrec_dlrm(interaction):
+def _ours_and_stock(interaction: str):
+    """Our model and TorchRec's stock DLRM with the same weights (unsharded, CPU), and a batch."""
     from torchrec.models.dlrm import DLRM, DLRM_DCN
 
     cfg = parse_config(["--num_embeddings", "50", "--embedding_dim", "8", "--dense_arch_layer_sizes", "16,8",
@@ -44,6 +44,12 @@ def test_lookup_first_forward_computes_exactly_torchrec_dlrm(interaction):
     stock = DLRM_DCN(dcn_num_layers=3, dcn_low_rank_dim=4, **common) if interaction == "dcn" else DLRM(**common)
     stock.load_state_dict(ours.state_dict())
     batch = SyntheticSource(cfg.table_sizes, 7, seed=3, rank=0, steps_per_epoch=1).batch(0, 0)
+    return ours, stock, batch
+
+
+@pytest.mark.parametrize("interaction", ["dot", "dcn"])
+def test_lookup_first_forward_computes_exactly_torchrec_dlrm(interaction):
+    ours, stock, batch = _ours_and_stock(interaction)
     assert torch.equal(ours(batch.dense_features, batch.sparse_features),
                        stock(batch.dense_features, batch.sparse_features))
 
@@ -64,19 +70,7 @@ class _PlanOrder(torch.nn.Module):
 
 @pytest.mark.parametrize("interaction", ["dot", "dcn"])
 def test_pooled_embeddings_are_read_by_feature_name_whatever_the_plan_order(interaction):
-    from torchrec.models.dlrm import DLRM, DLRM_DCN
-
-    cfg = parse_config(["--num_embeddings", "50", "--embedding_dim", "8", "--dense_arch_layer_sizes", "16,8",
-                        "--over_arch_layer_sizes", "16,1", "--interaction", interaction,
-                        "--dcn_low_rank_dim", "4"])
-    ours = build_model(cfg, torch.device("cpu")).model
-    tables = ours.sparse_arch.embedding_bag_collection.embedding_bag_configs()
-    ours.sparse_arch.embedding_bag_collection = EmbeddingBagCollection(tables=tables, device=torch.device("cpu"))
-    common = dict(embedding_bag_collection=EmbeddingBagCollection(tables=tables, device=torch.device("cpu")),
-                  dense_in_features=13, dense_arch_layer_sizes=[16, 8], over_arch_layer_sizes=[16, 1])
-    stock = DLRM_DCN(dcn_num_layers=3, dcn_low_rank_dim=4, **common) if interaction == "dcn" else DLRM(**common)
-    stock.load_state_dict(ours.state_dict())
-    batch = SyntheticSource(cfg.table_sizes, 7, seed=3, rank=0, steps_per_epoch=1).batch(0, 0)
+    ours, stock, batch = _ours_and_stock(interaction)
     in_order = ours(batch.dense_features, batch.sparse_features)
 
     names = ours.sparse_arch.sparse_feature_names
