@@ -283,12 +283,15 @@ def test_bad_trainer_flags_fail_the_job_at_once(runs):
     scenario = runs["aws"]
     rules = scenario.child_job_spec()["podFailurePolicy"]["rules"]
     assert rules[0] == {"action": "FailJob", "onExitCodes": {
-        "containerName": "trainer", "operator": "In", "values": [2]}}
+        "containerName": "trainer", "operator": "In", "values": [2, 3]}}  # flags, fabric gate
     first = scenario.workload().inputs["spec"]["failurePolicy"]["rules"][0]
     assert first["action"] == "FailJobSet"
     assert re.search(first["onJobFailureMessagePatterns"][0],
                      "Container trainer for pod torchrec/dlrm-node-0-1-x7k2p failed with exit "
                      "code 2 matching FailJob rule at index 0")
+    assert re.search(first["onJobFailureMessagePatterns"][0],
+                     "Container trainer for pod torchrec/dlrm-node-0-0-x7k2p failed with exit "
+                     "code 3 matching FailJob rule at index 0")
     assert not re.search(first["onJobFailureMessagePatterns"][0],
                          "Container trainer for pod torchrec/dlrm-node-0-1-x7k2p failed with exit "
                          "code 143 matching FailJob rule at index 1")

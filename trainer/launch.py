@@ -7,7 +7,7 @@ the same agent (``torch.distributed.run``'s parser and ``elastic_launch``) and m
 to the statuses in ``trainer.exit_codes``:
 
 - every worker exited 0: 0;
-- a worker exited CONFIG_ERROR: CONFIG_ERROR (fail the job at once);
+- a worker exited CONFIG_ERROR or FABRIC_ERROR: that status (fail the job at once);
 - the launcher got SIGTERM (the kubelet's stop: preemption, drain, eviction), or every failed
   worker stopped with RESUME or was stopped by SIGTERM: RESUME;
 - a rendezvous that was closed or lost its store (a peer node gone): RESUME;
@@ -27,7 +27,7 @@ import signal
 import sys
 from collections.abc import Iterable, Sequence
 
-from trainer.exit_codes import CONFIG_ERROR, RESUME
+from trainer.exit_codes import NO_RETRY, RESUME
 
 log = logging.getLogger("trainer.launch")
 CRASH = 1
@@ -37,8 +37,9 @@ _STOPPED_BY_SIGTERM = -signal.SIGTERM  # how the agent reports a worker that die
 def status_of_worker_failures(exit_codes: Iterable[int]) -> int:
     """The pod's status from the failed workers' exit codes (negative = killed by signal)."""
     codes = set(exit_codes)
-    if CONFIG_ERROR in codes:
-        return CONFIG_ERROR
+    for no_retry in NO_RETRY:
+        if no_retry in codes:
+            return no_retry
     if codes and codes <= {RESUME, _STOPPED_BY_SIGTERM}:
         return RESUME
     return CRASH

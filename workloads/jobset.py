@@ -10,10 +10,10 @@ gone before the new ones start, so each generation rendezvouses from scratch, po
 JobSet is what GKE's multi-node training and Kubeflow Trainer v2 build on.
 
 How a pod's end becomes the job's fate (trainer/exit_codes.py, trainer/launch.py):
-- the child Job's podFailurePolicy turns exit CONFIG_ERROR, exit RESUME and the
+- the child Job's podFailurePolicy turns exit CONFIG_ERROR or FABRIC_ERROR, exit RESUME and the
   DisruptionTarget condition (eviction, preemption, node shutdown, a lost node's pod garbage
   collected) into `FailJob`, whose message names the exit code or the condition;
-- the JobSet's rules then fail everything on a configuration error, and restart the gang
+- the JobSet's rules then fail everything on a configuration or fabric error, and restart the gang
   without using `maxRestarts` on a resume or a disruption; any other failure (a crash) exhausts
   the Job's `backoffLimit: 0` and takes JobSet's default, `RestartJobSet`, which counts against
   `maxRestarts` (= job.backoffLimit);
@@ -27,7 +27,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.settings.model import JOBSET_REPLICATED_JOB, Job
-from trainer.exit_codes import CONFIG_ERROR, RESUME
+from trainer.exit_codes import NO_RETRY, RESUME
 from workloads.names import JobNames
 
 # v0.10.1: built against Kubernetes 1.34 and supported on "one of the last 3 minor versions"
@@ -47,14 +47,15 @@ SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 # The Job controller's message for a FailJob rule on exit codes (kubernetes
 # pkg/controller/job/pod_failure_policy.go): "Container %s for pod %s/%s failed with exit code
 # %v matching %v rule at index %d". JobSet matches it with RE2.
-CONFIG_ERROR_MESSAGE = rf"failed with exit code {CONFIG_ERROR} matching FailJob rule"
+NO_RETRY_MESSAGE = (rf"failed with exit code ({'|'.join(str(c) for c in NO_RETRY)}) "
+                    r"matching FailJob rule")
 
 
 def pod_failure_policy(container: str) -> dict[str, object]:
     """The child Job's rules, first match wins (batch/v1 PodFailurePolicy)."""
     return {"rules": [
         {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "In",
-                                              "values": [CONFIG_ERROR]}},
+                                              "values": list(NO_RETRY)}},
         {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "In",
                                               "values": [RESUME]}},
         {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
@@ -67,9 +68,9 @@ def failure_policy(job: Job) -> dict[str, object]:
         "maxRestarts": job.backoff_limit,
         "restartStrategy": "BlockingRecreate",
         "rules": [
-            {"name": "ConfigurationError", "action": "FailJobSet",
+            {"name": "ConfigurationOrFabricError", "action": "FailJobSet",
              "onJobFailureReasons": ["PodFailurePolicy"],
-             "onJobFailureMessagePatterns": [CONFIG_ERROR_MESSAGE]},
+             "onJobFailureMessagePatterns": [NO_RETRY_MESSAGE]},
             {"name": "PreemptedOrLostNode", "action": "RestartJobSetAndIgnoreMaxRestarts",
              "onJobFailureReasons": ["PodFailurePolicy"]},
         ],
