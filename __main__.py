@@ -16,7 +16,8 @@ job = TrainingJob(
     f"{args.name_prefix}-training",
     TrainingJobArgs(cluster=cluster, job=settings.job, checkpoints=settings.checkpoints,
                     dataset=settings.dataset, save_estimate=estimated_save(settings),
-                    kubernetes_version=settings.kubernetes.version),
+                    kubernetes_version=settings.kubernetes.version,
+                    interconnect=settings.interconnect),
 )
 
 pulumi.export("cloud", settings.cloud.value)

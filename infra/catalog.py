@@ -33,6 +33,18 @@ class Interconnect(str, Enum):
     RDMA = "rdma"  # GCP A3 Ultra / A4 (RoCE through the GKE RDMA plugin)
 
 
+# NCCL's network for each fabric, as the fabric gate names what NCCL logged it chose.
+FABRIC_TRANSPORTS = {
+    Interconnect.NONE: "socket",
+    Interconnect.EFA: "efa",  # aws-ofi-nccl, libfabric provider efa
+    Interconnect.INFINIBAND: "ib",  # NCCL's IB verbs transport
+    Interconnect.GPUDIRECT_TCPX: "tcpx",
+    Interconnect.GPUDIRECT_TCPXO: "tcpxo",
+    Interconnect.RDMA: "ib",  # RoCE through IB verbs
+}
+FABRIC_FLOOR_FRACTION = 0.5  # of the rated inter-node bandwidth
+
+
 @dataclass(frozen=True)
 class Machine:
     """One machine type and what it offers a training job."""
@@ -57,6 +69,17 @@ class Machine:
     @property
     def has_gpus(self) -> bool:
         return self.gpu_count > 0
+
+    @property
+    def fabric_transport(self) -> str:
+        """The NCCL transport the fabric gate expects when the fabric is used (trainer/fabric_gate.py)."""
+        return FABRIC_TRANSPORTS[self.interconnect]
+
+    @property
+    def fabric_floor_gbps(self) -> float:
+        """The least all_reduce bus bandwidth (GB/s) the fabric gate accepts between nodes: half
+        the machine's rated inter-node bandwidth (network_gbps, in Gbit/s)."""
+        return round(self.network_gbps / 8 * FABRIC_FLOOR_FRACTION, 1)
 
     @property
     def spot_usd_per_hour(self) -> float:

@@ -81,11 +81,27 @@ class CheckpointStore:
 
 @dataclass(frozen=True)
 class InterconnectSpec:
-    """What a pod needs to use the fabric: device resources, environment, capabilities."""
+    """What a pod needs to use the fabric: device resources, environment, capabilities, and
+    (GKE GPUDirect) the pod-side pieces a fabric brings: annotations, host volumes, and the
+    receive-datapath manager that runs beside the trainer. Every field past `env` defaults to
+    nothing, so a fabric that needs only devices and environment (EFA, InfiniBand) sets none."""
 
     pod_resources: Mapping[str, int]  # e.g. {"vpc.amazonaws.com/efa": 4}
     env: Mapping[str, str]  # NCCL / libfabric / UCX settings
     capabilities: Sequence[str] = ()  # e.g. ("IPC_LOCK",) to pin memory for RDMA
+    # Pod annotations, e.g. GKE multi-networking (networking.gke.io/interfaces) and the NRI
+    # device injector's per-container device list (devices.gke.io/container.<name>).
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    volumes: Sequence[k8s.core.v1.VolumeArgs] = ()  # added to the pod's own volumes
+    trainer_volume_mounts: Sequence[k8s.core.v1.VolumeMountArgs] = ()  # into the trainer
+    # Containers that run beside the trainer for its whole life (GPUDirect's rxdm). Each is a
+    # Kubernetes native sidecar: an init container with restart_policy "Always", which the
+    # kubelet stops once the trainer has exited, so a batch pod still completes.
+    sidecars: Sequence[k8s.core.v1.ContainerArgs] = ()
+    # True when a sidecar needs what only the Pod Security "privileged" level admits (hostPath
+    # volumes, capabilities outside "baseline" such as NET_ADMIN): the job's namespace then
+    # enforces "privileged" (workloads/identity.py).
+    privileged_pod_security: bool = False
 
 
 @dataclass(frozen=True)

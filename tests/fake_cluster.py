@@ -1,7 +1,7 @@
 """Hand-made GpuCluster contracts, one per cloud flavour, for testing workloads/ alone.
 
 The values mirror what each cloud component hands over (CSI FSx + EFA on AWS, NFS + InfiniBand
-on Azure, NFS without a fabric on GCP), built from catalog machines so the tests read the same
+on Azure, NFS without a fabric on GCP, or with GPUDirect on A3), built from catalog machines so the tests read the same
 facts the program does. Call `fake_cluster` inside a mocked program: it creates resources.
 """
 
@@ -87,6 +87,21 @@ FLAVOURS: dict[str, Flavour] = {
         interconnect=InterconnectSpec(pod_resources={}, env={"NCCL_SOCKET_IFNAME": "eth0"}),
     ),
 }
+
+
+def _gcp_a3(machine_type: str) -> Flavour:
+    """GKE A3 with GPUDirect: the contract infra/gcp hands over for the machine (sidecar,
+    annotations, host volumes, NCCL environment), on the plain GCP flavour otherwise."""
+    from dataclasses import replace
+
+    from infra.gcp.interconnect import interconnect_spec
+
+    return replace(FLAVOURS["gcp"], machine_type=machine_type,
+                   interconnect=interconnect_spec(machine(Cloud.GCP, machine_type), True))
+
+
+FLAVOURS["gcp-a3"] = _gcp_a3("a3-highgpu-8g")  # GPUDirect-TCPX
+FLAVOURS["gcp-a3-mega"] = _gcp_a3("a3-megagpu-8g")  # GPUDirect-TCPXO
 
 POOL_NAMES = {"onDemand": "gpu", "spot": "gpuspot"}
 

@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from infra.aws.addons import EFA_DEVICE_PLUGIN, FSX_CSI_DRIVER, NVIDIA_DEVICE_PLUGIN
+from infra.aws.interconnect import efa_interconnect, hugepages
 from infra.aws.network import subnet_cidrs
 from infra.catalog import Cloud, machine
 from tests import harness
+from tests.fakes import aws as aws_fake
 from tests.harness import JOBSET, Run, run_stack, training_pod_template
 
 
@@ -150,11 +152,20 @@ def test_efa_is_on_and_a_placement_group_exists(run: Run) -> None:
         template = run.one(LAUNCH_TEMPLATE, key).inputs
         interfaces = template["networkInterfaces"]
         assert len(interfaces) == efa_count
-        assert all(i["interfaceType"] == "efa" for i in interfaces)
         assert sorted(i["networkCardIndex"] for i in interfaces) == list(range(efa_count))
         assert all(i["associatePublicIpAddress"] == "false" for i in interfaces)
         assert template["placement"]["groupName"] == placement.outputs.get(
             "name", f"{PREFIX}-{key}")
+
+
+def test_only_the_primary_interface_takes_an_ip_the_other_cards_are_efa_only(run: Run) -> None:
+    for key in ("onDemand", "spot"):
+        interfaces = {i["networkCardIndex"]: i for i in
+                      run.one(LAUNCH_TEMPLATE, key).inputs["networkInterfaces"]}
+        primary = interfaces.pop(0)
+        assert (primary["interfaceType"], primary["deviceIndex"]) == ("efa", 0)
+        assert interfaces and all((i["interfaceType"], i["deviceIndex"]) == ("efa-only", 1)
+                                  for i in interfaces.values())
 
 
 def test_imdsv2_is_required_and_root_volumes_are_encrypted_on_every_node(run: Run) -> None:
@@ -314,6 +325,106 @@ def test_the_job_requests_efa_devices_from_the_catalog(run: Run) -> None:
     assert "IPC_LOCK" in container["securityContext"]["capabilities"]["add"]
 
 
+def test_the_training_pod_forces_nccl_onto_efa(run: Run) -> None:
+    """NCCL may use the OFI plugin's network only and libfabric its efa provider only, so a node
+    without EFA fails the first communicator instead of training over sockets."""
+    container = training_pod_template(run)["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["NCCL_NET_PLUGIN"] == "ofi"  # the image keeps only libnccl-net-ofi.so
+    assert env["NCCL_NET"] == "Libfabric"  # what aws-ofi-nccl >= 1.12 registers
+    assert env["FI_PROVIDER"] == "efa"
+    assert env["NCCL_SOCKET_IFNAME"] == "^lo"
+
+
+AWS_EFA_MACHINES = ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge",
+                    "p5en.48xlarge"]
+
+
+@pytest.mark.parametrize("name", AWS_EFA_MACHINES)
+def test_every_efa_machine_gets_the_forced_ofi_environment(name: str) -> None:
+    from trainer.fabric_gate import transport_of_network
+
+    gpu = machine(Cloud.AWS, name)
+    spec = efa_interconnect(gpu, fabric=True)
+    assert spec.pod_resources == {"vpc.amazonaws.com/efa": gpu.efa_interfaces}
+    assert spec.env == {
+        "NCCL_NET_PLUGIN": "ofi", "NCCL_NET": "Libfabric", "NCCL_TUNER_PLUGIN": "ofi",
+        "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1",
+        "FI_EFA_USE_HUGE_PAGE": "0", "NCCL_SOCKET_IFNAME": "^lo", "NCCL_DEBUG": "WARN",
+    }
+    # The network the job forces is the one the fabric gate accepts for this machine.
+    assert transport_of_network(spec.env["NCCL_NET"]) == gpu.fabric_transport == "efa"
+
+
+@pytest.mark.parametrize("name, pages", [
+    ("p4d.24xlarge", {}), ("p4de.24xlarge", {}),
+    ("p5.48xlarge", {"hugepages-2Mi": "5120Mi"}), ("p5e.48xlarge", {"hugepages-2Mi": "5120Mi"}),
+    ("p5en.48xlarge", {"hugepages-2Mi": "5120Mi"}),
+])
+def test_p5_huge_pages_are_known_but_libfabric_uses_none_until_the_pod_can_ask(
+        name: str, pages: dict) -> None:
+    gpu = machine(Cloud.AWS, name)
+    assert hugepages(gpu) == pages
+    spec = efa_interconnect(gpu, fabric=True)
+    assert not any(key.startswith("hugepages-") for key in spec.pod_resources)
+    assert spec.env["FI_EFA_USE_HUGE_PAGE"] == "0"  # no hugetlb allowance: no SIGBUS
+
+
+def test_without_the_fabric_nothing_forces_ofi() -> None:
+    spec = efa_interconnect(machine(Cloud.AWS, "p5.48xlarge"), fabric=False)
+    assert spec.pod_resources == {} and "NCCL_NET" not in spec.env
+
+
+# --- scale from zero: Cluster Autoscaler node-template tags on the ASGs ---------------------
+ASG_TAG = "aws:autoscaling/tag:Tag"
+TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+
+
+def _asg_tags(run: Run, pool: str) -> dict[str, Any]:
+    asg = aws_fake.auto_scaling_group_name(f"{PREFIX}-{pool}")
+    tags = [r.inputs for r in run.of_type(ASG_TAG) if r.inputs["autoscalingGroupName"] == asg]
+    assert all(t["tag"]["propagateAtLaunch"] is False for t in tags)
+    return {t["tag"]["key"]: t["tag"]["value"] for t in tags}
+
+
+def test_gpu_groups_have_fixed_names_to_find_their_auto_scaling_groups(run: Run) -> None:
+    for pool in ("gpu", "gpuspot"):
+        assert _group(run, pool)["nodeGroupName"] == f"{PREFIX}-{pool}"
+
+
+def test_gpu_asgs_declare_gpus_efa_labels_and_taints_for_scale_from_zero(run: Run) -> None:
+    gpu = machine(Cloud.AWS, "p4d.24xlarge")
+    for pool in ("gpu", "gpuspot"):
+        group = _group(run, pool)
+        tags = _asg_tags(run, pool)
+        assert tags[f"{TEMPLATE}/resources/nvidia.com/gpu"] == str(gpu.gpu_count)
+        assert tags[f"{TEMPLATE}/resources/vpc.amazonaws.com/efa"] == str(gpu.efa_interfaces)
+        assert {k.removeprefix(f"{TEMPLATE}/label/"): v for k, v in tags.items()
+                if "/label/" in k} == group["labels"]
+        effects = {"NO_SCHEDULE": "NoSchedule"}
+        assert {k.removeprefix(f"{TEMPLATE}/taint/"): v for k, v in tags.items()
+                if "/taint/" in k} == {t["key"]: f"{t['value']}:{effects[t['effect']]}"
+                                       for t in group["taints"]}
+
+
+def test_the_efa_the_autoscaler_expects_is_what_the_pod_asks_for(run: Run) -> None:
+    container = training_pod_template(run)["spec"]["containers"][0]
+    limits = container["resources"]["limits"]
+    declared = {k.removeprefix(f"{TEMPLATE}/resources/"): v
+                for k, v in _asg_tags(run, "gpu").items() if "/resources/" in k}
+    for resource in ("vpc.amazonaws.com/efa", "nvidia.com/gpu"):
+        assert int(str(limits[resource])) <= int(declared[resource]), resource
+
+
+def test_asg_tags_sit_under_the_component_keyed_by_pool_name(run: Run) -> None:
+    component = run.one("torchrec-cloud:aws:GpuCluster")
+    tags = run.of_type(ASG_TAG)
+    assert tags and all(t.parent == component.urn for t in tags)
+    for tag in tags:
+        pool = "gpuspot" if "gpuspot" in tag.inputs["autoscalingGroupName"] else "gpu"
+        assert tag.name.startswith(f"{PREFIX}-{pool}-")
+
+
 def test_the_trainer_image_is_built_into_an_encrypted_scanned_ecr_repository(run: Run) -> None:
     repository = run.one("aws:ecr/repository:Repository").inputs
     assert repository["imageScanningConfiguration"]["scanOnPush"] is True
@@ -348,6 +459,11 @@ def test_fabric_off_has_no_efa_interfaces_plugin_or_devices() -> None:
     assert "aws-efa-k8s-device-plugin" not in {r.inputs["chart"] for r in run.of_type(HELM)}
     container = training_pod_template(run)["spec"]["containers"][0]
     assert "vpc.amazonaws.com/efa" not in container["resources"].get("limits", {})
+    asg = aws_fake.auto_scaling_group_name(f"{PREFIX}-gpu")
+    keys = {r.inputs["tag"]["key"] for r in run.of_type(ASG_TAG)
+            if r.inputs["autoscalingGroupName"] == asg}
+    assert f"{TEMPLATE}/resources/nvidia.com/gpu" in keys
+    assert f"{TEMPLATE}/resources/vpc.amazonaws.com/efa" not in keys
 
 
 def test_a_dataset_bucket_is_linked_and_readable_by_the_job() -> None:

@@ -7,14 +7,20 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
 from infra.azure.cluster import decode_kubeconfig
+from infra.azure.interconnect import ND_FABRICS, RDMA_HCA_MAX, interconnect_spec
+from infra.azure.node_pools import label_tag, resource_tag
 from infra.azure.identity import ACR_PULL, AKS_RBAC_CLUSTER_ADMIN, STORAGE_BLOB_DATA_CONTRIBUTOR
 from infra.azure.network import plan_subnets
+from infra.catalog import Cloud, Interconnect, MACHINES, machine
 from infra.settings import SettingsError
 from tests.fakes import azure as fake
 from tests.harness import JOBSET, Run, run_stack, training_pod_template
@@ -40,6 +46,8 @@ AZURE_PROVIDER = "pulumi:providers:azure-native"
 JOB = JOBSET
 COMPONENT = "torchrec-cloud:azure:GpuCluster"
 TIB = 1024**4
+TEMPLATE = "k8s.io_cluster-autoscaler_node-template_"
+RDMA_TAG = "k8s.io_cluster-autoscaler_node-template_resources_rdma_ib"
 GIB = 1024**3
 
 
@@ -90,7 +98,10 @@ def test_everything_sits_under_the_component(run: Run) -> None:
 def test_resources_carry_the_stack_tags(run: Run) -> None:
     for type_ in (CLUSTER, POOL, VNET, ACCOUNT, REGISTRY, PPG):
         for resource in run.of_type(type_):
-            assert resource.inputs["tags"] == {"project": "torchrec-cloud"}, resource.name
+            tags = resource.inputs["tags"]
+            if type_ == POOL:  # plus the autoscaler's node-template tags
+                tags = {k: v for k, v in tags.items() if not k.startswith(TEMPLATE)}
+            assert tags == {"project": "torchrec-cloud"}, resource.name
 
 
 # --- network ---------------------------------------------------------------------------------
@@ -242,18 +253,22 @@ def test_infiniband_is_exposed_by_the_rdma_shared_device_plugin(run: Run) -> Non
     policy = run.one(NIC_POLICY)
     assert run.waits_for(policy, release)
     plugin = policy.inputs["spec"]["rdmaSharedDevicePlugin"]
-    assert '"resourceName": "shared_ib"' in plugin["config"]
+    (config,) = json.loads(plugin["config"])["configList"]
+    assert (config["resourcePrefix"], config["resourceName"]) == ("rdma", "ib")
+    assert config["selectors"]["linkTypes"] == ["infiniband"]  # the Ethernet VF is not handed out
     assert run.waits_for(run.one(RELEASE, "gpu-operator"), release)  # peermem needs OFED
 
 
 def test_the_training_pod_asks_for_infiniband_and_may_lock_memory(run: Run) -> None:
     pod = training_pod_template(run)["spec"]
-    (trainer,) = [c for c in pod["containers"] if c["resources"]["limits"].get("rdma/shared_ib")]
-    assert trainer["resources"]["limits"]["rdma/shared_ib"] in (1, "1")
+    (trainer,) = [c for c in pod["containers"] if c["resources"]["limits"].get("rdma/ib")]
+    assert trainer["resources"]["limits"]["rdma/ib"] in (1, "1")
     assert "IPC_LOCK" in trainer["securityContext"]["capabilities"]["add"]
     env = {e["name"]: e.get("value") for e in trainer["env"]}
-    assert env["NCCL_IB_HCA"] == "mlx5" and env["UCX_TLS"] == "rc"
-    assert env["NCCL_SOCKET_IFNAME"] == "eth0" and env["NCCL_IB_TIMEOUT"] == "22"
+    assert env["NCCL_NET"] == "IB"  # forced: no fall-back to sockets
+    assert env["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_{i}:1" for i in range(8))
+    assert env["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv4-topo.xml"
+    assert env["UCX_TLS"] == "rc" and env["NCCL_SOCKET_IFNAME"] == "eth0"
     tolerated = {(t["key"], t.get("value")) for t in pod["tolerations"]}
     assert ("sku", "gpu") in tolerated
 
@@ -263,7 +278,9 @@ def test_without_fabric_no_network_operator_and_no_rdma() -> None:
     assert not run.of_type(NIC_POLICY)
     assert [r.inputs["chart"] for r in run.of_type(RELEASE)] == ["gpu-operator"]
     pod = training_pod_template(run)["spec"]
-    assert all("rdma/shared_ib" not in c["resources"].get("limits", {}) for c in pod["containers"])
+    assert all("rdma/ib" not in c["resources"].get("limits", {}) for c in pod["containers"])
+    for pool in run.of_type(POOL):  # nothing declares InfiniBand that no plugin will offer
+        assert RDMA_TAG not in pool.inputs["tags"]
     # The operator's own node feature discovery must reach the tainted GPU nodes (spot too), or
     # no node is labelled as having a GPU and no driver is ever deployed.
     (operator,) = run.of_type(RELEASE)
@@ -428,3 +445,113 @@ def test_a_spot_eviction_is_drained_by_aks_node_auto_drain_alone(run: Run) -> No
     assert spot["scaleSetEvictionPolicy"] == SPOT_EVICTION_POLICY.value == "Delete"
     charts = {r.inputs["chart"] for r in run.of_type(RELEASE)}
     assert not any("termination" in chart for chart in charts), charts
+
+
+# --- InfiniBand environment per ND machine ------------------------------------------------------
+ND_MACHINES = sorted(m.name for m in MACHINES
+                     if m.cloud == Cloud.AZURE and m.interconnect == Interconnect.INFINIBAND)
+HCAS = "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"
+
+
+def _env(name: str, fabric: bool = True) -> dict[str, str]:
+    """The pod environment for `name`; interconnect_spec reads only interconnect.fabric."""
+    settings = SimpleNamespace(interconnect=SimpleNamespace(fabric=fabric))
+    return dict(interconnect_spec(settings, machine(Cloud.AZURE, name)).env)  # type: ignore[arg-type]
+
+
+def test_every_catalog_nd_machine_has_a_topology_file_and_hca_count() -> None:
+    assert ND_MACHINES and set(ND_MACHINES) <= set(ND_FABRICS)
+
+
+@pytest.mark.parametrize(("name", "topology"), [
+    ("Standard_ND96asr_v4", "/opt/microsoft/ndv4-topo.xml"),
+    ("Standard_ND96amsr_A100_v4", "/opt/microsoft/ndv4-topo.xml"),
+    ("Standard_ND96isr_H100_v5", "/opt/microsoft/ndv5-topo.xml"),
+    ("Standard_ND96isr_H200_v5", "/opt/microsoft/ndv5-topo.xml"),
+])
+def test_each_nd_generation_gets_its_topology_file_and_forced_ib(name: str, topology: str) -> None:
+    env = _env(name)
+    assert env["NCCL_TOPO_FILE"] == topology
+    assert env["NCCL_NET"] == "IB" and env["NCCL_IB_DISABLE"] == "0"
+    assert env["NCCL_IB_HCA"] == HCAS
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # GPU numbering as in the topology file
+    assert env["NCCL_IB_PCI_RELAXED_ORDERING"] == "1" and env["NCCL_IGNORE_CPU_AFFINITY"] == "1"
+    assert env["UCX_TLS"] == "rc" and env["UCX_NET_DEVICES"] == "mlx5_0:1"
+
+
+def test_the_topology_files_the_env_names_are_the_ones_the_image_installs() -> None:
+    dockerfile = (Path(__file__).parents[1] / "trainer" / "Dockerfile").read_text()
+    for fabric in ND_FABRICS.values():
+        assert f" {fabric.topology_file}\n" in dockerfile, fabric.topology_file
+
+
+@pytest.mark.parametrize("name", ND_MACHINES)
+def test_the_ethernet_virtual_function_is_left_out_of_nccl(name: str) -> None:
+    """The accelerated-networking VF is an mlx5 device too, numbered after the eight HCAs on AKS
+    (mlx5_8): NCCL gets an exact list of the InfiniBand HCAs, so no prefix can reach it."""
+    hcas = _env(name)["NCCL_IB_HCA"]
+    assert hcas.startswith("=") and not hcas.startswith("^")
+    devices = [entry.split(":")[0] for entry in hcas[1:].split(",")]
+    assert devices == [f"mlx5_{i}" for i in range(machine(Cloud.AZURE, name).gpu_count)]
+    assert "mlx5_8" not in devices and not any("an" in d for d in devices)
+
+
+def test_only_nd_v5_gets_the_hopper_tuning() -> None:
+    v4, v5 = _env("Standard_ND96asr_v4"), _env("Standard_ND96isr_H200_v5")
+    tuning = {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_P2P_NET_CHUNKSIZE": "524288",
+              "NCCL_PXN_DISABLE": "1", "NCCL_MIN_NCHANNELS": "32"}
+    assert tuning.items() <= v5.items()
+    assert not tuning.keys() & v4.keys()
+
+
+def test_the_forced_network_is_the_one_the_fabric_gate_expects() -> None:
+    from trainer.fabric_gate import transport_of_network
+
+    for name in ND_MACHINES:
+        assert transport_of_network(_env(name)["NCCL_NET"]) == machine(
+            Cloud.AZURE, name).fabric_transport
+
+
+def test_without_the_fabric_nccl_is_not_forced_onto_ib() -> None:
+    env = _env("Standard_ND96isr_H100_v5", fabric=False)
+    assert env["NCCL_IB_DISABLE"] == "1" and "NCCL_NET" not in env
+
+
+# --- scale from zero: node-template tags on the GPU scale sets ---------------------------------
+def test_gpu_pools_declare_gpus_and_infiniband_for_scale_from_zero(run: Run) -> None:
+    for name, pool in _pools(run).items():
+        tags = pool.inputs["tags"]
+        assert tags[TEMPLATE + "resources_nvidia.com_gpu"] == "8"
+        assert tags[RDMA_TAG] == str(RDMA_HCA_MAX)
+        assert tags[TEMPLATE + "label_torchrec-cloud_pool"] == name
+        assert tags[TEMPLATE + "taint_sku"] == "gpu:NoSchedule"
+    spot = _pools(run)["gpuspot"].inputs["tags"]
+    assert spot[TEMPLATE + "taint_kubernetes.azure.com_scalesetpriority"] == "spot:NoSchedule"
+    assert spot[TEMPLATE + "label_kubernetes.azure.com_scalesetpriority"] == "spot"
+
+
+def _autoscaler_resource(tag: str) -> str:
+    """How the Azure cluster autoscaler reads a resource tag back (azure_template.go)."""
+    return tag.removeprefix(TEMPLATE + "resources_").replace("_", "/").replace("~2", "/")
+
+
+def test_the_pods_rdma_resource_is_the_one_the_plugin_offers_and_the_pools_declare(run: Run
+                                                                                  ) -> None:
+    pod = training_pod_template(run)["spec"]
+    requested = {name for c in pod["containers"] for name in c["resources"]["limits"]
+                 if name.startswith("rdma/")}
+    (config,) = json.loads(run.one(NIC_POLICY).inputs["spec"]["rdmaSharedDevicePlugin"][
+        "config"])["configList"]
+    offered = f"{config['resourcePrefix']}/{config['resourceName']}"
+    assert requested == {offered}
+    for pool in run.of_type(POOL):
+        declared = {_autoscaler_resource(k) for k in pool.inputs["tags"]
+                    if k.startswith(TEMPLATE + "resources_")}
+        assert offered in declared and "nvidia.com/gpu" in declared
+
+
+def test_a_resource_name_with_an_underscore_cannot_be_declared() -> None:
+    assert _autoscaler_resource(resource_tag("rdma/ib")) == "rdma/ib"
+    with pytest.raises(ValueError, match="rename the resource"):
+        resource_tag("rdma/shared_ib")  # the autoscaler would read rdma/shared/ib
+    assert label_tag(TEMPLATE + "label_", "cpu_arch/x") == TEMPLATE + "label_cpu~2arch_x"

@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi.runtime.rpc
 import pytest
+import yaml
 
 from infra.catalog import Cloud, machine
 from infra.gcp.network import secondary_ranges
@@ -453,10 +455,9 @@ BAD_SETTINGS = {
         "gpuZones"),
     "GPUDirect on an A2 machine": (
         {"interconnect": {"fabric": True}}, "gpuPools.onDemand.machineType"),
-    "GPUDirect-TCPXO, which this program does not set up": (
-        {"systemPool": {"machineType": "e2-standard-4"},
-         "gpuPools": {"onDemand": {"machineType": "a3-megagpu-8g"},
-                      "spot": {"machineType": "a3-megagpu-8g"}},
+    "GPUDirect-RDMA (A3 Ultra), which this program does not set up": (
+        {"gpuPools": {"onDemand": {"machineType": "a3-ultragpu-8g"},
+                      "spot": {"machineType": "a3-ultragpu-8g"}},
          "interconnect": {"fabric": True}},
         "interconnect.fabric"),
     "a CPU machine in a GPU pool (no accelerator to attach)": (
@@ -521,3 +522,270 @@ def test_the_spot_shutdown_window_follows_the_gke_version(version, grace):
     from infra.gcp.node_pools import spot_shutdown_grace
 
     assert spot_shutdown_grace(version) == grace
+
+
+# --- GPUDirect on A3: VPCs, multi-networking, GKE network objects, DaemonSets, the pod --------
+NETWORK = "gcp:compute/network:Network"
+SUBNET = "gcp:compute/subnetwork:Subnetwork"
+DAEMONSET = "kubernetes:apps/v1:DaemonSet"
+PARAM_SET = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"
+GKE_NETWORK = "kubernetes:networking.gke.io/v1:Network"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+
+A3_MEGA_OVERRIDES = {
+    **A3_OVERRIDES,
+    "gpuPools": {"onDemand": {"machineType": "a3-megagpu-8g"},
+                 "spot": {"machineType": "a3-megagpu-8g"}},
+}
+
+
+@pytest.fixture(scope="module")
+def a3_mega_run() -> Run:
+    """A3 Mega with GPUDirect-TCPXO."""
+    return run_gcp(A3_MEGA_OVERRIDES)
+
+
+@pytest.fixture(scope="module")
+def a3_sockets_run() -> Run:
+    """A3 High with interconnect.fabric off: NCCL over gVNIC, nothing of GPUDirect."""
+    return run_gcp({**A3_OVERRIDES, "interconnect": {"placement": False, "fabric": False}})
+
+
+def gpu_vpcs(run: Run) -> list[Any]:
+    return sorted((n for n in run.of_type(NETWORK) if "-gpu-nic" in n.name), key=lambda n: n.name)
+
+
+def pod_template(run: Run) -> dict[str, Any]:
+    (replicated,) = run.one(JOBSET).inputs["spec"]["replicatedJobs"]
+    return replicated["template"]["spec"]["template"]
+
+
+def trainer(pod: dict[str, Any]) -> dict[str, Any]:
+    (container,) = pod["spec"]["containers"]
+    return container
+
+
+def test_gpu_direct_settings_rule_and_infra_agree_on_what_is_set_up():
+    from infra.gcp.interconnect import GPUDIRECT
+    from infra.settings.rules import GCP_FABRICS_SET_UP
+
+    assert set(GPUDIRECT) == GCP_FABRICS_SET_UP
+
+
+@pytest.mark.parametrize(("fixture", "nics"), [("a3_run", 4), ("a3_mega_run", 8)])
+def test_a3_gets_one_jumbo_frame_vpc_per_gpu_nic_clear_of_the_cluster_ranges(
+        fixture, nics, settings, request):
+    run = request.getfixturevalue(fixture)
+    vpcs = gpu_vpcs(run)
+    assert [v.name for v in vpcs] == sorted(f"torchrec-cloud-gcp-gpu-nic{n}" for n in range(1, nics + 1))
+    for vpc in vpcs:
+        assert vpc.inputs["mtu"] == 8244  # cluster-toolkit multivpc `mtu: 8244`
+        assert vpc.inputs["autoCreateSubnetworks"] is False
+    subnets = [s for s in run.of_type(SUBNET) if "-gpu-nic" in s.name]
+    assert len(subnets) == nics
+    ranges = secondary_ranges(settings.gcp.network_cidr)
+    cluster_nets = [ipaddress.ip_network(c) for c in
+                    (settings.gcp.network_cidr, ranges.pods, ranges.services)]
+    gpu_nets = [ipaddress.ip_network(s.inputs["ipCidrRange"]) for s in subnets]
+    assert all(n.prefixlen == 20 and n.is_private for n in gpu_nets)
+    every = cluster_nets + gpu_nets
+    assert not any(a.overlaps(b) for i, a in enumerate(every) for b in every[i + 1:])
+
+
+def test_gpu_vpcs_admit_only_their_own_range_and_only_to_gpu_nodes(a3_run):
+    subnets = {s.name: s.inputs["ipCidrRange"] for s in a3_run.of_type(SUBNET)}
+    rules = [r for r in a3_run.of_type(FIREWALL) if "-gpu-nic" in r.name]
+    assert len(rules) == 4
+    for rule in rules:
+        nic = rule.name.removesuffix("-internal")
+        assert rule.inputs["sourceRanges"] == [subnets[nic]]
+        assert "0.0.0.0/0" not in rule.inputs["sourceRanges"]
+        assert rule.inputs["targetTags"] == ["gpu-node"]
+        assert {a["protocol"] for a in rule.inputs["allows"]} == {"tcp", "udp", "icmp"}
+
+
+def test_a3_cluster_has_multi_networking_on_dataplane_v2(a3_run, a3_mega_run):
+    for run in (a3_run, a3_mega_run):
+        cluster = run.one(CLUSTER)
+        assert cluster.inputs["enableMultiNetworking"] is True
+        assert cluster.inputs["datapathProvider"] == "ADVANCED_DATAPATH"
+
+
+def test_a2_and_a3_without_fabric_stay_as_they_were(run, a3_sockets_run):
+    for plain in (run, a3_sockets_run):
+        cluster = plain.one(CLUSTER)
+        assert "enableMultiNetworking" not in cluster.inputs
+        assert "datapathProvider" not in cluster.inputs
+        assert not gpu_vpcs(plain)
+        assert not plain.of_type(DAEMONSET) and not plain.of_type(GKE_NETWORK)
+        for pool in plain.of_type(NODE_POOL):
+            assert "networkConfig" not in pool.inputs, pool.name
+        pod = pod_template(plain)
+        assert "annotations" not in pod["metadata"]
+        assert [c["name"] for c in pod["spec"]["initContainers"]] == ["prepare-shared-fs"]
+        env = {e["name"]: e["value"] for e in trainer(pod)["env"]}
+        assert env["NCCL_SOCKET_IFNAME"] == "eth0" and "LD_LIBRARY_PATH" not in env
+
+
+@pytest.mark.parametrize(("fixture", "nics"), [("a3_run", 4), ("a3_mega_run", 8)])
+def test_a3_gpu_pools_get_every_gpu_vpc_as_an_extra_nic(fixture, nics, request):
+    run = request.getfixturevalue(fixture)
+    names = {v.name: v for v in gpu_vpcs(run)}
+    for pool in run.of_type(NODE_POOL):
+        if not pool.inputs["nodeConfig"].get("guestAccelerators"):
+            assert "networkConfig" not in pool.inputs  # the system pool
+            continue
+        extra = pool.inputs["networkConfig"]["additionalNodeNetworkConfigs"]
+        # By name, in NIC order: eth1 is on gpu-nic1 (the mocks echo the logical name).
+        assert extra == [{"network": f"torchrec-cloud-gcp-gpu-nic{n}",
+                          "subnetwork": f"torchrec-cloud-gcp-gpu-nic{n}"}
+                         for n in range(1, nics + 1)]
+        assert set(e["network"] for e in extra) <= set(names)
+
+
+def test_each_gpu_vpc_is_a_gke_device_network_the_pods_can_name(a3_run):
+    provider = a3_run.one(K8S_PROVIDER)
+    params = {p.inputs["metadata"]["name"]: p for p in a3_run.of_type(PARAM_SET)}
+    networks = {n.inputs["metadata"]["name"]: n for n in a3_run.of_type(GKE_NETWORK)}
+    assert sorted(params) == sorted(networks) == ["vpc1", "vpc2", "vpc3", "vpc4"]
+    for n in range(1, 5):
+        name = f"vpc{n}"
+        assert params[name].inputs["spec"] == {
+            "vpc": f"torchrec-cloud-gcp-gpu-nic{n}", "vpcSubnet": f"torchrec-cloud-gcp-gpu-nic{n}",
+            "deviceMode": "NetDevice"}
+        assert networks[name].inputs["spec"] == {"type": "Device", "parametersRef": {
+            "group": "networking.gke.io", "kind": "GKENetworkParamSet", "name": name}}
+        assert a3_run.waits_for(networks[name], params[name])
+        for obj in (params[name], networks[name]):
+            assert obj.provider_urn == provider.urn
+
+
+def daemonsets(run: Run) -> dict[str, dict[str, Any]]:
+    return {d.inputs["metadata"]["name"]: d.inputs for d in run.of_type(DAEMONSET)}
+
+
+def test_a3_high_installs_the_tcpx_plugin_and_the_device_injector_pinned(a3_run):
+    sets = daemonsets(a3_run)
+    assert set(sets) == {"nccl-tcpx-installer", "device-injector"}
+    for name, ds in sets.items():
+        assert ds["metadata"]["namespace"] == "kube-system"
+        pod = ds["spec"]["template"]["spec"]
+        [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"]
+        assert term["matchExpressions"] == [{"key": "cloud.google.com/gke-accelerator",
+                                             "operator": "In", "values": ["nvidia-h100-80gb"]}]
+        assert pod["tolerations"] == [{"operator": "Exists"}]
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            image = container["image"]
+            assert "@sha256:" in image or re.search(r":v?\d+(\.\d+)+$", image), image
+    installer = sets["nccl-tcpx-installer"]["spec"]["template"]["spec"]
+    [init] = installer["initContainers"]
+    assert init["image"] == ("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/"
+                             "nccl-plugin-gpudirecttcpx-dev:v3.1.9")
+    assert "/scripts/container_entry.sh install --install-nccl" in init["args"][0]
+    injector = sets["device-injector"]["spec"]["template"]["spec"]
+    assert injector["containers"][0]["image"].startswith("gcr.io/gke-release/nri-device-injector@sha256:")
+
+
+def test_a3_mega_installs_the_tcpxo_plugin_after_exposing_the_aperture_devices(a3_mega_run):
+    sets = daemonsets(a3_mega_run)
+    assert set(sets) == {"nccl-tcpxo-installer", "device-injector"}
+    installer = sets["nccl-tcpxo-installer"]["spec"]["template"]["spec"]
+    pre, install = installer["initContainers"]
+    assert pre["name"] == "pre-installation" and pre["command"][:4] == ["nsenter", "-at", "1", "--"]
+    assert "/dev/aperture_devices" in pre["command"][-1]
+    assert pre["image"] == "ubuntu:24.04"
+    assert install["image"].endswith("/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15")
+    values = installer["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+    assert values == ["nvidia-h100-mega-80gb"]
+
+
+def test_the_job_waits_for_every_gpudirect_object(a3_run):
+    jobset = a3_run.one(JOBSET)
+    for kind in (DAEMONSET, PARAM_SET, GKE_NETWORK):
+        for obj in a3_run.of_type(kind):
+            assert a3_run.waits_for(jobset, obj), obj.name
+
+
+def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
+    from infra.gcp.interconnect import TCPX_ENV
+
+    pod = pod_template(a3_run)
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["networking.gke.io/default-interface"] == "eth0"
+    assert json.loads(annotations["networking.gke.io/interfaces"]) == [
+        {"interfaceName": "eth0", "network": "default"},
+        *({"interfaceName": f"eth{n}", "network": f"vpc{n}"} for n in range(1, 5))]
+    devices = yaml.safe_load(annotations["devices.gke.io/container.tcpx-daemon"])
+    assert [d["path"] for d in devices] == [
+        *(f"/dev/nvidia{i}" for i in range(8)), "/dev/nvidiactl", "/dev/nvidia-uvm"]
+    spec = pod["spec"]
+    prepare, sidecar = spec["initContainers"]
+    assert prepare["name"] == "prepare-shared-fs" and "restartPolicy" not in prepare
+    assert sidecar["name"] == "tcpx-daemon" and sidecar["restartPolicy"] == "Always"
+    assert sidecar["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12"
+    assert sidecar["command"][:2] == ["/tcpgpudmarxd/build/app/tcpgpudmarxd", "--gpu_nic_preset"]
+    assert sidecar["securityContext"]["capabilities"] == {"add": ["NET_ADMIN"]}
+    assert sidecar["securityContext"]["privileged"] is False
+    assert {m["mountPath"] for m in sidecar["volumeMounts"]} == {
+        "/usr/local/nvidia/lib64", "/run/tcpx", "/hostsysfs", "/hostprocsysfs"}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["libraries"]["hostPath"] == {"path": "/home/kubernetes/bin/nvidia/lib64"}
+    assert volumes["tcpx-socket"] == {"name": "tcpx-socket", "emptyDir": {}}
+    assert volumes["sys"]["hostPath"] == {"path": "/sys"}
+    container = trainer(pod)
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts["/run/tcpx"] == "tcpx-socket" and mounts["/usr/local/nvidia/lib64"] == "libraries"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert {k: env[k] for k in TCPX_ENV} == TCPX_ENV
+    assert env["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"] == "/run/tcpx"  # where the socket is mounted
+    # The trainer itself stays locked down: only the sidecar holds NET_ADMIN, as root.
+    context = container["securityContext"]
+    assert context["runAsUser"] == 1000 and context["readOnlyRootFilesystem"] is True
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    namespace = a3_run.one("kubernetes:core/v1:Namespace").inputs["metadata"]["labels"]
+    assert namespace["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+def test_a3_mega_pod_carries_the_tcpxo_sidecar_with_its_startup_probe(a3_mega_run):
+    pod = pod_template(a3_mega_run)
+    interfaces = json.loads(pod["metadata"]["annotations"]["networking.gke.io/interfaces"])
+    assert [i["network"] for i in interfaces] == ["default", *(f"vpc{n}" for n in range(1, 9))]
+    devices = yaml.safe_load(pod["metadata"]["annotations"]["devices.gke.io/container.tcpxo-daemon"])
+    assert devices[-1] == {"path": "/dev/dmabuf_import_helper"} and len(devices) == 11
+    _, sidecar = pod["spec"]["initContainers"]
+    assert sidecar["name"] == "tcpxo-daemon" and sidecar["restartPolicy"] == "Always"
+    assert sidecar["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21"
+    assert "/fts/entrypoint_rxdm_container.sh --num_hops=2" in sidecar["args"][0]
+    assert sorted(sidecar["securityContext"]["capabilities"]["add"]) == ["NET_ADMIN", "NET_BIND_SERVICE"]
+    assert sidecar["startupProbe"]["exec"]["command"] == ["cat", "/run/health-check"]
+    assert {"name": "HEALTH_CHECK_LOG_FILE", "value": "/run/health-check"} in sidecar["env"]
+    container = trainer(pod)
+    assert {"name": "aperture-devices", "mountPath": "/dev/aperture_devices"} in container["volumeMounts"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["NCCL_FASTRAK_IFNAME"] == ",".join(f"eth{n}" for n in range(1, 9))
+    assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
+    assert env["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "131072"  # the guest config checker enforces it
+    assert env["NCCL_TUNER_CONFIG_PATH"].startswith(env["LD_LIBRARY_PATH"] + "/")
+
+
+@pytest.mark.parametrize("fixture", ["a3_run", "a3_mega_run"])
+def test_a3_manifests_are_valid_kubernetes(fixture, request):
+    from tests.k8s_manifests import validate_manifests
+
+    manifests = validate_manifests(request.getfixturevalue(fixture), "1.33")
+    kinds = {m["kind"] for m in manifests}
+    assert {"DaemonSet", "GKENetworkParamSet", "Network", "JobSet"} <= kinds
+
+
+def test_a3_ultra_fabric_is_refused_naming_the_machine_and_the_way_out():
+    with pytest.raises(SettingsError) as refused:
+        stack_settings({"gpuPools": {"onDemand": {"machineType": "a3-ultragpu-8g"},
+                                     "spot": {"machineType": "a3-ultragpu-8g"}},
+                        "interconnect": {"fabric": True}})
+    [problem] = [p for p in refused.value.problems if p.path == "interconnect.fabric"]
+    text = str(problem)
+    for words in ("a3-ultragpu-8g", "rdma", "interconnect.fabric: false",
+                  "a3-highgpu-8g", "a3-megagpu-8g"):
+        assert words in text, text

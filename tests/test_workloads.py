@@ -65,7 +65,7 @@ class WorkloadRun:
 
 
 def run_workload(flavour: str, job: Job, checkpoints: Checkpoints = Checkpoints(),
-                 dataset: Dataset = Dataset()) -> WorkloadRun:
+                 dataset: Dataset = Dataset(), interconnect: Any = None) -> WorkloadRun:
     """A program that is just a fake cluster and the TrainingJob, under the harness's mocks."""
     from workloads import TrainingJob, TrainingJobArgs
 
@@ -83,8 +83,9 @@ def run_workload(flavour: str, job: Job, checkpoints: Checkpoints = Checkpoints(
     def program() -> Any:
         cluster = fake_cluster(flavour)
         made.append(cluster)
+        extra = {"interconnect": interconnect} if interconnect is not None else {}
         component = TrainingJob("torchrec-training", TrainingJobArgs(
-            cluster=cluster.contract, job=job, checkpoints=checkpoints, dataset=dataset))
+            cluster=cluster.contract, job=job, checkpoints=checkpoints, dataset=dataset, **extra))
         return pulumi.Output.all(component.job_name, component.watch_commands).apply(
             lambda values: outputs.update(job_name=values[0], watch_commands=values[1]))
 
@@ -518,3 +519,115 @@ def test_manifest_conversion_restores_what_the_wire_changed():
                                                        "value": "s3cr3t"}, "gone": None,
             "items": [1.0, None]}
     assert clean(wire) == {"replicas": 2, "ratio": 0.5, "token": "s3cr3t", "items": [1]}
+
+
+def test_the_fabric_gate_enforces_the_machine_s_transport_and_floor_when_the_fabric_is_used(runs):
+    p4d = machine(Cloud.AWS, "p4d.24xlarge")
+    flags = runs["aws"].flags()
+    assert flags["fabric_gate"] == "enforce"
+    assert flags["fabric_transport"] == "efa"
+    assert float(flags["fabric_floor_gbps"]) == p4d.network_gbps / 8 / 2  # half of 400 Gbit/s
+
+
+def test_the_fabric_gate_only_reports_without_a_fabric_and_can_be_turned_off():
+    from infra.settings.model import Interconnect
+
+    without = run_workload("gcp", Job(), interconnect=Interconnect(fabric=False))
+    assert without.flags()["fabric_gate"] == "report"
+    assert "fabric_floor_gbps" not in without.flags()
+    off = run_workload("aws", Job(), interconnect=Interconnect(gate=False))
+    assert off.flags()["fabric_gate"] == "off"
+
+
+# --- GCP A3: GPUDirect's pod pieces from the contract (tests/fake_cluster.py "gcp-a3*") -------
+
+@pytest.fixture(scope="module")
+def gpudirect_runs() -> dict[str, WorkloadRun]:
+    """A3 High (TCPX) and A3 Mega (TCPXO) as JobSets, and A3 High as a PyTorchJob."""
+    return {
+        "gcp-a3": run_workload("gcp-a3", Job()),
+        "gcp-a3-mega": run_workload("gcp-a3-mega", Job()),
+        "gcp-a3-pytorchjob": run_workload("gcp-a3", Job(kind=JobKind.PYTORCH_JOB, nodes=3),
+                                          Checkpoints(enabled=False)),
+    }
+
+
+def pod_metadata(scenario: WorkloadRun) -> dict[str, Any]:
+    spec = scenario.workload().inputs["spec"]
+    if "replicatedJobs" in spec:
+        return scenario.child_job_spec()["template"]["metadata"]
+    return spec["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
+
+
+def test_gpudirect_rxdm_runs_as_a_native_sidecar_so_the_batch_pod_can_complete(gpudirect_runs):
+    for name, scenario in gpudirect_runs.items():
+        spec = scenario.pod_spec()
+        sidecar = scenario.cluster.contract.interconnect.sidecars[0]
+        prepare, rxdm = spec["initContainers"]
+        assert prepare["name"] == "prepare-shared-fs" and "restartPolicy" not in prepare, name
+        assert rxdm["name"] == sidecar.name and rxdm["restartPolicy"] == "Always", name
+        assert [c["name"] for c in spec["containers"]] == [scenario.container()["name"]], name
+        assert spec["restartPolicy"] == "Never"  # the trainer's exit is the pod's end
+
+
+def test_gpudirect_annotations_volumes_and_mounts_come_from_the_contract(gpudirect_runs):
+    for name, scenario in gpudirect_runs.items():
+        fabric = scenario.cluster.contract.interconnect
+        assert pod_metadata(scenario)["annotations"] == dict(fabric.pod_annotations), name
+        volumes = {v["name"] for v in scenario.pod_spec()["volumes"]}
+        assert {v.name for v in fabric.volumes} <= volumes
+        assert {"shared-fs", "dshm", "tmp"} <= volumes  # the pod's own stay
+        mounts = {(m["name"], m["mountPath"]) for m in scenario.container()["volumeMounts"]}
+        assert {(m.name, m.mount_path) for m in fabric.trainer_volume_mounts} <= mounts
+        assert ("tmp", "/tmp") in mounts and ("dshm", "/dev/shm") in mounts
+        env = {e["name"]: e["value"] for e in scenario.container()["env"]}
+        assert {k: env[k] for k in fabric.env} == dict(fabric.env)
+
+
+def test_the_trainer_stays_locked_down_beside_the_root_sidecar(gpudirect_runs):
+    for scenario in gpudirect_runs.values():
+        context = scenario.container()["securityContext"]
+        assert context["runAsUser"] == 1000 and context["runAsNonRoot"] is True
+        assert context["readOnlyRootFilesystem"] is True and context["privileged"] is False
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        pod_context = scenario.pod_spec()["securityContext"]
+        assert pod_context["runAsNonRoot"] is True and pod_context["runAsUser"] == 1000
+        (_, rxdm) = scenario.pod_spec()["initContainers"]
+        assert rxdm["securityContext"]["runAsUser"] == 0  # overrides the pod's uid for itself
+        assert rxdm["securityContext"]["privileged"] is False
+        assert "NET_ADMIN" in rxdm["securityContext"]["capabilities"]["add"]
+
+
+def test_gpudirect_namespace_enforces_privileged_pod_security(gpudirect_runs, runs):
+    for scenario in gpudirect_runs.values():
+        assert scenario.cluster.contract.interconnect.privileged_pod_security
+        (namespace,) = scenario.run.of_type("kubernetes:core/v1:Namespace")
+        labels = namespace.inputs["metadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+        assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+    # GCP without a fabric keeps baseline and a plain pod.
+    plain = runs["gcp-pytorchjob"]
+    (namespace,) = plain.run.of_type("kubernetes:core/v1:Namespace")
+    assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert "annotations" not in pod_metadata(plain)
+
+
+def test_gpudirect_manifests_are_valid_kubernetes(gpudirect_runs):
+    for scenario in gpudirect_runs.values():
+        kinds = {m["kind"] for m in validate_manifests(scenario.run, KUBERNETES_VERSION)}
+        assert kinds & {"JobSet", "PyTorchJob"}
+
+
+def test_a_fabric_sidecar_that_would_block_the_job_s_end_is_refused():
+    from types import SimpleNamespace
+
+    import pulumi_kubernetes as k8s
+
+    from infra.contract import InterconnectSpec
+    from workloads.pod import fabric_sidecars
+
+    plain = k8s.core.v1.ContainerArgs(name="rxdm", image="example/rxdm:1")
+    cluster = SimpleNamespace(interconnect=InterconnectSpec(pod_resources={}, env={},
+                                                            sidecars=[plain]))
+    with pytest.raises(ValueError, match="restart_policy 'Always'"):
+        fabric_sidecars(cluster)  # type: ignore[arg-type]

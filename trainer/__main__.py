@@ -4,7 +4,8 @@ always clean up.
 Exit status (trainer/exit_codes.py): 0 only when training reached its end; RESUME after a stop
 for preemption (SIGTERM on any rank: every rank agrees to stop, saves if the deadline allows)
 or a lost peer (a collective failed because another rank or node went away); CONFIG_ERROR for
-bad flags; anything else is a crash."""
+bad flags; FABRIC_ERROR when the fabric gate (trainer/fabric_gate.py) enforces and fails;
+anything else is a crash."""
 
 import logging
 import os
@@ -12,16 +13,21 @@ import sys
 import warnings
 
 from trainer.config import parse_config
-from trainer.exit_codes import RESUME
+from trainer.exit_codes import FABRIC_ERROR, RESUME
 from trainer.peers import is_lost_peer
 
 
 def main() -> int:
     cfg = parse_config()  # bad flags exit here (CONFIG_ERROR), before torch is even imported
+    import torch
     import torch.distributed as dist
 
     from trainer.distributed import init_distributed
+    from trainer.fabric_gate import prepare_nccl_logging, run_fabric_gate
     from trainer.train import StopFlag, Trainer
+
+    if cfg.fabric_gate != "off" and torch.cuda.is_available():
+        prepare_nccl_logging()  # NCCL reads its logging settings once, when the first comm starts
 
     stop = StopFlag()
     stop.install()  # from here on a SIGTERM (spot notice) means: stop together, save, resume later
@@ -34,6 +40,8 @@ def main() -> int:
     logging.getLogger("torchrec.distributed.planner.storage_reservations").setLevel(logging.ERROR)
     ctx = init_distributed()
     try:
+        if cfg.fabric_gate != "off" and not run_fabric_gate(cfg, ctx).passed:
+            return FABRIC_ERROR  # every rank decided alike from the same figures
         summary = Trainer(cfg, ctx, stop).run()
         if not summary["preempted"]:
             dist.barrier()  # no rank tears its group down while a peer still talks to it

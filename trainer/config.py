@@ -16,6 +16,9 @@ from typing import Any, List, Optional, Sequence, get_args, get_origin, get_type
 NUM_DENSE_FEATURES = 13
 NUM_SPARSE_FEATURES = 26
 CHECKPOINT_SCHEMES = ("file", "memory", "s3", "gs", "gcs", "az", "abfs", "abfss")
+# NCCL transports the fabric gate can require (trainer/fabric_gate.py); infra/catalog.py's
+# FABRIC_TRANSPORTS maps each machine's interconnect to one of these names.
+FABRIC_TRANSPORTS = ("socket", "efa", "ib", "tcpx", "tcpxo")
 
 
 def _help(text: str, **kwargs: Any) -> Any:
@@ -118,6 +121,27 @@ class TrainConfig:
     metrics_file: Optional[str] = _help("JSON lines metrics file (rank 0 writes).", default=None)
     tensorboard_dir: Optional[str] = _help("TensorBoard log directory (rank 0 writes).", default=None)
 
+    # --- fabric gate ---
+    fabric_gate: str = _help(
+        "Collective test before training (trainer/fabric_gate.py): 'report' prints transport, "
+        "bus bandwidth and the slowest rank; 'enforce' also exits 3 (no retry) on a wrong "
+        "transport, a bandwidth under the floor or a rank much slower than the others; 'off'.",
+        default="report",
+        meta={"choices": ("off", "report", "enforce")},
+    )
+    fabric_transport: str = _help(
+        "Transport NCCL must use between nodes in enforce mode: one of "
+        f"{', '.join(FABRIC_TRANSPORTS)}; empty = any.",
+        default="",
+        meta={"choices": ("", *FABRIC_TRANSPORTS)},
+    )
+    fabric_floor_gbps: float = _help(
+        "Least all_reduce bus bandwidth (GB/s, nccl-tests' busbw) at the largest gate message "
+        "size in enforce mode; 0 = no floor.", default=0.0)
+    fabric_gate_sizes: Optional[List[int]] = _help(
+        "Comma separated message sizes in bytes for the gate's all_reduce and all_to_all "
+        "(default: 1 MiB, 16 MiB, 128 MiB on GPU; 64 KiB, 1 MiB on CPU).", default=None)
+
     def __post_init__(self) -> None:
         errors = list(self._errors())
         if errors:
@@ -181,6 +205,12 @@ class TrainConfig:
             if value and "://" in value and not value.startswith("file://"):
                 bad(name, value, "must be a path (e.g. on the shared file system): object stores "
                     "cannot append to a file")
+        if not self.fabric_floor_gbps >= 0:
+            bad("fabric_floor_gbps", self.fabric_floor_gbps, "must be >= 0 (0 = no floor)")
+        if self.fabric_gate_sizes is not None and (not self.fabric_gate_sizes
+                                                   or min(self.fabric_gate_sizes) < 4):
+            bad("fabric_gate_sizes", _join(self.fabric_gate_sizes),
+                "needs one or more sizes in bytes, each at least 4 (one float)")
         if self.dataset_path is not None and not os.path.exists(self.dataset_path):
             bad("dataset_path", self.dataset_path, "no such file or directory")
         return out

@@ -7,12 +7,12 @@ job last and `pulumi destroy` deletes it first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 
 from infra.contract import GpuCluster
-from infra.settings.model import Checkpoints, Dataset, Job, JobKind
+from infra.settings.model import Checkpoints, Dataset, Interconnect, Job, JobKind
 from infra.preemption import SaveEstimate, stop_budget
 from workloads import identity, jobset, network_policy, pytorchjob, service, storage
 from workloads.command import job_command, pytorchjob_command
@@ -33,6 +33,8 @@ class TrainingJobArgs:
     save_estimate: SaveEstimate | None = None
     # The cluster's Kubernetes minor version: some clouds' spot notice depends on it.
     kubernetes_version: str | None = None
+    # Whether the fabric is used and the fabric gate runs (settings' interconnect section).
+    interconnect: Interconnect = field(default_factory=Interconnect)
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -68,7 +70,7 @@ class TrainingJob(pulumi.ComponentResource):
         budget = stop_budget(cluster.cloud, pool.spot, job.termination_grace_seconds,
                              args.kubernetes_version)
         flags = trainer_flags(cluster, job, args.checkpoints, args.dataset, budget,
-                              args.save_estimate)
+                              args.save_estimate, args.interconnect)
         if job.kind == JobKind.PYTORCH_JOB:
             operator = pytorchjob.training_operator(f"{name}-training-operator", opts_for())
             template = pod_template(cluster, job, names, budget, ContainerSpec(

@@ -12,11 +12,14 @@ import pulumi
 
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
-from infra.settings.model import CheckpointLocation, Checkpoints, Dataset, Job, TrainerArgValue
+from infra.catalog import Interconnect as FabricKind
+from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
+                                  TrainerArgValue)
 
 STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                "checkpoint_write_mb_per_sec", "keep_checkpoints", "save_deadline_seconds",
-               "dataset_path", "metrics_file", "tensorboard_dir")
+               "dataset_path", "metrics_file", "tensorboard_dir", "fabric_gate",
+               "fabric_transport", "fabric_floor_gbps")
 
 
 def format_value(value: TrainerArgValue) -> str:
@@ -77,9 +80,22 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
     return flags
 
 
+def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> list[str]:
+    """Enforce the machine's transport and floor when the stack uses its fabric; otherwise
+    only report (CPU/gloo or sockets have no floor)."""
+    if not interconnect.gate:
+        return ["--fabric_gate=off"]
+    machine = cluster.gpu_pools[job.pool.value].machine
+    if not (interconnect.fabric and machine.interconnect != FabricKind.NONE):
+        return ["--fabric_gate=report"]
+    return ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
+            f"--fabric_floor_gbps={machine.fabric_floor_gbps:g}"]
+
+
 def trainer_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset: Dataset,
-                  budget: StopBudget, save_estimate: SaveEstimate | None
-                  ) -> list[pulumi.Input[str]]:
+                  budget: StopBudget, save_estimate: SaveEstimate | None,
+                  interconnect: Interconnect) -> list[pulumi.Input[str]]:
     """User flags first, then the stack's (argparse keeps the last value of a repeated flag)."""
     return [*user_flags(job.trainer_args),
-            *stack_flags(cluster, job, checkpoints, dataset, budget, save_estimate)]
+            *stack_flags(cluster, job, checkpoints, dataset, budget, save_estimate),
+            *fabric_gate_flags(cluster, job, interconnect)]

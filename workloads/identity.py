@@ -15,8 +15,11 @@ def namespace(name: str, names: JobNames, cluster: GpuCluster,
               opts: pulumi.ResourceOptions) -> k8s.core.v1.Namespace:
     """Pod Security Admission enforces `baseline` (the shared-FS init container runs as root
     with CHOWN, which `restricted` refuses), or `privileged` when the fabric needs a capability
-    outside `baseline` (IPC_LOCK for RDMA); it always warns and audits against `restricted`."""
-    enforce = "privileged" if cluster.interconnect.capabilities else "baseline"
+    outside `baseline` (IPC_LOCK for RDMA) or a sidecar with host paths and NET_ADMIN (GKE
+    GPUDirect's rxdm); it always warns and audits against `restricted`."""
+    needs_privileged = (bool(cluster.interconnect.capabilities)
+                        or cluster.interconnect.privileged_pod_security)
+    enforce = "privileged" if needs_privileged else "baseline"
     return k8s.core.v1.Namespace(
         name,
         metadata=meta.ObjectMetaArgs(name=names.namespace, labels={

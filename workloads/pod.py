@@ -6,7 +6,7 @@ placement, identity, storage or security settings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 import shlex
 from dataclasses import dataclass
 
@@ -121,14 +121,29 @@ def shared_fs_preparer(cluster: GpuCluster, job: Job) -> core.ContainerArgs:
     )
 
 
-def volumes(names: JobNames, shm_gib: int) -> list[core.VolumeArgs]:
+def volumes(names: JobNames, shm_gib: int,
+            fabric: Sequence[core.VolumeArgs] = ()) -> list[core.VolumeArgs]:
     return [
         core.VolumeArgs(name=SHARED_VOLUME, persistent_volume_claim=(
             core.PersistentVolumeClaimVolumeSourceArgs(claim_name=names.claim))),
         core.VolumeArgs(name="dshm", empty_dir=core.EmptyDirVolumeSourceArgs(
             medium="Memory", size_limit=f"{shm_gib}Gi")),
         core.VolumeArgs(name="tmp", empty_dir=core.EmptyDirVolumeSourceArgs()),
+        *fabric,  # the fabric's own (GKE GPUDirect: host paths, the rxdm's sockets)
     ]
+
+
+def fabric_sidecars(cluster: GpuCluster) -> list[core.ContainerArgs]:
+    """The fabric's sidecars (GKE GPUDirect's rxdm), run as Kubernetes native sidecars: init
+    containers with restartPolicy Always start before the trainer and are stopped by the
+    kubelet once it has exited, so they never keep the batch pod from completing, and the
+    pod's phase (what the Job's podFailurePolicy reads) is the trainer's alone."""
+    sidecars = list(cluster.interconnect.sidecars)
+    for sidecar in sidecars:
+        if sidecar.restart_policy != "Always":
+            raise ValueError(f"fabric sidecar {sidecar.name!r} must have restart_policy "
+                             "'Always' (a native sidecar), or it would block the job's end")
+    return sidecars
 
 
 def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBudget,
@@ -152,13 +167,17 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBud
             core.VolumeMountArgs(name=SHARED_VOLUME, mount_path=cluster.shared_file_system.mount_path),
             core.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
             core.VolumeMountArgs(name="tmp", mount_path="/tmp"),
+            *cluster.interconnect.trainer_volume_mounts,
         ],
     )
     return core.PodTemplateSpecArgs(
         metadata=k8s.meta.v1.ObjectMetaArgs(
-            labels={**names.common_labels, **cluster.checkpoints.pod_labels}),
+            labels={**names.common_labels, **cluster.checkpoints.pod_labels},
+            annotations=dict(cluster.interconnect.pod_annotations) or None),
         spec=core.PodSpecArgs(
-            init_containers=[shared_fs_preparer(cluster, job)],
+            # The folder preparer runs to completion first; the sidecars then start, and the
+            # trainer once they have (after their startup probes, where they have one).
+            init_containers=[shared_fs_preparer(cluster, job), *fabric_sidecars(cluster)],
             containers=[trainer],
             service_account_name=names.service_account,
             # IRSA, Azure and GKE workload identity inject their own projected token (or use the
@@ -173,6 +192,6 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBud
                 run_as_non_root=True, run_as_user=RUN_AS, run_as_group=RUN_AS,
                 seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
             ),
-            volumes=volumes(names, size.shm_gib),
+            volumes=volumes(names, size.shm_gib, cluster.interconnect.volumes),
         ),
     )

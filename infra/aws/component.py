@@ -111,6 +111,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
                 prefix, cluster, plan, node_role.arn, net.private_subnets[gpu_zone].id,
                 gpu_zone, gpu_node_sgs, instance_tags, aws_opts, node_opts)
             gpu_groups.append(group)
+            # Scale from zero for GPU + EFA pods, once a Cluster Autoscaler runs.
+            node_groups.tag_auto_scaling_group(prefix, cluster_name, plan, group, aws_opts)
         all_groups = [system_group, *gpu_groups]
 
         late_addons = [

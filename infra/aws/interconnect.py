@@ -1,4 +1,26 @@
-"""What a pod needs to use EFA: the device resource (count from the catalog) and NCCL/libfabric env."""
+"""What a pod needs to use EFA: the device resource (count from the catalog) and the NCCL and
+libfabric environment that forces NCCL onto EFA, so a node without EFA fails the job at NCCL's
+first communicator instead of training over TCP sockets.
+
+Sources, pinned to what was read (a value without a source here is a bug):
+- aws-ofi-nccl (github.com/aws/aws-ofi-nccl @ 2daf7d30, 2026-08-21): the plugin registers its
+  network as "Libfabric" since 1.12 (src/nccl_ofi_interface_nvidia.cpp, ncclNetPlugin_v6..v12
+  `.name`; "AWS Libfabric" only for 1.11 and older, or when NCCL_NET asks for that old name);
+  the tuner lives inside the net plugin and is also built as libnccl-tuner-ofi.so
+  (src/Makefile.am); the EFA env cheat sheet is doc/efa-env-var.md.
+- The image (trainer/Dockerfile): EFA installer 1.51.0 = aws-ofi-nccl 1.22.0, libfabric 2.7.0,
+  NCCL 2.29.7; the plugin's `libnccl-net.so` copy is deleted, so NCCL loads the plugin only when
+  NCCL_NET_PLUGIN=ofi (libnccl-net-ofi.so, in the loader cache).
+- awsome-distributed-training (github.com/aws-samples/awsome-distributed-training @ 7217859f,
+  2026-02-21): micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml (the EKS p5.48xlarge
+  manifest) sets FI_PROVIDER=efa, FI_EFA_FORK_SAFE=1, NCCL_TUNER_PLUGIN and requests
+  `hugepages-2Mi: 5120Mi`; 3.test_cases/pytorch/FSDP/kubernetes/training_kubernetes.template
+  sets NCCL_SOCKET_IFNAME=^lo and FI_EFA_USE_DEVICE_RDMA=1 ("for P5 FI_* should be
+  uncommented"); 1.architectures/3.aws-batch/aws-batch-distributed-training-p6.yaml passes
+  NCCL_NET_PLUGIN=ofi with FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1, FI_EFA_FORK_SAFE=1.
+- NCCL: NCCL_NET names the one network NCCL may use, so it fails instead of falling back to its
+  internal IB or Socket transport (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-net).
+"""
 
 from __future__ import annotations
 
@@ -6,29 +28,76 @@ from infra.catalog import Interconnect, Machine
 from infra.contract import InterconnectSpec
 
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+GPU_RESOURCE = "nvidia.com/gpu"
 # Instance families whose EFA supports RDMA read/write (GPUDirect RDMA): p4d/p4de and p5*.
 RDMA_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en")
+# The network aws-ofi-nccl >= 1.12 registers (1.22.0 in the image). NCCL_NET must equal it.
+OFI_NETWORK = "Libfabric"
+OFI_PLUGIN = "ofi"  # NCCL loads libnccl-net-<this>.so / libnccl-tuner-<this>.so
+# awsome-distributed-training's p5.48xlarge manifest requests 2 MiB huge pages for libfabric's
+# EFA buffers. The contract's pod_resources holds integer counts only, so this quantity cannot
+# reach the pod yet (see `hugepages`); until it can, libfabric is told not to use huge pages.
+HUGEPAGES_RESOURCE = "hugepages-2Mi"
+HUGEPAGES_QUANTITY = "5120Mi"
+HUGEPAGES_FAMILIES = ("p5", "p5e", "p5en")
 
 
 def uses_efa(machine: Machine, fabric: bool) -> bool:
     return fabric and machine.interconnect == Interconnect.EFA and machine.efa_interfaces > 0
 
 
+def family(machine: Machine) -> str:
+    return machine.name.split(".")[0]
+
+
+def hugepages(machine: Machine) -> dict[str, str]:
+    """The huge pages the reference manifests request for this machine's pods ({} if none).
+
+    Not in the pod yet: InterconnectSpec.pod_resources maps names to integer counts, and
+    "5120Mi" is a quantity. Once the contract carries quantities, the pod requests this and
+    FI_EFA_USE_HUGE_PAGE=0 goes away."""
+    if family(machine) in HUGEPAGES_FAMILIES:
+        return {HUGEPAGES_RESOURCE: HUGEPAGES_QUANTITY}
+    return {}
+
+
+def efa_env(machine: Machine) -> dict[str, str]:
+    """NCCL and libfabric settings for an EFA machine, every one forcing or tuning EFA."""
+    env = {
+        # NCCL loads aws-ofi-nccl only when asked: the image removed its libnccl-net.so copy.
+        "NCCL_NET_PLUGIN": OFI_PLUGIN,
+        # The only network NCCL may use: no plugin or no EFA -> ncclInvalidUsage, not sockets.
+        "NCCL_NET": OFI_NETWORK,
+        # libfabric may open the efa provider only: no silent fall-back to its tcp/sockets
+        # providers (aws-ofi-nccl would otherwise accept another provider).
+        "FI_PROVIDER": "efa",
+        # NCCL >= 2.21 finds the tuner in the net plugin by itself; naming it, as the EKS p5
+        # manifest does, keeps it when a tuner elsewhere on the path would win.
+        "NCCL_TUNER_PLUGIN": OFI_PLUGIN,
+        # DataLoader workers fork after EFA memory registration. The plugin sets this itself
+        # for supported libfabric versions; the EKS manifests still set it.
+        "FI_EFA_FORK_SAFE": "1",
+        # The pod is not granted huge pages (see `hugepages`): without a hugetlb allowance a
+        # huge-page fault kills the process (SIGBUS), and forked DataLoader workers fail with
+        # "Cannot allocate memory" (aws-ofi-nccl doc/efa-env-var.md); a minor cost.
+        "FI_EFA_USE_HUGE_PAGE": "0",
+        # Bootstrap and out-of-band traffic: any interface but loopback (the pod has eth0).
+        "NCCL_SOCKET_IFNAME": "^lo",
+        "NCCL_DEBUG": "WARN",  # the fabric gate raises it to INFO into a file (trainer/fabric_gate.py)
+    }
+    if family(machine) in RDMA_FAMILIES:
+        # GPUDirect RDMA over EFA. Not needed with libfabric >= 1.18 and aws-ofi-nccl >= 1.7
+        # (doc/efa-env-var.md: "not harmful ... on p4/p5"); set so an older image still uses it.
+        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+    return env
+
+
 def efa_interconnect(machine: Machine, fabric: bool) -> InterconnectSpec:
     """EFA resources and env for the job's machine; plain TCP sockets when the fabric is off."""
     if not uses_efa(machine, fabric):
         return InterconnectSpec(pod_resources={}, env={"NCCL_DEBUG": "WARN"})
-    env = {
-        "FI_PROVIDER": "efa",  # libfabric must not fall back to TCP silently
-        "FI_EFA_FORK_SAFE": "1",  # DataLoader workers fork after EFA memory registration
-        "NCCL_DEBUG": "WARN",  # INFO prints the chosen transport; WARN keeps logs readable
-        # NCCL_SOCKET_IFNAME is left unset: NCCL already skips lo/docker, and AL2023 interface
-        # names (ens*, eth*) differ between instance types.
-    }
-    if machine.name.split(".")[0] in RDMA_FAMILIES:
-        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
     return InterconnectSpec(
         pod_resources={EFA_RESOURCE: machine.efa_interfaces},
-        env=env,
+        env=efa_env(machine),
         capabilities=("IPC_LOCK",),  # EFA pins (locks) memory for RDMA
     )

@@ -2,6 +2,13 @@
 
 Every group gets our own launch template, because pulumi-eks' generated one neither encrypts
 the root volume nor lets us combine IMDSv2, EFA interfaces and a placement group we own.
+
+Each GPU group's Auto Scaling group carries Cluster Autoscaler's node-template tags, so a group
+at zero nodes can be grown for a pod that asks for GPUs and EFA devices: the autoscaler reads
+EKS' DescribeNodegroup for labels and taints only while a group has never had a node, and never
+for extended resources such as vpc.amazonaws.com/efa (kubernetes/autoscaler @ 55c37cd5,
+cluster-autoscaler/cloudprovider/aws/README.md, "Auto-Discovery Setup" and the
+DescribeNodegroup note; tag parsing in aws_manager.go, extractAllocatableResourcesFromAsg).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import pulumi_eks as eks
 
 from infra.catalog import Machine
 from infra.contract import GpuPool, Taint
-from infra.aws.interconnect import uses_efa
+from infra.aws.interconnect import EFA_RESOURCE, GPU_RESOURCE, uses_efa
 from infra.settings.model import NodePool
 
 POOL_LABEL = "torchrec-cloud/pool"
@@ -26,6 +33,8 @@ SPOT_TAINT = Taint(key="torchrec-cloud/spot", value="true", effect="NoSchedule")
 EKS_EFFECT = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE",
               "NoExecute": "NO_EXECUTE"}
 ROOT_DEVICE = "/dev/xvda"  # AL2023 root volume
+# Cluster Autoscaler's ASG tag prefixes for scaling up from zero nodes (AWS README above).
+NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 SYSTEM_ROOT_GIB = 50
 GPU_ROOT_GIB = 200  # CUDA images are large; the dataset lives on FSx, not here
 
@@ -93,7 +102,14 @@ def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: li
                         placement_group: aws.ec2.PlacementGroup | None,
                         instance_tags: Mapping[str, str],
                         opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
-    """IMDSv2, encrypted root, one EFA interface per network card, the placement group."""
+    """IMDSv2, encrypted root, one EFA interface per network card, the placement group.
+
+    Card 0 device 0 is the primary interface, EFA with ENA (it carries the node's IP); every
+    other card gets an EFA-only interface on device index 1, as EC2 recommends for instances
+    with several network cards: EFA-only interfaces take no IP address from the subnet (31 per
+    p5 node otherwise) and add no Linux routes that could drop traffic
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html;
+    https://amazonaws.cn/en/new/2024/amazon-ec2-announces-efa-updates-for-scalability-with-aiml-applications)."""
     machine = plan.pool.machine
     network_interfaces = None
     vpc_security_group_ids = security_group_ids
@@ -103,7 +119,8 @@ def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: li
         network_interfaces = [
             aws.ec2.LaunchTemplateNetworkInterfaceArgs(
                 network_card_index=card, device_index=0 if card == 0 else 1,
-                interface_type="efa", security_groups=security_group_ids,
+                interface_type="efa" if card == 0 else "efa-only",
+                security_groups=security_group_ids,
                 associate_public_ip_address="false", delete_on_termination="true")
             for card in range(machine.efa_interfaces)
         ]
@@ -142,6 +159,45 @@ def system_node_group(prefix: str, cluster: eks.Cluster, pool: NodePool,
         opts=opts)
 
 
+def scale_from_zero_tags(plan: NodeGroupPlan) -> dict[str, str]:
+    """Cluster Autoscaler node-template tags for one GPU group: what a node of it would offer
+    (GPUs, EFA devices, from the catalog), carry (labels) and repel (taints)."""
+    pool = plan.pool
+    tags = {f"{NODE_TEMPLATE}/resources/{GPU_RESOURCE}": str(pool.machine.gpu_count)}
+    if plan.efa:
+        tags[f"{NODE_TEMPLATE}/resources/{EFA_RESOURCE}"] = str(pool.machine.efa_interfaces)
+    for key, value in sorted(pool.node_labels.items()):
+        tags[f"{NODE_TEMPLATE}/label/{key}"] = value
+    for taint in pool.taints:
+        tags[f"{NODE_TEMPLATE}/taint/{taint.key}"] = f"{taint.value}:{taint.effect}"
+    return tags
+
+
+def gpu_node_group_name(prefix: str, plan: NodeGroupPlan) -> str:
+    """The EKS node group's own name, fixed so the program can look up its Auto Scaling group."""
+    return f"{prefix}-{plan.pool.name}"
+
+
+def tag_auto_scaling_group(prefix: str, cluster_name: str, plan: NodeGroupPlan,
+                           group: eks.ManagedNodeGroup, resource_opts: pulumi.ResourceOptions
+                           ) -> list[aws.autoscaling.Tag]:
+    """Put the node-template tags on the Auto Scaling group EKS made for `group`. EKS does not
+    copy node group labels, taints or tags to it (terraform-aws-eks does the same with
+    aws_autoscaling_group_tag); the tags are not propagated to instances."""
+    found = aws.eks.get_node_group_output(
+        cluster_name=cluster_name, node_group_name=gpu_node_group_name(prefix, plan),
+        opts=pulumi.InvokeOutputOptions(provider=resource_opts.provider, depends_on=[group]))
+    asg_name = found.apply(lambda group: group.resources[0].autoscaling_groups[0].name)
+    return [
+        aws.autoscaling.Tag(
+            f"{prefix}-{plan.pool.name}-{key.removeprefix(NODE_TEMPLATE + '/').replace('/', '-')}",
+            autoscaling_group_name=asg_name,
+            tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+            opts=resource_opts)
+        for key, value in scale_from_zero_tags(plan).items()
+    ]
+
+
 def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
                    node_role_arn: pulumi.Input[str], subnet_id: pulumi.Input[str], zone: str,
                    security_group_ids: list, instance_tags: Mapping[str, str],
@@ -160,6 +216,7 @@ def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
         f"{prefix}-{pool.name}",
         eks.ManagedNodeGroupArgs(
             cluster=cluster, node_role_arn=node_role_arn,
+            node_group_name=gpu_node_group_name(prefix, plan),
             ami_type=eks.AmiType.AL2023_X86_64_NVIDIA, instance_types=[pool.machine.name],
             capacity_type="SPOT" if pool.spot else "ON_DEMAND",
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(

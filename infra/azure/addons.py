@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.azure.interconnect import RDMA_RESOURCE_NAME
+from infra.azure.interconnect import RDMA_HCA_MAX, RDMA_RESOURCE_NAME, RDMA_RESOURCE_PREFIX
 from infra.contract import Taint
 
 NVIDIA_HELM_REPO = "https://helm.ngc.nvidia.com/nvidia"
@@ -70,9 +70,12 @@ def network_operator_values(taints: Sequence[Taint]) -> dict:
 
 def nic_cluster_policy_spec(taints: Sequence[Taint]) -> dict:
     """OFED driver plus the RDMA shared device plugin on nodes with a Mellanox NIC."""
+    # resourcePrefix/resourceName make the pods' resource rdma/ib (Mellanox/k8s-rdma-shared-dev-plugin
+    # README, "Configuration"): no "_", so the GPU pools can declare it for the autoscaler.
     plugin_config = {"configList": [{
+        "resourcePrefix": RDMA_RESOURCE_PREFIX,
         "resourceName": RDMA_RESOURCE_NAME,
-        "rdmaHcaMax": 63,
+        "rdmaHcaMax": RDMA_HCA_MAX,
         "selectors": {"vendors": [MELLANOX_VENDOR_ID], "linkTypes": ["infiniband"]},
     }]}
     return {

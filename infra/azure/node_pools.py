@@ -1,4 +1,11 @@
-"""The GPU agent pools (on-demand and spot) and how the scheduler sees them."""
+"""The GPU agent pools (on-demand and spot) and how the scheduler sees them.
+
+Each GPU pool carries the cluster autoscaler's node-template tags on its scale set (AKS copies
+an agent pool's tags to it), so a pool at zero nodes can grow for a pod that asks for GPUs and
+InfiniBand: an empty scale set has no node to read `rdma/ib` from (kubernetes/autoscaler
+@ 55c37cd5, cluster-autoscaler/cloudprovider/azure/README.md, "Scaling a VMSS node group to and
+from 0"; parsing in azure_template.go and the tag prefixes in azure_util.go).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import containerservice as aks
 
+from infra.azure.interconnect import RDMA_HCA_MAX, RDMA_RESOURCE, uses_infiniband
 from infra.catalog import machine
 from infra.contract import GpuPool, Taint
 from infra.settings.model import NodePool, PoolChoice, Settings, SpotGpuPool
@@ -25,6 +33,11 @@ SPOT_LABEL = ("kubernetes.azure.com/scalesetpriority", "spot")
 # can break scaling and upgrades (https://learn.microsoft.com/azure/aks/spot-node-pool).
 SPOT_EVICTION_POLICY = aks.ScaleSetEvictionPolicy.DELETE
 POOL_LABEL = "torchrec-cloud/pool"
+GPU_RESOURCE = "nvidia.com/gpu"
+# Tag name prefixes the Azure cluster autoscaler reads (azure_util.go).
+TEMPLATE_RESOURCES = "k8s.io_cluster-autoscaler_node-template_resources_"
+TEMPLATE_LABEL = "k8s.io_cluster-autoscaler_node-template_label_"
+TEMPLATE_TAINT = "k8s.io_cluster-autoscaler_node-template_taint_"
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,35 @@ def plan_pools(settings: Settings) -> list[PoolPlan]:
                  taints=(GPU_TAINT,))
         for key, pool in settings.gpu_pools_by_key.items()
     ]
+
+
+def resource_tag(resource: str) -> str:
+    """`nvidia.com/gpu` -> `..._resources_nvidia.com_gpu`. The autoscaler turns both `_` and `~2`
+    back into `/`, so a resource name with `_` has no tag and is refused here."""
+    if "_" in resource:
+        raise ValueError(f"{resource!r} cannot be declared to the cluster autoscaler: it reads "
+                         "'_' in a node-template resource tag as '/'; rename the resource")
+    return TEMPLATE_RESOURCES + resource.replace("/", "_")
+
+
+def label_tag(prefix: str, key: str) -> str:
+    """Label and taint keys: `/` is written `_` and `_` is written `~2` (Azure tag names may not
+    contain `/`)."""
+    return prefix + key.replace("_", "~2").replace("/", "_")
+
+
+def scale_from_zero_tags(plan: PoolPlan, settings: Settings) -> dict[str, str]:
+    """What a node of this pool offers (GPUs; the RDMA plugin's rdma/ib when InfiniBand is used),
+    carries (labels) and repels (taints), for an autoscaler looking at an empty scale set."""
+    gpu = machine(settings.cloud, plan.pool.machine_type)
+    tags = {resource_tag(GPU_RESOURCE): str(gpu.gpu_count)}
+    if uses_infiniband(settings, gpu):
+        tags[resource_tag(RDMA_RESOURCE)] = str(RDMA_HCA_MAX)
+    for key, value in sorted(plan.node_labels.items()):
+        tags[label_tag(TEMPLATE_LABEL, key)] = value
+    for taint in plan.node_taints:
+        tags[label_tag(TEMPLATE_TAINT, taint.key)] = f"{taint.value}:{taint.effect}"
+    return tags
 
 
 def _taint_string(taint: Taint) -> str:
@@ -99,7 +141,7 @@ def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: ak
         gpu_profile=aks.GPUProfileArgs(driver=aks.GPUDriver.NONE),
         node_labels=plan.labels,
         node_taints=[_taint_string(t) for t in plan.taints],
-        tags=tags,
+        tags={**tags, **scale_from_zero_tags(plan, settings)},
         **spot,  # type: ignore[arg-type]
         opts=opts,
     )

@@ -24,8 +24,18 @@ def gpu_zone(settings: Settings) -> str:
 
 def create_cluster(prefix: str, settings: Settings, network: Network,
                    node_account_email: pulumi.Input[str],
-                   opts: pulumi.ResourceOptions) -> gcp.container.Cluster:
-    """A zonal GKE cluster in the GPU zone, reachable only from the configured CIDRs."""
+                   opts: pulumi.ResourceOptions,
+                   multi_networking: bool = False) -> gcp.container.Cluster:
+    """A zonal GKE cluster in the GPU zone, reachable only from the configured CIDRs.
+
+    `multi_networking` (GPUDirect on A3) turns on GKE multi-networking, which needs Dataplane
+    V2: cluster-toolkit's gke-cluster sets `enable_multi_networking` and `datapath_provider =
+    "ADVANCED_DATAPATH"` whenever additional networks are passed in (modules/scheduler/
+    gke-cluster/main.tf); GKE: "Multi-network support for Pods requires GKE Dataplane V2"
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods).
+    Both are fixed at creation: turning the fabric on or off replaces the cluster. Dataplane V2
+    also enforces the job's NetworkPolicy (workloads/network_policy.py).
+    """
     assert settings.gcp is not None  # cloud_options_match + defaults guarantee it
     return gcp.container.Cluster(
         f"{prefix}-gke",
@@ -38,6 +48,8 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
         min_master_version=settings.kubernetes.version,
         release_channel=gcp.container.ClusterReleaseChannelArgs(channel="REGULAR"),
         networking_mode="VPC_NATIVE",
+        enable_multi_networking=True if multi_networking else None,
+        datapath_provider="ADVANCED_DATAPATH" if multi_networking else None,
         ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
             cluster_secondary_range_name=PODS_RANGE,
             services_secondary_range_name=SERVICES_RANGE,

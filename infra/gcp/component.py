@@ -1,8 +1,8 @@
 """GcpGpuCluster: GKE + GPU pools + Filestore + checkpoint bucket, returned as the cluster contract.
 
 Thin on purpose: each concern lives in its own file (network, cluster, node_pools, filestore,
-storage, identity, registry, interconnect, kubeconfig); this class wires them in order and
-hands `GpuCluster` to the workload layer.
+storage, identity, registry, interconnect, gpudirect, kubeconfig); this class wires them in
+order and hands `GpuCluster` to the workload layer.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from infra.catalog import Cloud, machine
 from infra.contract import CheckpointStore, GpuCluster, GpuClusterArgs
 from infra.gcp.cluster import create_cluster, gpu_zone
 from infra.gcp.filestore import create_filestore
+from infra.gcp.gpudirect import create_gpudirect_objects, gpu_nics_needed, gpudirect_in_use
 from infra.gcp.identity import create_job_account, create_node_account
-from infra.gcp.interconnect import interconnect_spec
+from infra.gcp.interconnect import GPU_VPC_MTU, interconnect_spec
 from infra.gcp.kubeconfig import cluster_kubeconfig, kubernetes_provider
-from infra.gcp.network import create_network
+from infra.gcp.network import GPU_NODE_TAG, create_gpu_networks, create_network
 from infra.gcp.node_pools import create_pools
 from infra.gcp.registry import create_trainer_image
 from infra.gcp.storage import create_checkpoint_bucket
@@ -46,9 +47,15 @@ class GcpGpuCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=provider)
 
         network = create_network(prefix, region, s.gcp.network_cidr, child)
+        # GPUDirect (A3 with interconnect.fabric): one VPC per GPU NIC, multi-networking.
+        gpudirect = gpudirect_in_use(s)
+        gpu_networks = create_gpu_networks(
+            prefix, region, s.gcp.network_cidr, gpu_nics_needed(gpudirect), GPU_VPC_MTU,
+            GPU_NODE_TAG, child)
         node_account = create_node_account(prefix, project, child)
-        cluster = create_cluster(prefix, s, network, node_account.email, child)
-        pools = create_pools(prefix, s, cluster, zone, node_account.email, child)
+        cluster = create_cluster(prefix, s, network, node_account.email, child,
+                                 multi_networking=bool(gpu_networks))
+        pools = create_pools(prefix, s, cluster, zone, node_account.email, child, gpu_networks)
         _instance, shared = create_filestore(
             prefix, s.shared_file_system, region, zone, network.network, child)
 
@@ -69,6 +76,9 @@ class GcpGpuCluster(pulumi.ComponentResource):
         ready: list[pulumi.Resource] = [*pools.all, network.nat]
         k8s_provider = kubernetes_provider(
             prefix, kubeconfig, ready, pulumi.ResourceOptions(parent=self))
+        fabric_objects = create_gpudirect_objects(
+            prefix, gpudirect, gpu_networks,
+            pulumi.ResourceOptions(parent=self, provider=k8s_provider))
 
         self.contract = GpuCluster(
             cloud=Cloud.GCP,
@@ -81,7 +91,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
             interconnect=interconnect_spec(
                 machine(Cloud.GCP, s.job_pool.machine_type), s.interconnect.fabric),
             trainer_image=image,
-            ready=ready,
+            ready=[*ready, *fabric_objects],
         )
         self.register_outputs({
             "clusterName": cluster.name,

@@ -1,22 +1,48 @@
-"""NCCL settings per GPU machine: plain sockets over gVNIC (A2), or GPUDirect-TCPX (A3 High).
+"""What a pod needs for the fabric on GKE: sockets over gVNIC (A2, or the fabric off), or
+GPUDirect-TCPX (A3 High, a3-highgpu-8g) or GPUDirect-TCPXO (A3 Mega, a3-megagpu-8g).
 
-GPUDirect-TCPX moves GPU memory straight to four extra NICs. Its pod-side pieces (the NCCL
-plugin installer, the tcpx receive-datapath sidecar, the NRI device injector and the extra
-VPCs with GKE multi-networking) are NOT created by this program: see README.md, "A3 and GPUDirect". Without
-them NCCL falls back to sockets on eth0, so the environment below is safe on its own.
+GPUDirect moves GPU memory straight to extra NICs: 4 on A3 High, 8 on A3 Mega. The pieces,
+as GoogleCloudPlatform/cluster-toolkit's GKE A3 blueprints set them up
+(examples/gke-a3-highgpu/gke-a3-highgpu.yaml, examples/gke-a3-megagpu/gke-a3-megagpu.yaml):
+- one extra VPC and subnet per GPU NIC, MTU 8244 (network.py), attached to the GPU nodes as
+  additional node networks (node_pools.py), on a cluster with multi-networking and Dataplane V2
+  (cluster.py);
+- per extra VPC a GKENetworkParamSet and a Network object, the NCCL plugin installer and the NRI
+  device injector DaemonSets (gpudirect.py);
+- in the job's pod (this file, handed over in the contract): the multi-network and device
+  annotations, the receive-datapath manager (rxdm) as a sidecar with its host volumes, and the
+  NCCL environment. cluster-toolkit adds these to a workload with
+  modules/compute/gke-node-pool/gpu-direct-workload/scripts/enable-tcpx(o)-in-workload.py.
+Versions are pinned as one release: the plugin installer and the rxdm move together
+(container-engine-accelerators gpudirect-tcpxo/README.md: "The tcpxo-daemon version is coupled
+with the NCCL plugin installer version").
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pulumi_kubernetes as k8s
+
 from infra.catalog import Interconnect, Machine
 from infra.contract import InterconnectSpec
+
+core = k8s.core.v1
 
 # A2 (and any machine without fabric, or with fabric off): NCCL over the gVNIC on eth0.
 SOCKET_ENV = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "WARN"}
 
-# GKE's "Maximize GPU network bandwidth" guide for a3-highgpu-8g (GPUDirect-TCPX): eth0 is the
-# control NIC, eth1-eth4 carry GPU traffic; the bindings pin the NICs' threads to the CPUs on
-# the same NUMA node as their GPUs.
+GPU_VPC_MTU = 8244  # both blueprints: modules/network/multivpc `mtu: 8244` for the GPU VPCs
+NVIDIA_LIB64 = "/usr/local/nvidia/lib64"  # where the plugin installer's libraries appear in pods
+HOST_NVIDIA = "/home/kubernetes/bin/nvidia"  # GKE's driver directory on COS nodes
+
+# GKE's "Maximize GPU network bandwidth" guide for a3-highgpu-8g (GPUDirect-TCPX), as the
+# contents of cluster-toolkit examples/gke-a3-highgpu/nccl-config.yaml (run-nccl.sh) agree:
+# eth0 is the control NIC, eth1-eth4 carry GPU traffic; the bindings pin the NICs' threads to
+# the CPUs on the same NUMA node as their GPUs. The unix client prefix is the folder the rxdm
+# serves its sockets in (--uds_path /run/tcpx), mounted into the trainer at the same path.
 TCPX_ENV = {
     "NCCL_SOCKET_IFNAME": "eth0",
     "NCCL_CROSS_NIC": "0",
@@ -41,11 +67,237 @@ TCPX_ENV = {
     "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX": "/run/tcpx",
     "NCCL_GPUDIRECTTCPX_FORCE_ACK": "0",
     "NCCL_DEBUG": "WARN",
+    # enable-tcpx-in-workload.py (update_gpu_containers): NCCL and its plugin from the installer.
+    "LD_LIBRARY_PATH": NVIDIA_LIB64,
+}
+
+# container-engine-accelerators gpudirect-tcpxo/README.md, release "Jan 9, 2026" (plugin
+# v1.0.15, rxdm v1.0.21), "NCCL configs", with the tuner and guest-config files at the
+# installer's library folder as it appears in the pod (the notes: "replace ... as the NCCL lib
+# directory installed inside the workload container"). The guest config checker aborts a
+# workload whose NCCL_NVLSTREE_MAX_CHUNKSIZE differs (release "Aug 21, 2025").
+TCPXO_ENV = {
+    "NCCL_FASTRAK_CTRL_DEV": "eth0",
+    "NCCL_FASTRAK_IFNAME": "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8",
+    "NCCL_SOCKET_IFNAME": "eth0",
+    "NCCL_CROSS_NIC": "0",
+    "NCCL_PROTO": "Simple,LL128",
+    "NCCL_MIN_NCHANNELS": "4",
+    "NCCL_TUNER_PLUGIN": "libnccl-tuner.so",
+    "NCCL_TUNER_CONFIG_PATH": f"{NVIDIA_LIB64}/a3plus_tuner_config.textproto",
+    "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE": f"{NVIDIA_LIB64}/a3plus_guest_config.textproto",
+    "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7",
+    "NCCL_NVLSTREE_MAX_CHUNKSIZE": "131072",
+    "NCCL_P2P_NET_CHUNKSIZE": "524288",
+    "NCCL_P2P_PCI_CHUNKSIZE": "524288",
+    "NCCL_P2P_NVL_CHUNKSIZE": "1048576",
+    "NCCL_FASTRAK_NUM_FLOWS": "2",
+    "NCCL_FASTRAK_USE_SNAP": "1",
+    "NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS": "600000",
+    "NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL": "0",
+    "NCCL_BUFFSIZE": "8388608",
+    "NCCL_NET_GDR_LEVEL": "PIX",
+    "NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING": "0",
+    "NCCL_FASTRAK_USE_LLCM": "1",
+    "NCCL_NVLS_ENABLE": "1",
+    "NCCL_DEBUG": "WARN",
+    # enable-tcpxo-in-workload.py (update_gpu_containers).
+    "LD_LIBRARY_PATH": NVIDIA_LIB64,
+    "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices",
+}
+
+GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + ("/dev/nvidiactl", "/dev/nvidia-uvm")
+
+
+@dataclass(frozen=True)
+class GpuDirect:
+    """One GPUDirect flavour: its NICs, pinned images and what its pod carries."""
+
+    interconnect: Interconnect
+    nics: int  # extra GPU NICs = extra VPCs, eth1..ethN in the pod
+    installer_image: str  # the NCCL plugin installer DaemonSet's image
+    rxdm_image: str  # the receive-datapath manager, run as the pod's sidecar
+    sidecar: str  # the sidecar's container name (the device annotation is keyed by it)
+    devices: tuple[str, ...]  # what the NRI device injector puts into the sidecar
+    env: Mapping[str, str]
+    host_volumes: Mapping[str, str] = field(default_factory=dict)  # name -> host path
+
+
+GPUDIRECT: dict[Interconnect, GpuDirect] = {
+    # cluster-toolkit gke-node-pool/gpu_direct.tf: "nccl_plugin v3.1.9 for tcpx", rxdm_version
+    # "v2.0.12" (matching), min_additional_networks 4; the A3 High blueprint pins
+    # nccl_tcpx_version v3.1.9; container-engine-accelerators gpudirect-tcpx/*.yaml use both.
+    Interconnect.GPUDIRECT_TCPX: GpuDirect(
+        interconnect=Interconnect.GPUDIRECT_TCPX,
+        nics=4,
+        installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9",
+        rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12",
+        sidecar="tcpx-daemon",
+        devices=GPU_DEVICES,
+        env=TCPX_ENV,
+        # enable-tcpx-in-workload.py add_volumes ("tcpx-socket" is an emptyDir, below).
+        host_volumes={"libraries": f"{HOST_NVIDIA}/lib64", "sys": "/sys", "proc-sys": "/proc/sys"},
+    ),
+    # container-engine-accelerators gpudirect-tcpxo/README.md, newest release "Jan 9, 2026":
+    # installer v1.0.15, tcpxo-daemon v1.0.21; the A3 Mega blueprint pins nccl_tcpxo_version
+    # v1.0.15 and its nccl-test-latest.yaml runs rxdm v1.0.21. min_additional_networks 8
+    # (gpu_direct.tf).
+    Interconnect.GPUDIRECT_TCPXO: GpuDirect(
+        interconnect=Interconnect.GPUDIRECT_TCPXO,
+        nics=8,
+        installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15",
+        rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21",
+        sidecar="tcpxo-daemon",
+        devices=GPU_DEVICES + ("/dev/dmabuf_import_helper",),
+        env=TCPXO_ENV,
+        # enable-tcpxo-in-workload.py add_volumes.
+        host_volumes={"nvidia-install-dir-host": HOST_NVIDIA, "sys": "/sys",
+                      "proc-sys": "/proc/sys", "aperture-devices": "/dev/aperture_devices"},
+    ),
 }
 
 
+def gpudirect_for(gpu: Machine, fabric: bool) -> GpuDirect | None:
+    """The GPUDirect flavour this program sets up for `gpu`, or None (sockets over gVNIC).
+    RDMA machines (A3 Ultra, A4) are refused earlier, by the settings rule
+    gcp_fabric_is_one_this_program_sets_up."""
+    return GPUDIRECT.get(gpu.interconnect) if fabric else None
+
+
+def gpu_network_name(nic: int) -> str:
+    """The Kubernetes Network object for GPU NIC `nic` (1-based): vpc1, vpc2, ... as the
+    blueprints name them (gke-cluster `k8s_network_names: {gvnic_prefix: vpc,
+    gvnic_start_index: 1}`) and the pod annotation refers to them."""
+    return f"vpc{nic}"
+
+
+def pod_annotations(direct: GpuDirect) -> dict[str, str]:
+    """eth0 on the cluster's own network, ethN on vpcN; the GPUs injected into the sidecar
+    (enable-tcpx(o)-in-workload.py add_annotations)."""
+    interfaces = [{"interfaceName": "eth0", "network": "default"}] + [
+        {"interfaceName": f"eth{n}", "network": gpu_network_name(n)}
+        for n in range(1, direct.nics + 1)]
+    return {
+        "networking.gke.io/default-interface": "eth0",
+        "networking.gke.io/interfaces": json.dumps(interfaces),
+        f"devices.gke.io/container.{direct.sidecar}":
+            "".join(f"- path: {device}\n" for device in direct.devices),
+    }
+
+
+def pod_volumes(direct: GpuDirect) -> list[core.VolumeArgs]:
+    volumes = [core.VolumeArgs(name=name, host_path=core.HostPathVolumeSourceArgs(path=path))
+               for name, path in direct.host_volumes.items()]
+    if direct.interconnect == Interconnect.GPUDIRECT_TCPX:
+        # The rxdm's unix sockets, shared with the trainer only.
+        volumes.append(core.VolumeArgs(name="tcpx-socket", empty_dir=core.EmptyDirVolumeSourceArgs()))
+    return volumes
+
+
+def trainer_volume_mounts(direct: GpuDirect) -> list[core.VolumeMountArgs]:
+    """enable-tcpx(o)-in-workload.py update_gpu_containers. TCPX's script mounts the sockets at
+    /tmp; here they go to /run/tcpx (NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX) because the trainer
+    has its own writable /tmp."""
+    if direct.interconnect == Interconnect.GPUDIRECT_TCPX:
+        return [core.VolumeMountArgs(name="tcpx-socket", mount_path="/run/tcpx"),
+                core.VolumeMountArgs(name="libraries", mount_path=NVIDIA_LIB64)]
+    return [core.VolumeMountArgs(name="aperture-devices", mount_path="/dev/aperture_devices")]
+
+
+def _rxdm_security(capabilities: list[str]) -> core.SecurityContextArgs:
+    """What the references give the rxdm (container-engine-accelerators
+    gpudirect-tcpx/nccl-test-unprivileged-without-hostnetwork.yaml: NET_ADMIN;
+    gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml: NET_ADMIN and
+    NET_BIND_SERVICE): not privileged, root (it programs the NICs' flow steering through
+    /hostsysfs and /hostprocsysfs), a writable root file system (TCPXO's entrypoint chmods
+    itself and writes its health file under /run). The pod's RuntimeDefault seccomp profile
+    applies: GKE Autopilot, which imposes it, runs the same rxdm
+    (gpudirect-tcpxo/nccl-test-latest-autopilot.yaml)."""
+    return core.SecurityContextArgs(
+        privileged=False,
+        allow_privilege_escalation=False,
+        run_as_user=0,
+        run_as_group=0,
+        run_as_non_root=False,
+        read_only_root_filesystem=False,
+        capabilities=core.CapabilitiesArgs(add=capabilities),
+    )
+
+
+def rxdm_sidecar(direct: GpuDirect) -> core.ContainerArgs:
+    """The receive-datapath manager, as a Kubernetes native sidecar.
+
+    The references run it as an ordinary container beside the workload, which keeps a Job's
+    pod running after the trainer has finished; container-engine-accelerators
+    gpudirect-tcpxo/best-practice.md ("Automatic Sidecar Termination") moves it to
+    `initContainers` with `restartPolicy: Always` instead: the kubelet starts it before the
+    trainer and stops it once the trainer has exited, so the pod completes (or fails) with the
+    trainer's own exit status and the Job's podFailurePolicy sees only the trainer. Native
+    sidecars are on by default from Kubernetes 1.29 and GA in 1.33.
+    """
+    if direct.interconnect == Interconnect.GPUDIRECT_TCPX:
+        return core.ContainerArgs(
+            name=direct.sidecar,
+            image=direct.rxdm_image,
+            image_pull_policy="Always",
+            restart_policy="Always",
+            # enable-tcpx-in-workload.py add_tcpx_daemon_container, argument for argument
+            # (the last one, backslashes and quotes included, is what its YAML passes).
+            command=["/tcpgpudmarxd/build/app/tcpgpudmarxd", "--gpu_nic_preset", "a3vm",
+                     "--gpu_shmem_type", "fd", "--uds_path", "/run/tcpx",
+                     "--setup_param", '\\"--verbose 128 2 0 \\"'],
+            security_context=_rxdm_security(["NET_ADMIN"]),
+            volume_mounts=[
+                core.VolumeMountArgs(name="libraries", mount_path=NVIDIA_LIB64),
+                core.VolumeMountArgs(name="tcpx-socket", mount_path="/run/tcpx"),
+                core.VolumeMountArgs(name="sys", mount_path="/hostsysfs"),
+                core.VolumeMountArgs(name="proc-sys", mount_path="/hostprocsysfs"),
+            ],
+            env=[core.EnvVarArgs(name="LD_LIBRARY_PATH", value=NVIDIA_LIB64)],
+        )
+    return core.ContainerArgs(
+        name=direct.sidecar,
+        image=direct.rxdm_image,
+        image_pull_policy="Always",
+        restart_policy="Always",
+        # gpudirect-tcpxo/nccl-test-latest.yaml; --num_nics is retired and --uid=
+        # --alsologtostderr obsolete (README.md, releases "Nov 19, 2025" and "Aug 21, 2025").
+        command=["/bin/sh", "-c"],
+        args=["set -ex\nchmod 755 /fts/entrypoint_rxdm_container.sh\n"
+              "/fts/entrypoint_rxdm_container.sh --num_hops=2\n"],
+        security_context=_rxdm_security(["NET_ADMIN", "NET_BIND_SERVICE"]),
+        volume_mounts=[
+            core.VolumeMountArgs(name="nvidia-install-dir-host", mount_path="/usr/local/nvidia"),
+            core.VolumeMountArgs(name="sys", mount_path="/hostsysfs"),
+            core.VolumeMountArgs(name="proc-sys", mount_path="/hostprocsysfs"),
+        ],
+        env=[core.EnvVarArgs(name="LD_LIBRARY_PATH", value=NVIDIA_LIB64),
+             core.EnvVarArgs(name="HEALTH_CHECK_LOG_FILE", value="/run/health-check")],
+        # best-practice.md "Setup Startup Probe for the TCPXO-daemon Sidecar": the file appears
+        # once the buffer manager is up (~30 s). On a native sidecar the trainer starts only
+        # after this probe passes, so NCCL never races the rxdm's start.
+        startup_probe=core.ProbeArgs(
+            exec_=core.ExecActionArgs(command=["cat", "/run/health-check"]),
+            initial_delay_seconds=1, period_seconds=5, timeout_seconds=1,
+            success_threshold=1, failure_threshold=6),
+    )
+
+
 def interconnect_spec(gpu: Machine, fabric: bool) -> InterconnectSpec:
-    """What a pod on `gpu` needs; GKE exposes no fabric device resource, so none is requested."""
-    if fabric and gpu.interconnect == Interconnect.GPUDIRECT_TCPX:
-        return InterconnectSpec(pod_resources={}, env=dict(TCPX_ENV))
-    return InterconnectSpec(pod_resources={}, env=dict(SOCKET_ENV))
+    """What a pod on `gpu` needs; GKE exposes no fabric device resource, so none is requested.
+
+    With GPUDirect the pod mounts host paths and runs a root sidecar holding NET_ADMIN, which
+    the Pod Security "baseline" level refuses: the job's namespace must enforce "privileged".
+    """
+    direct = gpudirect_for(gpu, fabric)
+    if direct is None:
+        return InterconnectSpec(pod_resources={}, env=dict(SOCKET_ENV))
+    return InterconnectSpec(
+        pod_resources={},
+        env=dict(direct.env),
+        pod_annotations=pod_annotations(direct),
+        volumes=pod_volumes(direct),
+        trainer_volume_mounts=trainer_volume_mounts(direct),
+        sidecars=[rxdm_sidecar(direct)],
+        privileged_pod_security=True,
+    )

@@ -1,4 +1,5 @@
-"""The VPC: one subnetwork with pod and service ranges, NAT for private nodes, and firewalls.
+"""The VPC: one subnetwork with pod and service ranges, NAT for private nodes, and firewalls;
+with GPUDirect, one more VPC per GPU NIC.
 
 GKE creates its own rules for node-to-control-plane and pod traffic; the only rule added here
 lets GPU nodes reach each other on every port (NCCL picks ports at run time). Nothing is
@@ -16,6 +17,12 @@ import pulumi_gcp as gcp
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
 GPU_NODE_TAG = "gpu-node"  # network tag on every GPU node: the firewall's source and target
+# GPUDirect's VPCs: one /20 each (4,096 nodes), carved in order from the first of these /16s
+# that the cluster's own ranges do not touch. cluster-toolkit's A3 Mega blueprint uses
+# 192.168.0.0/16 split into /20s (modules/network/multivpc: global_ip_address_range,
+# subnetwork_cidr_suffix: 20); GKE refuses overlapping networks on one node.
+GPU_NETWORK_SUPERNETS = ("192.168.0.0/16", "172.16.0.0/16", "172.17.0.0/16", "172.18.0.0/16")
+GPU_SUBNET_PREFIX = 20
 POD_PREFIX = 18  # 64 nodes at GKE's default 110 pods per node (/24 each)
 SERVICE_PREFIX = 20  # 4096 Service IPs
 
@@ -99,3 +106,56 @@ def create_network(prefix: str, region: str, node_cidr: str,
         opts=opts,
     )
     return Network(network=network, subnetwork=subnetwork, nat=nat, ranges=ranges)
+
+
+def gpu_subnet_ranges(node_cidr: str, count: int) -> list[str]:
+    """`count` /20s for the GPU VPCs, clear of the node, pod and service ranges."""
+    ranges = secondary_ranges(node_cidr)
+    taken = [ipaddress.ip_network(c) for c in (node_cidr, ranges.pods, ranges.services)]
+    for supernet in map(ipaddress.ip_network, GPU_NETWORK_SUPERNETS):
+        if not any(supernet.overlaps(t) for t in taken):
+            return [str(s) for s in list(supernet.subnets(new_prefix=GPU_SUBNET_PREFIX))[:count]]
+    raise ValueError(f"no free range for the GPU VPCs next to gcp.networkCidr {node_cidr}")
+
+
+@dataclass(frozen=True)
+class GpuNetwork:
+    """The VPC behind one GPU NIC (eth1 ... ethN in the pod)."""
+
+    nic: int  # 1-based, as the pod's interface and the Kubernetes Network object are numbered
+    network: gcp.compute.Network
+    subnetwork: gcp.compute.Subnetwork
+    cidr: str
+
+
+def create_gpu_networks(prefix: str, region: str, node_cidr: str, count: int, mtu: int,
+                        source_tag: str, opts: pulumi.ResourceOptions) -> list[GpuNetwork]:
+    """One VPC, subnet and internal firewall rule per GPU NIC, as cluster-toolkit's
+    modules/network/multivpc makes them (network_count 4 on A3 High, 8 on A3 Mega; mtu 8244).
+
+    The rule is multivpc's `enable_internal_traffic` (modules/network/vpc allow_internal_traffic:
+    TCP, UDP and ICMP from the VPC's own range), limited to the GPU nodes. These VPCs carry only
+    GPU-to-GPU traffic inside the zone: no router, no NAT, no route to the internet needed.
+    """
+    networks = []
+    for nic, cidr in enumerate(gpu_subnet_ranges(node_cidr, count), start=1):
+        network = gcp.compute.Network(
+            f"{prefix}-gpu-nic{nic}", auto_create_subnetworks=False, routing_mode="REGIONAL",
+            mtu=mtu, description=f"GPUDirect: GPU NIC {nic} (eth{nic} in the training pods)",
+            opts=opts)
+        subnetwork = gcp.compute.Subnetwork(
+            f"{prefix}-gpu-nic{nic}", network=network.id, region=region, ip_cidr_range=cidr,
+            opts=opts)
+        gcp.compute.Firewall(
+            f"{prefix}-gpu-nic{nic}-internal",
+            network=network.id,
+            description="GPU nodes talk to each other over this GPU NIC (GPUDirect).",
+            direction="INGRESS",
+            allows=[gcp.compute.FirewallAllowArgs(protocol=protocol)
+                    for protocol in ("tcp", "udp", "icmp")],
+            source_ranges=[cidr],
+            target_tags=[source_tag],
+            opts=opts,
+        )
+        networks.append(GpuNetwork(nic=nic, network=network, subnetwork=subnetwork, cidr=cidr))
+    return networks

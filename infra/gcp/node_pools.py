@@ -7,6 +7,7 @@ placement come from the settings. Pools are keyed by what they are ("system", "o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -14,7 +15,8 @@ import pulumi_gcp as gcp
 
 from infra.catalog import Capacity, Cloud, Machine, machine, stop_notice
 from infra.contract import GpuPool, Taint
-from infra.gcp.network import GPU_NODE_TAG
+from infra.gcp.interconnect import gpudirect_for
+from infra.gcp.network import GPU_NODE_TAG, GpuNetwork
 from infra.settings.model import NodePool, PoolChoice, Settings
 
 POOL_LABEL = "torchrec-cloud/pool"
@@ -150,9 +152,27 @@ def gpu_node_config(pool: NodePool, gpu: Machine, spot: bool,
     )
 
 
+def gpu_network_config(gpu: Machine, fabric: bool, gpu_networks: Sequence[GpuNetwork]
+                       ) -> gcp.container.NodePoolNetworkConfigArgs | None:
+    """GPUDirect's NICs: one additional node network per GPU VPC (by name, as the API takes
+    them), as cluster-toolkit's gke-node-pool sets `network_config.additional_node_network_configs`
+    from the multivpc module (modules/compute/gke-node-pool/main.tf). Fixed at creation: GKE
+    cannot add or remove a node pool's networks later."""
+    direct = gpudirect_for(gpu, fabric)
+    if direct is None:
+        return None
+    assert len(gpu_networks) >= direct.nics, f"{gpu.name} needs {direct.nics} GPU VPCs"
+    return gcp.container.NodePoolNetworkConfigArgs(additional_node_network_configs=[
+        gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(
+            network=net.network.name, subnetwork=net.subnetwork.name)
+        for net in gpu_networks[: direct.nics]])
+
+
 def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster, zone: str,
-                 service_account: pulumi.Input[str], opts: pulumi.ResourceOptions) -> Pools:
-    """The system pool and every enabled GPU pool, all in the GPU zone."""
+                 service_account: pulumi.Input[str], opts: pulumi.ResourceOptions,
+                 gpu_networks: Sequence[GpuNetwork] = ()) -> Pools:
+    """The system pool and every enabled GPU pool, all in the GPU zone; with GPUDirect, each
+    GPU pool whose machine has it gets the GPU VPCs as extra NICs."""
     sys_pool = settings.system_pool
     system = gcp.container.NodePool(
         f"{prefix}-{sys_pool.name}",
@@ -195,6 +215,7 @@ def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster
                 if settings.interconnect.placement else None),
             node_config=gpu_node_config(pool, gpu, spot, service_account, labels,
                                         settings.kubernetes.version),
+            network_config=gpu_network_config(gpu, settings.interconnect.fabric, gpu_networks),
             # The autoscaler owns the size after creation.
             opts=pulumi.ResourceOptions.merge(
                 opts, pulumi.ResourceOptions(ignore_changes=["initial_node_count"])),

@@ -132,6 +132,14 @@ class Interconnect(Section):
             "must have one."
         ),
     )
+    gate: bool = Field(
+        True,
+        description=(
+            "Run the fabric gate before training: collectives across all ranks, NCCL's "
+            "transport and bus bandwidth. With fabric on, a wrong transport or bandwidth under "
+            "the machine's floor (infra/catalog.py) fails the job at once; otherwise it reports."
+        ),
+    )
 
 
 class FsxDeploymentType(str, Enum):

@@ -41,6 +41,9 @@ WORKLOAD_OWNED_FLAGS = {
     "checkpoint_every_seconds": "checkpoints.everySeconds",
     "save_deadline_seconds": "the cloud's notice (infra/catalog.py)",
     "checkpoint_write_mb_per_sec": "the checkpoint store (infra/catalog.py)",
+    "fabric_gate": "interconnect.gate",
+    "fabric_transport": "interconnect.fabric and the machine (infra/catalog.py)",
+    "fabric_floor_gbps": "the machine (infra/catalog.py)",
     "keep_checkpoints": "checkpoints.keep",
     "dataset_path": "dataset.path",
 }
@@ -336,11 +339,14 @@ def check_all(settings: Settings) -> list[Problem]:
 
 
 # --- appended for issue 6 (GCP) ---------------------------------------------------------------
-GCP_FABRICS_SET_UP = {Interconnect.GPUDIRECT_TCPX}  # what infra/gcp wires (NCCL environment)
+# What infra/gcp sets up end to end (infra/gcp/interconnect.py GPUDIRECT: VPCs, multi-networking,
+# plugin installer, device injector, rxdm sidecar, NCCL environment).
+GCP_FABRICS_SET_UP = {Interconnect.GPUDIRECT_TCPX, Interconnect.GPUDIRECT_TCPXO}
 
 
 def gcp_fabric_is_one_this_program_sets_up(s: Settings) -> Iterator[Problem]:
-    """GPUDirect-TCPXO (A3 Mega) and RDMA (A3 Ultra) need NICs and plugins infra/gcp lacks."""
+    """GPUDirect-RDMA (A3 Ultra, A4: RoCE NICs, the RDMA binary installer, DRANET or the RDMA
+    device plugin) is not set up by infra/gcp: its fabric would be claimed, not delivered."""
     if s.cloud != Cloud.GCP or not s.interconnect.fabric:
         return
     for path, pool in _pools(s):
@@ -348,10 +354,10 @@ def gcp_fabric_is_one_this_program_sets_up(s: Settings) -> Iterator[Problem]:
         if (path.startswith("gpuPools") and found
                 and found.interconnect not in GCP_FABRICS_SET_UP | {Interconnect.NONE}):
             yield Problem("interconnect.fabric", True,
-                          f"{pool.machine_type} uses {found.interconnect.value}, which this "
-                          "program does not set up yet (README.md, 'A3 and GPUDirect'); "
-                          "set interconnect.fabric: "
-                          "false (NCCL over gVNIC) or use a3-highgpu-8g (GPUDirect-TCPX)")
+                          f"{path}.machineType {pool.machine_type} uses "
+                          f"{found.interconnect.value}, which this program does not set up; "
+                          "set interconnect.fabric: false (NCCL over gVNIC, no fabric), or use "
+                          "a3-highgpu-8g (GPUDirect-TCPX) or a3-megagpu-8g (GPUDirect-TCPXO)")
             return
 
 

@@ -85,6 +85,22 @@ def _authorization_token(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
             "registryId": ACCOUNT, "userName": "AWS"}
 
 
+def auto_scaling_group_name(node_group_name: str) -> str:
+    """The name EKS gives a managed node group's Auto Scaling group (eks-<group>-<uuid>)."""
+    return f"eks-{node_group_name}-0ac9f1e2-1111-2222-3333-444455556666"
+
+
+def _node_group(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    name = args.args["nodeGroupName"]
+    return {
+        "id": f"{args.args['clusterName']}:{name}", "clusterName": args.args["clusterName"],
+        "nodeGroupName": name, "status": "ACTIVE",
+        "arn": f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/{args.args['clusterName']}/{name}/x",
+        "resources": [{"autoscalingGroups": [{"name": auto_scaling_group_name(name)}],
+                       "remoteAccessSecurityGroupId": ""}],
+    }
+
+
 OUTPUTS: dict[str, Any] = {
     "eks:index:Cluster": _eks_cluster,
     "aws:iam/role:Role": _arn("iam", "role"),
@@ -100,4 +116,5 @@ OUTPUTS: dict[str, Any] = {
 }
 CALLS: dict[str, Any] = {
     "aws:ecr/getAuthorizationToken:getAuthorizationToken": _authorization_token,
+    "aws:eks/getNodeGroup:getNodeGroup": _node_group,
 }

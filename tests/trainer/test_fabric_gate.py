@@ -1,0 +1,227 @@
+"""The fabric gate: it reads NCCL's transport from real logs, computes nccl-tests' bus bandwidth,
+and on 2 CPU processes (gloo) it reports, or fails the job with FABRIC_ERROR and one line."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.trainer.helpers import REPO, TINY, env
+from trainer.exit_codes import FABRIC_ERROR
+from trainer.fabric_gate import (
+    SLOW_RANK_FACTOR,
+    TEST_DELAY_ENV,
+    TEST_NCCL_LOG_ENV,
+    RankFigures,
+    busbw_gbps,
+    decide,
+    parse_transport,
+    prepare_nccl_logging,
+    read_nccl_log,
+    transport_of_network,
+)
+
+LOGS = Path(__file__).parent / "data" / "nccl_logs"
+SAMPLES = sorted(LOGS.glob("*.log"))
+
+
+def _sample(path: Path) -> tuple[str, str, str]:
+    """(source URL, expected transport, log text without the header comment)."""
+    header, _, body = path.read_text().partition("\n")
+    source = re.search(r"# source: (\S+)", header)
+    expected = re.search(r"expect: (\w+)\s*$", header)
+    assert source and expected, f"{path.name}: first line must be '# source: URL ...; expect: T'"
+    return source.group(1), expected.group(1), body
+
+
+# --- reading NCCL's choice ---
+
+def test_every_transport_has_samples():
+    expected = {_sample(p)[1] for p in SAMPLES}
+    assert expected == {"socket", "efa", "ib", "tcpx", "tcpxo"}
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.stem for p in SAMPLES])
+def test_parser_names_the_transport_of_every_public_log_sample(path):
+    source, expected, body = _sample(path)
+    assert source.startswith("https://")
+    assert parse_transport(body) == expected
+
+
+@pytest.mark.parametrize(("name", "provider", "transport"), [
+    ("IB", None, "ib"), ("IBext_v8", None, "ib"), ("Socket", None, "socket"),
+    ("AWS Libfabric", "efa", "efa"), ("Libfabric", None, "efa"),
+    ("AWS Libfabric", "cxi", "libfabric-cxi"),  # Slingshot through aws-ofi-nccl is not EFA
+    ("Libfabric", "tcp", "libfabric-tcp"),  # libfabric's TCP provider must not pass for EFA
+    ("GPUDirectTCPX_v7", None, "tcpx"), ("FasTrak", None, "tcpxo"), ("FastSocket", None, "socket"),
+])
+def test_network_names_map_to_transports(name, provider, transport):
+    assert transport_of_network(name, provider) == transport
+
+
+def test_a_log_that_names_no_network_gives_no_transport():
+    assert parse_transport("") is None
+    assert parse_transport("host:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n") is None
+
+
+def test_libfabric_on_a_non_efa_provider_is_not_efa():
+    text = ("h:1:1 [0] NCCL INFO NET/OFI Selected provider is tcp, fabric is 10.0.0.0/24 "
+            "(found 1 nics)\nh:1:1 [0] NCCL INFO Using network Libfabric\n")
+    assert parse_transport(text) == "libfabric-tcp"
+
+
+# --- NCCL logging set up before the communicator ---
+
+def test_a_quiet_nccl_debug_is_raised_to_info_into_a_file():
+    environ = {"NCCL_DEBUG": "WARN"}  # what the cluster contract sets
+    pattern = prepare_nccl_logging(environ)
+    assert environ["NCCL_DEBUG"] == "INFO" and environ["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert pattern == environ["NCCL_DEBUG_FILE"] and pattern.endswith("nccl.%h.%p.log")
+
+
+def test_a_users_info_level_and_subsystems_are_kept_and_logged_to_a_file_the_gate_echoes():
+    environ = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH"}
+    pattern = prepare_nccl_logging(environ)
+    assert environ == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH",
+                       "NCCL_DEBUG_FILE": pattern}
+
+
+def test_a_users_info_level_subsystems_and_file_are_kept():
+    environ = {"NCCL_DEBUG": "info", "NCCL_DEBUG_SUBSYS": "ALL", "NCCL_DEBUG_FILE": "/x/n.%p"}
+    assert prepare_nccl_logging(environ) == "/x/n.%p"
+    assert environ == {"NCCL_DEBUG": "info", "NCCL_DEBUG_SUBSYS": "ALL", "NCCL_DEBUG_FILE": "/x/n.%p"}
+
+
+def test_the_log_of_this_process_is_found_whatever_host_name_nccl_wrote(tmp_path):
+    (tmp_path / "nccl.node-1.42.log").write_text("NCCL INFO Using network IB\n")
+    (tmp_path / "nccl.node-1.43.log").write_text("another process\n")
+    assert read_nccl_log(str(tmp_path / "nccl.%h.%p.log"), pid=42) == "NCCL INFO Using network IB\n"
+    assert read_nccl_log(None) == ""
+
+
+# --- figures and verdict ---
+
+def test_bus_bandwidth_follows_nccl_tests():
+    # nccl-tests all_reduce_perf, 16 ranks, 128 MiB in 3539.5 us: algbw 37.92, busbw 71.10 GB/s
+    # (GoogleCloudPlatform/ai-infra-cluster-provisioning sample_workloads/nccltest/a3-mega).
+    assert busbw_gbps(134217728, 3539.5e-6, 16, 2.0) == pytest.approx(71.10, abs=0.01)
+    assert busbw_gbps(1 << 30, 1.0, 4, 1.0) == pytest.approx((1 << 30) / 1e9 * 3 / 4)  # all_to_all
+    assert busbw_gbps(1 << 20, 1.0, 1, 2.0) is None  # a world of one moves nothing
+
+
+def _figures(compute=(0.02, 0.02), transport="efa", seconds=0.01):
+    return [RankFigures(rank=r, host=f"node-{r}", transport=transport, compute_s=c,
+                        all_reduce_s=[seconds], all_to_all_s=[seconds]) for r, c in enumerate(compute)]
+
+
+def test_enforce_fails_under_the_floor_with_one_line_naming_transport_bandwidth_and_floor():
+    result = decide(_figures(), [128 << 20], "enforce", "efa", floor_gbps=50.0, seconds=1.25)
+    assert not result.passed
+    assert result.line() == (
+        "fabric gate FAILED (exit 3, no retry): transport efa (expected efa); all_reduce busbw "
+        "13.42 GB/s at 128 MiB (floor 50 GB/s); all_to_all busbw 6.71 GB/s; slowest rank 0 on "
+        "node-0 1.00x the others' median compute time (limit 1.5x); 2 ranks, 1.2 s; problems: "
+        "all_reduce busbw 13.42 GB/s is under the floor 50 GB/s")
+
+
+def test_a_wrong_transport_on_any_rank_fails_enforce_and_only_warns_in_report():
+    figures = _figures()
+    figures[1].transport = "socket"
+    enforced = decide(figures, [1 << 20], "enforce", "efa", 0.0)
+    assert not enforced.passed and enforced.transport == "efa+socket"
+    assert "transport socket on rank 1 (node-1) is not efa" in enforced.problems
+    reported = decide(figures, [1 << 20], "report", "efa", 0.0)
+    assert reported.passed and reported.line().startswith("fabric gate WARNING (report only")
+
+
+def test_a_much_slower_rank_is_named_against_the_median_of_the_others():
+    result = decide(_figures(compute=(0.02, 0.021, 0.02, 0.09)), [1 << 20], "enforce", "", 0.0)
+    assert (result.slowest_rank, result.slowest_host) == (3, "node-3")
+    assert result.slowest_ratio == pytest.approx(4.5) and result.slowest_ratio > SLOW_RANK_FACTOR
+    assert not result.passed
+    # Jitter of a millisecond is not a slow GPU, even at 1.5x.
+    assert decide(_figures(compute=(0.002, 0.0035)), [1 << 20], "enforce", "", 0.0).passed
+
+
+def test_a_world_of_one_reports_no_bandwidth_and_no_floor_applies():
+    result = decide(_figures(compute=(0.02,)), [1 << 20], "enforce", "", floor_gbps=100.0)
+    assert result.passed and result.all_reduce_busbw_gbps == [None]
+    assert "n/a (one rank)" in result.line()
+
+
+# --- the gate on 2 CPU processes, through the container's launcher (its exit = the pod's) ---
+
+def _launch(args, extra_env=None, timeout=120) -> subprocess.CompletedProcess:
+    with socket.socket() as s:  # the launcher's own parser has no --standalone: a c10d store
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "trainer.launch", "--nnodes=1", "--nproc_per_node=2",
+           "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=gate",
+           "-m", "trainer", *TINY, *args]
+    return subprocess.run(cmd, cwd=REPO, env={**env(), **(extra_env or {})}, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _gate_lines(proc: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in (proc.stdout + proc.stderr).splitlines() if "fabric gate " in line]
+
+
+def test_report_mode_prints_figures_records_them_and_trains(tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    proc = _launch(["--max_steps", "2", "--metrics_file", str(metrics)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    lines = _gate_lines(proc)
+    assert len(lines) == 1 and "transport gloo (expected any)" in lines[0], lines
+    assert re.search(r"all_reduce busbw \d+\.\d\d GB/s at 1 MiB \(no floor\)", lines[0])
+    record = next(json.loads(r) for r in metrics.read_text().splitlines()
+                  if json.loads(r)["event"] == "fabric_gate")
+    assert record["transport"] == "gloo" and record["world_size"] == 2 and record["passed"]
+    assert record["sizes"] == [64 << 10, 1 << 20] and record["all_reduce_busbw_gbps"][-1] > 0
+
+
+def test_enforce_under_the_floor_exits_fabric_error_with_one_line():
+    proc = _launch(["--fabric_gate", "enforce", "--fabric_floor_gbps", "100000"])
+    assert proc.returncode == FABRIC_ERROR, proc.stderr[-3000:]
+    lines = _gate_lines(proc)
+    assert len(lines) == 1, lines
+    assert "fabric gate FAILED (exit 3, no retry): transport gloo" in lines[0]
+    assert re.search(r"all_reduce busbw \d+\.\d\d GB/s at 1 MiB \(floor 100000 GB/s\)", lines[0])
+    assert "[train]" not in proc.stdout  # nothing trained
+
+
+def test_enforce_with_another_transport_expected_exits_fabric_error():
+    proc = _launch(["--fabric_gate", "enforce", "--fabric_transport", "efa"])
+    assert proc.returncode == FABRIC_ERROR, proc.stderr[-3000:]
+    [line] = _gate_lines(proc)
+    assert "transport gloo (expected efa)" in line and "is not efa" in line
+
+
+def test_a_socket_fallback_in_the_nccl_log_fails_an_efa_job():
+    log = LOGS / "socket_azure_ib_fallback_nccl_844.log"
+    proc = _launch(["--fabric_gate", "enforce", "--fabric_transport", "ib"],
+                   {TEST_NCCL_LOG_ENV: str(log)})
+    assert proc.returncode == FABRIC_ERROR, proc.stderr[-3000:]
+    [line] = _gate_lines(proc)
+    assert "transport socket (expected ib)" in line
+    assert "transport socket on rank 0" in line
+
+
+def test_a_slow_rank_is_named_with_its_host():
+    proc = _launch(["--fabric_gate", "enforce"], {TEST_DELAY_ENV: "1"})
+    assert proc.returncode == FABRIC_ERROR, proc.stderr[-3000:]
+    [line] = _gate_lines(proc)
+    assert re.search(r"slowest rank 1 on \S+ \d+\.\d\dx the others' median compute time "
+                     r"\(limit 1\.5x\)", line), line
+    assert re.search(r"problems: rank 1 \(\S+\) is \d+\.\d\dx slower", line), line
+
+
+def test_off_runs_no_gate():
+    proc = _launch(["--fabric_gate", "off", "--max_steps", "1", "--eval_batches", "0"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _gate_lines(proc) == []

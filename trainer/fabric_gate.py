@@ -1,0 +1,366 @@
+"""Fabric gate: a short collective test on every rank before any training work.
+
+A job whose nodes silently fell back from the fabric (EFA, InfiniBand, GPUDirect-TCPX/TCPXO) to
+plain sockets, or that landed on a slow GPU, still trains, just many times slower, and nothing
+fails. So before the model is built, every rank times its share of a fixed matmul, runs
+all_reduce and all_to_all at a few message sizes, and reads which network NCCL chose from its
+own INFO log. The figures are printed (and recorded in the metrics JSON lines); with
+``--fabric_gate enforce`` a wrong transport, an all_reduce bus bandwidth under
+``--fabric_floor_gbps`` or a much slower rank ends the job with FABRIC_ERROR (no retry: the same
+nodes would fail again), with one line naming what was found.
+
+Bus bandwidth follows nccl-tests (doc/PERFORMANCE.md): all_reduce busbw = algbw * 2(n-1)/n,
+all_to_all busbw = algbw * (n-1)/n, algbw = bytes / time of the slowest rank.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+import re
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+
+if TYPE_CHECKING:  # trainer.distributed imports TorchRec: the log parser's tests need none of it
+    from trainer.config import TrainConfig
+    from trainer.distributed import DistContext
+
+log = logging.getLogger("trainer.fabric_gate")
+
+GPU_SIZES = (1 << 20, 16 << 20, 128 << 20)  # bytes; 128 MiB is where fabrics reach their plateau
+CPU_SIZES = (64 << 10, 1 << 20)  # gloo on a laptop: the whole gate takes about a second
+WARMUP_ITERS = 2
+TIMED_ITERS = 5
+# A rank is "slow" when its matmul time exceeds this many times the median of the other ranks
+# (and by more than SLOW_RANK_MIN_SECONDS, so a millisecond of jitter on small CPU runs is not news).
+SLOW_RANK_FACTOR = 1.5
+SLOW_RANK_MIN_SECONDS = 0.005
+# Test-only hooks, named so that no one sets them by accident:
+# - the rank in TEST_DELAY_ENV sleeps TEST_DELAY_SECONDS inside its timed compute (a slow GPU);
+# - TEST_NCCL_LOG_ENV names a file read as if NCCL had written it (the transport check on gloo).
+TEST_DELAY_ENV = "TORCHREC_CLOUD_GATE_TEST_DELAY_RANK"
+TEST_DELAY_SECONDS = 0.5
+TEST_NCCL_LOG_ENV = "TORCHREC_CLOUD_GATE_TEST_NCCL_LOG"
+NCCL_LOG_NAME = "nccl.%h.%p.log"  # NCCL expands %h (host) and %p (pid) in NCCL_DEBUG_FILE
+
+
+# --- which network NCCL chose, from its INFO log ---
+
+_USING_NETWORK = re.compile(r"NCCL INFO Using network (.+?)\s*$")  # NCCL core, once per comm
+# "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA": the network a connection runs on.
+_CHANNEL_VIA_NET = re.compile(r"via NET/([^/\n]+)/")
+_OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([\w-]+)")  # aws-ofi-nccl
+# Lines a network prints when it initialises, for logs without "Using network" (NCCL < 2.5
+# printed none, and a plugin's own lines may be all a user pasted).
+_NET_INIT_LINES = (
+    (re.compile(r"NET/GPUDirectTCPX\b"), "tcpx"),
+    (re.compile(r"NET/FasTrak\b"), "tcpxo"),
+    (re.compile(r"NET/IB : Using \["), "ib"),
+    (re.compile(r"NET/OFI Selected [Pp]rovider is efa\b"), "efa"),
+    (re.compile(r"NET/FastSocket\b"), "socket"),
+    (re.compile(r"NET/Socket : Using \["), "socket"),
+)
+
+
+def transport_of_network(name: str, ofi_provider: Optional[str] = None) -> str:
+    """Our transport name for an NCCL network name ("IB", "IBext_v8", "AWS Libfabric", ...).
+
+    IB covers RoCE too (NCCL drives both through IB verbs); Libfabric is EFA unless aws-ofi-nccl
+    said it picked another provider (cxi, tcp), which is then named so it cannot pass for EFA.
+    """
+    key = name.strip().lower()
+    if key.startswith("ib"):  # IB, IBext, IBext_v7/v8 (HPC-X's SHARP plugin)
+        return "ib"
+    if key.startswith("socket") or key.startswith("fastsocket"):  # GKE's Fast Socket is TCP too
+        return "socket"
+    if "libfabric" in key:  # "AWS Libfabric" (aws-ofi-nccl < 1.7), "Libfabric"
+        return "efa" if ofi_provider in (None, "efa") else f"libfabric-{ofi_provider}"
+    if key.startswith("gpudirecttcpx"):  # GPUDirectTCPX, GPUDirectTCPX_v7
+        return "tcpx"
+    if key.startswith("fastrak"):  # the GPUDirect-TCPXO plugin's network name
+        return "tcpxo"
+    return key.replace(" ", "-")
+
+
+def parse_transport(text: str) -> Optional[str]:
+    """The transport an NCCL INFO log says NCCL uses between nodes, or None if it does not say.
+
+    NCCL's own "Using network X" lines decide; without them, the networks the channels were
+    connected through; without those, the networks that initialised, a fabric winning over
+    sockets (NCCL tries the fabric first and logs the socket interface for bootstrap as well).
+    Several different answers (one process, several communicators) are joined with "+".
+    """
+    providers = _OFI_PROVIDER.findall(text)
+    provider = providers[-1].lower() if providers else None
+    for pattern in (_USING_NETWORK, _CHANNEL_VIA_NET):
+        names = [m.group(1) for line in text.splitlines() for m in [pattern.search(line)] if m]
+        if names:
+            return "+".join(_unique(transport_of_network(n, provider) for n in names))
+    found = _unique(transport for pattern, transport in _NET_INIT_LINES if pattern.search(text))
+    fabrics = [t for t in found if t != "socket"]
+    return "+".join(fabrics or found) or None
+
+
+def _unique(items: Iterable[str]) -> List[str]:
+    return list(dict.fromkeys(items))
+
+
+# --- NCCL logging: on before the communicator exists, read back after the test ---
+
+_echo_whole_log = False  # set by prepare_nccl_logging: the user asked for NCCL's INFO lines
+
+
+def prepare_nccl_logging(environ: "os._Environ[str] | Dict[str, str]" = os.environ) -> str:
+    """Make NCCL write its INIT/NET INFO lines to a per-process file; returns the file pattern.
+
+    Must run before the NCCL communicator is created (NCCL reads these once per process). A
+    user's NCCL_DEBUG of INFO or TRACE (and its subsystems) and NCCL_DEBUG_FILE are kept; the
+    gate then repeats what NCCL wrote so far on stdout, as NCCL would have printed it. A quieter
+    level (the cluster contract sets WARN to keep pod logs readable) is raised to INFO but sent
+    to the file, and the gate repeats only the WARN lines, so the pod log stays as quiet.
+    """
+    global _echo_whole_log
+    _echo_whole_log = environ.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE")
+    if not _echo_whole_log:
+        environ["NCCL_DEBUG"] = "INFO"
+        environ["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
+    elif "NCCL_DEBUG_FILE" in environ:
+        _echo_whole_log = False  # the user reads their own file
+    environ.setdefault("NCCL_DEBUG_FILE", os.path.join(tempfile.gettempdir(), NCCL_LOG_NAME))
+    return environ["NCCL_DEBUG_FILE"]
+
+
+def read_nccl_log(pattern: Optional[str], pid: Optional[int] = None) -> str:
+    """This process's NCCL log text ("" when there is none): %h may be shortened by NCCL, so
+    match any host, and this pid."""
+    if not pattern:
+        return ""
+    expanded = pattern.replace("%h", "*").replace("%p", str(pid or os.getpid()))
+    text = []
+    for path in sorted(glob.glob(expanded)):
+        with open(path, errors="replace") as fh:
+            text.append(fh.read())
+    return "".join(text)
+
+
+# --- measuring ---
+
+@dataclass
+class RankFigures:
+    """What one rank measured; gathered to every rank so that all decide alike."""
+
+    rank: int
+    host: str
+    transport: Optional[str]
+    compute_s: float
+    all_reduce_s: List[float]  # per message size, mean seconds per call on this rank
+    all_to_all_s: List[float]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(op: Callable[[], object], device: torch.device) -> float:
+    """Mean seconds per call after a warm-up; ranks start together (the warm-up collectives
+    line them up), so the slowest rank's figure is the collective's time, as in nccl-tests."""
+    for _ in range(WARMUP_ITERS):
+        op()
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(TIMED_ITERS):
+        op()
+    _sync(device)
+    return (time.perf_counter() - start) / TIMED_ITERS
+
+
+def time_compute(device: torch.device, rank: int) -> float:
+    """This rank's time for a fixed matmul load: a slow or throttled GPU shows here, while in a
+    collective every rank waits for the slowest and they all look alike."""
+    size, dtype = (8192, torch.bfloat16) if device.type == "cuda" else (384, torch.float32)
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    (a @ a).sum().item()  # warm-up: kernel selection, allocator
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(10):
+        a = (a @ a) * size ** -0.5  # rescaled: entries stay near 1, no overflow or denormals
+    _sync(device)
+    if os.environ.get(TEST_DELAY_ENV, "") == str(rank):
+        time.sleep(TEST_DELAY_SECONDS)
+    return time.perf_counter() - start
+
+
+def time_collectives(sizes: Sequence[int], world_size: int, device: torch.device
+                     ) -> tuple[List[float], List[float]]:
+    """Seconds per all_reduce and per all_to_all of each size (float32, split evenly)."""
+    all_reduce_s, all_to_all_s = [], []
+    for size in sizes:
+        count = max(world_size, size // 4 // world_size * world_size)  # all_to_all splits evenly
+        send = torch.ones(count, device=device)
+        recv = torch.empty_like(send)
+        all_reduce_s.append(_timed(lambda: dist.all_reduce(send), device))
+        all_to_all_s.append(_timed(lambda: dist.all_to_all_single(recv, send), device))
+    return all_reduce_s, all_to_all_s
+
+
+# --- deciding ---
+
+@dataclass
+class GateResult:
+    """The gate's verdict and figures (the same on every rank)."""
+
+    mode: str
+    passed: bool
+    transport: str
+    expected_transport: str
+    floor_gbps: float
+    sizes: List[int]
+    all_reduce_busbw_gbps: List[Optional[float]]
+    all_to_all_busbw_gbps: List[Optional[float]]
+    world_size: int
+    slowest_rank: int
+    slowest_host: str
+    slowest_ratio: float  # slowest rank's compute time / median of the other ranks'
+    seconds: float = 0.0
+    problems: List[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        """The one log line, pass or fail."""
+        if not self.problems:
+            status = "passed"
+        elif self.passed:
+            status = "WARNING (report only, not enforced)"
+        else:
+            status = "FAILED (exit 3, no retry)"
+        bw = self.all_reduce_busbw_gbps[-1] if self.all_reduce_busbw_gbps else None
+        a2a = self.all_to_all_busbw_gbps[-1] if self.all_to_all_busbw_gbps else None
+        floor = f"floor {self.floor_gbps:g} GB/s" if self.floor_gbps else "no floor"
+        text = (f"fabric gate {status}: transport {self.transport} (expected "
+                f"{self.expected_transport or 'any'}); all_reduce busbw {_gbps(bw)} at "
+                f"{_size(self.sizes[-1]) if self.sizes else '-'} ({floor}); all_to_all busbw "
+                f"{_gbps(a2a)}; slowest rank {self.slowest_rank} on {self.slowest_host} "
+                f"{self.slowest_ratio:.2f}x the others' median compute time (limit "
+                f"{SLOW_RANK_FACTOR:g}x); {self.world_size} ranks, {self.seconds:.1f} s")
+        return text + (f"; problems: {'; '.join(self.problems)}" if self.problems else "")
+
+    def record(self) -> dict:
+        """The metrics JSON line (event "fabric_gate")."""
+        return {"event": "fabric_gate", **asdict(self)}
+
+
+def _gbps(value: Optional[float]) -> str:
+    return "n/a (one rank)" if value is None else f"{value:.2f} GB/s"
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+def busbw_gbps(nbytes: int, seconds: float, world_size: int, factor: float) -> Optional[float]:
+    """nccl-tests' bus bandwidth in GB/s (1e9 bytes); None for a world of one (no traffic)."""
+    if world_size < 2 or seconds <= 0:
+        return None
+    return nbytes / seconds / 1e9 * factor * (world_size - 1) / world_size
+
+
+def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
+           expected_transport: str, floor_gbps: float, seconds: float = 0.0) -> GateResult:
+    """The verdict from every rank's figures: a pure function, so tests can feed it numbers."""
+    n = len(figures)
+    by_rank = sorted(figures, key=lambda f: f.rank)
+    transports = _unique(f.transport or "unknown" for f in by_rank)
+    ar = [busbw_gbps(size, max(f.all_reduce_s[i] for f in by_rank), n, 2.0)
+          for i, size in enumerate(sizes)]
+    a2a = [busbw_gbps(size, max(f.all_to_all_s[i] for f in by_rank), n, 1.0)
+           for i, size in enumerate(sizes)]
+    slowest = max(by_rank, key=lambda f: f.compute_s)
+    others = [f.compute_s for f in by_rank if f.rank != slowest.rank]
+    median = statistics.median(others) if others else slowest.compute_s
+    ratio = slowest.compute_s / median if median > 0 else 1.0
+
+    problems = []
+    if expected_transport:
+        wrong = [f for f in by_rank if f.transport != expected_transport]
+        if wrong:
+            problems.append(f"transport {wrong[0].transport or 'unknown'} on rank {wrong[0].rank} "
+                            f"({wrong[0].host}) is not {expected_transport}")
+    if floor_gbps and ar and ar[-1] is not None and ar[-1] < floor_gbps:
+        problems.append(f"all_reduce busbw {ar[-1]:.2f} GB/s is under the floor {floor_gbps:g} GB/s")
+    if ratio > SLOW_RANK_FACTOR and slowest.compute_s - median > SLOW_RANK_MIN_SECONDS:
+        problems.append(f"rank {slowest.rank} ({slowest.host}) is {ratio:.2f}x slower than the "
+                        f"others' median")
+    return GateResult(
+        mode=mode, passed=mode != "enforce" or not problems, transport="+".join(transports),
+        expected_transport=expected_transport, floor_gbps=floor_gbps, sizes=list(sizes),
+        all_reduce_busbw_gbps=ar, all_to_all_busbw_gbps=a2a, world_size=n,
+        slowest_rank=slowest.rank, slowest_host=slowest.host, slowest_ratio=ratio,
+        seconds=seconds, problems=problems)
+
+
+# --- the gate ---
+
+def this_rank_transport(device: torch.device) -> Optional[str]:
+    """What this process's NCCL log says ("gloo" on CPU, unless a test supplies a log)."""
+    injected = os.environ.get(TEST_NCCL_LOG_ENV)
+    if injected:
+        with open(injected, errors="replace") as fh:
+            return parse_transport(fh.read())
+    if device.type != "cuda":
+        return "gloo"
+    text = read_nccl_log(os.environ.get("NCCL_DEBUG_FILE"))
+    for line in text.splitlines():  # what the pod log would have shown (prepare_nccl_logging)
+        if _echo_whole_log:
+            print(line, flush=True)
+        elif " NCCL WARN " in line:
+            print(line, file=sys.stderr, flush=True)
+    return parse_transport(text)
+
+
+def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
+    """Measure on every rank, decide alike everywhere, print, record. Collective: every rank
+    must call it. The caller exits FABRIC_ERROR when the result has not passed."""
+    start = time.perf_counter()
+    sizes = list(cfg.fabric_gate_sizes or (GPU_SIZES if ctx.device.type == "cuda" else CPU_SIZES))
+    compute_s = time_compute(ctx.device, ctx.rank)
+    all_reduce_s, all_to_all_s = time_collectives(sizes, ctx.world_size, ctx.device)
+    mine = RankFigures(rank=ctx.rank, host=socket.gethostname(),
+                       transport=this_rank_transport(ctx.device), compute_s=compute_s,
+                       all_reduce_s=all_reduce_s, all_to_all_s=all_to_all_s)
+    gathered: List[Optional[RankFigures]] = [None] * ctx.world_size
+    dist.all_gather_object(gathered, mine, group=ctx.control_group)  # gloo: no GPU sync needed
+    result = decide([f for f in gathered if f is not None], sizes, cfg.fabric_gate,
+                    cfg.fabric_transport, cfg.fabric_floor_gbps, time.perf_counter() - start)
+    if not result.passed:
+        if ctx.local_rank == 0:  # one line in every node's (pod's) log: each says why it stopped
+            log.error(result.line())
+    elif ctx.rank == 0:
+        print(result.line(), flush=True)
+    if ctx.rank == 0 and cfg.metrics_file:
+        _append_record(cfg.metrics_file, result.record())
+    return result
+
+
+def _append_record(metrics_file: str, record: dict) -> None:
+    """Append to the metrics JSON lines the way trainer/metrics.py does (it opens with "a")."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(metrics_file)
+    parent = path.rsplit("/", 1)[0] if "/" in path else ""
+    if parent:
+        fs.makedirs(parent, exist_ok=True)
+    with fs.open(path, "a") as fh:
+        fh.write(json.dumps(record) + "\n")
