@@ -601,3 +601,25 @@ def test_the_handler_starts_after_its_queue_policy_rules_and_role(run: Run) -> N
     for waited in [run.one("aws:sqs/queuePolicy:QueuePolicy"),
                    run.one("aws:iam/rolePolicy:RolePolicy", "-nth"), *run.of_type(TARGET)]:
         assert run.waits_for(nth, waited), waited.name
+
+
+def test_efa_nodes_give_containers_unlimited_locked_memory_for_the_non_root_trainer(run: Run) -> None:
+    """RDMA registration needs RLIMIT_MEMLOCK; IPC_LOCK does nothing for uid 1000."""
+    import base64
+
+    import yaml
+
+    from infra.aws.node_groups import UNLIMITED
+
+    gpu_templates = [t for t in run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+                     if t.inputs.get("networkInterfaces")]
+    assert gpu_templates
+    for template in gpu_templates:
+        mime = base64.b64decode(template.inputs["userData"]).decode()
+        assert "Content-Type: application/node.eks.aws" in mime
+        node_config = yaml.safe_load(mime.split("application/node.eks.aws")[1].split("--TORCHREC")[0])
+        assert node_config["kind"] == "NodeConfig"
+        rlimits = {r["type"]: r for r in
+                   node_config["spec"]["containerd"]["baseRuntimeSpec"]["process"]["rlimits"]}
+        assert rlimits["RLIMIT_MEMLOCK"]["soft"] == rlimits["RLIMIT_MEMLOCK"]["hard"] == UNLIMITED
+        assert rlimits["RLIMIT_NOFILE"] == {"type": "RLIMIT_NOFILE", "soft": 65536, "hard": 1048576}

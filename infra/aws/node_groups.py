@@ -13,6 +13,8 @@ DescribeNodegroup note; tag parsing in aws_manager.go, extractAllocatableResourc
 
 from __future__ import annotations
 
+import base64
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -98,6 +100,40 @@ def system_launch_template(prefix: str, instance_tags: Mapping[str, str],
         opts=opts)
 
 
+# RDMA (EFA) registers the trainer's memory, which counts against RLIMIT_MEMLOCK; the trainer is
+# uid 1000, for whom IPC_LOCK does nothing, so the limit containers start with must be raised.
+# The AL2023 AMI's containerd base runtime spec sets only RLIMIT_NOFILE
+# (awslabs/amazon-eks-ami nodeadm base-runtime-spec.json); a NodeConfig's baseRuntimeSpec
+# replaces that rlimit list, so it restates NOFILE and adds MEMLOCK unlimited
+# (awslabs/amazon-eks-ami nodeadm doc/examples.md, "Modifying container RLIMITs"). EKS merges
+# this MIME part with its own NodeConfig for managed node groups
+# (https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html).
+UNLIMITED = 18446744073709551615
+GPU_NODE_USER_DATA = f"""MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="TORCHREC"
+
+--TORCHREC
+Content-Type: application/node.eks.aws
+
+---
+apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  containerd:
+    baseRuntimeSpec:
+      process:
+        rlimits:
+          - type: RLIMIT_NOFILE
+            soft: 65536
+            hard: 1048576
+          - type: RLIMIT_MEMLOCK
+            soft: {UNLIMITED}
+            hard: {UNLIMITED}
+
+--TORCHREC--
+"""
+
+
 def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: list,
                         placement_group: aws.ec2.PlacementGroup | None,
                         instance_tags: Mapping[str, str],
@@ -131,6 +167,7 @@ def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: li
         block_device_mappings=_root_volume(GPU_ROOT_GIB),
         network_interfaces=network_interfaces, vpc_security_group_ids=vpc_security_group_ids,
         placement=placement, tag_specifications=_instance_tags(instance_tags),
+        user_data=base64.b64encode(GPU_NODE_USER_DATA.encode()).decode() if plan.efa else None,
         update_default_version=True, opts=opts)
 
 
