@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from infra.settings.docs import END, SPOT_END, SPOT_START, START, replace_block
+from infra.settings.docs import (END, FLOORS_END, FLOORS_START, SPOT_END, SPOT_START, START,
+                                 replace_block)
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -14,6 +15,7 @@ README = (ROOT / "README.md").read_text()
 def test_settings_table_matches_the_settings_model() -> None:
     assert START in README and END in README
     assert SPOT_START in README and SPOT_END in README  # the spot notices, from the catalog
+    assert FLOORS_START in README and FLOORS_END in README  # the fabric gate's floors
     assert replace_block(README) == README, "README settings table is stale: run `make settings-docs`"
 
 
