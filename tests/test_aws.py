@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import json
 from typing import Any
 
@@ -153,7 +154,8 @@ def test_efa_is_on_and_a_placement_group_exists(run: Run) -> None:
         interfaces = template["networkInterfaces"]
         assert len(interfaces) == efa_count
         assert sorted(i["networkCardIndex"] for i in interfaces) == list(range(efa_count))
-        assert all(i["associatePublicIpAddress"] == "false" for i in interfaces)
+        # EC2 refuses associatePublicIPAddress on multi-interface launches; subnets are private.
+        assert all("associatePublicIpAddress" not in i for i in interfaces)
         assert template["placement"]["groupName"] == placement.outputs.get(
             "name", f"{PREFIX}-{key}")
 
@@ -164,7 +166,7 @@ def test_only_the_primary_interface_takes_an_ip_the_other_cards_are_efa_only(run
                       run.one(LAUNCH_TEMPLATE, key).inputs["networkInterfaces"]}
         primary = interfaces.pop(0)
         assert (primary["interfaceType"], primary["deviceIndex"]) == ("efa", 0)
-        assert interfaces and all((i["interfaceType"], i["deviceIndex"]) == ("efa-only", 1)
+        assert interfaces and all((i["interfaceType"], i["deviceIndex"]) == ("efa-only", 0)
                                   for i in interfaces.values())
 
 
@@ -381,7 +383,7 @@ TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 
 
 def _asg_tags(run: Run, pool: str) -> dict[str, Any]:
-    asg = aws_fake.auto_scaling_group_name(f"{PREFIX}-{pool}")
+    asg = aws_fake.auto_scaling_group_name(_group(run, pool)["nodeGroupName"])
     tags = [r.inputs for r in run.of_type(ASG_TAG) if r.inputs["autoscalingGroupName"] == asg]
     assert all(t["tag"]["propagateAtLaunch"] is False for t in tags)
     return {t["tag"]["key"]: t["tag"]["value"] for t in tags}
@@ -389,7 +391,7 @@ def _asg_tags(run: Run, pool: str) -> dict[str, Any]:
 
 def test_gpu_groups_have_fixed_names_to_find_their_auto_scaling_groups(run: Run) -> None:
     for pool in ("gpu", "gpuspot"):
-        assert _group(run, pool)["nodeGroupName"] == f"{PREFIX}-{pool}"
+        assert re.fullmatch(rf"{PREFIX}-{pool}-[0-9a-f]{{6}}", _group(run, pool)["nodeGroupName"])
 
 
 def test_gpu_asgs_declare_gpus_efa_labels_and_taints_for_scale_from_zero(run: Run) -> None:
@@ -459,7 +461,7 @@ def test_fabric_off_has_no_efa_interfaces_plugin_or_devices() -> None:
     assert "aws-efa-k8s-device-plugin" not in {r.inputs["chart"] for r in run.of_type(HELM)}
     container = training_pod_template(run)["spec"]["containers"][0]
     assert "vpc.amazonaws.com/efa" not in container["resources"].get("limits", {})
-    asg = aws_fake.auto_scaling_group_name(f"{PREFIX}-gpu")
+    asg = aws_fake.auto_scaling_group_name(_group(run, "gpu")["nodeGroupName"])
     keys = {r.inputs["tag"]["key"] for r in run.of_type(ASG_TAG)
             if r.inputs["autoscalingGroupName"] == asg}
     assert f"{TEMPLATE}/resources/nvidia.com/gpu" in keys
@@ -622,4 +624,6 @@ def test_efa_nodes_give_containers_unlimited_locked_memory_for_the_non_root_trai
         rlimits = {r["type"]: r for r in
                    node_config["spec"]["containerd"]["baseRuntimeSpec"]["process"]["rlimits"]}
         assert rlimits["RLIMIT_MEMLOCK"]["soft"] == rlimits["RLIMIT_MEMLOCK"]["hard"] == UNLIMITED
+        # nodeadm merges through float64 JSON; the value must come back exactly, within uint64.
+        assert int(float(UNLIMITED)) == UNLIMITED < 2**64 and UNLIMITED >= 2**50
         assert rlimits["RLIMIT_NOFILE"] == {"type": "RLIMIT_NOFILE", "soft": 65536, "hard": 1048576}

@@ -14,6 +14,7 @@ DescribeNodegroup note; tag parsing in aws_manager.go, extractAllocatableResourc
 from __future__ import annotations
 
 import base64
+import hashlib
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -108,7 +109,10 @@ def system_launch_template(prefix: str, instance_tags: Mapping[str, str],
 # (awslabs/amazon-eks-ami nodeadm doc/examples.md, "Modifying container RLIMITs"). EKS merges
 # this MIME part with its own NodeConfig for managed node groups
 # (https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html).
-UNLIMITED = 18446744073709551615
+# Not RLIM_INFINITY (2**64 - 1): nodeadm merges the spec through JSON into float64 values, and
+# 2**64 - 1 comes back as 18446744073709552000, which no longer fits the OCI spec's uint64 and
+# breaks containerd. 2**53 (8 PiB) survives the round trip and is unlimited in practice.
+UNLIMITED = 2**53
 GPU_NODE_USER_DATA = f"""MIME-Version: 1.0
 Content-Type: multipart/mixed; boundary="TORCHREC"
 
@@ -141,8 +145,10 @@ def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: li
     """IMDSv2, encrypted root, one EFA interface per network card, the placement group.
 
     Card 0 device 0 is the primary interface, EFA with ENA (it carries the node's IP); every
-    other card gets an EFA-only interface on device index 1, as EC2 recommends for instances
-    with several network cards: EFA-only interfaces take no IP address from the subnet (31 per
+    other card gets an EFA-only interface at device index 0, as the current EC2 guide
+    recommends for instances with several network cards (no public-IP setting on any of them:
+    EC2 refuses associatePublicIPAddress on multi-interface launches, and the private subnets
+    assign none): EFA-only interfaces take no IP address from the subnet (31 per
     p5 node otherwise) and add no Linux routes that could drop traffic
     (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html;
     https://amazonaws.cn/en/new/2024/amazon-ec2-announces-efa-updates-for-scalability-with-aiml-applications)."""
@@ -154,10 +160,10 @@ def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: li
         vpc_security_group_ids = None
         network_interfaces = [
             aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-                network_card_index=card, device_index=0 if card == 0 else 1,
+                network_card_index=card, device_index=0,
                 interface_type="efa" if card == 0 else "efa-only",
                 security_groups=security_group_ids,
-                associate_public_ip_address="false", delete_on_termination="true")
+                delete_on_termination="true")
             for card in range(machine.efa_interfaces)
         ]
     placement = (aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
@@ -211,8 +217,13 @@ def scale_from_zero_tags(plan: NodeGroupPlan) -> dict[str, str]:
 
 
 def gpu_node_group_name(prefix: str, plan: NodeGroupPlan) -> str:
-    """The EKS node group's own name, fixed so the program can look up its Auto Scaling group."""
-    return f"{prefix}-{plan.pool.name}"
+    """The EKS node group's own name, known in advance so the program can look up its Auto
+    Scaling group. It carries a digest of what EKS cannot change in place (instance type,
+    capacity type), so a change that replaces the group also renames it: Pulumi creates the
+    replacement before it deletes the old group, and EKS refuses two groups with one name."""
+    replaced_by = f"{plan.pool.machine.name}/{'spot' if plan.pool.spot else 'on-demand'}"
+    digest = hashlib.sha256(replaced_by.encode()).hexdigest()[:6]
+    return f"{prefix}-{plan.pool.name}-{digest}"
 
 
 def tag_auto_scaling_group(prefix: str, cluster_name: str, plan: NodeGroupPlan,

@@ -274,12 +274,15 @@ def rxdm_sidecar(direct: GpuDirect) -> core.ContainerArgs:
         env=[core.EnvVarArgs(name="LD_LIBRARY_PATH", value=NVIDIA_LIB64),
              core.EnvVarArgs(name="HEALTH_CHECK_LOG_FILE", value="/run/health-check")],
         # best-practice.md "Setup Startup Probe for the TCPXO-daemon Sidecar": the file appears
-        # once the buffer manager is up (~30 s). On a native sidecar the trainer starts only
-        # after this probe passes, so NCCL never races the rxdm's start.
+        # once the buffer manager is up ("typically ~30 s"). On a native sidecar the trainer
+        # starts only after this probe passes, so NCCL never races the rxdm's start. The
+        # reference's 6 tries x 5 s (~31 s) leaves no slack over that: a slow start would
+        # restart the sidecar with back-off and hold the pod in its start-up phase, where no
+        # failure rule sees it; 24 tries give it 2 minutes.
         startup_probe=core.ProbeArgs(
             exec_=core.ExecActionArgs(command=["cat", "/run/health-check"]),
             initial_delay_seconds=1, period_seconds=5, timeout_seconds=1,
-            success_threshold=1, failure_threshold=6),
+            success_threshold=1, failure_threshold=24),
     )
 
 
