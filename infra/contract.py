@@ -102,6 +102,12 @@ class InterconnectSpec:
     # volumes, capabilities outside "baseline" such as NET_ADMIN): the job's namespace then
     # enforces "privileged" (workloads/identity.py).
     privileged_pod_security: bool = False
+    # RDMA registers (pins) the trainer's memory, which counts against RLIMIT_MEMLOCK; a node
+    # whose containers start with a small limit (AKS: 64 KiB) cannot be fixed from the pod spec,
+    # and IPC_LOCK does nothing for a non-root process. True: the trainer container starts as
+    # root holding only SYS_RESOURCE, SETUID and SETGID; the launcher raises the limit and drops
+    # to the trainer's uid before anything else runs (trainer/launch.py).
+    raise_locked_memory: bool = False
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from trainer.exit_codes import NO_RETRY, RESUME
+from trainer.privileges import raise_locked_memory_and_drop
 
 log = logging.getLogger("trainer.launch")
 CRASH = 1
@@ -77,6 +78,7 @@ def launch(argv: Sequence[str]) -> int:
 
 
 def main() -> None:
+    raise_locked_memory_and_drop()  # before anything else: RDMA pods start as root for this
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     sys.exit(launch(sys.argv[1:]))
 

@@ -18,7 +18,8 @@ def namespace(name: str, names: JobNames, cluster: GpuCluster,
     outside `baseline` (IPC_LOCK for RDMA) or a sidecar with host paths and NET_ADMIN (GKE
     GPUDirect's rxdm); it always warns and audits against `restricted`."""
     needs_privileged = (bool(cluster.interconnect.capabilities)
-                        or cluster.interconnect.privileged_pod_security)
+                        or cluster.interconnect.privileged_pod_security
+                        or cluster.interconnect.raise_locked_memory)  # SYS_RESOURCE
     enforce = "privileged" if needs_privileged else "baseline"
     return k8s.core.v1.Namespace(
         name,

@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 from infra.contract import GpuCluster, GpuPool
 from infra.preemption import StopBudget
 from infra.settings.model import Job
+from trainer.privileges import DROP_TO_ENV
 from workloads.names import RENDEZVOUS_PORT, JobNames
 from workloads.sizing import pod_size
 
@@ -66,20 +67,31 @@ def environment(cluster: GpuCluster) -> list[core.EnvVarArgs]:
         **cluster.checkpoints.env,
         "HOME": "/tmp",  # the root file system is read-only; caches (torch, triton) go to /tmp
         "PYTHONUNBUFFERED": "1",
+        **({DROP_TO_ENV: f"{RUN_AS}:{RUN_AS}"} if cluster.interconnect.raise_locked_memory
+           else {}),
     }
     return [core.EnvVarArgs(name=name, value=value) for name, value in sorted(values.items())]
 
 
+# Only what raising RLIMIT_MEMLOCK and then dropping to RUN_AS take (trainer/launch.py).
+RAISE_MEMLOCK_CAPABILITIES = ["SETGID", "SETUID", "SYS_RESOURCE"]
+
+
 def security_context(cluster: GpuCluster) -> core.SecurityContextArgs:
+    """Non-root with every capability dropped; where RDMA needs a raised locked-memory limit,
+    the container starts as root with just the three capabilities the launcher uses to raise
+    it and drop to RUN_AS before the trainer runs (no privilege escalation either way)."""
+    raise_memlock = cluster.interconnect.raise_locked_memory
+    add = sorted({*cluster.interconnect.capabilities,
+                  *(RAISE_MEMLOCK_CAPABILITIES if raise_memlock else [])})
     return core.SecurityContextArgs(
         allow_privilege_escalation=False,
         privileged=False,
         read_only_root_filesystem=True,
-        run_as_non_root=True,
-        run_as_user=RUN_AS,
-        run_as_group=RUN_AS,
-        capabilities=core.CapabilitiesArgs(
-            drop=["ALL"], add=list(cluster.interconnect.capabilities) or None),
+        run_as_non_root=not raise_memlock,
+        run_as_user=0 if raise_memlock else RUN_AS,
+        run_as_group=0 if raise_memlock else RUN_AS,
+        capabilities=core.CapabilitiesArgs(drop=["ALL"], add=add or None),
         seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
     )
 

@@ -141,7 +141,11 @@ def interconnect_spec(settings: Settings, machine: Machine) -> InterconnectSpec:
     return InterconnectSpec(
         pod_resources={RDMA_RESOURCE: 1},  # the shared plugin: one grant opens every HCA
         env=infiniband_env(machine),
-        capabilities=("IPC_LOCK",),  # RDMA pins (registers) memory
+        # AKS gives containers 64 KiB of locked memory (Azure/aks-rdma-infiniband,
+        # website/docs/configurations/02-gpu-drivers.md) and has no ulimit setting
+        # (custom-node-configuration-reference); Azure's own examples run as root with IPC_LOCK.
+        # Here the container raises the limit as root and drops to uid 1000 at once.
+        raise_locked_memory=True,
     )
 
 
