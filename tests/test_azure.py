@@ -257,6 +257,9 @@ def test_infiniband_is_exposed_by_the_rdma_shared_device_plugin(run: Run) -> Non
     assert (config["resourcePrefix"], config["resourceName"]) == ("rdma", "ib")
     assert config["selectors"]["linkTypes"] == ["infiniband"]  # the Ethernet VF is not handed out
     assert run.waits_for(run.one(RELEASE, "gpu-operator"), release)  # peermem needs OFED
+    # Azure's policy for this driver tag: `openibd restart` must not fail on NDm A100 v4.
+    driver_env = {e["name"]: e["value"] for e in policy.inputs["spec"]["ofedDriver"]["env"]}
+    assert driver_env["OFED_BLACKLIST_MODULES_FILE"].endswith("blacklist-ofed-modules.conf")
 
 
 def test_the_training_pod_asks_for_infiniband_and_may_lock_memory(run: Run) -> None:

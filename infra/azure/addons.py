@@ -87,6 +87,11 @@ def nic_cluster_policy_spec(taints: Sequence[Taint]) -> dict:
             "repository": "nvcr.io/nvidia/mellanox",
             "image": "doca-driver",
             "version": DOCA_DRIVER_VERSION,
+            # Azure's own NicClusterPolicy for this driver tag (Azure/aks-rdma-infiniband
+            # configs/nicclusterpolicy/base/nic.yaml, PR #55): works around
+            # Mellanox/doca-driver-build#52 (`openibd restart` failing on NDm A100 v4).
+            "env": [{"name": "OFED_BLACKLIST_MODULES_FILE",
+                     "value": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"}],
             "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1,
                               "drain": {"enable": True, "force": True, "deleteEmptyDir": True,
                                         "timeoutSeconds": 300}},
