@@ -20,13 +20,14 @@ import json
 import logging
 import os
 import re
+import resource
 import socket
 import statistics
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -165,6 +166,44 @@ class RankFigures:
     compute_s: float
     all_reduce_s: List[float]  # per message size, mean seconds per call on this rank
     all_to_all_s: List[float]
+    local_problems: List[str] = field(default_factory=list)  # this node's RDMA set-up
+
+
+SYSFS_INFINIBAND = "/sys/class/infiniband"
+RDMA_TRANSPORTS = ("ib", "efa")
+# RDMA registers (pins) NCCL's buffers; a few GiB per rank are registered on 8-GPU nodes, so a
+# limit below this fails registration (AKS gives containers 64 KiB, workloads/pod.py raises it).
+MIN_LOCKED_MEMORY = 1 << 30
+
+
+def rdma_problems(expected_transport: str, environ: Mapping[str, str] = os.environ,
+                  sysfs: str = SYSFS_INFINIBAND) -> List[str]:
+    """What on this node would make an RDMA fabric fail or run on fewer rails, checked before
+    NCCL tries: the locked-memory limit, and for an exact NCCL_IB_HCA list ("=dev:port,...")
+    that every named port exists and is InfiniBand (device names follow probe order on AKS, and
+    an Ethernet VF in the list would silently drop a rail)."""
+    if expected_transport not in RDMA_TRANSPORTS:
+        return []
+    problems = []
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    if soft != resource.RLIM_INFINITY and soft < MIN_LOCKED_MEMORY:
+        problems.append(f"locked-memory limit {soft} bytes is too small for RDMA "
+                        f"(need {MIN_LOCKED_MEMORY} or unlimited)")
+    hcas = environ.get("NCCL_IB_HCA", "")
+    if expected_transport == "ib" and hcas.startswith("=") and not hcas.startswith("=="):
+        for entry in filter(None, hcas[1:].split(",")):
+            device, _, port = entry.partition(":")
+            path = os.path.join(sysfs, device, "ports", port or "1", "link_layer")
+            try:
+                with open(path) as fh:
+                    layer = fh.read().strip()
+            except OSError:
+                problems.append(f"NCCL_IB_HCA names {entry}, which this node does not have")
+                continue
+            if layer != "InfiniBand":
+                problems.append(f"NCCL_IB_HCA names {entry}, whose link layer is {layer}, "
+                                "not InfiniBand")
+    return problems
 
 
 def _sync(device: torch.device) -> None:
@@ -293,6 +332,8 @@ def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
     ratio = slowest.compute_s / median if median > 0 else 1.0
 
     problems = []
+    for f in by_rank:
+        problems += [f"rank {f.rank} ({f.host}): {p}" for p in f.local_problems]
     if expected_transport:
         wrong = [f for f in by_rank if f.transport != expected_transport]
         if wrong:
@@ -339,7 +380,10 @@ def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
     all_reduce_s, all_to_all_s = time_collectives(sizes, ctx.world_size, ctx.device)
     mine = RankFigures(rank=ctx.rank, host=socket.gethostname(),
                        transport=this_rank_transport(ctx.device), compute_s=compute_s,
-                       all_reduce_s=all_reduce_s, all_to_all_s=all_to_all_s)
+                       all_reduce_s=all_reduce_s, all_to_all_s=all_to_all_s,
+                       # once per node: every local rank shares its devices and limits
+                       local_problems=(rdma_problems(cfg.fabric_transport)
+                                       if ctx.local_rank == 0 else []))
     gathered: List[Optional[RankFigures]] = [None] * ctx.world_size
     dist.all_gather_object(gathered, mine, group=ctx.control_group)  # gloo: no GPU sync needed
     result = decide([f for f in gathered if f is not None], sizes, cfg.fabric_gate,

@@ -225,3 +225,41 @@ def test_off_runs_no_gate():
     proc = _launch(["--fabric_gate", "off", "--max_steps", "1", "--eval_batches", "0"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _gate_lines(proc) == []
+
+
+def test_rdma_preflight_names_a_small_memlock_and_hcas_that_are_not_infiniband(tmp_path, monkeypatch):
+    """Before NCCL runs: too little locked memory, a named HCA the node lacks, or one whose port
+    is Ethernet (an accelerated-networking VF in the list would silently drop a rail)."""
+    import resource
+
+    from trainer import fabric_gate
+
+    for device, layer in (("mlx5_0", "InfiniBand"), ("mlx5_1", "Ethernet")):
+        port = tmp_path / device / "ports" / "1"
+        port.mkdir(parents=True)
+        (port / "link_layer").write_text(layer + "\n")
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (64 * 1024, 64 * 1024))
+    env = {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1,mlx5_8:1"}
+    problems = fabric_gate.rdma_problems("ib", env, str(tmp_path))
+    assert problems[0].startswith("locked-memory limit 65536 bytes is too small for RDMA")
+    assert "mlx5_1:1, whose link layer is Ethernet" in problems[1]
+    assert "mlx5_8:1, which this node does not have" in problems[2]
+    assert fabric_gate.rdma_problems("socket", env, str(tmp_path)) == []  # no RDMA, no check
+    monkeypatch.setattr(resource, "getrlimit",
+                        lambda which: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert fabric_gate.rdma_problems("ib", {"NCCL_IB_HCA": "=mlx5_0:1"}, str(tmp_path)) == []
+
+
+def test_a_node_s_rdma_problem_fails_an_enforced_gate_naming_rank_and_host():
+    from trainer.fabric_gate import RankFigures, decide
+
+    figures = [RankFigures(rank=r, host=f"node-{r}", transport="ib", compute_s=0.01,
+                           all_reduce_s=[0.001], all_to_all_s=[0.001],
+                           local_problems=["locked-memory limit 65536 bytes is too small for RDMA"]
+                           if r == 1 else [])
+               for r in range(2)]
+    result = decide(figures, [1 << 20], "enforce", "ib", 0.0)
+    assert not result.passed
+    assert result.problems == ["rank 1 (node-1): locked-memory limit 65536 bytes is too small "
+                               "for RDMA"]
+    assert decide(figures, [1 << 20], "report", "ib", 0.0).passed  # report mode only warns
