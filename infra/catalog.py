@@ -324,7 +324,7 @@ CHECKPOINT_STORE_SPEEDS: tuple[CheckpointStoreSpeed, ...] = (
         "https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance.html "
         "(3,500 PUT/s per prefix, scale with parallel connections; no bandwidth cap published)"),
     CheckpointStoreSpeed(
-        Cloud.AZURE, 100.0, 60_000 / 8 * 1000 / 1000,
+        Cloud.AZURE, 100.0, 7_500.0,  # 60 Gbit/s
         "https://learn.microsoft.com/azure/storage/common/scalability-targets-standard-account "
         "(default maximum ingress 60 Gbps per general-purpose v2 account in the largest regions)"),
     CheckpointStoreSpeed(
@@ -340,8 +340,8 @@ def checkpoint_store_speed(cloud: Cloud | str) -> CheckpointStoreSpeed:
 
 # Shared file systems' write throughput per TiB provisioned, where the service level fixes it
 # (FSx for Lustre takes it from the settings: throughputPerTib).
+# https://learn.microsoft.com/azure/azure-netapp-files/azure-netapp-files-service-levels
 ANF_MIB_S_PER_TIB = {"Standard": 16, "Premium": 64, "Ultra": 128}
-ANF_SOURCE = "https://learn.microsoft.com/azure/azure-netapp-files/azure-netapp-files-service-levels"
 FSX_SCRATCH_2_MB_S_PER_TIB = 200  # baseline; https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html
 # Filestore: write throughput of the smallest instance of each tier (conservative: it grows
 # with capacity on ZONAL/REGIONAL/HIGH_SCALE_SSD). https://cloud.google.com/filestore/docs/performance

@@ -30,7 +30,7 @@ from infra.catalog import (
 )
 
 if TYPE_CHECKING:
-    from infra.settings.model import Settings
+    from infra.settings.model import Settings, SharedFileSystem
 
 LAUNCHER_EXIT_SECONDS = 2  # the launcher reports its status after torchrun's workers are gone
 WORKER_EXIT_SECONDS = 3  # the trainer leaves its deadline this long before torchrun's SIGKILL
@@ -75,14 +75,15 @@ class SaveEstimate:
 def checkpoint_bytes(trainer_args: dict[str, object]) -> int:
     """Embedding weights (fp32) plus row-wise Adagrad's one value per row; dense layers are
     megabytes beside them. Defaults are the trainer's own (trainer/config.py)."""
-    from trainer.config import TrainConfig  # plain dataclass: no torch import
+    from trainer.config import NUM_SPARSE_FEATURES, TrainConfig  # plain: no torch import
 
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     per_feature = trainer_args.get("num_embeddings_per_feature")
     if isinstance(per_feature, list) and per_feature:
         rows = sum(int(r) for r in per_feature)
     else:
-        rows = int(trainer_args.get("num_embeddings", defaults["num_embeddings"])) * 26  # type: ignore[arg-type]
+        rows = int(trainer_args.get("num_embeddings",  # type: ignore[arg-type]
+                                    defaults["num_embeddings"])) * NUM_SPARSE_FEATURES
     dim = int(trainer_args.get("embedding_dim", defaults["embedding_dim"]))  # type: ignore[arg-type]
     optimizer = trainer_args.get("optimizer", defaults["optimizer"])
     return rows * dim * 4 + (rows * 4 if optimizer == "adagrad" else 0)
@@ -96,19 +97,19 @@ def object_store_mb_s(cloud: Cloud | str, streams: int) -> tuple[float, str]:
     return total, f"{streams} streams x {speed.object_store_mb_s_per_stream:.0f} MB/s"
 
 
-def shared_file_system_mb_s(fs: object) -> tuple[float, str]:
+def shared_file_system_mb_s(fs: "SharedFileSystem") -> tuple[float, str]:
     """The provisioned write throughput of the stack's shared file system."""
-    kind = getattr(fs, "kind")
-    if kind == "fsx-lustre":
-        per_tib = getattr(fs, "throughput_per_tib") or FSX_SCRATCH_2_MB_S_PER_TIB
-        tib = getattr(fs, "capacity_gib") / 1024
+    from infra.settings.model import AzureNetAppFiles, FsxLustre
+
+    if isinstance(fs, FsxLustre):
+        per_tib = fs.throughput_per_tib or FSX_SCRATCH_2_MB_S_PER_TIB
+        tib = fs.capacity_gib / 1024
         return per_tib * tib, f"FSx {per_tib} MB/s/TiB x {tib:g} TiB"
-    if kind == "azure-netapp-files":
-        level = getattr(fs, "service_level").value
-        tib = getattr(fs, "volume_size_gib") / 1024
+    if isinstance(fs, AzureNetAppFiles):
+        level = fs.service_level.value
+        tib = fs.volume_size_gib / 1024
         return ANF_MIB_S_PER_TIB[level] * tib * MIB / MB, f"ANF {level} x {tib:g} TiB"
-    tier = getattr(fs, "tier").value
-    return float(FILESTORE_WRITE_MB_S[tier]), f"Filestore {tier}"
+    return float(FILESTORE_WRITE_MB_S[fs.tier.value]), f"Filestore {fs.tier.value}"
 
 
 def estimated_save(settings: "Settings") -> SaveEstimate:

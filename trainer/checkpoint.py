@@ -259,10 +259,7 @@ class Checkpointer:
             if step == self.in_flight or self._is_complete(step):
                 continue
             log.warning("removing incomplete checkpoint step-%d (no .metadata)", step)
-            try:
-                self.fs.rm(self._path(step), recursive=True)
-            except OSError as err:  # another process may be listing it; try again later
-                log.warning("could not remove incomplete checkpoint step-%d: %s", step, err)
+            self._remove(step, "incomplete")
 
     def load(self, step: int, state: Dict[str, Any]) -> None:
         """Collective, in place: tensors in ``state`` receive the saved values."""
@@ -272,7 +269,10 @@ class Checkpointer:
 
     def _prune(self) -> None:
         for step in self.complete_steps()[: -self.keep]:
-            try:
-                self.fs.rm(self._path(step), recursive=True)
-            except OSError as err:  # another process may be listing it; try again next save
-                log.warning("could not remove old checkpoint step-%d: %s", step, err)
+            self._remove(step, "old")
+
+    def _remove(self, step: int, what: str) -> None:
+        try:
+            self.fs.rm(self._path(step), recursive=True)
+        except OSError as err:  # another process may be listing it; try again after a save
+            log.warning("could not remove %s checkpoint step-%d: %s", what, step, err)

@@ -399,12 +399,8 @@ def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
 
 
 def _append_record(metrics_file: str, record: dict) -> None:
-    """Append to the metrics JSON lines the way trainer/metrics.py does (it opens with "a")."""
-    import fsspec
+    """Add the gate's record to the metrics JSON lines (before the trainer's logger opens it)."""
+    from trainer.metrics import open_jsonl
 
-    fs, path = fsspec.core.url_to_fs(metrics_file)
-    parent = path.rsplit("/", 1)[0] if "/" in path else ""
-    if parent:
-        fs.makedirs(parent, exist_ok=True)
-    with fs.open(path, "a") as fh:
+    with open_jsonl(metrics_file) as fh:
         fh.write(json.dumps(record) + "\n")

@@ -81,6 +81,16 @@ class Window:
         }
 
 
+def open_jsonl(metrics_file: str) -> Any:
+    """The metrics JSON lines file, opened for appending (a resumed run adds to it), with its
+    folder made first; a path or an fsspec URI."""
+    fs, path = fsspec.core.url_to_fs(metrics_file)
+    parent = path.rsplit("/", 1)[0] if "/" in path else ""
+    if parent:
+        fs.makedirs(parent, exist_ok=True)
+    return fs.open(path, "a")
+
+
 class MetricsLogger:
     """Rank 0's outputs: console line, progress bar, JSON lines, TensorBoard."""
 
@@ -97,11 +107,7 @@ class MetricsLogger:
 
             self.bar = tqdm(total=total_steps, initial=start_step, unit="step", dynamic_ncols=True)
         if metrics_file:
-            fs, path = fsspec.core.url_to_fs(metrics_file)
-            parent = path.rsplit("/", 1)[0] if "/" in path else ""
-            if parent:
-                fs.makedirs(parent, exist_ok=True)
-            self.jsonl = fs.open(path, "a")
+            self.jsonl = open_jsonl(metrics_file)
         if tensorboard_dir:
             from torch.utils.tensorboard import SummaryWriter
 

@@ -18,7 +18,7 @@ from workloads import identity, jobset, network_policy, pytorchjob, service, sto
 from workloads.command import job_command, pytorchjob_command
 from workloads.flags import trainer_flags
 from workloads.names import PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
-from workloads.pod import ContainerSpec, pod_template
+from workloads.pod import ContainerSpec, job_pool, pod_template
 from workloads.watch import watch_commands
 
 
@@ -66,8 +66,7 @@ class TrainingJob(pulumi.ComponentResource):
         policy = network_policy.same_job_only(f"{name}-network-policy", names, opts_for(ns))
         before_job = [fs_ready, ns, account, volume, claim, headless, policy]
 
-        pool = cluster.gpu_pools[job.pool.value]
-        budget = stop_budget(cluster.cloud, pool.spot, job.termination_grace_seconds,
+        budget = stop_budget(cluster.cloud, job_pool(cluster, job).spot, job.termination_grace_seconds,
                              args.kubernetes_version)
         flags = trainer_flags(cluster, job, args.checkpoints, args.dataset, budget,
                               args.save_estimate, args.interconnect)

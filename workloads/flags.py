@@ -10,11 +10,12 @@ from collections.abc import Mapping
 
 import pulumi
 
+from infra.catalog import Interconnect as FabricKind
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
-from infra.catalog import Interconnect as FabricKind
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
                                   TrainerArgValue)
+from workloads.pod import job_pool
 
 STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                "checkpoint_write_mb_per_sec", "keep_checkpoints", "save_deadline_seconds",
@@ -57,7 +58,7 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
     mount = cluster.shared_file_system.mount_path
     flags: list[pulumi.Input[str]] = []
     if checkpoints.enabled:
-        spot = cluster.gpu_pools[job.pool.value].spot
+        spot = job_pool(cluster, job).spot
         flags += [
             pulumi.Output.concat("--checkpoint_dir=", checkpoint_dir(cluster, checkpoints, job)),
             f"--checkpoint_every={checkpoints.every_steps}",
@@ -85,7 +86,7 @@ def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect)
     only report (CPU/gloo or sockets have no floor)."""
     if not interconnect.gate:
         return ["--fabric_gate=off"]
-    machine = cluster.gpu_pools[job.pool.value].machine
+    machine = job_pool(cluster, job).machine
     if not (interconnect.fabric and machine.interconnect != FabricKind.NONE):
         return ["--fabric_gate=report"]
     return ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
