@@ -2,9 +2,11 @@
 
 All ranks must take the same number of steps (every step has collectives). Two things
 can end a stream early on one rank only: a SIGTERM (the spot notice) and running out of
-data. ``AgreedBatches`` settles both with one tiny all-reduce per batch on a gloo group,
-so every rank stops at the same batch; the pipeline then finishes the batches it already
-holds and the loop ends at a step boundary, with the state saved and exit code 0.
+data. ``AgreedBatches`` settles both with one tiny all-reduce per chunk of batches on a gloo
+group, so every rank stops at the same batch; the pipeline then finishes the batches it
+already holds and the loop ends at a step boundary. After a SIGTERM the state is saved if
+the save fits --save_deadline_seconds and ``run()`` reports ``preempted``, which
+trainer/__main__.py turns into the resume status (trainer/exit_codes.py).
 """
 
 from __future__ import annotations
