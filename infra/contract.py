@@ -86,7 +86,9 @@ class InterconnectSpec:
     receive-datapath manager that runs beside the trainer. Every field past `env` defaults to
     nothing, so a fabric that needs only devices and environment (EFA, InfiniBand) sets none."""
 
-    pod_resources: Mapping[str, int]  # e.g. {"vpc.amazonaws.com/efa": 4}
+    # Device counts or Kubernetes quantities, requested and limited alike,
+    # e.g. {"vpc.amazonaws.com/efa": 32, "hugepages-2Mi": "5120Mi"}
+    pod_resources: Mapping[str, int | str]
     env: Mapping[str, str]  # NCCL / libfabric / UCX settings
     capabilities: Sequence[str] = ()  # e.g. ("IPC_LOCK",) to pin memory for RDMA
     # Pod annotations, e.g. GKE multi-networking (networking.gke.io/interfaces) and the NRI

@@ -348,12 +348,13 @@ def test_every_efa_machine_gets_the_forced_ofi_environment(name: str) -> None:
 
     gpu = machine(Cloud.AWS, name)
     spec = efa_interconnect(gpu, fabric=True)
-    assert spec.pod_resources == {"vpc.amazonaws.com/efa": gpu.efa_interfaces}
-    assert spec.env == {
+    assert spec.pod_resources == {"vpc.amazonaws.com/efa": gpu.efa_interfaces, **hugepages(gpu)}
+    forced = {
         "NCCL_NET_PLUGIN": "ofi", "NCCL_NET": "Libfabric", "NCCL_TUNER_PLUGIN": "ofi",
         "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1",
-        "FI_EFA_USE_HUGE_PAGE": "0", "NCCL_SOCKET_IFNAME": "^lo", "NCCL_DEBUG": "WARN",
+        "NCCL_SOCKET_IFNAME": "^lo", "NCCL_DEBUG": "WARN",
     }
+    assert {k: v for k, v in spec.env.items() if k != "FI_EFA_USE_HUGE_PAGE"} == forced
     # The network the job forces is the one the fabric gate accepts for this machine.
     assert transport_of_network(spec.env["NCCL_NET"]) == gpu.fabric_transport == "efa"
 
@@ -363,13 +364,42 @@ def test_every_efa_machine_gets_the_forced_ofi_environment(name: str) -> None:
     ("p5.48xlarge", {"hugepages-2Mi": "5120Mi"}), ("p5e.48xlarge", {"hugepages-2Mi": "5120Mi"}),
     ("p5en.48xlarge", {"hugepages-2Mi": "5120Mi"}),
 ])
-def test_p5_huge_pages_are_known_but_libfabric_uses_none_until_the_pod_can_ask(
+def test_libfabric_uses_huge_pages_only_where_the_pod_is_granted_them(
         name: str, pages: dict) -> None:
+    """A container that requests no huge pages has a hugetlb limit of 0: a huge-page fault there
+    is SIGBUS, so libfabric must be told to use none. p5 pods ask for ADT's 5120Mi."""
     gpu = machine(Cloud.AWS, name)
-    assert hugepages(gpu) == pages
     spec = efa_interconnect(gpu, fabric=True)
-    assert not any(key.startswith("hugepages-") for key in spec.pod_resources)
-    assert spec.env["FI_EFA_USE_HUGE_PAGE"] == "0"  # no hugetlb allowance: no SIGBUS
+    granted = {k: v for k, v in spec.pod_resources.items() if k.startswith("hugepages-")}
+    assert granted == pages == hugepages(gpu)
+    if granted:
+        assert "FI_EFA_USE_HUGE_PAGE" not in spec.env  # libfabric's default: use them
+    else:
+        assert spec.env["FI_EFA_USE_HUGE_PAGE"] == "0"
+
+
+@pytest.fixture(scope="module")
+def p5_run() -> Run:
+    pools = {"onDemand": {"machineType": "p5.48xlarge"}, "spot": {"machineType": "p5.48xlarge"}}
+    return run_stack("aws", {"gpuPools": pools})
+
+
+def _quantity_mib(quantity: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()
+    return int(number) * (1024 if unit == "Gi" else 1)
+
+
+def test_a_p5_pod_gets_its_huge_pages_and_the_empty_group_declares_them(p5_run: Run) -> None:
+    """The pod's huge pages are requested and limited alike (Kubernetes refuses otherwise, and
+    needs memory beside them); each GPU ASG declares the node's 5128 pages to the autoscaler,
+    or a group at zero nodes never grows for this pod."""
+    resources = training_pod_template(p5_run)["spec"]["containers"][0]["resources"]
+    assert resources["requests"]["hugepages-2Mi"] == resources["limits"]["hugepages-2Mi"] == "5120Mi"
+    assert resources["requests"]["memory"] == resources["limits"]["memory"]
+    for pool in ("gpu", "gpuspot"):
+        declared = _asg_tags(p5_run, pool)[f"{TEMPLATE}/resources/hugepages-2Mi"]
+        assert declared == "10256Mi"  # 5128 pages of 2 MiB (EKS user guide, node-efa)
+        assert _quantity_mib(resources["limits"]["hugepages-2Mi"]) <= _quantity_mib(declared)
 
 
 def test_without_the_fabric_nothing_forces_ofi() -> None:
@@ -399,6 +429,7 @@ def test_gpu_asgs_declare_gpus_efa_labels_and_taints_for_scale_from_zero(run: Ru
     for pool in ("gpu", "gpuspot"):
         group = _group(run, pool)
         tags = _asg_tags(run, pool)
+        assert not any("hugepages" in key for key in tags)  # p4d pods ask for none
         assert tags[f"{TEMPLATE}/resources/nvidia.com/gpu"] == str(gpu.gpu_count)
         assert tags[f"{TEMPLATE}/resources/vpc.amazonaws.com/efa"] == str(gpu.efa_interfaces)
         assert {k.removeprefix(f"{TEMPLATE}/label/"): v for k, v in tags.items()

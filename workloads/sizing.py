@@ -20,7 +20,7 @@ class PodSize:
     cpu: int
     memory_gib: int
     gpus: int
-    devices: dict[str, int]  # extra device-plugin resources: EFA, InfiniBand
+    devices: dict[str, int | str]  # the fabric's resources: EFA, InfiniBand, huge pages
 
     @property
     def shm_gib(self) -> int:

@@ -34,11 +34,17 @@ RDMA_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en")
 # The network aws-ofi-nccl >= 1.12 registers (1.22.0 in the image). NCCL_NET must equal it.
 OFI_NETWORK = "Libfabric"
 OFI_PLUGIN = "ofi"  # NCCL loads libnccl-net-<this>.so / libnccl-tuner-<this>.so
-# awsome-distributed-training's p5.48xlarge manifest requests 2 MiB huge pages for libfabric's
-# EFA buffers. The contract's pod_resources holds integer counts only, so this quantity cannot
-# reach the pod yet (see `hugepages`); until it can, libfabric is told not to use huge pages.
+# Huge pages for libfabric's EFA bounce buffers. The EKS user guide ("Run machine learning
+# training on Amazon EKS with Elastic Fabric Adapter", awsdocs/amazon-eks-user-guide
+# latest/ug/ml/node-efa.adoc @ 0743cb1a): "Amazon EC2 instances with the EFA driver installed
+# pre-allocate 5128 2MiB Huge Pages, which you can request as resources"; the EKS accelerated
+# AL2023 AMI installs that driver (awslabs/amazon-eks-ami templates/al2023/provisioners/
+# install-efa.sh: `efa_installer.sh --minimal`). awsome-distributed-training's p5.48xlarge
+# manifests request 5120Mi of them per pod (micro-benchmarks/nccl-tests/kubernetes/
+# nccl-tests.yaml); p4d/p4de examples request none, so there libfabric is told not to use them.
 HUGEPAGES_RESOURCE = "hugepages-2Mi"
 HUGEPAGES_QUANTITY = "5120Mi"
+NODE_HUGEPAGES_2MI = 5128  # pages the EFA driver reserves per node (EKS guide, above)
 HUGEPAGES_FAMILIES = ("p5", "p5e", "p5en")
 
 
@@ -52,12 +58,17 @@ def family(machine: Machine) -> str:
 
 def hugepages(machine: Machine) -> dict[str, str]:
     """The huge pages the reference manifests request for this machine's pods ({} if none).
-
-    Not in the pod yet: InterconnectSpec.pod_resources maps names to integer counts, and
-    "5120Mi" is a quantity. Once the contract carries quantities, the pod requests this and
-    FI_EFA_USE_HUGE_PAGE=0 goes away."""
+    A container that asks for none gets a hugetlb limit of 0: libfabric must then not use them."""
     if family(machine) in HUGEPAGES_FAMILIES:
         return {HUGEPAGES_RESOURCE: HUGEPAGES_QUANTITY}
+    return {}
+
+
+def node_hugepages(machine: Machine) -> dict[str, str]:
+    """What an EFA node of this machine offers, as Cluster Autoscaler's node-template resource
+    tag wants it (a pod-spec quantity), so a group at zero nodes can take a pod that asks."""
+    if hugepages(machine):
+        return {HUGEPAGES_RESOURCE: f"{NODE_HUGEPAGES_2MI * 2}Mi"}
     return {}
 
 
@@ -77,14 +88,15 @@ def efa_env(machine: Machine) -> dict[str, str]:
         # DataLoader workers fork after EFA memory registration. The plugin sets this itself
         # for supported libfabric versions; the EKS manifests still set it.
         "FI_EFA_FORK_SAFE": "1",
-        # The pod is not granted huge pages (see `hugepages`): without a hugetlb allowance a
-        # huge-page fault kills the process (SIGBUS), and forked DataLoader workers fail with
-        # "Cannot allocate memory" (aws-ofi-nccl doc/efa-env-var.md); a minor cost.
-        "FI_EFA_USE_HUGE_PAGE": "0",
         # Bootstrap and out-of-band traffic: any interface but loopback (the pod has eth0).
         "NCCL_SOCKET_IFNAME": "^lo",
         "NCCL_DEBUG": "WARN",  # the fabric gate raises it to INFO into a file (trainer/fabric_gate.py)
     }
+    if not hugepages(machine):
+        # The pod is granted no huge pages (see `hugepages`): without a hugetlb allowance a
+        # huge-page fault kills the process (SIGBUS), and forked DataLoader workers fail with
+        # "Cannot allocate memory" (aws-ofi-nccl doc/efa-env-var.md); a minor cost.
+        env["FI_EFA_USE_HUGE_PAGE"] = "0"
     if family(machine) in RDMA_FAMILIES:
         # GPUDirect RDMA over EFA. Not needed with libfabric >= 1.18 and aws-ofi-nccl >= 1.7
         # (doc/efa-env-var.md: "not harmful ... on p4/p5"); set so an older image still uses it.
@@ -97,7 +109,7 @@ def efa_interconnect(machine: Machine, fabric: bool) -> InterconnectSpec:
     if not uses_efa(machine, fabric):
         return InterconnectSpec(pod_resources={}, env={"NCCL_DEBUG": "WARN"})
     return InterconnectSpec(
-        pod_resources={EFA_RESOURCE: machine.efa_interfaces},
+        pod_resources={EFA_RESOURCE: machine.efa_interfaces, **hugepages(machine)},
         env=efa_env(machine),
         capabilities=("IPC_LOCK",),  # EFA pins (locks) memory for RDMA
     )

@@ -4,7 +4,7 @@ Every group gets our own launch template, because pulumi-eks' generated one neit
 the root volume nor lets us combine IMDSv2, EFA interfaces and a placement group we own.
 
 Each GPU group's Auto Scaling group carries Cluster Autoscaler's node-template tags, so a group
-at zero nodes can be grown for a pod that asks for GPUs and EFA devices: the autoscaler reads
+at zero nodes can be grown for a pod that asks for GPUs, EFA devices and huge pages: the autoscaler reads
 EKS' DescribeNodegroup for labels and taints only while a group has never had a node, and never
 for extended resources such as vpc.amazonaws.com/efa (kubernetes/autoscaler @ 55c37cd5,
 cluster-autoscaler/cloudprovider/aws/README.md, "Auto-Discovery Setup" and the
@@ -25,7 +25,7 @@ import pulumi_eks as eks
 
 from infra.catalog import Machine
 from infra.contract import GpuPool, Taint
-from infra.aws.interconnect import EFA_RESOURCE, GPU_RESOURCE, uses_efa
+from infra.aws.interconnect import EFA_RESOURCE, GPU_RESOURCE, node_hugepages, uses_efa
 from infra.settings.model import NodePool
 
 POOL_LABEL = "torchrec-cloud/pool"
@@ -209,6 +209,8 @@ def scale_from_zero_tags(plan: NodeGroupPlan) -> dict[str, str]:
     tags = {f"{NODE_TEMPLATE}/resources/{GPU_RESOURCE}": str(pool.machine.gpu_count)}
     if plan.efa:
         tags[f"{NODE_TEMPLATE}/resources/{EFA_RESOURCE}"] = str(pool.machine.efa_interfaces)
+        for resource, quantity in node_hugepages(pool.machine).items():
+            tags[f"{NODE_TEMPLATE}/resources/{resource}"] = quantity
     for key, value in sorted(pool.node_labels.items()):
         tags[f"{NODE_TEMPLATE}/label/{key}"] = value
     for taint in pool.taints:
