@@ -110,6 +110,9 @@ class InterconnectSpec:
     # root holding only SYS_RESOURCE, SETUID and SETGID; the launcher raises the limit and drops
     # to the trainer's uid before anything else runs (trainer/launch.py).
     raise_locked_memory: bool = False
+    # The fabric NICs NCCL must use on every node (EFA interfaces, InfiniBand HCAs); the fabric
+    # gate fails a node where NCCL found fewer (a dead HCA or EFA device). 0 = not checked.
+    fabric_rails: int = 0
 
 
 @dataclass(frozen=True)

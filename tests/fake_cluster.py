@@ -59,6 +59,7 @@ FLAVOURS: dict[str, Flavour] = {
         checkpoint_env={"AWS_REGION": "us-east-1"},
         interconnect=InterconnectSpec(
             pod_resources={"vpc.amazonaws.com/efa": machine(Cloud.AWS, "p4d.24xlarge").efa_interfaces},
+            fabric_rails=machine(Cloud.AWS, "p4d.24xlarge").efa_interfaces,
             env={"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_SOCKET_IFNAME": "^lo"}),
     ),
     "azure": Flavour(

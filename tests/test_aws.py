@@ -349,6 +349,7 @@ def test_every_efa_machine_gets_the_forced_ofi_environment(name: str) -> None:
     gpu = machine(Cloud.AWS, name)
     spec = efa_interconnect(gpu, fabric=True)
     assert spec.pod_resources == {"vpc.amazonaws.com/efa": gpu.efa_interfaces, **hugepages(gpu)}
+    assert spec.fabric_rails == gpu.efa_interfaces  # the gate's NIC count: every EFA device
     forced = {
         "NCCL_NET_PLUGIN": "ofi", "NCCL_NET": "Libfabric", "NCCL_TUNER_PLUGIN": "ofi",
         "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1",

@@ -489,6 +489,13 @@ def test_each_nd_generation_gets_its_topology_file_and_forced_ib(name: str, topo
     assert env["UCX_TLS"] == "rc" and env["UCX_NET_DEVICES"] == "mlx5_0:1"
 
 
+@pytest.mark.parametrize("name", ND_MACHINES)
+def test_the_fabric_gate_expects_every_hca_the_env_names(name: str) -> None:
+    settings = SimpleNamespace(interconnect=SimpleNamespace(fabric=True))
+    spec = interconnect_spec(settings, machine(Cloud.AZURE, name))  # type: ignore[arg-type]
+    assert spec.fabric_rails == len(spec.env["NCCL_IB_HCA"].removeprefix("=").split(",")) == 8
+
+
 def test_the_topology_files_the_env_names_are_the_ones_the_image_installs() -> None:
     dockerfile = (Path(__file__).parents[1] / "trainer" / "Dockerfile").read_text()
     for fabric in ND_FABRICS.values():

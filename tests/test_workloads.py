@@ -527,6 +527,7 @@ def test_the_fabric_gate_enforces_the_machine_s_transport_and_floor_when_the_fab
     assert flags["fabric_gate"] == "enforce"
     assert flags["fabric_transport"] == "efa"
     assert float(flags["fabric_floor_gbps"]) == p4d.network_gbps / 8 / 2  # half of 400 Gbit/s
+    assert int(flags["fabric_rails"]) == p4d.efa_interfaces  # every EFA device NCCL must find
 
 
 def test_the_fabric_gate_only_reports_without_a_fabric_and_can_be_turned_off():
@@ -534,7 +535,7 @@ def test_the_fabric_gate_only_reports_without_a_fabric_and_can_be_turned_off():
 
     without = run_workload("gcp", Job(), interconnect=Interconnect(fabric=False))
     assert without.flags()["fabric_gate"] == "report"
-    assert "fabric_floor_gbps" not in without.flags()
+    assert "fabric_floor_gbps" not in without.flags() and "fabric_rails" not in without.flags()
     off = run_workload("aws", Job(), interconnect=Interconnect(gate=False))
     assert off.flags()["fabric_gate"] == "off"
 

@@ -138,6 +138,9 @@ class TrainConfig:
     fabric_floor_gbps: float = _help(
         "Least all_reduce bus bandwidth (GB/s, nccl-tests' busbw) at the largest gate message "
         "size in enforce mode; 0 = no floor.", default=0.0)
+    fabric_rails: int = _help(
+        "Fabric NICs NCCL must find on every node in enforce mode (EFA interfaces, InfiniBand "
+        "HCAs), read from its INFO log; 0 = not checked.", default=0)
     fabric_gate_sizes: Optional[List[int]] = _help(
         "Comma separated message sizes in bytes for the gate's all_reduce and all_to_all "
         "(default: 1 MiB, 16 MiB, 128 MiB on GPU; 64 KiB, 1 MiB on CPU).", default=None)
@@ -207,6 +210,8 @@ class TrainConfig:
                     "cannot append to a file")
         if not self.fabric_floor_gbps >= 0:
             bad("fabric_floor_gbps", self.fabric_floor_gbps, "must be >= 0 (0 = no floor)")
+        if self.fabric_rails < 0:
+            bad("fabric_rails", self.fabric_rails, "must be >= 0 (0 = not checked)")
         if self.fabric_gate_sizes is not None and (not self.fabric_gate_sizes
                                                    or min(self.fabric_gate_sizes) < 4):
             bad("fabric_gate_sizes", _join(self.fabric_gate_sizes),

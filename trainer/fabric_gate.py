@@ -27,7 +27,8 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import (TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 import torch
 import torch.distributed as dist
@@ -112,6 +113,27 @@ def parse_transport(text: str) -> Optional[str]:
     return "+".join(fabrics or found) or None
 
 
+# The fabric NICs NCCL opened: aws-ofi-nccl's "Selected provider is efa, fabric is efa-direct
+# (found 16 nics)"; NCCL's IB transport "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ... [RO]".
+_OFI_NICS = re.compile(r"NET/OFI Selected [Pp]rovider is [\w-]+.*?\(found (\d+) nics?\)")
+_IB_USING = re.compile(r"NET/IB : Using ((?:\[\d+\]\S+\s*)+)")
+_IB_DEVICE = re.compile(r"\[\d+\]\S+")
+
+
+def parse_rails(text: str) -> Optional[int]:
+    """How many fabric NICs this process's NCCL found (the last report wins), or None when the
+    log does not say (sockets, TCPX, or a log without the network's init lines)."""
+    counts = []
+    for line in text.splitlines():
+        ofi = _OFI_NICS.search(line)
+        if ofi:
+            counts.append(int(ofi.group(1)))
+        ib = _IB_USING.search(line)
+        if ib:
+            counts.append(len(_IB_DEVICE.findall(ib.group(1))))
+    return counts[-1] if counts else None
+
+
 def _unique(items: Iterable[str]) -> List[str]:
     return list(dict.fromkeys(items))
 
@@ -167,6 +189,7 @@ class RankFigures:
     all_reduce_s: List[float]  # per message size, mean seconds per call on this rank
     all_to_all_s: List[float]
     local_problems: List[str] = field(default_factory=list)  # this node's RDMA set-up
+    rails: Optional[int] = None  # fabric NICs this rank's NCCL found (None: its log says not)
 
 
 SYSFS_INFINIBAND = "/sys/class/infiniband"
@@ -273,6 +296,8 @@ class GateResult:
     slowest_ratio: float  # slowest rank's compute time / median of the other ranks'
     seconds: float = 0.0
     problems: List[str] = field(default_factory=list)
+    fewest_rails: Optional[int] = None  # fabric NICs on the rank whose NCCL found the fewest
+    expected_rails: int = 0
 
     def line(self) -> str:
         """The one log line, pass or fail."""
@@ -285,8 +310,11 @@ class GateResult:
         bw = self.all_reduce_busbw_gbps[-1] if self.all_reduce_busbw_gbps else None
         a2a = self.all_to_all_busbw_gbps[-1] if self.all_to_all_busbw_gbps else None
         floor = f"floor {self.floor_gbps:g} GB/s" if self.floor_gbps else "no floor"
+        nics = "" if self.fewest_rails is None else (
+            f", {self.fewest_rails} fabric NICs" + (f" of {self.expected_rails}"
+                                                     if self.expected_rails else ""))
         text = (f"fabric gate {status}: transport {self.transport} (expected "
-                f"{self.expected_transport or 'any'}); all_reduce busbw {_gbps(bw)} at "
+                f"{self.expected_transport or 'any'}{nics}); all_reduce busbw {_gbps(bw)} at "
                 f"{_size(self.sizes[-1]) if self.sizes else '-'} ({floor}); all_to_all busbw "
                 f"{_gbps(a2a)}; slowest rank {self.slowest_rank} on {self.slowest_host} "
                 f"{self.slowest_ratio:.2f}x the others' median compute time (limit "
@@ -317,7 +345,8 @@ def busbw_gbps(nbytes: int, seconds: float, world_size: int, factor: float) -> O
 
 
 def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
-           expected_transport: str, floor_gbps: float, seconds: float = 0.0) -> GateResult:
+           expected_transport: str, floor_gbps: float, seconds: float = 0.0,
+           expected_rails: int = 0) -> GateResult:
     """The verdict from every rank's figures: a pure function, so tests can feed it numbers."""
     n = len(figures)
     by_rank = sorted(figures, key=lambda f: f.rank)
@@ -339,6 +368,11 @@ def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
         if wrong:
             problems.append(f"transport {wrong[0].transport or 'unknown'} on rank {wrong[0].rank} "
                             f"({wrong[0].host}) is not {expected_transport}")
+    if expected_rails:
+        short = [f for f in by_rank if f.rails is not None and f.rails < expected_rails]
+        if short:
+            problems.append(f"rank {short[0].rank} ({short[0].host}): NCCL found {short[0].rails} "
+                            f"of the node's {expected_rails} fabric NICs")
     if floor_gbps and ar and ar[-1] is not None and ar[-1] < floor_gbps:
         problems.append(f"all_reduce busbw {ar[-1]:.2f} GB/s is under the floor {floor_gbps:g} GB/s")
     if ratio > SLOW_RANK_FACTOR and slowest.compute_s - median > SLOW_RANK_MIN_SECONDS:
@@ -349,26 +383,29 @@ def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
         expected_transport=expected_transport, floor_gbps=floor_gbps, sizes=list(sizes),
         all_reduce_busbw_gbps=ar, all_to_all_busbw_gbps=a2a, world_size=n,
         slowest_rank=slowest.rank, slowest_host=slowest.host, slowest_ratio=ratio,
-        seconds=seconds, problems=problems)
+        seconds=seconds, problems=problems, expected_rails=expected_rails,
+        fewest_rails=min((f.rails for f in by_rank if f.rails is not None), default=None))
 
 
 # --- the gate ---
 
-def this_rank_transport(device: torch.device) -> Optional[str]:
-    """What this process's NCCL log says ("gloo" on CPU, unless a test supplies a log)."""
+def this_rank_network(device: torch.device) -> Tuple[Optional[str], Optional[int]]:
+    """The transport and fabric NIC count this process's NCCL log gives ("gloo" and None on
+    CPU, unless a test supplies a log)."""
     injected = os.environ.get(TEST_NCCL_LOG_ENV)
     if injected:
         with open(injected, errors="replace") as fh:
-            return parse_transport(fh.read())
+            text = fh.read()
+        return parse_transport(text), parse_rails(text)
     if device.type != "cuda":
-        return "gloo"
+        return "gloo", None
     text = read_nccl_log(os.environ.get("NCCL_DEBUG_FILE"))
     for line in text.splitlines():  # what the pod log would have shown (prepare_nccl_logging)
         if _echo_whole_log:
             print(line, flush=True)
         elif " NCCL WARN " in line:
             print(line, file=sys.stderr, flush=True)
-    return parse_transport(text)
+    return parse_transport(text), parse_rails(text)
 
 
 def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
@@ -378,8 +415,9 @@ def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
     sizes = list(cfg.fabric_gate_sizes or (GPU_SIZES if ctx.device.type == "cuda" else CPU_SIZES))
     compute_s = time_compute(ctx.device, ctx.rank)
     all_reduce_s, all_to_all_s = time_collectives(sizes, ctx.world_size, ctx.device)
-    mine = RankFigures(rank=ctx.rank, host=socket.gethostname(),
-                       transport=this_rank_transport(ctx.device), compute_s=compute_s,
+    transport, rails = this_rank_network(ctx.device)
+    mine = RankFigures(rank=ctx.rank, host=socket.gethostname(), transport=transport,
+                       rails=rails, compute_s=compute_s,
                        all_reduce_s=all_reduce_s, all_to_all_s=all_to_all_s,
                        # once per node: every local rank shares its devices and limits
                        local_problems=(rdma_problems(cfg.fabric_transport)
@@ -387,7 +425,8 @@ def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
     gathered: List[Optional[RankFigures]] = [None] * ctx.world_size
     dist.all_gather_object(gathered, mine, group=ctx.control_group)  # gloo: no GPU sync needed
     result = decide([f for f in gathered if f is not None], sizes, cfg.fabric_gate,
-                    cfg.fabric_transport, cfg.fabric_floor_gbps, time.perf_counter() - start)
+                    cfg.fabric_transport, cfg.fabric_floor_gbps, time.perf_counter() - start,
+                    expected_rails=cfg.fabric_rails)
     if not result.passed:
         if ctx.local_rank == 0:  # one line in every node's (pod's) log: each says why it stopped
             log.error(result.line())

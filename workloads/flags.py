@@ -20,7 +20,7 @@ from workloads.pod import job_pool
 STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                "checkpoint_write_mb_per_sec", "keep_checkpoints", "save_deadline_seconds",
                "dataset_path", "metrics_file", "tensorboard_dir", "fabric_gate",
-               "fabric_transport", "fabric_floor_gbps")
+               "fabric_transport", "fabric_floor_gbps", "fabric_rails")
 
 
 def format_value(value: TrainerArgValue) -> str:
@@ -82,15 +82,17 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
 
 
 def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> list[str]:
-    """Enforce the machine's transport and floor when the stack uses its fabric; otherwise
-    only report (CPU/gloo or sockets have no floor)."""
+    """Enforce the machine's transport, floor and fabric NIC count when the stack uses its
+    fabric; otherwise only report (CPU/gloo or sockets have no floor)."""
     if not interconnect.gate:
         return ["--fabric_gate=off"]
     machine = job_pool(cluster, job).machine
     if not (interconnect.fabric and machine.interconnect != FabricKind.NONE):
         return ["--fabric_gate=report"]
+    rails = cluster.interconnect.fabric_rails
     return ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
-            f"--fabric_floor_gbps={machine.fabric_floor_gbps:g}"]
+            f"--fabric_floor_gbps={machine.fabric_floor_gbps:g}",
+            *([f"--fabric_rails={rails}"] if rails else [])]
 
 
 def trainer_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset: Dataset,

@@ -112,4 +112,5 @@ def efa_interconnect(machine: Machine, fabric: bool) -> InterconnectSpec:
         pod_resources={EFA_RESOURCE: machine.efa_interfaces, **hugepages(machine)},
         env=efa_env(machine),
         capabilities=("IPC_LOCK",),  # EFA pins (locks) memory for RDMA
+        fabric_rails=machine.efa_interfaces,  # aws-ofi-nccl logs "found <n> nics"
     )

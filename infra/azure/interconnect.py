@@ -146,6 +146,7 @@ def interconnect_spec(settings: Settings, machine: Machine) -> InterconnectSpec:
         # (custom-node-configuration-reference); Azure's own examples run as root with IPC_LOCK.
         # Here the container raises the limit as root and drops to uid 1000 at once.
         raise_locked_memory=True,
+        fabric_rails=nd_fabric(machine).hcas,  # NCCL logs "NET/IB : Using [0]mlx5_0:1/IB ..."
     )
 
 

@@ -44,6 +44,7 @@ WORKLOAD_OWNED_FLAGS = {
     "fabric_gate": "interconnect.gate",
     "fabric_transport": "interconnect.fabric and the machine (infra/catalog.py)",
     "fabric_floor_gbps": "the machine (infra/catalog.py)",
+    "fabric_rails": "the cloud's interconnect (EFA interfaces, InfiniBand HCAs)",
     "keep_checkpoints": "checkpoints.keep",
     "dataset_path": "dataset.path",
 }

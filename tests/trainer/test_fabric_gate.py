@@ -21,6 +21,7 @@ from trainer.fabric_gate import (
     RankFigures,
     busbw_gbps,
     decide,
+    parse_rails,
     parse_transport,
     prepare_nccl_logging,
     read_nccl_log,
@@ -147,6 +148,30 @@ def test_a_much_slower_rank_is_named_against_the_median_of_the_others():
     assert not result.passed
     # Jitter of a millisecond is not a slow GPU, even at 1.5x.
     assert decide(_figures(compute=(0.002, 0.0035)), [1 << 20], "enforce", "", 0.0).passed
+
+
+@pytest.mark.parametrize(("stem", "rails"), [
+    ("efa_libfabric_nccl_1597", 16),  # p5en: "Selected Provider is efa (found 16 nics)"
+    ("ib_sharp_ibext_nccl_1357", 4), ("ib_roce_nccl_tests_185", 2),
+    ("ib_with_socket_bootstrap_horovod_1523", 1),
+    ("socket_loopback_nccl_1053", None), ("tcpx_skypilot_readme", None),
+])
+def test_the_fabric_nics_nccl_found_are_read_from_real_logs(stem, rails):
+    assert parse_rails(_sample(LOGS / f"{stem}.log")[2]) == rails
+
+
+def test_a_node_whose_nccl_found_fewer_fabric_nics_fails_enforce_by_name():
+    """A dead HCA or EFA device: NCCL quietly runs on the rest at a fraction of the bandwidth."""
+    figures = _figures(transport="ib")
+    figures[0].rails, figures[1].rails = 8, 7
+    result = decide(figures, [1 << 20], "enforce", "ib", 0.0, expected_rails=8)
+    assert not result.passed
+    assert "rank 1 (node-1): NCCL found 7 of the node's 8 fabric NICs" in result.problems
+    assert "(expected ib, 7 fabric NICs of 8)" in result.line()
+    figures[1].rails = 8
+    assert decide(figures, [1 << 20], "enforce", "ib", 0.0, expected_rails=8).passed
+    figures[1].rails = None  # a log without the line proves nothing either way: not a failure
+    assert decide(figures, [1 << 20], "enforce", "ib", 0.0, expected_rails=8).passed
 
 
 def test_a_world_of_one_reports_no_bandwidth_and_no_floor_applies():
