@@ -392,14 +392,14 @@ def _quantity_mib(quantity: str) -> int:
 
 def test_a_p5_pod_gets_its_huge_pages_and_the_empty_group_declares_them(p5_run: Run) -> None:
     """The pod's huge pages are requested and limited alike (Kubernetes refuses otherwise, and
-    needs memory beside them); each GPU ASG declares the node's 5128 pages to the autoscaler,
-    or a group at zero nodes never grows for this pod."""
+    needs memory beside them); each GPU ASG declares the node's reserved pages to the
+    autoscaler, or a group at zero nodes never grows for this pod."""
     resources = training_pod_template(p5_run)["spec"]["containers"][0]["resources"]
     assert resources["requests"]["hugepages-2Mi"] == resources["limits"]["hugepages-2Mi"] == "5120Mi"
     assert resources["requests"]["memory"] == resources["limits"]["memory"]
     for pool in ("gpu", "gpuspot"):
         declared = _asg_tags(p5_run, pool)[f"{TEMPLATE}/resources/hugepages-2Mi"]
-        assert declared == "10256Mi"  # 5128 pages of 2 MiB (EKS user guide, node-efa)
+        assert declared == "21122Mi"  # 192 vCPUs x 110 MiB / 2 MiB + 1 pages (efa-check.sh)
         assert _quantity_mib(resources["limits"]["hugepages-2Mi"]) <= _quantity_mib(declared)
 
 

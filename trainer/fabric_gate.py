@@ -197,14 +197,26 @@ RDMA_TRANSPORTS = ("ib", "efa")
 # RDMA registers (pins) NCCL's buffers; a few GiB per rank are registered on 8-GPU nodes, so a
 # limit below this fails registration (AKS gives containers 64 KiB, workloads/pod.py raises it).
 MIN_LOCKED_MEMORY = 1 << 30
+# NCCL's IB transport leaves out ports that are not ACTIVE when it starts (NVIDIA/nccl
+# src/transport/net_ib/init.cc, IBV_PORT_ACTIVE): on a node that has just booted, a port still
+# training its link would cost a rail, so every rank waits this long for it before NCCL starts.
+PORT_ACTIVE_WAIT_SECONDS = 60.0
+PORT_POLL_SECONDS = 2.0
+
+
+def _port_state(port_dir: str) -> str:
+    """sysfs' "4: ACTIVE" -> "ACTIVE"."""
+    with open(os.path.join(port_dir, "state")) as fh:
+        return fh.read().strip().split(":")[-1].strip()
 
 
 def rdma_problems(expected_transport: str, environ: Mapping[str, str] = os.environ,
-                  sysfs: str = SYSFS_INFINIBAND) -> List[str]:
+                  sysfs: str = SYSFS_INFINIBAND, wait_seconds: float = PORT_ACTIVE_WAIT_SECONDS,
+                  sleep: Callable[[float], None] = time.sleep) -> List[str]:
     """What on this node would make an RDMA fabric fail or run on fewer rails, checked before
-    NCCL tries: the locked-memory limit, and for an exact NCCL_IB_HCA list ("=dev:port,...")
-    that every named port exists and is InfiniBand (device names follow probe order on AKS, and
-    an Ethernet VF in the list would silently drop a rail)."""
+    NCCL starts: the locked-memory limit, and for an exact NCCL_IB_HCA list ("=dev:port,...")
+    that every named port exists, is InfiniBand (device names follow probe order on AKS, and an
+    Ethernet VF in the list would silently drop a rail) and is ACTIVE within `wait_seconds`."""
     if expected_transport not in RDMA_TRANSPORTS:
         return []
     problems = []
@@ -226,6 +238,15 @@ def rdma_problems(expected_transport: str, environ: Mapping[str, str] = os.envir
             if layer != "InfiniBand":
                 problems.append(f"NCCL_IB_HCA names {entry}, whose link layer is {layer}, "
                                 "not InfiniBand")
+                continue
+            port_dir = os.path.dirname(path)
+            waited = 0.0
+            while (state := _port_state(port_dir)) != "ACTIVE" and waited < wait_seconds:
+                sleep(PORT_POLL_SECONDS)
+                waited += PORT_POLL_SECONDS
+            if state != "ACTIVE":
+                problems.append(f"NCCL_IB_HCA port {entry} is {state}, not ACTIVE, after "
+                                f"{wait_seconds:g} s")
     return problems
 
 
@@ -413,6 +434,8 @@ def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
     must call it. The caller exits FABRIC_ERROR when the result has not passed."""
     start = time.perf_counter()
     sizes = list(cfg.fabric_gate_sizes or (GPU_SIZES if ctx.device.type == "cuda" else CPU_SIZES))
+    # Before NCCL's first communicator, on every rank: NCCL picks its IB ports when it starts.
+    node_problems = rdma_problems(cfg.fabric_transport)
     compute_s = time_compute(ctx.device, ctx.rank)
     all_reduce_s, all_to_all_s = time_collectives(sizes, ctx.world_size, ctx.device)
     transport, rails = this_rank_network(ctx.device)
@@ -420,8 +443,7 @@ def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
                        rails=rails, compute_s=compute_s,
                        all_reduce_s=all_reduce_s, all_to_all_s=all_to_all_s,
                        # once per node: every local rank shares its devices and limits
-                       local_problems=(rdma_problems(cfg.fabric_transport)
-                                       if ctx.local_rank == 0 else []))
+                       local_problems=node_problems if ctx.local_rank == 0 else [])
     gathered: List[Optional[RankFigures]] = [None] * ctx.world_size
     dist.all_gather_object(gathered, mine, group=ctx.control_group)  # gloo: no GPU sync needed
     result = decide([f for f in gathered if f is not None], sizes, cfg.fabric_gate,

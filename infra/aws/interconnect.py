@@ -36,15 +36,19 @@ OFI_NETWORK = "Libfabric"
 OFI_PLUGIN = "ofi"  # NCCL loads libnccl-net-<this>.so / libnccl-tuner-<this>.so
 # Huge pages for libfabric's EFA bounce buffers. The EKS user guide ("Run machine learning
 # training on Amazon EKS with Elastic Fabric Adapter", awsdocs/amazon-eks-user-guide
-# latest/ug/ml/node-efa.adoc @ 0743cb1a): "Amazon EC2 instances with the EFA driver installed
-# pre-allocate 5128 2MiB Huge Pages, which you can request as resources"; the EKS accelerated
-# AL2023 AMI installs that driver (awslabs/amazon-eks-ami templates/al2023/provisioners/
-# install-efa.sh: `efa_installer.sh --minimal`). awsome-distributed-training's p5.48xlarge
-# manifests request 5120Mi of them per pod (micro-benchmarks/nccl-tests/kubernetes/
-# nccl-tests.yaml); p4d/p4de examples request none, so there libfabric is told not to use them.
+# latest/ug/ml/node-efa.adoc @ 0743cb1a): EC2 instances with the EFA driver installed
+# pre-allocate 2 MiB huge pages "which you can request as resources"; the EKS accelerated AL2023
+# AMI installs it with efa-config (awslabs/amazon-eks-ami templates/al2023/provisioners/
+# install-efa.sh: `efa_installer.sh --minimal`). How many: efa-config reserves per vCPU, at
+# least the 110 MiB per core that awslabs/libfabric-ci-scripts efa-check.sh checks for
+# (cores * 110 MiB / 2 MiB + 1 pages); nodes in awsome-distributed-training's EKS READMEs show
+# twice that (p5.48xlarge 42242Mi, 3.test_cases/pytorch/mosaicml-composer/stable-diffusion;
+# p4de.24xlarge 21122Mi, 3.test_cases/megatron/nemo1.0/EKS). ADT's p5.48xlarge manifests request
+# 5120Mi per pod (micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml); its p4d/p4de examples
+# request none, so there libfabric is told not to use them.
 HUGEPAGES_RESOURCE = "hugepages-2Mi"
 HUGEPAGES_QUANTITY = "5120Mi"
-NODE_HUGEPAGES_2MI = 5128  # pages the EFA driver reserves per node (EKS guide, above)
+EFA_HUGEPAGE_MIB_PER_VCPU = 110  # efa-check.sh's floor for efa-config's reservation
 HUGEPAGES_FAMILIES = ("p5", "p5e", "p5en")
 
 
@@ -58,17 +62,22 @@ def family(machine: Machine) -> str:
 
 def hugepages(machine: Machine) -> dict[str, str]:
     """The huge pages the reference manifests request for this machine's pods ({} if none).
-    A container that asks for none gets a hugetlb limit of 0: libfabric must then not use them."""
+    A container that asks for none gets a hugetlb limit of 0: libfabric must then not use them.
+    With huge pages in use, a fork() after EFA is up can fail with "Cannot allocate memory"
+    (aws-ofi-nccl doc/efa-env-var.md): the trainer forks nothing after NCCL starts (its loader
+    is a thread); a multi-process loader would have to start its workers before NCCL."""
     if family(machine) in HUGEPAGES_FAMILIES:
         return {HUGEPAGES_RESOURCE: HUGEPAGES_QUANTITY}
     return {}
 
 
 def node_hugepages(machine: Machine) -> dict[str, str]:
-    """What an EFA node of this machine offers, as Cluster Autoscaler's node-template resource
-    tag wants it (a pod-spec quantity), so a group at zero nodes can take a pod that asks."""
+    """The least an EFA node of this machine offers, as Cluster Autoscaler's node-template
+    resource tag wants it (a pod-spec quantity), so a group at zero nodes can take a pod that
+    asks; a lower bound, so the autoscaler never starts a node the pod would not fit."""
     if hugepages(machine):
-        return {HUGEPAGES_RESOURCE: f"{NODE_HUGEPAGES_2MI * 2}Mi"}
+        pages = machine.vcpus * EFA_HUGEPAGE_MIB_PER_VCPU // 2 + 1
+        return {HUGEPAGES_RESOURCE: f"{pages * 2}Mi"}
     return {}
 
 

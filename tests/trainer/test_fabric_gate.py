@@ -263,6 +263,7 @@ def test_rdma_preflight_names_a_small_memlock_and_hcas_that_are_not_infiniband(t
         port = tmp_path / device / "ports" / "1"
         port.mkdir(parents=True)
         (port / "link_layer").write_text(layer + "\n")
+        (port / "state").write_text("4: ACTIVE\n")
     monkeypatch.setattr(resource, "getrlimit", lambda which: (64 * 1024, 64 * 1024))
     env = {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1,mlx5_8:1"}
     problems = fabric_gate.rdma_problems("ib", env, str(tmp_path))
@@ -273,6 +274,30 @@ def test_rdma_preflight_names_a_small_memlock_and_hcas_that_are_not_infiniband(t
     monkeypatch.setattr(resource, "getrlimit",
                         lambda which: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     assert fabric_gate.rdma_problems("ib", {"NCCL_IB_HCA": "=mlx5_0:1"}, str(tmp_path)) == []
+
+
+def test_a_port_still_coming_up_is_waited_for_and_one_that_stays_down_is_named(tmp_path):
+    """NCCL leaves out a port that is not ACTIVE when it starts: the gate waits for it first."""
+    from trainer import fabric_gate
+
+    port = tmp_path / "mlx5_0" / "ports" / "1"
+    port.mkdir(parents=True)
+    (port / "link_layer").write_text("InfiniBand\n")
+    (port / "state").write_text("2: INIT\n")
+    slept = []
+
+    def comes_up_after_two_polls(seconds):
+        slept.append(seconds)
+        if len(slept) == 2:
+            (port / "state").write_text("4: ACTIVE\n")
+
+    env = {"NCCL_IB_HCA": "=mlx5_0:1"}
+    problems = fabric_gate.rdma_problems("ib", env, str(tmp_path), sleep=comes_up_after_two_polls)
+    assert not any("mlx5_0" in p for p in problems) and len(slept) == 2
+    (port / "state").write_text("1: DOWN\n")
+    problems = fabric_gate.rdma_problems("ib", env, str(tmp_path), wait_seconds=6,
+                                         sleep=lambda s: None)
+    assert "NCCL_IB_HCA port mlx5_0:1 is DOWN, not ACTIVE, after 6 s" in problems
 
 
 def test_a_node_s_rdma_problem_fails_an_enforced_gate_naming_rank_and_host():
