@@ -91,7 +91,7 @@ def test_every_aws_resource_uses_the_stack_region_provider(run: Run) -> None:
 def test_eks_is_private_with_public_access_only_from_configured_cidrs(run: Run) -> None:
     cluster = run.one("eks:index:Cluster").inputs
     assert cluster["endpointPrivateAccess"] is True
-    assert cluster["publicAccessCidrs"] == ["203.0.113.0/24"]
+    assert cluster["publicAccessCidrs"] == harness.USER_API_CIDRS
     assert cluster["nodeAssociatePublicIpAddress"] is False
     assert cluster["privateSubnetIds"] == [f"subnet-{PREFIX}-private-us-east-1a",
                                            f"subnet-{PREFIX}-private-us-east-1b"]
