@@ -105,7 +105,9 @@ def test_eks_uses_access_entries_oidc_kms_secrets_and_logs(run: Run) -> None:
     assert cluster["createOidcProvider"] is True
     assert cluster["encryptionConfigKeyArn"].startswith("arn:aws:kms:")
     assert set(cluster["enabledClusterLogTypes"]) >= {"api", "audit", "authenticator"}
-    assert cluster["version"] == "1.33"
+    assert cluster["version"] == "1.35"
+    # Not billed for extended support unless kubernetes.extendedSupport accepts it.
+    assert cluster["upgradePolicy"] == {"supportType": "STANDARD"}
 
 
 # --- node groups ---------------------------------------------------------------------------
@@ -192,9 +194,23 @@ def test_node_role_can_pull_from_ecr(run: Run) -> None:
 
 
 # --- add-ons -------------------------------------------------------------------------------
-def test_eks_managed_addons_are_installed(run: Run) -> None:
+def test_eks_managed_addons_are_installed_without_an_unused_pod_identity_agent(run: Run) -> None:
     names = {r.inputs["addonName"] for r in run.of_type(ADDON)}
-    assert names == {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"}
+    assert names == {"vpc-cni", "coredns", "kube-proxy"}  # every pod role is IRSA
+
+
+def test_the_vpc_cni_enforces_network_policies(run: Run) -> None:
+    """Without the CNI's policy agent, workloads/network_policy.py would be decorative."""
+    cni = run.one(ADDON, "vpc-cni").inputs
+    assert json.loads(cni["configurationValues"]) == {"enableNetworkPolicy": "true"}
+    assert run.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+
+
+def test_the_vpc_cni_starts_after_its_role_holds_the_cni_policy(run: Run) -> None:
+    attachment = [r for r in run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                  if r.inputs["policyArn"].endswith("AmazonEKS_CNI_Policy")]
+    assert len(attachment) == 1
+    assert run.waits_for(run.one(ADDON, "vpc-cni"), attachment[0])
 
 
 def test_vpc_cni_comes_before_nodes_and_coredns_after(run: Run) -> None:
@@ -218,12 +234,11 @@ def test_device_plugins_tolerate_the_gpu_and_spot_taints(run: Run) -> None:
         assert keys == {"nvidia.com/gpu", "torchrec-cloud/spot"}
 
 
-def test_fsx_csi_driver_has_its_own_irsa_role(run: Run) -> None:
+def test_the_fsx_csi_controller_holds_no_aws_permissions_for_static_volumes(run: Run) -> None:
     values = run.one(HELM, "fsx-csi").inputs["values"]
-    role_arn = values["controller"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"]
-    assert role_arn.endswith(f"{PREFIX}-fsx-csi")
-    condition = _trust(run, "fsx-csi")["Statement"][0]["Condition"]["StringEquals"]
-    assert "system:serviceaccount:kube-system:fsx-csi-controller-sa" in condition.values()
+    assert values["controller"] == {"region": "us-east-1"}  # no service account role
+    assert not [r for r in run.of_type(ROLE) if "fsx" in r.name]
+    assert not [r for r in run.resources if "AmazonFSxFullAccess" in json.dumps(r.inputs)]
 
 
 def test_the_kubernetes_provider_waits_for_node_groups_and_addons(run: Run) -> None:
@@ -592,10 +607,15 @@ def test_the_handler_runs_on_the_system_pool_never_on_a_node_it_drains(run: Run)
     assert "tolerations" not in values
 
 
-def test_every_node_groups_instances_carry_the_handlers_tag(run: Run) -> None:
+def test_every_node_instance_volume_and_interface_carries_the_stack_and_handler_tags(
+        run: Run) -> None:
+    """Launch templates do not get the provider's default tags: GPU instances, their volumes
+    and EFA interfaces would miss the cost tags, and the handler would not know the nodes."""
     for template in run.of_type(LAUNCH_TEMPLATE):
-        specs = template.inputs["tagSpecifications"]
-        assert {"resourceType": "instance", "tags": {NTH_TAG: "true"}} in specs, template.name
+        specs = {spec["resourceType"]: spec["tags"] for spec in template.inputs["tagSpecifications"]}
+        assert set(specs) == {"instance", "volume", "network-interface"}, template.name
+        for tags in specs.values():
+            assert tags == {"project": "torchrec-cloud", NTH_TAG: "true"}, template.name
 
 
 def test_the_handler_starts_after_its_queue_policy_rules_and_role(run: Run) -> None:
