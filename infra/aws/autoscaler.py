@@ -7,6 +7,13 @@ which Cluster Autoscaler scales through their Auto Scaling groups as they are. K
 node groups with its own NodePools and launches instances itself, so the groups, their
 templates and the interruption handling in infra/aws/interruption.py would all be rebuilt.
 
+Alongside the Node Termination Handler (infra/aws/interruption.py) nothing is done twice: the
+handler acts on EC2 events (spot notice, maintenance, instance state changes) and leaves ASG
+lifecycle hooks to EKS; the autoscaler only changes desired capacity and terminates nodes it
+has drained itself. The state-change event of such a termination reaches the handler after the
+node is already empty, so its drain finds nothing to evict. The autoscaler runs on the system
+group, where the handler never drains for a spot notice.
+
 Sources (kubernetes/autoscaler, tag cluster-autoscaler-1.35.2 and cluster-autoscaler-chart-9.59.0):
 - cluster-autoscaler/cloudprovider/aws/README.md: IAM policy, auto-discovery tags (EKS puts
   k8s.io/cluster-autoscaler/enabled and k8s.io/cluster-autoscaler/<cluster> on every managed
