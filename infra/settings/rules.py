@@ -432,10 +432,15 @@ def capacity_reservation_fits_the_pool(s: Settings) -> Iterator[Problem]:
     if not CAPACITY_RESERVATION_ID.match(reservation.id):
         yield Problem("aws.capacityReservation.id", reservation.id,
                       "a reservation id like cr-0123456789abcdef0")
-    if len(set(s.gpu_zones)) != 1:
+
+
+def aws_gpu_groups_share_one_zone(s: Settings) -> Iterator[Problem]:
+    """infra/aws puts every GPU group and the (single-AZ) FSx file system in one zone; with
+    placement on, placement_needs_one_zone already says so."""
+    if s.cloud == Cloud.AWS and not s.interconnect.placement and len(set(s.gpu_zones)) != 1:
         yield Problem("gpuZones", s.gpu_zones,
-                      "a capacity reservation lives in one zone: give exactly that zone")
+                      "one zone on AWS: the GPU groups and FSx for Lustre (single-AZ) share it")
 
 
 RULES = (*RULES, kubernetes_version_is_supported_on_eks, extended_support_is_aws_only,
-         capacity_reservation_fits_the_pool)
+         capacity_reservation_fits_the_pool, aws_gpu_groups_share_one_zone)
