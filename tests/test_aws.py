@@ -664,10 +664,13 @@ def test_the_autoscaler_chart_and_image_are_pinned_to_the_clusters_kubernetes_mi
     assert image["tag"].startswith(f"v{version}.")  # CA minor == Kubernetes minor
 
 
-@pytest.mark.parametrize("version", ["1.34", "1.35"])
-def test_every_eks_version_in_standard_support_has_an_autoscaler_image(version: str) -> None:
+def test_every_version_eks_offers_has_an_autoscaler_image_of_its_minor() -> None:
     from infra.aws.autoscaler import IMAGE_TAG_BY_KUBERNETES
-    assert IMAGE_TAG_BY_KUBERNETES[version].startswith(f"v{version}.")
+    from infra.kubernetes_versions import EKS_SUPPORT
+
+    assert set(IMAGE_TAG_BY_KUBERNETES) == set(EKS_SUPPORT)
+    for version, tag in IMAGE_TAG_BY_KUBERNETES.items():
+        assert tag.startswith(f"v{version}."), tag
 
 
 def test_the_autoscaler_discovers_this_clusters_groups_and_keeps_gpu_groups_apart(run: Run) -> None:
@@ -810,13 +813,19 @@ def test_zone_ids_are_accepted_and_land_in_the_same_subnets_as_their_names() -> 
 
 
 def test_a_gpu_zone_without_the_machine_is_refused_with_the_zones_that_offer_it() -> None:
-    run = run_stack("aws", overrides={"zones": ["us-east-1a", "us-east-1e"], "gpuZones": ["us-east-1e"]},
+    run = run_stack("aws", overrides={"zones": ["us-east-1a", "us-east-1f"], "gpuZones": ["us-east-1f"]},
                     expect_error=True)
     message = str(run.error)
-    assert "torchrec-cloud:gpuZones = 'us-east-1e'" in message
-    assert "does not offer p4d.24xlarge" in message
+    assert "torchrec-cloud:gpuZones = 'us-east-1f'" in message
+    assert "us-east-1f (use1-az5) does not offer p4d.24xlarge" in message
     assert "us-east-1a (use1-az4)" in message and "us-east-1c (use1-az1)" in message
     assert not [r for r in run.resources if r.type.startswith(("aws:ec2", "eks:"))]
+
+
+def test_a_zone_eks_does_not_accept_for_cluster_subnets_is_refused() -> None:
+    run = run_stack("aws", overrides={"zones": ["us-east-1a", "us-east-1e"]}, expect_error=True)
+    assert "torchrec-cloud:zones = 'us-east-1e'" in str(run.error)
+    assert "use1-az3, a zone EKS does not accept" in str(run.error)
 
 
 def test_an_unknown_zone_is_refused_with_the_regions_zones() -> None:

@@ -20,6 +20,12 @@ import pulumi_aws as aws
 from infra.settings.errors import Problem, SettingsError
 
 
+# Zone ids where EKS cannot place a cluster's subnets (EKS User Guide, "View Amazon EKS networking
+# requirements for VPC and subnets", Subnet requirements for clusters:
+# awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc).
+EKS_DISALLOWED_ZONE_IDS = frozenset({"use1-az3", "usw1-az2", "cac1-az3"})
+
+
 @dataclass(frozen=True)
 class Zones:
     """The settings' zones as zone names, in their order; `ids` maps a name to its zone id."""
@@ -49,6 +55,11 @@ def resolve(zones: Iterable[str], gpu_zones: Iterable[str], region: str,
 
     names = [name_of("zones", zone) for zone in zones]
     gpu_names = [name_of("gpuZones", zone) for zone in gpu_zones]
+    for zone, name in zip(zones, names):
+        if id_by_name.get(name) in EKS_DISALLOWED_ZONE_IDS:
+            problems.append(Problem(
+                "zones", zone, f"{name} is {id_by_name[name]}, a zone EKS does not accept for "
+                f"cluster subnets; choose another of: {known}"))
     if problems:
         raise SettingsError(problems)
     return Zones(names=names, gpu_names=gpu_names, ids=id_by_name)

@@ -104,7 +104,7 @@ def _node_group(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
 # us-east-1 as one account sees it: names are per-account aliases of the zone ids.
 ZONE_IDS = {"us-east-1a": "use1-az4", "us-east-1b": "use1-az6", "us-east-1c": "use1-az1",
             "us-east-1d": "use1-az2", "us-east-1e": "use1-az3", "us-east-1f": "use1-az5"}
-# Zones (by id) that offer each machine type here; us-east-1e offers no GPU machine.
+# Zones (by id) that offer each machine type here; use1-az3 and use1-az5 offer no p4d.
 OFFERED_IN = {
     "p4d.24xlarge": ["use1-az4", "use1-az6", "use1-az1", "use1-az2"],
     "p4de.24xlarge": ["use1-az6"],
