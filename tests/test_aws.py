@@ -695,7 +695,10 @@ def test_the_autoscaler_role_resizes_only_this_clusters_groups(run: Run) -> None
         f"autoscaling:ResourceTag/k8s.io/cluster-autoscaler/{PREFIX}-eks": "false"}}
     reads = by_sid["DiscoverGroupsAndInstanceTypes"]["Action"]
     assert all(a.split(":")[1].startswith(("Describe", "Get")) for a in reads)
-    assert "eks:DescribeNodegroup" in reads  # labels and taints of a never-scaled group
+    # Labels and taints of a never-scaled group, of this cluster's groups only.
+    assert by_sid["ReadThisClustersNodeGroups"] == {
+        "Sid": "ReadThisClustersNodeGroups", "Effect": "Allow", "Action": "eks:DescribeNodegroup",
+        "Resource": f"arn:aws:eks:us-east-1:{aws_fake.ACCOUNT}:nodegroup/{PREFIX}-eks/*"}
     assert "autoscaling:UpdateAutoScalingGroup" not in json.dumps(policy)
     condition = _trust(run, "cluster-autoscaler")["Statement"][0]["Condition"]["StringEquals"]
     assert condition[f"{OIDC}:sub"] == "system:serviceaccount:kube-system:cluster-autoscaler"

@@ -60,10 +60,14 @@ def discovery_tag(cluster_name: str) -> str:
     return f"k8s.io/cluster-autoscaler/{cluster_name}"
 
 
-def autoscaler_policy(cluster_name: str) -> str:
+def autoscaler_policy(cluster_name: str, region: str, account: str) -> str:
     """The README's "Full Cluster Autoscaler Features Policy" with its second block restricted,
     as the README asks, by a tag condition: only ASGs carrying this cluster's discovery tag (the
-    ones the autoscaler may discover at all) can be resized or have an instance terminated."""
+    ones the autoscaler may discover at all) can be resized or have an instance terminated.
+    eks:DescribeNodegroup is limited to this cluster's node groups (resource type nodegroup,
+    arn:aws:eks:<region>:<account>:nodegroup/<cluster>/<name>/<uuid>:
+    https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoneks.html); the
+    Describe actions of Auto Scaling and EC2 take no resource-level restriction."""
     return json.dumps({
         "Version": "2012-10-17",
         "Statement": [
@@ -77,9 +81,11 @@ def autoscaler_policy(cluster_name: str) -> str:
                  "ec2:DescribeInstanceTypes",
                  "ec2:DescribeLaunchTemplateVersions",
                  "ec2:GetInstanceTypesFromInstanceRequirements",
-                 "eks:DescribeNodegroup",
              ],
              "Resource": "*"},
+            {"Sid": "ReadThisClustersNodeGroups", "Effect": "Allow",
+             "Action": "eks:DescribeNodegroup",
+             "Resource": f"arn:aws:eks:{region}:{account}:nodegroup/{cluster_name}/*"},
             {"Sid": "ScaleThisClustersGroupsOnly", "Effect": "Allow",
              "Action": ["autoscaling:SetDesiredCapacity",
                         "autoscaling:TerminateInstanceInAutoScalingGroup"],
@@ -90,14 +96,17 @@ def autoscaler_policy(cluster_name: str) -> str:
     })
 
 
-def create_role(prefix: str, cluster_name: str, oidc_arn: pulumi.Input[str],
+def create_role(prefix: str, cluster_name: str, region: str, oidc_arn: pulumi.Output[str],
                 oidc_issuer: pulumi.Input[str], opts: pulumi.ResourceOptions
                 ) -> tuple[aws.iam.Role, aws.iam.RolePolicy]:
     """An IRSA role only the autoscaler's service account can assume."""
     role = identity.irsa_role(f"{prefix}-cluster-autoscaler", oidc_arn, oidc_issuer, NAMESPACE,
                               SERVICE_ACCOUNT, opts)
+    # The account is the OIDC provider's: arn:aws:iam::<account>:oidc-provider/...
     policy = aws.iam.RolePolicy(
-        f"{prefix}-cluster-autoscaler", role=role.name, policy=autoscaler_policy(cluster_name),
+        f"{prefix}-cluster-autoscaler", role=role.name,
+        policy=oidc_arn.apply(
+            lambda arn: autoscaler_policy(cluster_name, region, arn.split(":")[4])),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=role)))
     return role, policy
 

@@ -148,8 +148,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
             addons.helm_release(prefix, addons.FSX_CSI_DRIVER,
                                 addons.fsx_csi_values(s.region, taints), helm_opts),
         ]
-        ca_role, ca_policy = autoscaler.create_role(prefix, cluster_name, oidc_arn, oidc_issuer,
-                                                    aws_opts)
+        ca_role, ca_policy = autoscaler.create_role(prefix, cluster_name, s.region, oidc_arn,
+                                                    oidc_issuer, aws_opts)
         charts.append(autoscaler.create_autoscaler(
             prefix,
             autoscaler.values(cluster_name, s.region, s.kubernetes.version, ca_role.arn,
