@@ -37,7 +37,7 @@ class NodePool(Section):
     machine_type: str = Field(description="Machine type; must be in the catalog for the cloud.")
     min_nodes: int = Field(ge=0, description="Autoscaler lower bound.")
     desired_nodes: int = Field(
-        ge=0, description="Nodes at creation; afterwards the autoscaler owns the size.")
+        ge=0, description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(ge=0, description="Autoscaler upper bound.")
 
 
@@ -46,7 +46,7 @@ class SystemPool(NodePool):
 
     name: str = Field("system", description="Pool name.")
     min_nodes: int = Field(1, ge=1, description="Autoscaler lower bound (at least 1).")
-    desired_nodes: int = Field(2, ge=1, description="Nodes at creation.")
+    desired_nodes: int = Field(2, ge=1, description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(3, ge=1, description="Autoscaler upper bound.")
 
 
@@ -55,7 +55,7 @@ class OnDemandGpuPool(NodePool):
 
     name: str = Field("gpu", description="Pool name.")
     min_nodes: int = Field(0, ge=0, description="Autoscaler lower bound.")
-    desired_nodes: int = Field(2, ge=0, description="Nodes at creation.")
+    desired_nodes: int = Field(2, ge=0, description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(2, ge=0, description="Autoscaler upper bound.")
 
 
@@ -65,7 +65,7 @@ class SpotGpuPool(NodePool):
     enabled: bool = Field(True, description="Create the spot pool.")
     name: str = Field("gpuspot", description="Pool name.")
     min_nodes: int = Field(0, ge=0, description="Autoscaler lower bound (0 = scale to zero).")
-    desired_nodes: int = Field(0, ge=0, description="Nodes at creation.")
+    desired_nodes: int = Field(0, ge=0, description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(2, ge=0, description="Autoscaler upper bound.")
     max_price: float = Field(
         -1,
@@ -332,8 +332,7 @@ PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
 
 
 class CapacityReservation(Section):
-    """An EC2 On-Demand Capacity Reservation or Capacity Block for ML the on-demand GPU pool
-    launches into."""
+    """Puts gpuPools.onDemand on an EC2 On-Demand Capacity Reservation or Capacity Block for ML (its zone must be gpuZones[0], its type the pool's machineType); its own placement replaces the program's placement group."""  # noqa: E501 (one line: the README table row)
 
     id: str = Field(description="Reservation id, e.g. cr-0123456789abcdef0.")
     capacity_block: bool = Field(
@@ -348,13 +347,7 @@ class AwsOptions(Section):
 
     vpc_cidr: PrivateCidr = Field("10.0.0.0/16", description="VPC address range.")
     capacity_reservation: CapacityReservation | None = Field(
-        None,
-        description=(
-            "Put gpuPools.onDemand on this reservation (its zone must be gpuZones[0], its "
-            "instance type the pool's machineType); the reservation's own placement replaces "
-            "the program's cluster placement group."
-        ),
-    )
+        None, description="The on-demand GPU pool's capacity reservation (see the section).")
 
 
 class AzureOptions(Section):
