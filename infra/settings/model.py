@@ -46,7 +46,9 @@ class SystemPool(NodePool):
 
     name: str = Field("system", description="Pool name.")
     min_nodes: int = Field(1, ge=1, description="Autoscaler lower bound (at least 1).")
-    desired_nodes: int = Field(2, ge=1, description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
+    desired_nodes: int = Field(
+        2, ge=1,
+        description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(3, ge=1, description="Autoscaler upper bound.")
 
 
@@ -55,7 +57,9 @@ class OnDemandGpuPool(NodePool):
 
     name: str = Field("gpu", description="Pool name.")
     min_nodes: int = Field(0, ge=0, description="Autoscaler lower bound.")
-    desired_nodes: int = Field(2, ge=0, description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
+    desired_nodes: int = Field(
+        2, ge=0,
+        description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(2, ge=0, description="Autoscaler upper bound.")
 
 
@@ -65,7 +69,9 @@ class SpotGpuPool(NodePool):
     enabled: bool = Field(True, description="Create the spot pool.")
     name: str = Field("gpuspot", description="Pool name.")
     min_nodes: int = Field(0, ge=0, description="Autoscaler lower bound (0 = scale to zero).")
-    desired_nodes: int = Field(0, ge=0, description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
+    desired_nodes: int = Field(
+        0, ge=0,
+        description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(2, ge=0, description="Autoscaler upper bound.")
     max_price: float = Field(
         -1,
