@@ -129,6 +129,9 @@ class GpuCluster:
     interconnect: InterconnectSpec
     trainer_image: pulumi.Input[str]
     ready: Sequence[pulumi.Resource]  # pools, add-ons: the job is created after all of them
+    # Annotations every training pod carries for the cloud's node lifecycle, e.g. AWS: Cluster
+    # Autoscaler must not remove a node while a training pod runs on it.
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

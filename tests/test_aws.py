@@ -91,7 +91,7 @@ def test_every_aws_resource_uses_the_stack_region_provider(run: Run) -> None:
 def test_eks_is_private_with_public_access_only_from_configured_cidrs(run: Run) -> None:
     cluster = run.one("eks:index:Cluster").inputs
     assert cluster["endpointPrivateAccess"] is True
-    assert cluster["publicAccessCidrs"] == ["203.0.113.0/24"]
+    assert cluster["publicAccessCidrs"] == harness.USER_API_CIDRS
     assert cluster["nodeAssociatePublicIpAddress"] is False
     assert cluster["privateSubnetIds"] == [f"subnet-{PREFIX}-private-us-east-1a",
                                            f"subnet-{PREFIX}-private-us-east-1b"]
@@ -105,7 +105,9 @@ def test_eks_uses_access_entries_oidc_kms_secrets_and_logs(run: Run) -> None:
     assert cluster["createOidcProvider"] is True
     assert cluster["encryptionConfigKeyArn"].startswith("arn:aws:kms:")
     assert set(cluster["enabledClusterLogTypes"]) >= {"api", "audit", "authenticator"}
-    assert cluster["version"] == "1.33"
+    assert cluster["version"] == "1.35"
+    # Not billed for extended support unless kubernetes.extendedSupport accepts it.
+    assert cluster["upgradePolicy"] == {"supportType": "STANDARD"}
 
 
 # --- node groups ---------------------------------------------------------------------------
@@ -192,9 +194,23 @@ def test_node_role_can_pull_from_ecr(run: Run) -> None:
 
 
 # --- add-ons -------------------------------------------------------------------------------
-def test_eks_managed_addons_are_installed(run: Run) -> None:
+def test_eks_managed_addons_are_installed_without_an_unused_pod_identity_agent(run: Run) -> None:
     names = {r.inputs["addonName"] for r in run.of_type(ADDON)}
-    assert names == {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"}
+    assert names == {"vpc-cni", "coredns", "kube-proxy"}  # every pod role is IRSA
+
+
+def test_the_vpc_cni_enforces_network_policies(run: Run) -> None:
+    """Without the CNI's policy agent, workloads/network_policy.py would be decorative."""
+    cni = run.one(ADDON, "vpc-cni").inputs
+    assert json.loads(cni["configurationValues"]) == {"enableNetworkPolicy": "true"}
+    assert run.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+
+
+def test_the_vpc_cni_starts_after_its_role_holds_the_cni_policy(run: Run) -> None:
+    attachment = [r for r in run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                  if r.inputs["policyArn"].endswith("AmazonEKS_CNI_Policy")]
+    assert len(attachment) == 1
+    assert run.waits_for(run.one(ADDON, "vpc-cni"), attachment[0])
 
 
 def test_vpc_cni_comes_before_nodes_and_coredns_after(run: Run) -> None:
@@ -218,12 +234,11 @@ def test_device_plugins_tolerate_the_gpu_and_spot_taints(run: Run) -> None:
         assert keys == {"nvidia.com/gpu", "torchrec-cloud/spot"}
 
 
-def test_fsx_csi_driver_has_its_own_irsa_role(run: Run) -> None:
+def test_the_fsx_csi_controller_holds_no_aws_permissions_for_static_volumes(run: Run) -> None:
     values = run.one(HELM, "fsx-csi").inputs["values"]
-    role_arn = values["controller"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"]
-    assert role_arn.endswith(f"{PREFIX}-fsx-csi")
-    condition = _trust(run, "fsx-csi")["Statement"][0]["Condition"]["StringEquals"]
-    assert "system:serviceaccount:kube-system:fsx-csi-controller-sa" in condition.values()
+    assert values["controller"] == {"region": "us-east-1"}  # no service account role
+    assert not [r for r in run.of_type(ROLE) if "fsx" in r.name]
+    assert not [r for r in run.resources if "AmazonFSxFullAccess" in json.dumps(r.inputs)]
 
 
 def test_the_kubernetes_provider_waits_for_node_groups_and_addons(run: Run) -> None:
@@ -624,10 +639,15 @@ def test_the_handler_runs_on_the_system_pool_never_on_a_node_it_drains(run: Run)
     assert "tolerations" not in values
 
 
-def test_every_node_groups_instances_carry_the_handlers_tag(run: Run) -> None:
+def test_every_node_instance_volume_and_interface_carries_the_stack_and_handler_tags(
+        run: Run) -> None:
+    """Launch templates do not get the provider's default tags: GPU instances, their volumes
+    and EFA interfaces would miss the cost tags, and the handler would not know the nodes."""
     for template in run.of_type(LAUNCH_TEMPLATE):
-        specs = template.inputs["tagSpecifications"]
-        assert {"resourceType": "instance", "tags": {NTH_TAG: "true"}} in specs, template.name
+        specs = {spec["resourceType"]: spec["tags"] for spec in template.inputs["tagSpecifications"]}
+        assert set(specs) == {"instance", "volume", "network-interface"}, template.name
+        for tags in specs.values():
+            assert tags == {"project": "torchrec-cloud", NTH_TAG: "true"}, template.name
 
 
 def test_the_handler_starts_after_its_queue_policy_rules_and_role(run: Run) -> None:
@@ -659,3 +679,250 @@ def test_efa_nodes_give_containers_unlimited_locked_memory_for_the_non_root_trai
         # nodeadm merges through float64 JSON; the value must come back exactly, within uint64.
         assert int(float(UNLIMITED)) == UNLIMITED < 2**64 and UNLIMITED >= 2**50
         assert rlimits["RLIMIT_NOFILE"] == {"type": "RLIMIT_NOFILE", "soft": 65536, "hard": 1048576}
+
+
+# --- capacity arrives when the job needs it: Cluster Autoscaler (infra/aws/autoscaler.py) ---
+CA = "cluster-autoscaler"
+
+
+def test_the_autoscaler_chart_and_image_are_pinned_to_the_clusters_kubernetes_minor(
+        run: Run) -> None:
+    release = run.one(HELM, CA).inputs
+    assert release["chart"] == CA and release["version"] == "9.59.0"
+    assert release["repositoryOpts"]["repo"] == "https://kubernetes.github.io/autoscaler"
+    image = release["values"]["image"]
+    assert image["repository"] == "registry.k8s.io/autoscaling/cluster-autoscaler"
+    version = run.one("eks:index:Cluster").inputs["version"]
+    assert image["tag"].startswith(f"v{version}.")  # CA minor == Kubernetes minor
+
+
+def test_every_version_eks_offers_has_an_autoscaler_image_of_its_minor() -> None:
+    from infra.aws.autoscaler import IMAGE_TAG_BY_KUBERNETES
+    from infra.kubernetes_versions import EKS_SUPPORT
+
+    assert set(IMAGE_TAG_BY_KUBERNETES) == set(EKS_SUPPORT)
+    for version, tag in IMAGE_TAG_BY_KUBERNETES.items():
+        assert tag.startswith(f"v{version}."), tag
+
+
+def test_the_autoscaler_discovers_this_clusters_groups_and_keeps_gpu_groups_apart(run: Run) -> None:
+    values = run.one(HELM, CA).inputs["values"]
+    assert values["cloudProvider"] == "aws" and values["awsRegion"] == "us-east-1"
+    assert values["autoDiscovery"] == {"clusterName": f"{PREFIX}-eks"}
+    args = values["extraArgs"]
+    assert args["expander"] == "least-waste"
+    assert args["balance-similar-node-groups"] is False  # one zone, one placement group each
+    assert args["scale-down-unneeded-time"] == "10m"  # idle GPU nodes go back to zero
+    assert values["nodeSelector"] == {"torchrec-cloud/pool": "system"}
+    assert "tolerations" not in values  # never on a GPU node it may remove
+
+
+def test_the_autoscaler_role_resizes_only_this_clusters_groups(run: Run) -> None:
+    policy = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "cluster-autoscaler").inputs["policy"])
+    by_sid = {s["Sid"]: s for s in policy["Statement"]}
+    writes = by_sid["ScaleThisClustersGroupsOnly"]
+    assert sorted(writes["Action"]) == ["autoscaling:SetDesiredCapacity",
+                                        "autoscaling:TerminateInstanceInAutoScalingGroup"]
+    assert writes["Condition"] == {"Null": {
+        f"autoscaling:ResourceTag/k8s.io/cluster-autoscaler/{PREFIX}-eks": "false"}}
+    reads = by_sid["DiscoverGroupsAndInstanceTypes"]["Action"]
+    assert all(a.split(":")[1].startswith(("Describe", "Get")) for a in reads)
+    # Labels and taints of a never-scaled group, of this cluster's groups only.
+    assert by_sid["ReadThisClustersNodeGroups"] == {
+        "Sid": "ReadThisClustersNodeGroups", "Effect": "Allow", "Action": "eks:DescribeNodegroup",
+        "Resource": f"arn:aws:eks:us-east-1:{aws_fake.ACCOUNT}:nodegroup/{PREFIX}-eks/*"}
+    assert "autoscaling:UpdateAutoScalingGroup" not in json.dumps(policy)
+    condition = _trust(run, "cluster-autoscaler")["Statement"][0]["Condition"]["StringEquals"]
+    assert condition[f"{OIDC}:sub"] == "system:serviceaccount:kube-system:cluster-autoscaler"
+    assert values_role(run).endswith(f"{PREFIX}-cluster-autoscaler")
+    assert run.waits_for(run.one(HELM, CA), run.one("aws:iam/rolePolicy:RolePolicy", "cluster-autoscaler"))
+
+
+def values_role(run: Run) -> str:
+    annotations = run.one(HELM, CA).inputs["values"]["rbac"]["serviceAccount"]["annotations"]
+    return annotations["eks.amazonaws.com/role-arn"]
+
+
+def test_pulumi_never_resets_a_size_the_autoscaler_chose(run: Run) -> None:
+    for group in run.of_type(MNG):
+        assert group.inputs["ignoreScalingChanges"] is True, group.name
+
+
+def test_a_running_training_pod_keeps_its_node_from_scale_down(run: Run) -> None:
+    annotations = training_pod_template(run)["metadata"]["annotations"]
+    assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+
+
+def test_gpu_nodes_carry_the_autoscalers_gpu_label_so_it_does_not_scale_up_twice(run: Run) -> None:
+    for pool in ("gpu", "gpuspot"):
+        assert _group(run, pool)["labels"]["k8s.amazonaws.com/accelerator"] == "nvidia-a100"
+        assert _asg_tags(run, pool)[f"{TEMPLATE}/label/k8s.amazonaws.com/accelerator"] == "nvidia-a100"
+
+
+def test_the_spot_job_starts_from_zero_spot_nodes_and_the_autoscaler_can_grow_them() -> None:
+    """`job.pool: spot` with the spot group at 0 nodes: the job selects and tolerates exactly what
+    the spot ASG's node-template tags declare, so the autoscaler sees a group that fits."""
+    run = run_stack("aws", overrides={"job": {"pool": "spot"}})
+    spot = _group(run, "gpuspot")
+    assert spot["scalingConfig"]["desiredSize"] == 0 and spot["scalingConfig"]["maxSize"] >= 2
+    pod = training_pod_template(run)["spec"]
+    tags = _asg_tags(run, "gpuspot")
+    declared_labels = {k.removeprefix(f"{TEMPLATE}/label/"): v for k, v in tags.items() if "/label/" in k}
+    required = [(k, [v]) for k, v in (pod.get("nodeSelector") or {}).items()]
+    for term in (pod.get("affinity", {}).get("nodeAffinity", {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+                 .get("nodeSelectorTerms", [])):
+        for expression in term.get("matchExpressions", []):
+            assert expression["operator"] == "In"
+            required.append((expression["key"], expression["values"]))
+    assert required
+    for key, values in required:
+        assert declared_labels.get(key) in values, key
+    tolerated = {t["key"] for t in pod["tolerations"]}
+    assert {k.removeprefix(f"{TEMPLATE}/taint/") for k in tags if "/taint/" in k} <= tolerated
+
+
+# --- ordering: what a cloud API checks at creation is created first ------------------------
+def test_fsx_is_created_after_every_rule_of_its_security_group(run: Run) -> None:
+    fsx = run.one("aws:fsx/lustreFileSystem:LustreFileSystem")
+    rules = [r for r in run.of_type(INGRESS) + run.of_type(
+        "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
+        if r.inputs["securityGroupId"] == f"sg-{PREFIX}-fsx"]
+    assert len(rules) == 8  # 988 and 1018-1023, in and out, from nodes and from itself
+    for rule in rules:
+        assert run.waits_for(fsx, rule), rule.name
+
+
+def test_node_groups_launch_after_routes_out_and_the_gpu_security_rules(run: Run) -> None:
+    waited = [*run.of_type("aws:ec2/routeTableAssociation:RouteTableAssociation"),
+              run.one("aws:ec2/vpcEndpoint:VpcEndpoint"),
+              *[r for r in run.of_type(INGRESS) if "gpu-nodes" in r.name]]
+    for group in run.of_type(MNG):
+        for earlier in waited:
+            assert run.waits_for(group, earlier), (group.name, earlier.name)
+
+
+def test_the_control_plane_log_group_exists_before_eks_and_expires_its_logs(run: Run) -> None:
+    group = run.one("aws:cloudwatch/logGroup:LogGroup").inputs
+    assert group["name"] == f"/aws/eks/{PREFIX}-eks/cluster"
+    assert group["retentionInDays"] == 90
+    assert run.waits_for(run.one("eks:index:Cluster"), run.one("aws:cloudwatch/logGroup:LogGroup"))
+
+
+# --- smaller items --------------------------------------------------------------------------
+def test_s3_traffic_takes_the_free_gateway_endpoint_not_the_nat(run: Run) -> None:
+    endpoint = run.one("aws:ec2/vpcEndpoint:VpcEndpoint").inputs
+    assert endpoint["serviceName"] == "com.amazonaws.us-east-1.s3"
+    assert endpoint["vpcEndpointType"] == "Gateway"
+    private = run.one("aws:ec2/routeTable:RouteTable", "private")
+    assert endpoint["routeTableIds"] == [f"{private.name}-id"]  # the mocks' id for it
+
+
+def test_pruned_checkpoints_and_cut_short_uploads_expire(run: Run) -> None:
+    (rule,) = run.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs["rules"]
+    assert rule["status"] == "Enabled" and rule["filter"] == {"prefix": ""}
+    assert rule["noncurrentVersionExpiration"]["noncurrentDays"] == 7
+    assert rule["abortIncompleteMultipartUpload"]["daysAfterInitiation"] == 1
+
+
+def test_the_efa_device_plugin_chart_is_a_current_one(run: Run) -> None:
+    release = run.one(HELM, "aws-efa-k8s-device-plugin").inputs
+    assert release["version"] == "v0.5.30"  # aws/eks-charts, July 2026; v0.5.7 was a year older
+
+
+def test_extended_support_when_accepted_keeps_the_cluster_on_extended_support() -> None:
+    run = run_stack("aws", overrides={"kubernetes": {"version": "1.33", "extendedSupport": True}})
+    cluster = run.one("eks:index:Cluster").inputs
+    assert cluster["version"] == "1.33"
+    assert cluster["upgradePolicy"] == {"supportType": "EXTENDED"}
+    assert run.one(HELM, CA).inputs["values"]["image"]["tag"].startswith("v1.33.")
+
+
+# --- zones that offer the machine (infra/aws/zones.py) --------------------------------------
+def test_zone_ids_are_accepted_and_land_in_the_same_subnets_as_their_names() -> None:
+    by_id = run_stack("aws", overrides={"zones": ["use1-az4", "use1-az6"], "gpuZones": ["use1-az4"]})
+    subnets = {r.name: r.inputs for r in by_id.of_type("aws:ec2/subnet:Subnet")}
+    assert subnets[f"{PREFIX}-private-us-east-1a"]["availabilityZone"] == "us-east-1a"
+    assert subnets[f"{PREFIX}-private-us-east-1a"]["cidrBlock"] == subnet_cidrs("10.0.0.0/16", "us-east-1a")[0]
+    assert _group(by_id, "gpu")["subnetIds"] == [GPU_SUBNET]
+
+
+def test_a_gpu_zone_without_the_machine_is_refused_with_the_zones_that_offer_it() -> None:
+    run = run_stack("aws", overrides={"zones": ["us-east-1a", "us-east-1f"], "gpuZones": ["us-east-1f"]},
+                    expect_error=True)
+    message = str(run.error)
+    assert "torchrec-cloud:gpuZones = 'us-east-1f'" in message
+    assert "us-east-1f (use1-az5) does not offer p4d.24xlarge" in message
+    assert "us-east-1a (use1-az4)" in message and "us-east-1c (use1-az1)" in message
+    assert not [r for r in run.resources if r.type.startswith(("aws:ec2", "eks:"))]
+
+
+def test_a_zone_eks_does_not_accept_for_cluster_subnets_is_refused() -> None:
+    run = run_stack("aws", overrides={"zones": ["us-east-1a", "us-east-1e"]}, expect_error=True)
+    assert "torchrec-cloud:zones = 'us-east-1e'" in str(run.error)
+    assert "use1-az3, a zone EKS does not accept" in str(run.error)
+
+
+def test_an_unknown_zone_is_refused_with_the_regions_zones() -> None:
+    run = run_stack("aws", overrides={"zones": ["us-east-1a", "use1-az9"]}, expect_error=True)
+    assert "torchrec-cloud:zones = 'use1-az9'" in str(run.error)
+    assert "us-east-1b (use1-az6)" in str(run.error)
+
+
+# --- capacity reservations (infra/aws/reservations.py) --------------------------------------
+def test_an_on_demand_capacity_reservation_is_targeted_by_the_on_demand_group() -> None:
+    run = run_stack("aws", overrides={"aws": {"capacityReservation": {"id": "cr-0123456789abcdef0"}}})
+    template = run.one(LAUNCH_TEMPLATE, "onDemand").inputs
+    assert template["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}}
+    assert "instanceMarketOptions" not in template
+    assert "placement" not in template  # the reservation's own placement, not a new group
+    assert _group(run, "gpu")["capacityType"] == "ON_DEMAND"
+    spot = run.one(LAUNCH_TEMPLATE, "spot").inputs
+    assert "capacityReservationSpecification" not in spot and "placement" in spot
+
+
+def test_a_capacity_block_uses_the_capacity_block_market_and_capacity_type() -> None:
+    run = run_stack("aws", overrides={"aws": {"capacityReservation": {
+        "id": aws_fake.CAPACITY_BLOCK_ID, "capacityBlock": True}},
+        "gpuPools": {"onDemand": {"desiredNodes": 0}}})
+    template = run.one(LAUNCH_TEMPLATE, "onDemand").inputs
+    assert template["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert template["instanceType"] == "p4d.24xlarge"
+    assert template["capacityReservationSpecification"]["capacityReservationTarget"] == {
+        "capacityReservationId": aws_fake.CAPACITY_BLOCK_ID}
+    group = _group(run, "gpu")
+    assert group["capacityType"] == "CAPACITY_BLOCK"
+    assert "instanceTypes" not in group  # named in the launch template instead
+    assert group["subnetIds"] == [GPU_SUBNET]  # the block's zone
+
+
+def test_a_capacity_block_in_another_zone_or_of_another_type_is_refused() -> None:
+    run = run_stack("aws", overrides={
+        "zones": ["us-east-1a", "us-east-1b"], "gpuZones": ["us-east-1b"],
+        "gpuPools": {"onDemand": {"machineType": "p5.48xlarge"}, "spot": {"enabled": False}},
+        "aws": {"capacityReservation": {"id": aws_fake.CAPACITY_BLOCK_ID, "capacityBlock": True}}},
+        expect_error=True)
+    message = str(run.error)
+    assert "a block of p4d.24xlarge" in message
+    assert "a block in us-east-1a (use1-az4); set gpuZones to it" in message
+    assert not [r for r in run.resources if r.type.startswith(("aws:ec2", "eks:"))]
+
+
+def test_an_ended_capacity_block_is_refused() -> None:
+    from datetime import datetime, timezone
+
+    from infra.aws.reservations import block_problems
+
+    found = aws_fake._capacity_block(type("Args", (), {"args": {"id": aws_fake.CAPACITY_BLOCK_ID}})())
+    result = type("Found", (), {snake(k): v for k, v in found.items()})()
+    problems = block_problems(result, "p4d.24xlarge", "us-east-1a", 2,
+                              datetime(2030, 1, 9, tzinfo=timezone.utc))
+    assert [p.allowed for p in problems] == [
+        "active, ended 2030-01-08T11:30:00Z: buy another block (aws ec2 describe-capacity-block-offerings)"]
+    assert block_problems(result, "p4d.24xlarge", "us-east-1a", 2,
+                          datetime(2030, 1, 2, tzinfo=timezone.utc)) == []
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()

@@ -23,7 +23,7 @@ from infra.azure.network import plan_subnets
 from infra.catalog import Cloud, Interconnect, MACHINES, machine
 from infra.settings import SettingsError
 from tests.fakes import azure as fake
-from tests.harness import JOBSET, Run, run_stack, training_pod_template
+from tests.harness import JOBSET, USER_API_CIDRS, Run, run_stack, training_pod_template
 
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -132,7 +132,7 @@ def test_cluster_has_workload_identity_and_an_oidc_issuer(run: Run) -> None:
 
 def test_api_server_is_reachable_only_from_the_configured_cidrs(run: Run) -> None:
     profile = run.one(CLUSTER).inputs["apiServerAccessProfile"]
-    assert profile["authorizedIPRanges"] == ["203.0.113.0/24"]
+    assert profile["authorizedIPRanges"] == USER_API_CIDRS
 
 
 def test_local_accounts_off_means_entra_rbac_on(run: Run) -> None:

@@ -7,14 +7,24 @@ and must not have registered a single resource.
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 import pytest
 
 from infra.catalog import find_machine
+from infra.kubernetes_versions import SupportPeriod, eks_support_on, in_standard_support
+from infra.settings import rules
 from infra.settings import SettingsError, settings_from_mapping
 from infra.settings.model import Settings
-from tests.harness import PROJECT, STACKS, run_stack, stack_config
+from tests.harness import (
+    PROJECT,
+    STACKS,
+    USER_API_CIDRS,
+    run_stack,
+    shipped_stack_config,
+    stack_config,
+)
 
 
 def stack_values(stack: str) -> dict[str, Any]:
@@ -41,7 +51,7 @@ def test_each_stack_file_serves_the_reference_setup(stack: str) -> None:
 @pytest.mark.parametrize("stack", STACKS)
 def test_defaults_alone_make_a_valid_stack(stack: str) -> None:
     """A stack file with only the cloud, the API CIDRs (and GCP project) is complete."""
-    minimal: dict[str, Any] = {"cloud": stack, "kubernetes": {"apiAccessCidrs": ["198.51.100.0/24"]}}
+    minimal: dict[str, Any] = {"cloud": stack, "kubernetes": {"apiAccessCidrs": USER_API_CIDRS}}
     if stack == "gcp":
         minimal["gcp"] = {"project": "my-project"}
     settings = settings_from_mapping(minimal)
@@ -181,8 +191,18 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
      {"job": {"pool": "spot", "trainerArgs": {"num_embeddings_per_feature": [40_000_000] * 26,
                                               "embedding_dim": 128}}},
      "job.trainerArgs", "spot node's 30 s notice leaves the trainer 10 s"),
-    ("aws-spot-pool-never-scales-up", "aws", {"job": {"pool": "spot"}},
-     "gpuPools.spot.desiredNodes", "nothing scales the node group up"),
+    ("documentation-cidr", "gcp", {"kubernetes": {"apiAccessCidrs": ["203.0.113.0/24"]}},
+     "kubernetes.apiAccessCidrs", "curl -s https://checkip.amazonaws.com"),
+    ("documentation-cidr-ipv6", "aws", {"kubernetes": {"apiAccessCidrs": ["2001:db8:1::/48"]}},
+     "kubernetes.apiAccessCidrs", "documentation range"),
+    ("extended-support-off-eks", "azure", {"kubernetes": {"extendedSupport": True}},
+     "kubernetes.extendedSupport", "only EKS has extended support"),
+    ("aws-gpu-zones-without-placement", "aws",
+     {"interconnect": {"placement": False}, "gpuZones": ["us-east-1a", "us-east-1b"]},
+     "gpuZones", "FSx for Lustre (single-AZ)"),
+    ("capacity-reservation-id", "aws",
+     {"aws": {"capacityReservation": {"id": "reservation-1"}}},
+     "aws.capacityReservation.id", "cr-0123456789abcdef0"),
     ("jobset-name-too-long", "aws", {"job": {"name": "d" * 50}}, "job.name",
      "at most 48 characters with 2 nodes"),
 ]
@@ -246,7 +266,19 @@ def test_missing_api_cidrs_say_what_to_set() -> None:
     with pytest.raises(SettingsError) as caught:
         settings_from_mapping({"cloud": "azure"})
     assert "kubernetes.apiAccessCidrs" in str(caught.value)
-    assert "0.0.0.0/0 is refused" in str(caught.value)
+    assert "curl -s https://checkip.amazonaws.com" in str(caught.value)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_shipped_stack_files_carry_no_api_cidr_so_the_user_sets_their_own(stack: str) -> None:
+    """A placeholder range would pass until every Helm step timed out; a missing one is named."""
+    shipped = shipped_stack_config(stack)
+    assert "apiAccessCidrs" not in shipped.get(f"{PROJECT}:kubernetes", {})
+    values = {k.removeprefix(f"{PROJECT}:"): v for k, v in shipped.items()}
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(values)
+    assert "torchrec-cloud:kubernetes.apiAccessCidrs" in str(caught.value)
+    assert "checkip.amazonaws.com" in str(caught.value)
 
 
 GOOD_EDGES: list[tuple[str, dict[str, Any]]] = [
@@ -290,3 +322,45 @@ def test_default_tables_fit_every_cloud_s_spot_notice(stack: str) -> None:
         settings = settings_from_mapping(values)
         budget = stop_budget(settings.cloud, True, settings.job.termination_grace_seconds)
         assert estimated_save(settings).seconds < budget.save_deadline_seconds, location
+
+
+# --- EKS support calendar (infra/kubernetes_versions.py) -----------------------------------
+ISSUE_DAY = date(2026, 11, 22)  # the day this table was last checked
+
+
+def test_eks_support_periods_follow_the_dated_table() -> None:
+    assert eks_support_on("1.33", date(2026, 7, 29)) == SupportPeriod.STANDARD
+    assert eks_support_on("1.33", date(2026, 7, 30)) == SupportPeriod.EXTENDED
+    assert eks_support_on("1.30", date(2026, 7, 24)) == SupportPeriod.ENDED
+    assert eks_support_on("1.29", ISSUE_DAY) == SupportPeriod.UNKNOWN
+    assert in_standard_support(ISSUE_DAY) == ["1.34", "1.35"]
+
+
+def test_the_aws_default_version_is_in_eks_standard_support(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rules, "today", lambda: ISSUE_DAY)
+    for values in (stack_values("aws"), {"cloud": "aws", "kubernetes": {"apiAccessCidrs": USER_API_CIDRS}}):
+        settings = settings_from_mapping(values)
+        assert eks_support_on(settings.kubernetes.version, ISSUE_DAY) == SupportPeriod.STANDARD
+
+
+def test_a_version_past_eks_standard_support_needs_extended_support_accepted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rules, "today", lambda: ISSUE_DAY)
+    values = stack_values("aws")
+    values["kubernetes"] = {**values["kubernetes"], "version": "1.33"}
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(values)
+    assert "left EKS standard support on 2026-07-29" in str(caught.value)
+    assert "kubernetes.extendedSupport: true" in str(caught.value)
+    values["kubernetes"]["extendedSupport"] = True
+    assert settings_from_mapping(values).kubernetes.extended_support is True
+
+
+def test_a_version_eks_no_longer_offers_is_refused_even_with_extended_support(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rules, "today", lambda: ISSUE_DAY)
+    values = stack_values("aws")
+    values["kubernetes"] = {**values["kubernetes"], "version": "1.30", "extendedSupport": True}
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(values)
+    assert "not offered by EKS on 2026-11-22; in standard support: 1.34, 1.35" in str(caught.value)

@@ -185,7 +185,8 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBud
     return core.PodTemplateSpecArgs(
         metadata=k8s.meta.v1.ObjectMetaArgs(
             labels={**names.common_labels, **cluster.checkpoints.pod_labels},
-            annotations=dict(cluster.interconnect.pod_annotations) or None),
+            annotations={**cluster.pod_annotations, **cluster.interconnect.pod_annotations}
+            or None),
         spec=core.PodSpecArgs(
             # The folder preparer runs to completion first; the sidecars then start, and the
             # trainer once they have (after their startup probes, where they have one).

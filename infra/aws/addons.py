@@ -6,6 +6,8 @@ version, which a fixed pin would break on every version bump. Helm charts are pi
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 
 import pulumi
@@ -14,19 +16,24 @@ import pulumi_kubernetes as k8s
 
 from infra.contract import Taint
 
-# Pinned Helm charts. Sources: NVIDIA's chart repo https://nvidia.github.io/k8s-device-plugin
-# (0.17.1 is the version the AWS EKS Blueprints GPU patterns install on AL2023 NVIDIA nodes);
-# https://aws.github.io/eks-charts aws-efa-k8s-device-plugin v0.5.7 (same Blueprints patterns);
-# https://kubernetes-sigs.github.io/aws-fsx-csi-driver chart 1.11.0 (driver v1.3.0, CHANGELOG in
-# kubernetes-sigs/aws-fsx-csi-driver charts/). Bump with `helm search repo <chart> --versions`.
+# Pinned Helm charts, each read in its repository at that version:
+# - nvidia-device-plugin 0.17.1: NVIDIA/k8s-device-plugin tag v0.17.1,
+#   deployments/helm/nvidia-device-plugin (values `affinity`, `tolerations`).
+# - aws-efa-k8s-device-plugin v0.5.30 (image v0.5.20): aws/eks-charts @ 5239609,
+#   stable/aws-efa-k8s-device-plugin (values `nodeSelector`, `tolerations`; its own affinity
+#   limits it to EFA instance types, p4d/p4de/p5/p5e/p5en included).
+# - aws-fsx-csi-driver 1.17.0 (driver 1.9.0): kubernetes-sigs/aws-fsx-csi-driver tag
+#   helm-chart-aws-fsx-csi-driver-1.17.0, charts/aws-fsx-csi-driver (values
+#   `controller.region`, `controller.serviceAccount`, `node.tolerateAllTaints`, `node.tolerations`).
+# Bump with `helm search repo <chart> --versions` and reread the values.
 NVIDIA_DEVICE_PLUGIN = ("nvidia-device-plugin", "0.17.1", "https://nvidia.github.io/k8s-device-plugin")
-EFA_DEVICE_PLUGIN = ("aws-efa-k8s-device-plugin", "v0.5.7", "https://aws.github.io/eks-charts")
-FSX_CSI_DRIVER = ("aws-fsx-csi-driver", "1.11.0", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver")
-FSX_CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"  # the chart's default name
+EFA_DEVICE_PLUGIN = ("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts")
+FSX_CSI_DRIVER = ("aws-fsx-csi-driver", "1.17.0", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver")
 SYSTEM_NAMESPACE = "kube-system"
 
-# Needed before nodes can become Ready (networking, pod identity): created before node groups.
-BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+# Needed before nodes can become Ready (pod networking): created before node groups. No Pod
+# Identity agent: every pod role here is IRSA, which needs no agent.
+BEFORE_NODES = ("vpc-cni", "kube-proxy")
 # Needs running nodes to become ACTIVE: created after the node groups.
 AFTER_NODES = ("coredns",)
 
@@ -38,12 +45,21 @@ class Chart:
     repo: str
 
 
+# The VPC CNI's network policy agent is off by default, which leaves every NetworkPolicy
+# (workloads/network_policy.py) unenforced; this turns it on (EKS User Guide, "Restrict Pod
+# network traffic with Kubernetes network policies": configuration value
+# {"enableNetworkPolicy": "true"}, a string, for the Amazon VPC CNI add-on).
+ADDON_CONFIGURATION: dict[str, dict[str, str]] = {"vpc-cni": {"enableNetworkPolicy": "true"}}
+
+
 def managed_addon(prefix: str, cluster_name: pulumi.Input[str], addon: str,
                   opts: pulumi.ResourceOptions, role_arn: pulumi.Input[str] | None = None
                   ) -> aws.eks.Addon:
+    configuration = ADDON_CONFIGURATION.get(addon)
     return aws.eks.Addon(
         f"{prefix}-{addon}", cluster_name=cluster_name, addon_name=addon,
         service_account_role_arn=role_arn,
+        configuration_values=json.dumps(configuration) if configuration else None,
         resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="PRESERVE",
         opts=opts)
 
@@ -81,11 +97,11 @@ def efa_device_plugin_values(gpu_label: str, taints: list[Taint]) -> dict:
     return {"nodeSelector": {gpu_label: "true"}, "tolerations": tolerations(taints)}
 
 
-def fsx_csi_values(role_arn: pulumi.Input[str], taints: list[Taint]) -> dict:
+def fsx_csi_values(region: str, taints: list[Taint]) -> dict:
+    """Static volumes only (the file system is created by Pulumi): the controller never calls
+    the FSx API (it does for dynamic provisioning: CreateFileSystem, DeleteFileSystem), so it
+    gets no AWS role at all; the region is given so it does not ask instance metadata."""
     return {
-        "controller": {
-            "serviceAccount": {"create": True, "name": FSX_CONTROLLER_SERVICE_ACCOUNT,
-                               "annotations": {"eks.amazonaws.com/role-arn": role_arn}},
-        },
+        "controller": {"region": region},
         "node": {"tolerateAllTaints": False, "tolerations": tolerations(taints)},
     }

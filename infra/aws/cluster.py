@@ -10,6 +10,18 @@ import pulumi_eks as eks
 from infra.settings.model import Settings
 
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+# EKS writes control-plane logs to /aws/eks/<cluster>/cluster and creates that group with no
+# retention (kept, and billed, forever) unless it already exists
+# (https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html).
+LOG_RETENTION_DAYS = 90
+
+
+def create_log_group(cluster_name: str, opts: pulumi.ResourceOptions) -> aws.cloudwatch.LogGroup:
+    """The control plane's log group with a retention; the cluster waits for it, or EKS would
+    create the group first and this one would fail with "already exists"."""
+    return aws.cloudwatch.LogGroup(
+        f"{cluster_name}-control-plane", name=f"/aws/eks/{cluster_name}/cluster",
+        retention_in_days=LOG_RETENTION_DAYS, opts=opts)
 
 
 def create_kms_key(prefix: str, opts: pulumi.ResourceOptions) -> aws.kms.Key:
@@ -19,6 +31,13 @@ def create_kms_key(prefix: str, opts: pulumi.ResourceOptions) -> aws.kms.Key:
     aws.kms.Alias(f"{prefix}-key", name=f"alias/{prefix}", target_key_id=key.key_id,
                   opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=key)))
     return key
+
+
+def support_type(settings: Settings) -> str:
+    """STANDARD unless extended support was accepted (kubernetes.extendedSupport): EKS then
+    upgrades the cluster when standard support ends instead of billing extended support
+    (https://docs.aws.amazon.com/eks/latest/userguide/disable-extended-support.html)."""
+    return "EXTENDED" if settings.kubernetes.extended_support else "STANDARD"
 
 
 def create_cluster(cluster_name: str, settings: Settings, vpc_id: pulumi.Input[str],
@@ -44,6 +63,7 @@ def create_cluster(cluster_name: str, settings: Settings, vpc_id: pulumi.Input[s
             public_access_cidrs=list(settings.kubernetes.api_access_cidrs),
             encryption_config_key_arn=key_arn,
             enabled_cluster_log_types=CONTROL_PLANE_LOGS,
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=support_type(settings)),
             # We install vpc-cni, kube-proxy and CoreDNS ourselves as EKS managed add-ons.
             bootstrap_self_managed_addons=False,
             use_default_vpc_cni=True,

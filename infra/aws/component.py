@@ -8,12 +8,15 @@ import pulumi_kubernetes as k8s
 
 from infra.aws import (
     addons,
+    autoscaler,
     cluster as eks_cluster,
     identity,
     interruption,
     network,
     node_groups,
+    reservations,
     storage,
+    zones as aws_zones,
 )
 from infra.aws.interconnect import efa_interconnect
 from infra.aws.registry import trainer_image
@@ -42,8 +45,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
         prefix = args.name_prefix
         if not isinstance(s.shared_file_system, FsxLustre):  # settings rules guarantee it
             raise ValueError("sharedFileSystem.kind must be fsx-lustre on aws")
-        gpu_zone = s.gpu_zones[0]
         cluster_name = f"{prefix}-eks"
+        reservation = s.aws.capacity_reservation if s.aws else None
 
         provider = aws.Provider(
             f"{prefix}-aws", region=s.region,
@@ -52,37 +55,41 @@ class AwsGpuCluster(pulumi.ComponentResource):
         aws_opts = pulumi.ResourceOptions(parent=self, provider=provider)
         component_opts = pulumi.ResourceOptions(parent=self, providers=[provider])
 
+        # --- what the account offers: checked before any cloud resource ----------------------
+        zones = aws_zones.resolve(s.zones, s.gpu_zones, s.region, provider)
+        aws_zones.check_offered(zones, [p.machine_type for p in s.enabled_gpu_pools], provider)
+        gpu_zone = zones.gpu_names[0]
+        if reservation is not None:
+            reservations.check(reservation, s.gpu_pools.on_demand.machine_type, gpu_zone,
+                               s.job.nodes if s.job.pool == PoolChoice.ON_DEMAND else 1, provider)
+
         # --- network, key, control plane ---------------------------------------------------
         vpc_cidr = s.aws.vpc_cidr if s.aws else "10.0.0.0/16"
-        net = network.create_network(prefix, vpc_cidr, list(s.zones), gpu_zone, cluster_name,
-                                     aws_opts)
+        net = network.create_network(prefix, vpc_cidr, zones.names, gpu_zone, cluster_name,
+                                     s.region, aws_opts)
         key = eks_cluster.create_kms_key(prefix, aws_opts)
-        private_ids = [net.private_subnets[zone].id for zone in s.zones]
-        cluster = eks_cluster.create_cluster(cluster_name, s, net.vpc.id, private_ids, key.arn,
-                                             component_opts)
+        private_ids = [net.private_subnets[zone].id for zone in zones.names]
+        logs = eks_cluster.create_log_group(cluster_name, aws_opts)
+        cluster = eks_cluster.create_cluster(
+            cluster_name, s, net.vpc.id, private_ids, key.arn,
+            pulumi.ResourceOptions.merge(component_opts, pulumi.ResourceOptions(depends_on=[logs])))
         oidc_arn, oidc_issuer = cluster.oidc_provider_arn, cluster.oidc_issuer
 
         # --- identity ------------------------------------------------------------------------
         node_role = identity.node_role(prefix, aws_opts)
         cni_role = identity.irsa_role(f"{prefix}-vpc-cni", oidc_arn, oidc_issuer,
                                       addons.SYSTEM_NAMESPACE, "aws-node", aws_opts)
-        aws.iam.RolePolicyAttachment(f"{prefix}-vpc-cni", role=cni_role.name,
-                                     policy_arn=identity.CNI_POLICY,
-                                     opts=pulumi.ResourceOptions.merge(
-                                         aws_opts, pulumi.ResourceOptions(parent=cni_role)))
-        fsx_csi_role = identity.irsa_role(f"{prefix}-fsx-csi", oidc_arn, oidc_issuer,
-                                          addons.SYSTEM_NAMESPACE,
-                                          addons.FSX_CONTROLLER_SERVICE_ACCOUNT, aws_opts)
-        aws.iam.RolePolicyAttachment(f"{prefix}-fsx-csi", role=fsx_csi_role.name,
-                                     policy_arn=identity.FSX_FULL_ACCESS_POLICY,
-                                     opts=pulumi.ResourceOptions.merge(
-                                         aws_opts, pulumi.ResourceOptions(parent=fsx_csi_role)))
+        cni_policy = aws.iam.RolePolicyAttachment(
+            f"{prefix}-vpc-cni", role=cni_role.name, policy_arn=identity.CNI_POLICY,
+            opts=pulumi.ResourceOptions.merge(aws_opts, pulumi.ResourceOptions(parent=cni_role)))
 
         # --- add-ons nodes need before they can be Ready -------------------------------------
+        # The CNI's pods assume its role at start: the role must hold its policy by then.
         early_addons = [
             addons.managed_addon(prefix, cluster_name, addon,
                                  pulumi.ResourceOptions.merge(
-                                     aws_opts, pulumi.ResourceOptions(depends_on=[cluster])),
+                                     aws_opts,
+                                     pulumi.ResourceOptions(depends_on=[cluster, cni_policy])),
                                  role_arn=cni_role.arn if addon == "vpc-cni" else None)
             for addon in addons.BEFORE_NODES
         ]
@@ -91,19 +98,24 @@ class AwsGpuCluster(pulumi.ComponentResource):
         notices = interruption.create_queue(prefix, aws_opts)
         nth_role, nth_policy = interruption.create_handler_role(
             prefix, notices.queue, oidc_arn, oidc_issuer, aws_opts)
-        instance_tags = {interruption.managed_tag(cluster_name): "true"}
+        # What every node's instance, volumes and interfaces carry: the stack's cost tags and the
+        # handler's tag (launch templates do not get the provider's default tags).
+        instance_tags = {**s.tags, interruption.managed_tag(cluster_name): "true"}
 
         # --- node groups ---------------------------------------------------------------------
         groups = storage.create_security_groups(prefix, net.vpc.id, aws_opts)
+        # Nodes join only with routes out (ECR, S3) and, on GPU nodes, their EFA/Lustre rules.
         node_opts = pulumi.ResourceOptions.merge(
-            component_opts, pulumi.ResourceOptions(depends_on=early_addons))
+            component_opts,
+            pulumi.ResourceOptions(depends_on=[*early_addons, *net.ready, *groups.rules]))
         system_group = node_groups.system_node_group(
             prefix, cluster, s.system_pool, node_role.arn, private_ids, instance_tags, aws_opts,
             node_opts)
         gpu_node_sgs = [cluster.cluster_security_group_id, groups.gpu_nodes.id]
         plans = [node_groups.gpu_pool_plan(
             key.value, pool, machine(Cloud.AWS, pool.machine_type), spot=key == PoolChoice.SPOT,
-            fabric=s.interconnect.fabric, placement=s.interconnect.placement)
+            fabric=s.interconnect.fabric, placement=s.interconnect.placement,
+            reservation=reservation if key == PoolChoice.ON_DEMAND else None)
             for key, pool in s.gpu_pools_by_key.items()]
         gpu_groups = []
         for plan in plans:
@@ -111,7 +123,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
                 prefix, cluster, plan, node_role.arn, net.private_subnets[gpu_zone].id,
                 gpu_zone, gpu_node_sgs, instance_tags, aws_opts, node_opts)
             gpu_groups.append(group)
-            # Scale from zero for GPU + EFA pods, once a Cluster Autoscaler runs.
+            # Scale from zero for GPU + EFA pods (infra/aws/autoscaler.py).
             node_groups.tag_auto_scaling_group(prefix, cluster_name, plan, group, aws_opts)
         all_groups = [system_group, *gpu_groups]
 
@@ -134,8 +146,15 @@ class AwsGpuCluster(pulumi.ComponentResource):
                                 addons.nvidia_device_plugin_values(node_groups.GPU_LABEL, taints),
                                 helm_opts),
             addons.helm_release(prefix, addons.FSX_CSI_DRIVER,
-                                addons.fsx_csi_values(fsx_csi_role.arn, taints), helm_opts),
+                                addons.fsx_csi_values(s.region, taints), helm_opts),
         ]
+        ca_role, ca_policy = autoscaler.create_role(prefix, cluster_name, s.region, oidc_arn,
+                                                    oidc_issuer, aws_opts)
+        charts.append(autoscaler.create_autoscaler(
+            prefix,
+            autoscaler.values(cluster_name, s.region, s.kubernetes.version, ca_role.arn,
+                              {node_groups.POOL_LABEL: s.system_pool.name}),
+            pulumi.ResourceOptions.merge(helm_opts, pulumi.ResourceOptions(depends_on=[ca_policy]))))
         charts.append(interruption.create_handler(
             prefix,
             interruption.handler_values(
@@ -151,7 +170,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         # --- shared file system and checkpoints ----------------------------------------------
         fs_settings = s.shared_file_system
         lustre, association = storage.create_lustre(
-            prefix, fs_settings, net.private_subnets[gpu_zone].id, groups.fsx.id, key.arn,
+            prefix, fs_settings, net.private_subnets[gpu_zone].id, groups, key.arn,
             s.dataset.import_uri, aws_opts)
         bucket = storage.create_checkpoint_bucket(prefix, s.checkpoints, aws_opts)
         job_role = identity.irsa_role(f"{prefix}-job", oidc_arn, oidc_issuer, s.job.namespace,
@@ -193,6 +212,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
             interconnect=efa_interconnect(job_machine, s.interconnect.fabric),
             trainer_image=image,
             ready=[*all_groups, *early_addons, *late_addons, *charts, job_policy],
+            pod_annotations={autoscaler.SAFE_TO_EVICT: "false"},
         )
         self.register_outputs({
             "clusterName": self.contract.name,

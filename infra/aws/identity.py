@@ -15,7 +15,6 @@ import pulumi_aws as aws
 WORKER_NODE_POLICY = "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"
 ECR_READ_ONLY_POLICY = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
 CNI_POLICY = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
-FSX_FULL_ACCESS_POLICY = "arn:aws:iam::aws:policy/AmazonFSxFullAccess"
 
 
 def service_account_subject(namespace: str, service_account: str) -> str:

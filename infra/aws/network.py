@@ -22,6 +22,8 @@ class Network:
     private_subnets: dict[str, aws.ec2.Subnet]  # by zone
     public_subnets: dict[str, aws.ec2.Subnet]
     nat_gateway: aws.ec2.NatGateway
+    # Routes in place: a node launched before these cannot reach ECR or S3 and never joins.
+    ready: list[pulumi.Resource]
 
 
 def zone_index(zone: str) -> int:
@@ -43,7 +45,7 @@ def subnet_cidrs(vpc_cidr: str, zone: str) -> tuple[str, str]:
 
 
 def create_network(prefix: str, vpc_cidr: str, zones: list[str], nat_zone: str,
-                   cluster_name: str, opts: pulumi.ResourceOptions) -> Network:
+                   cluster_name: str, region: str, opts: pulumi.ResourceOptions) -> Network:
     """VPC, subnets in every zone, one NAT gateway (in the GPU zone) and route tables."""
     vpc = aws.ec2.Vpc(f"{prefix}-vpc", cidr_block=vpc_cidr, enable_dns_hostnames=True,
                       enable_dns_support=True, tags={"Name": f"{prefix}-vpc"}, opts=opts)
@@ -80,9 +82,27 @@ def create_network(prefix: str, vpc_cidr: str, zones: list[str], nat_zone: str,
         f"{prefix}-private", vpc_id=vpc.id,
         routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
         tags={"Name": f"{prefix}-private"}, opts=child)
+    associations = []
     for zone in zones:
-        aws.ec2.RouteTableAssociation(f"{prefix}-public-{zone}", subnet_id=public[zone].id,
-                                      route_table_id=public_routes.id, opts=child)
-        aws.ec2.RouteTableAssociation(f"{prefix}-private-{zone}", subnet_id=private[zone].id,
-                                      route_table_id=private_routes.id, opts=child)
-    return Network(vpc=vpc, private_subnets=private, public_subnets=public, nat_gateway=nat)
+        associations.append(aws.ec2.RouteTableAssociation(
+            f"{prefix}-public-{zone}", subnet_id=public[zone].id,
+            route_table_id=public_routes.id, opts=child))
+        associations.append(aws.ec2.RouteTableAssociation(
+            f"{prefix}-private-{zone}", subnet_id=private[zone].id,
+            route_table_id=private_routes.id, opts=child))
+    s3 = s3_gateway_endpoint(prefix, vpc.id, region, [private_routes.id], child)
+    return Network(vpc=vpc, private_subnets=private, public_subnets=public, nat_gateway=nat,
+                   ready=[*associations, s3])
+
+
+def s3_gateway_endpoint(prefix: str, vpc_id: pulumi.Input[str], region: str,
+                        route_table_ids: list[pulumi.Input[str]],
+                        opts: pulumi.ResourceOptions) -> aws.ec2.VpcEndpoint:
+    """S3 traffic (image layers from ECR, which serves them from S3; checkpoints; the dataset)
+    stays off the NAT gateway, which bills per GB; a gateway endpoint itself costs nothing
+    (https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html; EKS lists it for
+    private nodes: https://docs.aws.amazon.com/eks/latest/userguide/private-clusters.html)."""
+    return aws.ec2.VpcEndpoint(
+        f"{prefix}-s3", vpc_id=vpc_id, service_name=f"com.amazonaws.{region}.s3",
+        vpc_endpoint_type="Gateway", route_table_ids=route_table_ids,
+        tags={"Name": f"{prefix}-s3"}, opts=opts)

@@ -26,11 +26,16 @@ import pulumi_eks as eks
 from infra.catalog import Machine
 from infra.contract import GpuPool, Taint
 from infra.aws.interconnect import EFA_RESOURCE, GPU_RESOURCE, node_hugepages, uses_efa
-from infra.settings.model import NodePool
+from infra.settings.model import CapacityReservation, NodePool
 
 POOL_LABEL = "torchrec-cloud/pool"
 GPU_LABEL = "torchrec-cloud/gpu"
 CAPACITY_LABEL = "torchrec-cloud/capacity"
+# Cluster Autoscaler treats a node with this label as a GPU node whose GPUs the device plugin
+# has not advertised yet, instead of scaling up again for the same pods
+# (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/README.md, "Special note on GPU
+# instances"; GPULabel in cloudprovider/aws/aws_cloud_provider.go). Any value works.
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="true", effect="NoSchedule")
 SPOT_TAINT = Taint(key="torchrec-cloud/spot", value="true", effect="NoSchedule")
 EKS_EFFECT = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE",
@@ -49,13 +54,25 @@ class NodeGroupPlan:
     key: str  # "onDemand" / "spot"
     pool: GpuPool
     efa: bool
-    placement: bool
+    placement: bool  # our own cluster placement group (never with a reservation: it has its own)
+    reservation: CapacityReservation | None = None
+
+    @property
+    def capacity_type(self) -> str:
+        """The EKS node group capacity type (https://docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html)."""
+        if self.pool.spot:
+            return "SPOT"
+        if self.reservation is not None and self.reservation.capacity_block:
+            return "CAPACITY_BLOCK"
+        return "ON_DEMAND"
 
 
 def gpu_pool_plan(key: str, pool: NodePool, machine: Machine, spot: bool, fabric: bool,
-                  placement: bool) -> NodeGroupPlan:
+                  placement: bool, reservation: CapacityReservation | None = None
+                  ) -> NodeGroupPlan:
     labels = {POOL_LABEL: pool.name, GPU_LABEL: "true",
-              CAPACITY_LABEL: "spot" if spot else "on-demand"}
+              CAPACITY_LABEL: "spot" if spot else "on-demand",
+              ACCELERATOR_LABEL: f"nvidia-{(machine.gpu_model or 'gpu').lower()}"}
     taints = [GPU_TAINT, SPOT_TAINT] if spot else [GPU_TAINT]
     return NodeGroupPlan(
         key=key,
@@ -63,7 +80,8 @@ def gpu_pool_plan(key: str, pool: NodePool, machine: Machine, spot: bool, fabric
                      desired_nodes=pool.desired_nodes, max_nodes=pool.max_nodes, spot=spot,
                      node_labels=labels, taints=taints),
         efa=uses_efa(machine, fabric),
-        placement=placement,
+        placement=placement and reservation is None,
+        reservation=reservation,
     )
 
 
@@ -84,11 +102,19 @@ def _root_volume(size_gib: int) -> list[aws.ec2.LaunchTemplateBlockDeviceMapping
     )]
 
 
+# What a launch tags: the instance, its volumes and its network interfaces (EFA included).
+TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
+
+
 def _instance_tags(tags: Mapping[str, str]) -> list[aws.ec2.LaunchTemplateTagSpecificationArgs]:
-    # Managed node groups launch their instances from this template, so its instance tags land on
-    # every node (https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html): this
-    # is how the interruption handler (infra/aws/interruption.py) recognises this cluster's nodes.
-    return [aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags=dict(tags))]
+    """The stack's tags (cost allocation) and the interruption handler's tag on every instance,
+    volume and network interface a node group launches. Managed node groups launch from this
+    template, so its tag specifications are how tags reach the nodes
+    (https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html); the provider's
+    default tags reach only resources Pulumi itself creates, not what an Auto Scaling group
+    launches. The handler (infra/aws/interruption.py) recognises this cluster's nodes by its tag."""
+    return [aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=dict(tags))
+            for kind in TAGGED_AT_LAUNCH]
 
 
 def system_launch_template(prefix: str, instance_tags: Mapping[str, str],
@@ -168,13 +194,38 @@ def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: li
         ]
     placement = (aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
                  if placement_group is not None else None)
+    reservation, market, instance_type = _reservation(plan)
     return aws.ec2.LaunchTemplate(
         f"{prefix}-{plan.key}", metadata_options=_metadata(),
         block_device_mappings=_root_volume(GPU_ROOT_GIB),
         network_interfaces=network_interfaces, vpc_security_group_ids=vpc_security_group_ids,
         placement=placement, tag_specifications=_instance_tags(instance_tags),
+        capacity_reservation_specification=reservation, instance_market_options=market,
+        instance_type=instance_type,
         user_data=base64.b64encode(GPU_NODE_USER_DATA.encode()).decode() if plan.efa else None,
         update_default_version=True, opts=opts)
+
+
+def _reservation(plan: NodeGroupPlan) -> tuple[
+        aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs | None,
+        aws.ec2.LaunchTemplateInstanceMarketOptionsArgs | None, str | None]:
+    """(reservation target, market options, instance type) for the launch template.
+
+    An On-Demand Capacity Reservation is targeted by id, so the group launches only into it
+    (capacityReservationPreference left out: "capacity-reservations-only" is implied by a target,
+    pulumi-aws LaunchTemplate docs). A Capacity Block also needs market type "capacity-block" and
+    the instance type in the template itself
+    (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html)."""
+    if plan.reservation is None:
+        return None, None, None
+    target = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+        capacity_reservation_target=(
+            aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                capacity_reservation_id=plan.reservation.id)))
+    if not plan.reservation.capacity_block:
+        return target, None, None
+    return (target, aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block"),
+            plan.pool.machine.name)
 
 
 def _template_ref(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTemplateArgs:
@@ -197,6 +248,7 @@ def system_node_group(prefix: str, cluster: eks.Cluster, pool: NodePool,
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=pool.min_nodes, desired_size=pool.desired_nodes,
                 max_size=pool.max_nodes),
+            ignore_scaling_changes=True,  # Cluster Autoscaler owns the size after creation
             subnet_ids=subnet_ids, labels={POOL_LABEL: pool.name},
             launch_template=_template_ref(template)),
         opts=opts)
@@ -224,6 +276,8 @@ def gpu_node_group_name(prefix: str, plan: NodeGroupPlan) -> str:
     capacity type), so a change that replaces the group also renames it: Pulumi creates the
     replacement before it deletes the old group, and EKS refuses two groups with one name."""
     replaced_by = f"{plan.pool.machine.name}/{'spot' if plan.pool.spot else 'on-demand'}"
+    if plan.capacity_type == "CAPACITY_BLOCK":  # the capacity type cannot change in place
+        replaced_by += "/capacity-block"
     digest = hashlib.sha256(replaced_by.encode()).hexdigest()[:6]
     return f"{prefix}-{plan.pool.name}-{digest}"
 
@@ -267,11 +321,16 @@ def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
         eks.ManagedNodeGroupArgs(
             cluster=cluster, node_role_arn=node_role_arn,
             node_group_name=gpu_node_group_name(prefix, plan),
-            ami_type=eks.AmiType.AL2023_X86_64_NVIDIA, instance_types=[pool.machine.name],
-            capacity_type="SPOT" if pool.spot else "ON_DEMAND",
+            ami_type=eks.AmiType.AL2023_X86_64_NVIDIA,
+            # A Capacity Block names its instance type in the launch template (_reservation).
+            instance_types=None if plan.capacity_type == "CAPACITY_BLOCK" else [pool.machine.name],
+            capacity_type=plan.capacity_type,
+            # desiredSize is the size at creation only: afterwards Cluster Autoscaler owns it
+            # (infra/aws/autoscaler.py), and a later `pulumi up` must not undo its work.
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=pool.min_nodes, desired_size=pool.desired_nodes,
                 max_size=max(pool.max_nodes, 1)),  # EKS needs maxSize >= 1
+            ignore_scaling_changes=True,
             subnet_ids=[subnet_id], labels=dict(pool.node_labels),
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value,
                                                effect=EKS_EFFECT[t.effect])

@@ -19,6 +19,10 @@ LUSTRE_VERSION = "2.15"
 class SecurityGroups:
     gpu_nodes: aws.ec2.SecurityGroup  # on every GPU node: EFA traffic, Lustre client
     fsx: aws.ec2.SecurityGroup  # on the file system
+    # Every rule of both groups. FSx checks its group's Lustre rules inside CreateFileSystem
+    # ("InvalidNetworkSettings ... port 988"), and a node's EFA needs the all-traffic self rule:
+    # what uses a group waits for all of these, not only for the group's id.
+    rules: list[pulumi.Resource]
 
 
 def create_security_groups(prefix: str, vpc_id: pulumi.Input[str],
@@ -31,37 +35,39 @@ def create_security_groups(prefix: str, vpc_id: pulumi.Input[str],
                                 description="FSx for Lustre: Lustre ports from GPU nodes only",
                                 tags={"Name": f"{prefix}-fsx"}, opts=opts)
     rule_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=nodes))
-    aws.vpc.SecurityGroupIngressRule(f"{prefix}-gpu-nodes-efa-in", security_group_id=nodes.id,
-                                     ip_protocol="-1", referenced_security_group_id=nodes.id,
-                                     description="EFA: all traffic within the group",
-                                     opts=rule_opts)
-    aws.vpc.SecurityGroupEgressRule(f"{prefix}-gpu-nodes-efa-out", security_group_id=nodes.id,
-                                    ip_protocol="-1", referenced_security_group_id=nodes.id,
-                                    description="EFA: all traffic within the group",
-                                    opts=rule_opts)
+    rules: list[pulumi.Resource] = [
+        aws.vpc.SecurityGroupIngressRule(f"{prefix}-gpu-nodes-efa-in", security_group_id=nodes.id,
+                                         ip_protocol="-1", referenced_security_group_id=nodes.id,
+                                         description="EFA: all traffic within the group",
+                                         opts=rule_opts),
+        aws.vpc.SecurityGroupEgressRule(f"{prefix}-gpu-nodes-efa-out", security_group_id=nodes.id,
+                                        ip_protocol="-1", referenced_security_group_id=nodes.id,
+                                        description="EFA: all traffic within the group",
+                                        opts=rule_opts),
+    ]
     fsx_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=fsx))
     for low, high in LUSTRE_PORTS:
         ports = f"{low}" if low == high else f"{low}-{high}"
         for source, group in (("nodes", nodes), ("self", fsx)):
-            aws.vpc.SecurityGroupIngressRule(
+            rules.append(aws.vpc.SecurityGroupIngressRule(
                 f"{prefix}-fsx-lustre-{ports}-from-{source}", security_group_id=fsx.id,
                 ip_protocol="tcp", from_port=low, to_port=high,
                 referenced_security_group_id=group.id,
-                description=f"Lustre {ports} from {source}", opts=fsx_opts)
-            aws.vpc.SecurityGroupEgressRule(
+                description=f"Lustre {ports} from {source}", opts=fsx_opts))
+            rules.append(aws.vpc.SecurityGroupEgressRule(
                 f"{prefix}-fsx-lustre-{ports}-to-{source}", security_group_id=fsx.id,
                 ip_protocol="tcp", from_port=low, to_port=high,
                 referenced_security_group_id=group.id,
-                description=f"Lustre {ports} to {source}", opts=fsx_opts)
-        aws.vpc.SecurityGroupIngressRule(
+                description=f"Lustre {ports} to {source}", opts=fsx_opts))
+        rules.append(aws.vpc.SecurityGroupIngressRule(
             f"{prefix}-gpu-nodes-lustre-{ports}-from-fsx", security_group_id=nodes.id,
             ip_protocol="tcp", from_port=low, to_port=high, referenced_security_group_id=fsx.id,
-            description=f"Lustre {ports} from the file system", opts=rule_opts)
-    return SecurityGroups(gpu_nodes=nodes, fsx=fsx)
+            description=f"Lustre {ports} from the file system", opts=rule_opts))
+    return SecurityGroups(gpu_nodes=nodes, fsx=fsx, rules=rules)
 
 
 def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
-                  security_group_id: pulumi.Input[str], key_arn: pulumi.Input[str],
+                  groups: SecurityGroups, key_arn: pulumi.Input[str],
                   import_uri: str, opts: pulumi.ResourceOptions
                   ) -> tuple[aws.fsx.LustreFileSystem, aws.fsx.DataRepositoryAssociation | None]:
     """The file system in the GPU zone; the dataset bucket linked when dataset.importUri is set.
@@ -77,7 +83,7 @@ def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
         storage_capacity=fs.capacity_gib,
         per_unit_storage_throughput=fs.throughput_per_tib if persistent else None,
         subnet_ids=subnet_id,  # pulumi-aws 7 types this as one subnet id (FSx takes one)
-        security_group_ids=[security_group_id],
+        security_group_ids=[groups.fsx.id],
         # Scratch file systems are encrypted at rest with an AWS key and take no KMS key.
         kms_key_id=key_arn if persistent else None,
         file_system_type_version=LUSTRE_VERSION,
@@ -85,7 +91,8 @@ def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
         import_path=import_uri if linked_at_creation else None,
         auto_import_policy="NEW_CHANGED_DELETED" if linked_at_creation else None,
         tags={"Name": f"{prefix}-fsx"},
-        opts=opts,
+        # CreateFileSystem checks the group's Lustre rules: create it after every one of them.
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=groups.rules)),
     )
     association = None
     if import_uri and fs.deployment_type == FsxDeploymentType.PERSISTENT_2:
@@ -125,6 +132,8 @@ def create_checkpoint_bucket(prefix: str, checkpoints: Checkpoints,
         versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(
             status="Enabled"),
         opts=child)
+    aws.s3.BucketLifecycleConfiguration(
+        f"{prefix}-checkpoints", bucket=bucket.id, rules=checkpoint_lifecycle_rules(), opts=child)
     aws.s3.BucketServerSideEncryptionConfiguration(
         f"{prefix}-checkpoints", bucket=bucket.id,
         rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
@@ -141,3 +150,25 @@ def create_checkpoint_bucket(prefix: str, checkpoints: Checkpoints,
         rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
         opts=child)
     return bucket
+
+
+NONCURRENT_DAYS = 7  # a pruned or overwritten checkpoint stays recoverable for a week
+INCOMPLETE_UPLOAD_DAYS = 1  # parts of a save a preemption cut short
+
+
+def checkpoint_lifecycle_rules() -> list[aws.s3.BucketLifecycleConfigurationRuleArgs]:
+    """Versioning keeps every deleted checkpoint as a noncurrent version, billed until it
+    expires; the trainer prunes old checkpoints, so they must expire. A save cut short leaves
+    multipart parts that are billed and invisible until aborted
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/intro-lifecycle-rules.html,
+    NoncurrentVersionExpiration and AbortIncompleteMultipartUpload)."""
+    return [aws.s3.BucketLifecycleConfigurationRuleArgs(
+        id="expire-pruned-checkpoints", status="Enabled",
+        filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+        noncurrent_version_expiration=(
+            aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                noncurrent_days=NONCURRENT_DAYS)),
+        abort_incomplete_multipart_upload=(
+            aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                days_after_initiation=INCOMPLETE_UPLOAD_DAYS)),
+    )]

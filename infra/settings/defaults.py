@@ -16,6 +16,8 @@ CLOUD_DEFAULTS: dict[Cloud, dict[str, Any]] = {
         "region": "us-east-1",
         "zones": ["us-east-1a", "us-east-1b"],
         "gpuZones": ["us-east-1a"],
+        # Inside EKS standard support until 2027-03-27 (infra/kubernetes_versions.py).
+        "kubernetes": {"version": "1.35"},
         "systemPool": {"machineType": "m6i.xlarge"},
         "gpuPools": {
             "onDemand": {"machineType": "p4d.24xlarge"},

@@ -63,7 +63,7 @@ def _description(loc: tuple[str | int, ...]) -> str | None:
 
 # Stand-ins for required values without a default, used only to let the other rules run.
 PLACEHOLDERS: dict[tuple[str | int, ...], Any] = {
-    ("kubernetes", "apiAccessCidrs"): ["192.0.2.0/24"],
+    ("kubernetes", "apiAccessCidrs"): ["10.255.255.255/32"],
     ("gcp", "project"): "placeholder",
 }
 

@@ -36,7 +36,8 @@ class NodePool(Section):
     name: str = Field(description="Pool name (AKS: lowercase letters and digits, at most 12).")
     machine_type: str = Field(description="Machine type; must be in the catalog for the cloud.")
     min_nodes: int = Field(ge=0, description="Autoscaler lower bound.")
-    desired_nodes: int = Field(ge=0, description="Nodes at creation.")
+    desired_nodes: int = Field(
+        ge=0, description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(ge=0, description="Autoscaler upper bound.")
 
 
@@ -45,7 +46,9 @@ class SystemPool(NodePool):
 
     name: str = Field("system", description="Pool name.")
     min_nodes: int = Field(1, ge=1, description="Autoscaler lower bound (at least 1).")
-    desired_nodes: int = Field(2, ge=1, description="Nodes at creation.")
+    desired_nodes: int = Field(
+        2, ge=1,
+        description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(3, ge=1, description="Autoscaler upper bound.")
 
 
@@ -54,7 +57,9 @@ class OnDemandGpuPool(NodePool):
 
     name: str = Field("gpu", description="Pool name.")
     min_nodes: int = Field(0, ge=0, description="Autoscaler lower bound.")
-    desired_nodes: int = Field(2, ge=0, description="Nodes at creation.")
+    desired_nodes: int = Field(
+        2, ge=0,
+        description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(2, ge=0, description="Autoscaler upper bound.")
 
 
@@ -64,7 +69,9 @@ class SpotGpuPool(NodePool):
     enabled: bool = Field(True, description="Create the spot pool.")
     name: str = Field("gpuspot", description="Pool name.")
     min_nodes: int = Field(0, ge=0, description="Autoscaler lower bound (0 = scale to zero).")
-    desired_nodes: int = Field(0, ge=0, description="Nodes at creation.")
+    desired_nodes: int = Field(
+        0, ge=0,
+        description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(2, ge=0, description="Autoscaler upper bound.")
     max_price: float = Field(
         -1,
@@ -79,14 +86,31 @@ class GpuPools(Section):
     spot: SpotGpuPool
 
 
+# RFC 5737 (IPv4) and RFC 3849 (IPv6) reserve these for documentation: no real client has them.
+DOCUMENTATION_RANGES = tuple(ipaddress.ip_network(n) for n in (
+    "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"))
+FIND_YOUR_ADDRESS = (
+    "pulumi config set --path 'kubernetes.apiAccessCidrs[0]' "
+    "\"$(curl -s https://checkip.amazonaws.com)/32\"")
+
+
 class Kubernetes(Section):
     """The control plane."""
 
     version: str = Field("1.33", description="Kubernetes minor version, e.g. 1.33.")
+    extended_support: bool = Field(
+        False,
+        description=(
+            "AWS only: accept a version in EKS extended support (billed per cluster hour) and "
+            "keep the cluster there; off, a version past standard support is refused and EKS "
+            "upgrades the cluster when standard support ends."
+        ),
+    )
     api_access_cidrs: list[str] = Field(
         description=(
             "CIDRs allowed to reach the public API endpoint (the machine running `pulumi up` must "
-            "be inside one). 0.0.0.0/0 is refused."
+            "be inside one). 0.0.0.0/0 and documentation ranges are refused. Set yours with "
+            f"`{FIND_YOUR_ADDRESS}`."
         ),
     )
 
@@ -102,7 +126,7 @@ class Kubernetes(Section):
     @classmethod
     def _cidrs(cls, value: list[str]) -> list[str]:
         if not value:
-            raise ValueError("at least one CIDR, e.g. your office or VPN range '203.0.113.0/24'")
+            raise ValueError(f"at least one CIDR, your own network: {FIND_YOUR_ADDRESS}")
         for cidr in value:
             try:
                 network = ipaddress.ip_network(cidr, strict=True)
@@ -111,6 +135,13 @@ class Kubernetes(Section):
             if network.prefixlen == 0:
                 raise ValueError(
                     f"{cidr!r} opens the API server to the whole internet; name your own network"
+                )
+            if any(network.version == doc.version and network.subnet_of(doc)  # type: ignore[arg-type]
+                   for doc in DOCUMENTATION_RANGES):
+                raise ValueError(
+                    f"{cidr!r} is a documentation range (RFC 5737/3849) no real machine has, so "
+                    f"`pulumi up` could not reach the cluster it creates; use your own address: "
+                    f"{FIND_YOUR_ADDRESS}"
                 )
         return value
 
@@ -306,10 +337,23 @@ def _private_cidr(value: str) -> str:
 PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
 
 
+class CapacityReservation(Section):
+    """Puts gpuPools.onDemand on an EC2 On-Demand Capacity Reservation or Capacity Block for ML (its zone must be gpuZones[0], its type the pool's machineType); its own placement replaces the program's placement group."""  # noqa: E501 (one line: the README table row)
+
+    id: str = Field(description="Reservation id, e.g. cr-0123456789abcdef0.")
+    capacity_block: bool = Field(
+        False,
+        description="True for a Capacity Block for ML (node group capacity type "
+        "CAPACITY_BLOCK); false for an On-Demand Capacity Reservation.",
+    )
+
+
 class AwsOptions(Section):
     """AWS-only settings."""
 
     vpc_cidr: PrivateCidr = Field("10.0.0.0/16", description="VPC address range.")
+    capacity_reservation: CapacityReservation | None = Field(
+        None, description="The on-demand GPU pool's capacity reservation (see the section).")
 
 
 class AzureOptions(Section):
@@ -334,8 +378,13 @@ class Settings(Section):
 
     cloud: Cloud = Field(description="aws, azure or gcp.")
     region: str = Field(description="Region for every resource.")
-    zones: list[str] = Field(description="Zones the cluster spans (EKS needs two).")
-    gpu_zones: list[str] = Field(description="Zones of the GPU pools and the file system.")
+    zones: list[str] = Field(
+        description="Zones the cluster spans (EKS needs two). AWS takes zone names "
+        "(us-east-1a, a per-account alias) or zone ids (use1-az4, the same place in every "
+        "account); use one spelling in zones and gpuZones.")
+    gpu_zones: list[str] = Field(
+        description="Zones of the GPU pools and the file system; on AWS checked against "
+        "the machine type's offerings when the program runs.")
     kubernetes: Kubernetes
     system_pool: SystemPool
     gpu_pools: GpuPools

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from datetime import date
 
 from infra.catalog import Cloud, Interconnect, find_machine, machine_names
+from infra.kubernetes_versions import (
+    EKS_SUPPORT,
+    SupportPeriod,
+    eks_support_on,
+    in_standard_support,
+)
 from infra.preemption import estimated_save, stop_budget
 from infra.settings.errors import Problem
 from infra.settings.model import (
@@ -31,6 +38,10 @@ Rule = Callable[[Settings], Iterator[Problem]]
 
 SUPPORTED_KUBERNETES = (30, 35)  # minor versions all three managed services offer (1.30-1.35)
 AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+# AWS zone ids, e.g. use1-az4 (https://docs.aws.amazon.com/ram/latest/userguide/working-with-az-ids.html).
+AWS_ZONE_ID = re.compile(r"^[a-z]{2,}[0-9]+-az[0-9]+$")
+# Capacity reservation ids, e.g. cr-02168da1478b509e0 (EKS User Guide, capacity-blocks-mng).
+CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]+$")
 RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 GKE_POOL_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 TRAINER_FLAG = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -114,6 +125,8 @@ def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
         if not zones:
             yield Problem(path, zones, "at least one zone")
         for zone in zones:
+            if s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone):
+                continue  # a zone id's region is checked when the program runs (infra/aws/zones.py)
             if s.cloud == Cloud.AZURE:
                 if zone not in {"1", "2", "3"}:
                     yield Problem(path, zone, "Azure availability zones are '1', '2' or '3'")
@@ -160,13 +173,6 @@ def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
     elif s.job.nodes > s.job_pool.max_nodes:
         yield Problem("job.nodes", s.job.nodes,
                       f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes})")
-    elif s.cloud == Cloud.AWS and s.job_pool.desired_nodes < s.job.nodes:
-        # EKS managed node groups keep the size they are given, and infra/aws installs no
-        # autoscaler yet: a pool below job.nodes leaves the gang Pending for good. A spot group
-        # at job.nodes also gets its preempted instances replaced by the Auto Scaling group.
-        yield Problem(f"{pool_path}.desiredNodes", s.job_pool.desired_nodes,
-                      f"at least job.nodes ({s.job.nodes}) on AWS, where nothing scales the "
-                      "node group up for the job's pods")
 
 
 def spot_needs_checkpoints(s: Settings) -> Iterator[Problem]:
@@ -385,3 +391,57 @@ def spot_save_fits_the_notice(s: Settings) -> Iterator[Problem]:
 
 
 RULES = (*RULES, spot_save_fits_the_notice)
+
+
+def today() -> date:
+    """The day the rules judge support dates by (a function, so tests can pin it)."""
+    return date.today()
+
+
+def kubernetes_version_is_supported_on_eks(s: Settings) -> Iterator[Problem]:
+    """EKS creates clusters on versions in standard or extended support (infra/kubernetes_versions.py);
+    extended support is billed per cluster hour, so it must be asked for."""
+    if s.cloud != Cloud.AWS:
+        return
+    day = today()
+    period = eks_support_on(s.kubernetes.version, day)
+    standard = ", ".join(in_standard_support(day)) or "none listed: update infra/kubernetes_versions.py"
+    if period == SupportPeriod.EXTENDED and not s.kubernetes.extended_support:
+        yield Problem("kubernetes.version", s.kubernetes.version,
+                      f"left EKS standard support on "
+                      f"{EKS_SUPPORT[s.kubernetes.version].standard_until}; use one in standard "
+                      f"support ({standard}) or set kubernetes.extendedSupport: true (extra cost "
+                      "per cluster hour)")
+    elif period in (SupportPeriod.ENDED, SupportPeriod.UNKNOWN):
+        yield Problem("kubernetes.version", s.kubernetes.version,
+                      f"not offered by EKS on {day}; in standard support: {standard}")
+
+
+def extended_support_is_aws_only(s: Settings) -> Iterator[Problem]:
+    if s.cloud != Cloud.AWS and s.kubernetes.extended_support:
+        yield Problem("kubernetes.extendedSupport", True,
+                      f"only EKS has extended support; leave it false on {s.cloud.value}")
+
+
+def capacity_reservation_fits_the_pool(s: Settings) -> Iterator[Problem]:
+    """What EC2 checks when a node launches into a reservation, as far as the id and the
+    settings show it; the reservation's own zone, type and dates are checked when the program
+    runs (infra/aws/reservations.py)."""
+    reservation = s.aws.capacity_reservation if s.aws else None
+    if reservation is None:
+        return
+    if not CAPACITY_RESERVATION_ID.match(reservation.id):
+        yield Problem("aws.capacityReservation.id", reservation.id,
+                      "a reservation id like cr-0123456789abcdef0")
+
+
+def aws_gpu_groups_share_one_zone(s: Settings) -> Iterator[Problem]:
+    """infra/aws puts every GPU group and the (single-AZ) FSx file system in one zone; with
+    placement on, placement_needs_one_zone already says so."""
+    if s.cloud == Cloud.AWS and not s.interconnect.placement and len(set(s.gpu_zones)) != 1:
+        yield Problem("gpuZones", s.gpu_zones,
+                      "one zone on AWS: the GPU groups and FSx for Lustre (single-AZ) share it")
+
+
+RULES = (*RULES, kubernetes_version_is_supported_on_eks, extended_support_is_aws_only,
+         capacity_reservation_fits_the_pool, aws_gpu_groups_share_one_zone)

@@ -101,6 +101,48 @@ def _node_group(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     }
 
 
+# us-east-1 as one account sees it: names are per-account aliases of the zone ids.
+ZONE_IDS = {"us-east-1a": "use1-az4", "us-east-1b": "use1-az6", "us-east-1c": "use1-az1",
+            "us-east-1d": "use1-az2", "us-east-1e": "use1-az3", "us-east-1f": "use1-az5"}
+# Zones (by id) that offer each machine type here; use1-az3 and use1-az5 offer no p4d.
+OFFERED_IN = {
+    "p4d.24xlarge": ["use1-az4", "use1-az6", "use1-az1", "use1-az2"],
+    "p4de.24xlarge": ["use1-az6"],
+    "p5.48xlarge": ["use1-az4", "use1-az6", "use1-az2", "use1-az5"],
+}
+CAPACITY_BLOCK_ID = "cr-02168da1478b509e0"  # the EKS User Guide's example id
+
+
+def _availability_zones(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    return {"id": REGION, "names": list(ZONE_IDS), "zoneIds": list(ZONE_IDS.values()),
+            "groupNames": [REGION] * len(ZONE_IDS), "region": REGION, "state": "available"}
+
+
+def _instance_type_offerings(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    """Answers location type availability-zone-id with an instance-type filter, as EC2 does."""
+    assert args.args.get("locationType") == "availability-zone-id", args.args
+    (wanted,) = [f["values"] for f in args.args["filters"] if f["name"] == "instance-type"]
+    pairs = [(t, zone) for t in wanted for zone in OFFERED_IN.get(t, [])]
+    return {"id": REGION, "region": REGION, "instanceTypes": [t for t, _ in pairs],
+            "locations": [zone for _, zone in pairs],
+            "locationTypes": ["availability-zone-id"] * len(pairs)}
+
+
+def _capacity_block(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    """An active 2-instance p4d block in us-east-1a, ending in 2030."""
+    block_id = args.args["id"]
+    return {"id": block_id, "capacityReservationId": block_id,
+            "arn": f"arn:aws:ec2:{REGION}:{ACCOUNT}:capacity-reservation/{block_id}",
+            "availabilityZone": "us-east-1a", "availabilityZoneId": ZONE_IDS["us-east-1a"],
+            "instanceType": "p4d.24xlarge", "instanceCount": 2, "availableInstanceCount": 2,
+            "state": "active", "reservationType": "capacity-block",
+            "startDate": "2030-01-01T11:30:00Z", "endDate": "2030-01-08T11:30:00Z",
+            "endDateType": "limited", "capacityBlockId": "cb-0123", "createDate": "2029-12-01T00:00:00Z",
+            "ebsOptimized": True, "instancePlatform": "Linux/UNIX", "outpostArn": "",
+            "placementGroupArn": "", "region": REGION, "tenancy": "default",
+            "totalInstanceCount": 2, "tags": {}}
+
+
 OUTPUTS: dict[str, Any] = {
     "eks:index:Cluster": _eks_cluster,
     "aws:iam/role:Role": _arn("iam", "role"),
@@ -117,4 +159,7 @@ OUTPUTS: dict[str, Any] = {
 CALLS: dict[str, Any] = {
     "aws:ecr/getAuthorizationToken:getAuthorizationToken": _authorization_token,
     "aws:eks/getNodeGroup:getNodeGroup": _node_group,
+    "aws:index/getAvailabilityZones:getAvailabilityZones": _availability_zones,
+    "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": _instance_type_offerings,
+    "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation": _capacity_block,
 }

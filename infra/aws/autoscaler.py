@@ -1,0 +1,152 @@
+"""Cluster Autoscaler: grows a GPU node group from zero when the job's pods are Pending and
+shrinks it back when the nodes sit idle.
+
+Why Cluster Autoscaler and not Karpenter: the GPU pools are EKS managed node groups with our
+launch templates (EFA interfaces, a cluster placement group per group, capacity reservations),
+which Cluster Autoscaler scales through their Auto Scaling groups as they are. Karpenter replaces
+node groups with its own NodePools and launches instances itself, so the groups, their
+templates and the interruption handling in infra/aws/interruption.py would all be rebuilt.
+
+Alongside the Node Termination Handler (infra/aws/interruption.py) nothing is done twice: the
+handler acts on EC2 events (spot notice, maintenance, instance state changes) and leaves ASG
+lifecycle hooks to EKS; the autoscaler only changes desired capacity and terminates nodes it
+has drained itself. The state-change event of such a termination reaches the handler after the
+node is already empty, so its drain finds nothing to evict. The autoscaler runs on the system
+group, where the handler never drains for a spot notice.
+
+Sources (kubernetes/autoscaler, tag cluster-autoscaler-1.35.2 and cluster-autoscaler-chart-9.59.0):
+- cluster-autoscaler/cloudprovider/aws/README.md: IAM policy, auto-discovery tags (EKS puts
+  k8s.io/cluster-autoscaler/enabled and k8s.io/cluster-autoscaler/<cluster> on every managed
+  node group's ASG: https://docs.aws.amazon.com/eks/latest/userguide/managed-node-groups.html),
+  node-template tags for scale from zero (infra/aws/node_groups.py), the GPU label.
+- cluster-autoscaler/charts/cluster-autoscaler/values.yaml: the chart's values.
+- cluster-autoscaler/FAQ.md: flags, and `cluster-autoscaler.kubernetes.io/safe-to-evict`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from infra.aws import identity
+
+CHART = "cluster-autoscaler"
+CHART_VERSION = "9.59.0"  # appVersion 1.35.0; the image below is pinned per Kubernetes minor
+CHART_REPO = "https://kubernetes.github.io/autoscaler"
+NAMESPACE = "kube-system"
+SERVICE_ACCOUNT = "cluster-autoscaler"
+IMAGE = "registry.k8s.io/autoscaling/cluster-autoscaler"
+# "We recommend using Cluster Autoscaler with the Kubernetes control plane version for which it
+# was meant" (cluster-autoscaler/README.md, "Releases"): the newest patch of each minor, from the
+# repository's tags cluster-autoscaler-1.<minor>.<patch>.
+IMAGE_TAG_BY_KUBERNETES = {
+    "1.30": "v1.30.7",
+    "1.31": "v1.31.5",
+    "1.32": "v1.32.7",
+    "1.33": "v1.33.6",
+    "1.34": "v1.34.5",
+    "1.35": "v1.35.2",
+}
+# The pod annotation that keeps a node from being scaled down while the pod runs (FAQ.md,
+# "What types of pods can prevent CA from removing a node?"); the training pods carry it.
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+
+def discovery_tag(cluster_name: str) -> str:
+    return f"k8s.io/cluster-autoscaler/{cluster_name}"
+
+
+def autoscaler_policy(cluster_name: str, region: str, account: str) -> str:
+    """The README's "Full Cluster Autoscaler Features Policy" with its second block restricted,
+    as the README asks, by a tag condition: only ASGs carrying this cluster's discovery tag (the
+    ones the autoscaler may discover at all) can be resized or have an instance terminated.
+    eks:DescribeNodegroup is limited to this cluster's node groups (resource type nodegroup,
+    arn:aws:eks:<region>:<account>:nodegroup/<cluster>/<name>/<uuid>:
+    https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoneks.html); the
+    Describe actions of Auto Scaling and EC2 take no resource-level restriction."""
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "DiscoverGroupsAndInstanceTypes", "Effect": "Allow",
+             "Action": [
+                 "autoscaling:DescribeAutoScalingGroups",
+                 "autoscaling:DescribeAutoScalingInstances",
+                 "autoscaling:DescribeLaunchConfigurations",
+                 "autoscaling:DescribeScalingActivities",
+                 "ec2:DescribeImages",
+                 "ec2:DescribeInstanceTypes",
+                 "ec2:DescribeLaunchTemplateVersions",
+                 "ec2:GetInstanceTypesFromInstanceRequirements",
+             ],
+             "Resource": "*"},
+            {"Sid": "ReadThisClustersNodeGroups", "Effect": "Allow",
+             "Action": "eks:DescribeNodegroup",
+             "Resource": f"arn:aws:eks:{region}:{account}:nodegroup/{cluster_name}/*"},
+            {"Sid": "ScaleThisClustersGroupsOnly", "Effect": "Allow",
+             "Action": ["autoscaling:SetDesiredCapacity",
+                        "autoscaling:TerminateInstanceInAutoScalingGroup"],
+             "Resource": "*",
+             "Condition": {"Null": {
+                 f"autoscaling:ResourceTag/{discovery_tag(cluster_name)}": "false"}}},
+        ],
+    })
+
+
+def create_role(prefix: str, cluster_name: str, region: str, oidc_arn: pulumi.Output[str],
+                oidc_issuer: pulumi.Input[str], opts: pulumi.ResourceOptions
+                ) -> tuple[aws.iam.Role, aws.iam.RolePolicy]:
+    """An IRSA role only the autoscaler's service account can assume."""
+    role = identity.irsa_role(f"{prefix}-cluster-autoscaler", oidc_arn, oidc_issuer, NAMESPACE,
+                              SERVICE_ACCOUNT, opts)
+    # The account is the OIDC provider's: arn:aws:iam::<account>:oidc-provider/...
+    policy = aws.iam.RolePolicy(
+        f"{prefix}-cluster-autoscaler", role=role.name,
+        policy=oidc_arn.apply(
+            lambda arn: autoscaler_policy(cluster_name, region, arn.split(":")[4])),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=role)))
+    return role, policy
+
+
+def values(cluster_name: str, region: str, kubernetes_version: str,
+           role_arn: pulumi.Input[str], node_selector: Mapping[str, str]) -> dict:
+    """Chart values. Flags (FAQ.md, "What are the parameters to CA?"):
+    - expander least-waste: the job's pods select one pool by label, so only its group fits
+      them; among groups that do fit (system pods), the one left with the least idle CPU.
+    - balance-similar-node-groups off: each GPU group is one zone and one placement group on
+      purpose, and the groups differ by capacity type; there is nothing to balance.
+    - skip-nodes-with-local-storage left at its default (true): the only pods with emptyDir on a
+      GPU node are training pods, protected anyway by SAFE_TO_EVICT while they run and no
+      obstacle once Completed; daemon set pods (device plugins, CSI node) never block removal.
+    - scale-down-unneeded-time 10m (the default, stated): an idle GPU node goes after 10 minutes.
+    """
+    return {
+        "cloudProvider": "aws",
+        "awsRegion": region,
+        "autoDiscovery": {"clusterName": cluster_name},
+        "image": {"repository": IMAGE, "tag": IMAGE_TAG_BY_KUBERNETES[kubernetes_version]},
+        "rbac": {"serviceAccount": {
+            "create": True, "name": SERVICE_ACCOUNT,
+            "annotations": {"eks.amazonaws.com/role-arn": role_arn}}},
+        "extraArgs": {
+            "expander": "least-waste",
+            "balance-similar-node-groups": False,
+            "scale-down-unneeded-time": "10m",
+        },
+        # On the system pool: never on a node it might remove, and never on a tainted GPU node.
+        "nodeSelector": dict(node_selector),
+    }
+
+
+def create_autoscaler(prefix: str, chart_values: dict, opts: pulumi.ResourceOptions
+                      ) -> k8s.helm.v3.Release:
+    return k8s.helm.v3.Release(
+        f"{prefix}-{CHART}",
+        k8s.helm.v3.ReleaseArgs(
+            name=CHART, chart=CHART, version=CHART_VERSION, namespace=NAMESPACE,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPO),
+            values=chart_values, atomic=True, cleanup_on_fail=True),
+        opts=opts)
