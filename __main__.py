@@ -16,7 +16,7 @@ job = TrainingJob(
     f"{args.name_prefix}-training",
     TrainingJobArgs(cluster=cluster, job=settings.job, checkpoints=settings.checkpoints,
                     dataset=settings.dataset, save_estimate=estimated_save(settings),
-                    kubernetes_version=settings.kubernetes.version,
+                    kubernetes_version=cluster.kubernetes_version or settings.kubernetes.version,
                     interconnect=settings.interconnect),
 )
 

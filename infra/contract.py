@@ -129,6 +129,9 @@ class GpuCluster:
     interconnect: InterconnectSpec
     trainer_image: pulumi.Input[str]
     ready: Sequence[pulumi.Resource]  # pools, add-ons: the job is created after all of them
+    # The exact version the control plane is created at, where the cloud resolves one when the
+    # program runs (GKE: infra/gcp/versions.py); None: the settings' minor is all there is.
+    kubernetes_version: str | None = None
 
 
 @dataclass(frozen=True)

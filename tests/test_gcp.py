@@ -34,6 +34,8 @@ BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
 FILESTORE = "gcp:filestore/instance:Instance"
+NETWORK = "gcp:compute/network:Network"
+SUBNET = "gcp:compute/subnetwork:Subnetwork"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 GCP_PROVIDER = "pulumi:providers:gcp"
 COMPONENT = "torchrec-cloud:gcp:GpuCluster"
@@ -171,31 +173,80 @@ def test_private_nodes_reach_registries_through_cloud_nat(run):
     assert run.waits_for(nat, run.one("gcp:compute/router:Router"))
 
 
-def test_no_firewall_rule_opens_ingress_to_the_internet(run):
-    rules = run.of_type(FIREWALL)
-    assert rules, "expected the GPU-to-GPU rule"
-    for rule in rules:
-        assert "0.0.0.0/0" not in rule.inputs.get("sourceRanges", []), rule.name
-        assert rule.inputs.get("sourceTags") or rule.inputs.get("sourceServiceAccounts"), rule.name
+def test_no_firewall_rule_opens_ingress_to_the_internet(run, a3_run):
+    for stack in (run, a3_run):
+        rules = stack.of_type(FIREWALL)
+        assert rules, "expected the control plane's webhook rule"
+        for rule in rules:
+            sources = rule.inputs.get("sourceRanges", [])
+            assert "0.0.0.0/0" not in sources, rule.name
+            assert all(ipaddress.ip_network(c).is_private for c in sources), rule.name
+            assert sources or rule.inputs.get("sourceTags"), rule.name
 
 
-def test_gpu_nodes_talk_to_each_other_on_all_ports(run):
-    rule = run.one(FIREWALL, "gpu-to-gpu")
+def test_no_rule_duplicates_the_node_rules_gke_creates_itself(run):
+    # GKE's own gke-<cluster>-<id>-vms and -all rules admit node-range and pod-range traffic on
+    # every port, which is what NCCL and the rendezvous use; a second such rule only drifts.
+    for rule in run.of_type(FIREWALL):
+        assert "gpu-to-gpu" not in rule.name
+        assert {"protocol": "all"} not in rule.inputs["allows"], rule.name
+
+
+def test_the_control_plane_reaches_every_admission_webhook_on_every_node(run):
+    from infra.webhooks import webhook_ports
+
+    cluster = run.one(CLUSTER)
+    control_plane = cluster.inputs["privateClusterConfig"]["masterIpv4CidrBlock"]
+    assert ipaddress.ip_network(control_plane).prefixlen == 28
+    rule = run.one(FIREWALL, "control-plane-to-webhooks")
     assert rule.inputs["direction"] == "INGRESS"
-    assert rule.inputs["allows"] == [{"protocol": "all"}]
-    tags = rule.inputs["sourceTags"]
-    assert rule.inputs["targetTags"] == tags
-    for pool in gpu_pools(run).values():
-        if pool.inputs["nodeConfig"].get("guestAccelerators"):
-            assert set(tags) <= set(pool.inputs["nodeConfig"]["tags"])
+    assert rule.inputs["sourceRanges"] == [control_plane]
+    assert rule.inputs["allows"] == [{"protocol": "tcp",
+                                      "ports": [str(p) for p in webhook_ports()]}]
+    assert webhook_ports() == [9443]  # JobSet's and the training operator's webhook servers
+    [tag] = rule.inputs["targetTags"]
+    for pool in run.of_type(NODE_POOL):  # the webhook pods may land on any node
+        assert tag in pool.inputs["nodeConfig"]["tags"], pool.name
+
+
+def test_the_control_plane_range_overlaps_no_range_of_the_vpcs(settings, a3_run):
+    ranges = secondary_ranges(settings.gcp.network_cidr)
+    taken = [settings.gcp.network_cidr, ranges.pods, ranges.services,
+             *(s.inputs["ipCidrRange"] for s in a3_run.of_type(SUBNET) if "-gpu-nic" in s.name)]
+    control_plane = ipaddress.ip_network(ranges.control_plane)
+    assert not any(control_plane.overlaps(ipaddress.ip_network(c)) for c in taken)
+
+
+def test_webhook_ports_are_the_ones_the_installed_manifests_serve():
+    from infra.webhooks import ADMISSION_WEBHOOKS
+    from workloads.pytorchjob import TRAINING_OPERATOR_MANIFESTS
+
+    docs = [d for d in yaml.safe_load_all(TRAINING_OPERATOR_MANIFESTS.read_text()) if d]
+    hooks = {h.name: h for h in ADMISSION_WEBHOOKS}
+    [config] = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    services = {w["clientConfig"]["service"]["name"] for w in config["webhooks"]}
+    assert services == {"training-operator"}
+    assert all(w["failurePolicy"] == "Fail" for w in config["webhooks"])
+    [service] = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] in services]
+    [port] = [p for p in service["spec"]["ports"] if p["port"] == 443]
+    assert port["targetPort"] == hooks["training-operator"].port
+    assert service["metadata"]["namespace"] == hooks["training-operator"].namespace
+
+
+def test_the_main_vpc_carries_jumbo_frames(run):
+    vpc = run.one(NETWORK, "-vpc")
+    assert vpc.inputs["mtu"] == 8896  # the VPC maximum, which gVNIC carries
 
 
 # --- cluster ---------------------------------------------------------------------------------
-def test_cluster_is_zonal_in_the_gpu_zone_without_default_pool(run, settings):
+def test_cluster_is_regional_with_nodes_only_in_the_gpu_zone(run, settings):
     cluster = run.one(CLUSTER)
-    assert cluster.inputs["location"] == settings.gpu_zones[0]
+    assert cluster.inputs["location"] == settings.region
+    assert cluster.inputs["nodeLocations"] == [settings.gpu_zones[0]]
     assert cluster.inputs["removeDefaultNodePool"] is True
     assert cluster.inputs["initialNodeCount"] == 1
+    for pool in run.of_type(NODE_POOL):  # pools live at the cluster's location
+        assert pool.inputs["location"] == settings.region, pool.name
 
 
 def test_private_nodes_and_api_open_only_to_the_settings_cidrs(run, settings):
@@ -212,8 +263,12 @@ def test_workload_identity_pool_is_the_projects(run, settings):
 
 
 def test_cluster_version_channel_addons_and_protection_follow_settings(run, settings):
+    from tests.fakes.gcp import CHANNEL_VERSIONS
+
     cluster = run.one(CLUSTER)
-    assert cluster.inputs["minMasterVersion"] == settings.kubernetes.version
+    version = cluster.inputs["minMasterVersion"]
+    assert settings.kubernetes.version == "1.34"
+    assert version.startswith("1.34.") and version in CHANNEL_VERSIONS["REGULAR"]
     assert cluster.inputs["releaseChannel"] == {"channel": "REGULAR"}
     assert cluster.inputs["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
     assert "DCGM" in cluster.inputs["monitoringConfig"]["enableComponents"]
@@ -285,10 +340,10 @@ def test_gpu_nodes_are_hardened(run, settings):
     assert config["serviceAccount"] == f"{node_sa.inputs['accountId']}@my-gcp-project.iam.gserviceaccount.com"
 
 
-def test_node_account_has_only_minimal_project_roles(run):
-    roles = {m.inputs["role"] for m in run.of_type("gcp:projects/iAMMember:IAMMember")}
-    assert roles == {"roles/logging.logWriter", "roles/monitoring.metricWriter",
-                     "roles/monitoring.viewer", "roles/stackdriver.resourceMetadata.writer"}
+def test_node_account_has_only_gkes_default_node_role(run):
+    [member] = run.of_type("gcp:projects/iAMMember:IAMMember")
+    assert member.inputs["role"] == "roles/container.defaultNodeServiceAccount"
+    assert member.inputs["member"].endswith("nodes@my-gcp-project.iam.gserviceaccount.com")
 
 
 def test_spot_pool_is_spot_and_scales_to_zero(run, settings):
@@ -351,6 +406,11 @@ def test_checkpoint_bucket_is_private_versioned_regional_and_kept(run, settings)
     assert bucket.inputs["uniformBucketLevelAccess"] is True
     assert bucket.inputs["publicAccessPrevention"] == "enforced"
     assert bucket.inputs["versioning"] == {"enabled": True}
+    # Pruned or overwritten checkpoints (noncurrent versions) are deleted a week later.
+    [rule] = bucket.inputs["lifecycleRules"]
+    assert rule["action"] == {"type": "Delete"}
+    assert rule["condition"]["daysSinceNoncurrentTime"] == 7
+    assert rule["condition"]["withState"] == "ARCHIVED"
     assert bucket.inputs["location"] == settings.region.upper()
     assert bucket.retain_on_delete is True
     assert bucket.inputs["forceDestroy"] is False
@@ -525,8 +585,6 @@ def test_the_spot_shutdown_window_follows_the_gke_version(version, grace):
 
 
 # --- GPUDirect on A3: VPCs, multi-networking, GKE network objects, DaemonSets, the pod --------
-NETWORK = "gcp:compute/network:Network"
-SUBNET = "gcp:compute/subnetwork:Subnetwork"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 PARAM_SET = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"
 GKE_NETWORK = "kubernetes:networking.gke.io/v1:Network"
@@ -604,6 +662,15 @@ def test_gpu_vpcs_admit_only_their_own_range_and_only_to_gpu_nodes(a3_run):
         assert {a["protocol"] for a in rule.inputs["allows"]} == {"tcp", "udp", "icmp"}
 
 
+def test_every_cluster_enforces_network_policy_with_dataplane_v2(run, a3_sockets_run):
+    for plain in (run, a3_sockets_run):
+        assert plain.one(CLUSTER).inputs["datapathProvider"] == "ADVANCED_DATAPATH"
+        # ... and the job's policy is there for it to enforce.
+        policy = plain.one("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        assert policy.inputs["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        assert plain.waits_for(policy, plain.one(CLUSTER))
+
+
 def test_a3_cluster_has_multi_networking_on_dataplane_v2(a3_run, a3_mega_run):
     for run in (a3_run, a3_mega_run):
         cluster = run.one(CLUSTER)
@@ -615,7 +682,6 @@ def test_a2_and_a3_without_fabric_stay_as_they_were(run, a3_sockets_run):
     for plain in (run, a3_sockets_run):
         cluster = plain.one(CLUSTER)
         assert "enableMultiNetworking" not in cluster.inputs
-        assert "datapathProvider" not in cluster.inputs
         assert not gpu_vpcs(plain)
         assert not plain.of_type(DAEMONSET) and not plain.of_type(GKE_NETWORK)
         for pool in plain.of_type(NODE_POOL):

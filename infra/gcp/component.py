@@ -22,6 +22,7 @@ from infra.gcp.network import GPU_NODE_TAG, create_gpu_networks, create_network
 from infra.gcp.node_pools import create_pools
 from infra.gcp.registry import create_trainer_image
 from infra.gcp.storage import create_checkpoint_bucket
+from infra.gcp.versions import resolve_version
 from infra.settings.model import Filestore
 
 TYPE_TOKEN = "torchrec-cloud:gcp:GpuCluster"
@@ -45,6 +46,9 @@ class GcpGpuCluster(pulumi.ComponentResource):
             f"{prefix}-gcp", project=project, region=region, zone=zone,
             default_labels=s.tags, opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=provider)
+        # Before any cloud resource: a minor GKE's channel no longer offers stops here.
+        version = resolve_version(s.kubernetes.version, region, project,
+                                  pulumi.InvokeOptions(parent=self, provider=provider))
 
         network = create_network(prefix, region, s.gcp.network_cidr, child)
         # GPUDirect (A3 with interconnect.fabric): one VPC per GPU NIC, multi-networking.
@@ -53,9 +57,10 @@ class GcpGpuCluster(pulumi.ComponentResource):
             prefix, region, s.gcp.network_cidr, gpu_nics_needed(gpudirect), GPU_VPC_MTU,
             GPU_NODE_TAG, child)
         node_account = create_node_account(prefix, project, child)
-        cluster = create_cluster(prefix, s, network, node_account.email, child,
+        cluster = create_cluster(prefix, s, network, node_account.email, version, child,
                                  multi_networking=bool(gpu_networks))
-        pools = create_pools(prefix, s, cluster, zone, node_account.email, child, gpu_networks)
+        pools = create_pools(prefix, s, cluster, zone, node_account.email, version, child,
+                             gpu_networks)
         _instance, shared = create_filestore(
             prefix, s.shared_file_system, region, zone, network.network, child)
 
@@ -92,6 +97,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
                 machine(Cloud.GCP, s.job_pool.machine_type), s.interconnect.fabric),
             trainer_image=image,
             ready=[*ready, *fabric_objects],
+            kubernetes_version=version,
         )
         self.register_outputs({
             "clusterName": cluster.name,
@@ -99,4 +105,5 @@ class GcpGpuCluster(pulumi.ComponentResource):
             "fileSystemId": shared.file_system_id,
             "bucket": bucket.name,
             "trainerImage": image,
+            "kubernetesVersion": version,
         })
