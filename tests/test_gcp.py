@@ -855,3 +855,206 @@ def test_a3_ultra_fabric_is_refused_naming_the_machine_and_the_way_out():
     for words in ("a3-ultragpu-8g", "rdma", "interconnect.fabric: false",
                   "a3-highgpu-8g", "a3-megagpu-8g"):
         assert words in text, text
+
+
+# --- the GKE version: what the REGULAR channel offers when the program runs ------------------
+def test_a_minor_the_channel_no_longer_offers_is_refused_before_any_cloud_resource():
+    failed = run_gcp({"kubernetes": {"version": "1.33"}}, expect_error=True)
+    assert isinstance(failed.error, SettingsError), failed.error
+    [problem] = failed.error.problems
+    assert (problem.path, problem.value) == ("kubernetes.version", "1.33")
+    assert "REGULAR" in problem.allowed and "'1.34'" in problem.allowed  # the channel's default
+    assert "us-central1" in problem.allowed
+    assert failed.resources == []  # not even the component or its provider
+
+
+@pytest.mark.parametrize(("minor", "picked"), [
+    ("1.34", "1.34.1-gke.3899001"),  # the channel's default build
+    ("1.35", "1.35.0-gke.2398000"),  # not the default: the channel's newest 1.35 build
+])
+def test_the_cluster_and_its_pools_run_the_channels_build_of_the_minor(minor, picked):
+    from infra.gcp.versions import OfferedVersions, pick_version
+    from tests.fakes.gcp import CHANNEL_DEFAULTS, CHANNEL_VERSIONS
+
+    offered = OfferedVersions(
+        channel_default=CHANNEL_DEFAULTS["REGULAR"],
+        channel_latest_with_prefix=next(
+            v for v in CHANNEL_VERSIONS["REGULAR"] if v.startswith(f"{minor}.")))
+    assert pick_version(minor, "us-central1", offered) == picked
+
+
+def test_the_version_is_asked_of_the_clusters_location(run):
+    # The rule and the program read one source: the version the cluster gets is one the
+    # channel offers in the cluster's own location (a region's list can differ from a zone's).
+    from tests.fakes.gcp import CHANNEL_VERSIONS
+
+    cluster = run.one(CLUSTER)
+    assert cluster.inputs["location"] == "us-central1"
+    assert cluster.inputs["minMasterVersion"] in CHANNEL_VERSIONS["REGULAR"]
+
+
+def test_the_job_is_budgeted_for_the_resolved_build(gke_135_run):
+    # "1.35" resolves to 1.35.0-gke.2398000 >= 1.35.0-gke.1171000: the spot pool's 120 s and the
+    # job's stop budget agree, both read from the same version.
+    from infra.catalog import Capacity, stop_notice
+
+    assert gke_135_run.one(CLUSTER).inputs["minMasterVersion"] == "1.35.0-gke.2398000"
+    assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.35.0-gke.2398000").pod_seconds == 105
+
+
+# --- upgrades --------------------------------------------------------------------------------
+def test_gpu_pools_upgrade_one_node_at_a_time_without_a_surge_machine(run, settings):
+    for pool in settings.enabled_gpu_pools:
+        upgrade = gpu_pools(run)[pool.name].inputs["upgradeSettings"]
+        assert upgrade == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
+
+
+def test_automatic_upgrades_wait_for_the_weekend_window(run):
+    window = run.one(CLUSTER).inputs["maintenancePolicy"]["recurringWindow"]
+    assert window["recurrence"] == "FREQ=WEEKLY;BYDAY=SA,SU"
+    from datetime import datetime
+    start, end = (datetime.fromisoformat(window[k].replace("Z", "+00:00"))
+                  for k in ("startTime", "endTime"))
+    assert start.weekday() == 5 and (end - start).total_seconds() >= 4 * 3600  # GKE's 4 h floor
+    assert start.tzinfo is not None and start.utcoffset().total_seconds() == 0
+
+
+# --- GPU nodes: disks, image streaming, NCCL Fast Socket, taint ------------------------------
+def test_gpu_nodes_stream_images_and_state_the_gpu_taint(run, a3_run):
+    for stack in (run, a3_run):
+        for pool in stack.of_type(NODE_POOL):
+            config = pool.inputs["nodeConfig"]
+            if not config.get("guestAccelerators"):
+                assert "taints" not in config  # the system pool takes add-ons
+                continue
+            assert config["gcfsConfig"] == {"enabled": True}
+            assert config["taints"] == [{"key": "nvidia.com/gpu", "value": "present",
+                                         "effect": "NO_SCHEDULE"}]
+
+
+def test_contract_taint_is_the_one_on_the_pools(contract, run):
+    for key, pool in contract.gpu_pools.items():
+        [taint] = pool.taints
+        [on_pool] = gpu_pools(run)[pool.name].inputs["nodeConfig"]["taints"]
+        assert (taint.key, taint.value) == (on_pool["key"], on_pool["value"])
+        assert taint.effect == "NoSchedule" and on_pool["effect"] == "NO_SCHEDULE"
+
+
+def test_a2_uses_nccl_fast_socket_and_a3_with_gpudirect_does_not(run, a3_run, a3_sockets_run):
+    for stack, fast in ((run, True), (a3_sockets_run, True), (a3_run, False)):
+        for pool in stack.of_type(NODE_POOL):
+            config = pool.inputs["nodeConfig"]
+            if config.get("guestAccelerators"):
+                assert config["gvnic"] == {"enabled": True}  # Fast Socket needs gVNIC
+                assert config.get("fastSocket") == ({"enabled": True} if fast else None), pool.name
+
+
+@pytest.mark.parametrize("fixture", ["run", "a3_run", "a3_mega_run"])
+def test_gpu_boot_disk_and_local_ssds_follow_the_catalog(fixture, request):
+    stack = request.getfixturevalue(fixture)
+    for pool in stack.of_type(NODE_POOL):
+        config = pool.inputs["nodeConfig"]
+        if not config.get("guestAccelerators"):
+            continue
+        gpu = machine(Cloud.GCP, config["machineType"])
+        assert config["diskType"] == gpu.gcp_boot_disk_type
+        ssd = config.get("ephemeralStorageLocalSsdConfig")
+        assert (ssd or {}).get("localSsdCount", 0) == gpu.gcp_local_ssds
+    if fixture != "run":  # A3 High and Mega bundle 16 local SSDs
+        assert any(p.inputs["nodeConfig"].get("ephemeralStorageLocalSsdConfig") ==
+                   {"localSsdCount": 16} for p in stack.of_type(NODE_POOL))
+
+
+# --- capacity: reservations, flex-start, queued provisioning, on-demand availability ---------
+A3_ULTRA = {"gpuPools": {"onDemand": {"machineType": "a3-ultragpu-8g"},
+                         "spot": {"machineType": "a3-ultragpu-8g"}}}
+
+
+@pytest.fixture(scope="module")
+def reserved_ultra_run() -> Run:
+    """A3 Ultra (not sold on demand) from a specific reservation, no fabric."""
+    return run_gcp({**A3_ULTRA, "gpuPools": {
+        **A3_ULTRA["gpuPools"],
+        "onDemand": {"machineType": "a3-ultragpu-8g",
+                     "reservation": {"affinity": "specific", "name": "h200-block"}}},
+        "job": {"image": "us-docker.pkg.dev/example/trainer:1"}})
+
+
+def test_a_specific_reservation_feeds_the_on_demand_pool_only(reserved_ultra_run):
+    pools = gpu_pools(reserved_ultra_run)
+    affinity = pools["gpu"].inputs["nodeConfig"]["reservationAffinity"]
+    assert affinity == {"consumeReservationType": "SPECIFIC_RESERVATION",
+                        "key": "compute.googleapis.com/reservation-name",
+                        "values": ["h200-block"]}
+    assert "reservationAffinity" not in pools["gpuspot"].inputs["nodeConfig"]  # spot takes none
+
+
+def test_a3_ultra_boots_from_hyperdisk_with_its_32_local_ssds(reserved_ultra_run):
+    config = gpu_pools(reserved_ultra_run)["gpu"].inputs["nodeConfig"]
+    assert config["diskType"] == "hyperdisk-balanced"
+    assert config["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": 32}
+
+
+def test_any_reservation_names_no_reservation():
+    settings = stack_settings({"gpuPools": {"onDemand": {"reservation": {"affinity": "any"}}}})
+    from infra.gcp.node_pools import reservation_affinity
+
+    args = reservation_affinity(settings.gpu_pools.on_demand)
+    assert args.consume_reservation_type == "ANY_RESERVATION"
+    assert args.key is None and args.values is None
+
+
+@pytest.fixture(scope="module")
+def flex_run() -> Run:
+    return run_gcp({"gpuPools": {"onDemand": {"flexStart": True, "minNodes": 0,
+                                              "desiredNodes": 0, "maxNodes": 2}}})
+
+
+def test_flex_start_pool_starts_empty_without_auto_repair(flex_run):
+    pool = gpu_pools(flex_run)["gpu"]
+    assert pool.inputs["nodeConfig"]["flexStart"] is True
+    assert pool.inputs["nodeConfig"]["spot"] is False
+    assert "reservationAffinity" not in pool.inputs["nodeConfig"]
+    assert pool.inputs["management"] == {"autoRepair": False, "autoUpgrade": True}
+    assert pool.inputs["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 2}
+    assert pool.inputs["initialNodeCount"] == 0
+    assert "flexStart" not in gpu_pools(flex_run)["gpuspot"].inputs["nodeConfig"]
+
+
+CAPACITY_REFUSED = {
+    "A3 Ultra on demand without a reservation or flex-start": (
+        A3_ULTRA, "gpuPools.onDemand.machineType",
+        ("not sold on demand", "reservation", "flexStart: true", "job.pool: spot")),
+    "queued provisioning, which needs a ProvisioningRequest": (
+        {"gpuPools": {"onDemand": {"queuedProvisioning": True}}},
+        "gpuPools.onDemand.queuedProvisioning", ("ProvisioningRequest", "flexStart")),
+    "flex-start with a reservation": (
+        {"gpuPools": {"onDemand": {"flexStart": True, "minNodes": 0, "desiredNodes": 0,
+                                   "reservation": {"name": "r1"}}}},
+        "gpuPools.onDemand.reservation", ("no reservation",)),
+    "flex-start with nodes at creation": (
+        {"gpuPools": {"onDemand": {"flexStart": True}}},
+        "gpuPools.onDemand.desiredNodes", ("minNodes 0 and desiredNodes 0",)),
+    "a specific reservation without a name": (
+        {"gpuPools": {"onDemand": {"reservation": {"affinity": "specific"}}}},
+        "gpuPools.onDemand.reservation.name", ("reservation name",)),
+    "any reservation with a name": (
+        {"gpuPools": {"onDemand": {"reservation": {"affinity": "any", "name": "r1"}}}},
+        "gpuPools.onDemand.reservation.name", ("leave name", "specific")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CAPACITY_REFUSED))
+def test_capacity_settings_gke_would_refuse_are_refused_first(case):
+    overrides, path, words = CAPACITY_REFUSED[case]
+    with pytest.raises(SettingsError) as refused:
+        stack_settings(overrides)
+    [problem] = [p for p in refused.value.problems if p.path == path]
+    for word in words:
+        assert word in problem.allowed, problem
+
+
+def test_shared_reservations_of_another_project_are_named_by_path():
+    settings = stack_settings({"gpuPools": {"onDemand": {"reservation": {
+        "name": "projects/capacity-project/reservations/h100-block"}}}})
+    assert settings.gpu_pools.on_demand.reservation.name.endswith("/h100-block")

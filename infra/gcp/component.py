@@ -36,19 +36,21 @@ class GcpGpuCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuClusterArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(TYPE_TOKEN, name, None, opts)
         s = args.settings
         if s.gcp is None or not isinstance(s.shared_file_system, Filestore):
             raise ValueError("GcpGpuCluster needs gcp settings and a filestore shared file system")
         prefix, project, region, zone = args.name_prefix, s.gcp.project, s.region, gpu_zone(s)
+        # Before anything is registered (not even this component or its provider): a minor
+        # GKE's channel no longer offers stops here. The invoke names project and location
+        # itself, so the default provider's credentials are all it uses.
+        version = resolve_version(s.kubernetes.version, region, project,
+                                  pulumi.InvokeOptions())
+        super().__init__(TYPE_TOKEN, name, None, opts)
 
         provider = gcp.Provider(
             f"{prefix}-gcp", project=project, region=region, zone=zone,
             default_labels=s.tags, opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=provider)
-        # Before any cloud resource: a minor GKE's channel no longer offers stops here.
-        version = resolve_version(s.kubernetes.version, region, project,
-                                  pulumi.InvokeOptions(parent=self, provider=provider))
 
         network = create_network(prefix, region, s.gcp.network_cidr, child)
         # GPUDirect (A3 with interconnect.fabric): one VPC per GPU NIC, multi-networking.
