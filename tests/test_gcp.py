@@ -1058,3 +1058,7 @@ def test_shared_reservations_of_another_project_are_named_by_path():
     settings = stack_settings({"gpuPools": {"onDemand": {"reservation": {
         "name": "projects/capacity-project/reservations/h100-block"}}}})
     assert settings.gpu_pools.on_demand.reservation.name.endswith("/h100-block")
+
+
+def test_the_stack_reports_the_gke_build_it_created(run):
+    assert run.outputs["kubernetes_version"] == run.one(CLUSTER).inputs["minMasterVersion"]
