@@ -1062,3 +1062,16 @@ def test_shared_reservations_of_another_project_are_named_by_path():
 
 def test_the_stack_reports_the_gke_build_it_created(run):
     assert run.outputs["kubernetes_version"] == run.one(CLUSTER).inputs["minMasterVersion"]
+
+
+def test_flex_start_is_refused_on_a_build_older_than_gke_supports_it_on():
+    from infra.gcp.versions import FLEX_START_MIN_GKE, check_features
+
+    settings = stack_settings({"gpuPools": {"onDemand": {"flexStart": True, "minNodes": 0,
+                                                         "desiredNodes": 0}}})
+    check_features(settings, "1.34.1-gke.3899001")  # what the channel offers: fine
+    with pytest.raises(SettingsError) as refused:
+        check_features(settings, "1.32.2-gke.1600000")
+    [problem] = refused.value.problems
+    assert problem.path == "gpuPools.onDemand.flexStart"
+    assert FLEX_START_MIN_GKE in problem.allowed and "1.32.2-gke.1600000" in problem.allowed

@@ -22,7 +22,7 @@ from infra.gcp.network import GPU_NODE_TAG, create_gpu_networks, create_network
 from infra.gcp.node_pools import create_pools
 from infra.gcp.registry import create_trainer_image
 from infra.gcp.storage import create_checkpoint_bucket
-from infra.gcp.versions import resolve_version
+from infra.gcp.versions import check_features, resolve_version
 from infra.settings.model import Filestore
 
 TYPE_TOKEN = "torchrec-cloud:gcp:GpuCluster"
@@ -45,6 +45,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
         # itself, so the default provider's credentials are all it uses.
         version = resolve_version(s.kubernetes.version, region, project,
                                   pulumi.InvokeOptions())
+        check_features(s, version)
         super().__init__(TYPE_TOKEN, name, None, opts)
 
         provider = gcp.Provider(

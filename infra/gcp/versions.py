@@ -17,13 +17,17 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.catalog import version_key
+from infra.catalog import version_key, version_reaches
 from infra.settings.errors import Problem, SettingsError
+from infra.settings.model import Settings
 
 # The channel the cluster is enrolled in (infra/gcp/cluster.py): a cluster in a channel can be
 # created only at a version that channel offers
 # (https://cloud.google.com/kubernetes-engine/docs/concepts/release-channels).
 CHANNEL = "REGULAR"
+# Flex-start node pools need GKE 1.32.2-gke.1652000 or later
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/dws, "Requirements").
+FLEX_START_MIN_GKE = "1.32.2-gke.1652000"
 
 
 @dataclass(frozen=True)
@@ -71,3 +75,12 @@ def resolve_version(minor: str, location: str, project: str,
     result = gcp.container.get_engine_versions(
         location=location, project=project, version_prefix=f"{minor}.", opts=opts)
     return pick_version(minor, location, OfferedVersions.of(result))
+
+
+def check_features(settings: Settings, version: str) -> None:
+    """What the settings ask of the resolved build, checked before anything is registered."""
+    if settings.gpu_pools.on_demand.flex_start and not version_reaches(version, FLEX_START_MIN_GKE):
+        raise SettingsError([Problem(
+            "gpuPools.onDemand.flexStart", True,
+            f"flex-start needs GKE {FLEX_START_MIN_GKE} or later; kubernetes.version "
+            f"{settings.kubernetes.version} gives {version}: choose a newer minor")])

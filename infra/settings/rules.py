@@ -341,11 +341,12 @@ RULES: tuple[Rule, ...] = (
 
 # --- GCP capacity: reservations, DWS flex-start, queued provisioning --------------------------
 # GKE's rules as cluster-toolkit's gke-node-pool enforces them (modules/compute/gke-node-pool/
-# main.tf preconditions): flex-start takes no reservation (NO_RESERVATION), is not spot and is
-# scaled by the autoscaler; a specific reservation is named by its name; queued provisioning
-# needs min 0, no reservation and no compact placement. GKE's flex-start guide creates the pool
-# with --num-nodes=0 --total-min-nodes=0 --reservation-affinity=none --no-enable-autorepair
-# (https://cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training).
+# main.tf preconditions): flex-start takes no reservation (NO_RESERVATION), is not spot, has no
+# static node count and no auto-repair; a specific reservation is named by its name; spot takes
+# no reservation. Flex-start VMs are created by the autoscaler when pods wait and run at most
+# seven days (https://cloud.google.com/kubernetes-engine/docs/concepts/dws); this stack creates
+# the pool empty. Queued provisioning adds nodes only for a ProvisioningRequest, made by Kueue
+# or by hand (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest).
 RESERVATION_NAME = re.compile(
     r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
