@@ -207,6 +207,8 @@ def test_the_control_plane_reaches_every_admission_webhook_on_every_node(run):
     [tag] = rule.inputs["targetTags"]
     for pool in run.of_type(NODE_POOL):  # the webhook pods may land on any node
         assert tag in pool.inputs["nodeConfig"]["tags"], pool.name
+    # Nothing guarded by a webhook is sent before the rule exists.
+    assert run.waits_for(run.one(JOBSET), rule)
 
 
 def test_the_control_plane_range_overlaps_no_range_of_the_vpcs(settings, a3_run):
@@ -340,10 +342,12 @@ def test_gpu_nodes_are_hardened(run, settings):
     assert config["serviceAccount"] == f"{node_sa.inputs['accountId']}@my-gcp-project.iam.gserviceaccount.com"
 
 
-def test_node_account_has_only_gkes_default_node_role(run):
-    [member] = run.of_type("gcp:projects/iAMMember:IAMMember")
-    assert member.inputs["role"] == "roles/container.defaultNodeServiceAccount"
-    assert member.inputs["member"].endswith("nodes@my-gcp-project.iam.gserviceaccount.com")
+def test_node_account_has_gkes_default_node_role_and_what_image_streaming_needs(run):
+    members = run.of_type("gcp:projects/iAMMember:IAMMember")
+    assert {m.inputs["role"] for m in members} == {
+        "roles/container.defaultNodeServiceAccount", "roles/serviceusage.serviceUsageConsumer"}
+    for member in members:
+        assert member.inputs["member"].endswith("nodes@my-gcp-project.iam.gserviceaccount.com")
 
 
 def test_spot_pool_is_spot_and_scales_to_zero(run, settings):

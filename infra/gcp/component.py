@@ -81,7 +81,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
             prefix, project, region, node_account, provider, self, child)
 
         kubeconfig = cluster_kubeconfig(cluster)
-        ready: list[pulumi.Resource] = [*pools.all, network.nat]
+        ready: list[pulumi.Resource] = [*pools.all, network.nat, network.webhook_rule]
         k8s_provider = kubernetes_provider(
             prefix, kubeconfig, ready, pulumi.ResourceOptions(parent=self))
         fabric_objects = create_gpudirect_objects(

@@ -15,8 +15,11 @@ import pulumi_gcp as gcp
 # (https://cloud.google.com/kubernetes-engine/docs/how-to/hardening-your-cluster#use_least_privilege_sa,
 # https://cloud.google.com/iam/docs/roles-permissions/container#container.defaultNodeServiceAccount).
 # The default compute account has Editor: far too much. Image pulls: reader on the stack's
-# repository only (infra/gcp/registry.py).
-NODE_ROLES = {"default-node": "roles/container.defaultNodeServiceAccount"}
+# repository only (infra/gcp/registry.py). Image streaming (the GPU pools' gcfs_config) also
+# needs a custom node account to hold Service Usage Consumer in the project of the images
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, "Requirements").
+NODE_ROLES = {"default-node": "roles/container.defaultNodeServiceAccount",
+              "service-usage": "roles/serviceusage.serviceUsageConsumer"}
 
 
 def account_id(prefix: str, suffix: str) -> str:
@@ -37,7 +40,8 @@ def kubernetes_member(project: str, namespace: str, service_account: str) -> str
 
 def create_node_account(prefix: str, project: str,
                         opts: pulumi.ResourceOptions) -> gcp.serviceaccount.Account:
-    """The GPU and system nodes' identity, with GKE's default node role only."""
+    """The GPU and system nodes' identity: GKE's default node role, and what image streaming
+    needs."""
     account = gcp.serviceaccount.Account(
         f"{prefix}-nodes",
         account_id=account_id(prefix, "nodes"),

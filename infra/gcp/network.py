@@ -82,6 +82,7 @@ class Network:
     subnetwork: gcp.compute.Subnetwork
     nat: gcp.compute.RouterNat
     ranges: SecondaryRanges
+    webhook_rule: gcp.compute.Firewall  # the job's objects must not be sent before it exists
 
 
 def create_network(prefix: str, region: str, node_cidr: str,
@@ -115,7 +116,7 @@ def create_network(prefix: str, region: str, node_cidr: str,
         log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
         opts=opts,
     )
-    gcp.compute.Firewall(
+    webhook_rule = gcp.compute.Firewall(
         f"{prefix}-control-plane-to-webhooks",
         network=network.id,
         description="The GKE control plane calls the admission webhooks the stack installs "
@@ -128,7 +129,8 @@ def create_network(prefix: str, region: str, node_cidr: str,
         target_tags=[NODE_TAG],
         opts=opts,
     )
-    return Network(network=network, subnetwork=subnetwork, nat=nat, ranges=ranges)
+    return Network(network=network, subnetwork=subnetwork, nat=nat, ranges=ranges,
+                   webhook_rule=webhook_rule)
 
 
 def gpu_subnet_ranges(node_cidr: str, count: int) -> list[str]:
