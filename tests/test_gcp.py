@@ -890,11 +890,15 @@ def test_the_cluster_and_its_pools_run_the_channels_build_of_the_minor(minor, pi
 def test_the_version_is_asked_of_the_clusters_location(run):
     # The rule and the program read one source: the version the cluster gets is one the
     # channel offers in the cluster's own location (a region's list can differ from a zone's).
-    from tests.fakes.gcp import CHANNEL_VERSIONS
+    from tests.fakes.gcp import CHANNEL_VERSIONS, ENGINE_VERSION_ASKS
 
     cluster = run.one(CLUSTER)
     assert cluster.inputs["location"] == "us-central1"
     assert cluster.inputs["minMasterVersion"] in CHANNEL_VERSIONS["REGULAR"]
+    asks = [(a.get("location"), a.get("versionPrefix"), a.get("project"))
+            for a in ENGINE_VERSION_ASKS]
+    assert ("us-central1", "1.34.", "my-gcp-project") in asks  # the "." keeps 1.3 from 1.34
+    assert all(location == "us-central1" for location, _, _ in asks)
 
 
 def test_the_job_is_budgeted_for_the_resolved_build(gke_135_run):

@@ -45,6 +45,7 @@ GPU_UPGRADE = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"  # NodeConfig reservationAffinity
 RESERVATION_TYPES = {"any": "ANY_RESERVATION", "specific": "SPECIFIC_RESERVATION"}
 
+
 @dataclass(frozen=True)
 class Pools:
     system: gcp.container.NodePool
@@ -141,10 +142,14 @@ def gpu_node_config(pool: NodePool, gpu: Machine, spot: bool,
     GPU taint, GKE metadata server, shielded, tagged.
 
     Image streaming (gcfs) starts a pod before its ~10 GB image is fully pulled, for images in
-    Artifact Registry (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming).
-    NCCL Fast Socket is GKE's NCCL network plugin for gVNIC (A2, and A3 without GPUDirect); it
-    needs gVNIC, and the pods load it from /usr/local/nvidia/lib64, first on the trainer image's
-    LD_LIBRARY_PATH (https://cloud.google.com/kubernetes-engine/docs/how-to/nccl-fast-socket).
+    Artifact Registry or public Docker Hub, on COS containerd nodes with Private Google Access
+    (the subnetwork has it), the Container File System API on (README) and the node account
+    holding Service Usage Consumer (infra/gcp/identity.py)
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, "Requirements").
+    NCCL Fast Socket is GKE's NCCL network plugin for NCCL over gVNIC (A2, and A3 without
+    GPUDirect); it needs gVNIC, a COS node image, GKE 1.25.2-gke.1700+ and an accelerator pool
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/nccl-fast-socket), and the pods load
+    it from /usr/local/nvidia/lib64, first on the trainer image's LD_LIBRARY_PATH.
     """
     assert gpu.gcp_accelerator_type, f"{gpu.name} has no accelerator type in the catalog"
     own_labels = {k: v for k, v in labels.items() if not k.startswith("cloud.google.com/")}

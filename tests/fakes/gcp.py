@@ -85,10 +85,14 @@ CHANNEL_DEFAULTS = {"RAPID": "1.35.1-gke.1200000", "REGULAR": "1.34.1-gke.389900
                     "STABLE": "1.33.5-gke.2100000"}
 
 
+ENGINE_VERSION_ASKS: list[dict[str, Any]] = []  # every getEngineVersions call's arguments
+
+
 def _engine_versions(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     """As terraform-provider-google's data source shapes getServerConfig: the valid versions
     filtered by the prefix, each channel's default as is, and each channel's newest valid
     version with the prefix (absent when it has none)."""
+    ENGINE_VERSION_ASKS.append(dict(args.args))
     prefix = str(args.args.get("versionPrefix") or "")
     every = sorted({v for versions in CHANNEL_VERSIONS.values() for v in versions}, reverse=True)
     valid = [v for v in every if v.startswith(prefix)]
