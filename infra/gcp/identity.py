@@ -9,10 +9,11 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-# The node account's one project role: Kubernetes Engine Default Node Service Account, which
+# The node account's project roles: Kubernetes Engine Default Node Service Account, which
 # GKE now advises instead of the four legacy roles (logging, monitoring, metadata): it holds
 # what a node needs to ship logs and metrics and nothing more
 # (https://cloud.google.com/kubernetes-engine/docs/how-to/hardening-your-cluster#use_least_privilege_sa,
+# https://cloud.google.com/kubernetes-engine/security/configure-node-service-accounts,
 # https://cloud.google.com/iam/docs/roles-permissions/container#container.defaultNodeServiceAccount).
 # The default compute account has Editor: far too much. Image pulls: reader on the stack's
 # repository only (infra/gcp/registry.py). Image streaming (the GPU pools' gcfs_config) also
