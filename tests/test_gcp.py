@@ -1083,3 +1083,14 @@ def test_flex_start_is_refused_on_a_build_older_than_gke_supports_it_on():
     [problem] = refused.value.problems
     assert problem.path == "gpuPools.onDemand.flexStart"
     assert FLEX_START_MIN_GKE in problem.allowed and "1.32.2-gke.1600000" in problem.allowed
+
+
+def test_the_pytorchjob_kind_waits_for_its_vendored_operator_and_the_webhook_rule():
+    stack = run_gcp({"job": {"kind": "PyTorchJob"}})
+    job = stack.one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    [operator] = [c for c in stack.of_type("kubernetes:yaml/v2:ConfigFile")
+                  if "training-operator" in c.name]
+    assert Path(operator.inputs["file"]).is_file()  # no remote kustomize target to fetch
+    assert not stack.of_type("kubernetes:kustomize/v2:Directory")
+    assert stack.waits_for(job, operator)
+    assert stack.waits_for(job, stack.one(FIREWALL, "control-plane-to-webhooks"))
