@@ -12,16 +12,19 @@ from workloads import TrainingJob, TrainingJobArgs
 settings = load_settings()  # a bad stack file stops here, before any resource exists
 args = GpuClusterArgs(settings=settings, name_prefix=name_prefix())
 cluster = build_cluster(args)
+# The exact control-plane version where the cloud resolves one (GKE), else the settings' minor.
+kubernetes_version = cluster.kubernetes_version or settings.kubernetes.version
 job = TrainingJob(
     f"{args.name_prefix}-training",
     TrainingJobArgs(cluster=cluster, job=settings.job, checkpoints=settings.checkpoints,
                     dataset=settings.dataset, save_estimate=estimated_save(settings),
-                    kubernetes_version=settings.kubernetes.version,
+                    kubernetes_version=kubernetes_version,
                     interconnect=settings.interconnect),
 )
 
 pulumi.export("cloud", settings.cloud.value)
 pulumi.export("cluster_name", cluster.name)
+pulumi.export("kubernetes_version", kubernetes_version)
 pulumi.export("kubeconfig", pulumi.Output.secret(cluster.kubeconfig))
 pulumi.export("file_system_id", cluster.shared_file_system.file_system_id)
 pulumi.export("checkpoint_uri", cluster.checkpoints.uri)

@@ -65,6 +65,11 @@ class Machine:
     # False where the vendor sells the machine only through reservations / capacity blocks /
     # Flex-start / Spot; on_demand_usd_per_hour is then the listed rate, not a buyable one.
     on_demand_available: bool = True
+    # GKE only: the boot disk type the machine accepts (A3 Ultra and newer take Hyperdisk only),
+    # and the local SSDs bundled with it, which GKE uses for ephemeral storage (emptyDir,
+    # image layers) when the pool asks for them (ephemeral_storage_local_ssd_config).
+    gcp_boot_disk_type: str = "pd-ssd"
+    gcp_local_ssds: int = 0
 
     @property
     def has_gpus(self) -> bool:
@@ -146,27 +151,33 @@ MACHINES: tuple[Machine, ...] = (
     Machine(name="Standard_D8s_v5", cloud=Cloud.AZURE, vcpus=8, memory_gib=32, network_gbps=12.5,
             on_demand_usd_per_hour=0.384, typical_spot_discount=0.6),
     # --- GCP: A2 (A100), A3 High (H100 + GPUDirect-TCPX), A3 Mega (TCPXO), A3 Ultra (H200, RDMA).
-    # Prices: us-central1.
+    # Prices: us-central1. Bundled local SSDs: a3-highgpu-8g and a3-megagpu-8g 16, a3-ultragpu-8g
+    # 32 (cluster-toolkit modules/compute/gke-node-pool/disk_definitions.tf), a2-ultragpu-8g
+    # 3,000 GiB = 8 x 375 GiB (https://cloud.google.com/compute/docs/gpus, A2 Ultra table);
+    # a2-highgpu-8g has none bundled. Boot disks: A3 Ultra supports Hyperdisk only
+    # (https://cloud.google.com/compute/docs/accelerator-optimized-machines, "Supported disk
+    # types for A3 Ultra"; cluster-toolkit's A3 Ultra/A4 blueprints use hyperdisk-balanced).
     _gpu(name="a2-highgpu-8g", cloud=Cloud.GCP, gpu_model="A100", gpu_count=8, gpu_memory_gib=40,
          vcpus=96, memory_gib=680, network_gbps=100, gcp_accelerator_type="nvidia-tesla-a100",
          on_demand_usd_per_hour=29.39, typical_spot_discount=0.6),
     _gpu(name="a2-ultragpu-8g", cloud=Cloud.GCP, gpu_model="A100", gpu_count=8, gpu_memory_gib=80,
          vcpus=96, memory_gib=1360, network_gbps=100, gcp_accelerator_type="nvidia-a100-80gb",
-         on_demand_usd_per_hour=40.22, typical_spot_discount=0.6),
+         on_demand_usd_per_hour=40.22, typical_spot_discount=0.6, gcp_local_ssds=8),
     _gpu(name="a3-highgpu-8g", cloud=Cloud.GCP, gpu_model="H100", gpu_count=8, gpu_memory_gib=80,
          vcpus=208, memory_gib=1872, network_gbps=1000, interconnect=Interconnect.GPUDIRECT_TCPX,
          gcp_accelerator_type="nvidia-h100-80gb", on_demand_usd_per_hour=88.25,
-         typical_spot_discount=0.6),
+         typical_spot_discount=0.6, gcp_local_ssds=16),
     _gpu(name="a3-megagpu-8g", cloud=Cloud.GCP, gpu_model="H100", gpu_count=8, gpu_memory_gib=80,
          vcpus=208, memory_gib=1872, network_gbps=1800,
          interconnect=Interconnect.GPUDIRECT_TCPXO, gcp_accelerator_type="nvidia-h100-mega-80gb",
-         on_demand_usd_per_hour=88.25, typical_spot_discount=0.6),
+         on_demand_usd_per_hour=88.25, typical_spot_discount=0.6, gcp_local_ssds=16),
     # A3 Ultra: 8 x 400 Gbps CX-7 RDMA NICs + 2 x 200 Gbps gVNIC = 3600 Gbps. Google does not
     # sell it on-demand (reservations, Flex-start, Spot); the price is the listed hourly rate.
     _gpu(name="a3-ultragpu-8g", cloud=Cloud.GCP, gpu_model="H200", gpu_count=8,
          gpu_memory_gib=141, vcpus=224, memory_gib=2952, network_gbps=3600,
          interconnect=Interconnect.RDMA, gcp_accelerator_type="nvidia-h200-141gb",
-         on_demand_usd_per_hour=84.81, typical_spot_discount=0.4, on_demand_available=False),
+         on_demand_usd_per_hour=84.81, typical_spot_discount=0.4, on_demand_available=False,
+         gcp_boot_disk_type="hyperdisk-balanced", gcp_local_ssds=32),
     Machine(name="e2-standard-4", cloud=Cloud.GCP, vcpus=4, memory_gib=16, network_gbps=8,
             on_demand_usd_per_hour=0.134, typical_spot_discount=0.6),
     Machine(name="n2-standard-4", cloud=Cloud.GCP, vcpus=4, memory_gib=16, network_gbps=10,
@@ -223,7 +234,8 @@ class StopNotice:
     pod_seconds: int | None  # what the pod gets of it after the delivery path
     path: str  # how the notice becomes the pod's SIGTERM
     source: str  # where the numbers come from
-    # The Kubernetes minor version ("1.35") from which this entry applies; None: every version.
+    # The version from which this entry applies: a minor ("1.35") or a GKE build
+    # ("1.35.0-gke.1171000"), compared by `version_reaches`; None: every version.
     min_kubernetes: str | None = None
 
 
@@ -264,7 +276,7 @@ STOP_NOTICES: tuple[StopNotice, ...] = (
              "the spot pool: non-system pods get the first 105 s, system pods the last 15 s.",
         source="https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms; "
                "https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config",
-        min_kubernetes="1.35",
+        min_kubernetes="1.35.0-gke.1171000",
     ),
     *(
         StopNotice(
@@ -282,9 +294,32 @@ STOP_NOTICES: tuple[StopNotice, ...] = (
 )
 
 
-def _minor(version: str) -> tuple[int, int]:
-    major, minor = version.split(".")[:2]
-    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+def version_key(version: str) -> tuple[int, ...]:
+    """'1.35.0-gke.1171000' -> (1, 35, 0, 1171000); '1.35' -> (1, 35); 'v1.33.4' -> (1, 33, 4).
+
+    The one parser of Kubernetes and GKE version strings in this project: the stop notices
+    below, the GKE version the program resolves (infra/gcp/versions.py) and the settings all
+    compare versions through it and `version_reaches`.
+    """
+    release, _, build = version.lstrip("v").partition("-gke.")
+    parts = [int("".join(ch for ch in part if ch.isdigit()) or 0) for part in release.split(".")]
+    return (*parts, int(build)) if build.isdigit() else tuple(parts)
+
+
+def version_reaches(version: str, minimum: str) -> bool:
+    """Whether `version` is at least `minimum`.
+
+    A version that names only a minor ('1.35') stands for the newest build of that minor: on
+    GKE a minor-only version makes GKE pick "the highest valid patch+gke.N patch in the 1.X
+    version" (Cluster.initialClusterVersion,
+    https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters),
+    so '1.35' reaches '1.35.0-gke.1171000'; the program passes the exact version GKE offers
+    (infra/gcp/versions.py) wherever it knows it.
+    """
+    have, need = version_key(version), version_key(minimum)
+    if len(have) <= 2 and have[:2] == need[:2]:
+        return True
+    return have >= need
 
 
 def stop_notice(cloud: Cloud | str, capacity: Capacity | str,
@@ -294,10 +329,11 @@ def stop_notice(cloud: Cloud | str, capacity: Capacity | str,
     fits = [n for n in STOP_NOTICES if n.cloud == Cloud(cloud)
             and n.capacity == Capacity(capacity)
             and (n.min_kubernetes is None or (kubernetes_version is not None
-                                              and _minor(kubernetes_version) >= _minor(n.min_kubernetes)))]
+                                              and version_reaches(kubernetes_version,
+                                                                  n.min_kubernetes)))]
     if not fits:
         raise KeyError(f"no stop notice for {Cloud(cloud).value} {Capacity(capacity).value}")
-    return max(fits, key=lambda n: _minor(n.min_kubernetes) if n.min_kubernetes else (0, 0))
+    return max(fits, key=lambda n: version_key(n.min_kubernetes) if n.min_kubernetes else (0,))
 
 
 # --- Checkpoint write throughput: what a save can expect, for the save-time estimate ----------

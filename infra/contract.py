@@ -132,6 +132,9 @@ class GpuCluster:
     # Annotations every training pod carries for the cloud's node lifecycle, e.g. AWS: Cluster
     # Autoscaler must not remove a node while a training pod runs on it.
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    # The exact version the control plane is created at, where the cloud resolves one when the
+    # program runs (GKE: infra/gcp/versions.py); None: the settings' minor is all there is.
+    kubernetes_version: str | None = None
 
 
 @dataclass(frozen=True)

@@ -189,6 +189,36 @@ def test_gke_spot_notice_depends_on_the_kubernetes_version() -> None:
     assert stop_notice(Cloud.GCP, Capacity.SPOT).pod_seconds == 15  # version unknown: the base
 
 
+@pytest.mark.parametrize(("version", "minimum", "reaches"), [
+    ("1.35", "1.35.0-gke.1171000", True),  # a minor stands for its newest build
+    ("1.35.0-gke.1170999", "1.35.0-gke.1171000", False),
+    ("1.35.0-gke.1171000", "1.35.0-gke.1171000", True),
+    ("1.35.1-gke.100", "1.35.0-gke.1171000", True),
+    ("1.34.9-gke.9999999", "1.35.0-gke.1171000", False),
+    ("1.36", "1.35.0-gke.1171000", True),
+    ("1.34", "1.35", False),
+    ("v1.35.2", "1.35", True),
+])
+def test_one_version_comparison_for_minors_and_gke_builds(version, minimum, reaches) -> None:
+    from infra.catalog import version_reaches
+
+    assert version_reaches(version, minimum) is reaches
+
+
+def test_gke_spot_notice_follows_the_exact_gke_build() -> None:
+    from infra.catalog import Capacity, stop_notice
+
+    assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.35.0-gke.1100000").pod_seconds == 15
+    assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.35.0-gke.2398000").pod_seconds == 105
+
+
+def test_gke_machine_disks_come_from_the_catalog() -> None:
+    assert machine(Cloud.GCP, "a3-ultragpu-8g").gcp_boot_disk_type == "hyperdisk-balanced"
+    assert machine(Cloud.GCP, "a3-ultragpu-8g").gcp_local_ssds == 32
+    assert machine(Cloud.GCP, "a3-megagpu-8g").gcp_local_ssds == 16
+    assert machine(Cloud.GCP, "a2-highgpu-8g").gcp_local_ssds == 0
+
+
 def test_stop_budgets_nest_inside_the_notice() -> None:
     from infra.catalog import STOP_NOTICES
     from infra.preemption import stop_budget

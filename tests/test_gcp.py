@@ -34,6 +34,8 @@ BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
 FILESTORE = "gcp:filestore/instance:Instance"
+NETWORK = "gcp:compute/network:Network"
+SUBNET = "gcp:compute/subnetwork:Subnetwork"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 GCP_PROVIDER = "pulumi:providers:gcp"
 COMPONENT = "torchrec-cloud:gcp:GpuCluster"
@@ -171,31 +173,82 @@ def test_private_nodes_reach_registries_through_cloud_nat(run):
     assert run.waits_for(nat, run.one("gcp:compute/router:Router"))
 
 
-def test_no_firewall_rule_opens_ingress_to_the_internet(run):
-    rules = run.of_type(FIREWALL)
-    assert rules, "expected the GPU-to-GPU rule"
-    for rule in rules:
-        assert "0.0.0.0/0" not in rule.inputs.get("sourceRanges", []), rule.name
-        assert rule.inputs.get("sourceTags") or rule.inputs.get("sourceServiceAccounts"), rule.name
+def test_no_firewall_rule_opens_ingress_to_the_internet(run, a3_run):
+    for stack in (run, a3_run):
+        rules = stack.of_type(FIREWALL)
+        assert rules, "expected the control plane's webhook rule"
+        for rule in rules:
+            sources = rule.inputs.get("sourceRanges", [])
+            assert "0.0.0.0/0" not in sources, rule.name
+            assert all(ipaddress.ip_network(c).is_private for c in sources), rule.name
+            assert sources or rule.inputs.get("sourceTags"), rule.name
 
 
-def test_gpu_nodes_talk_to_each_other_on_all_ports(run):
-    rule = run.one(FIREWALL, "gpu-to-gpu")
+def test_no_rule_duplicates_the_node_rules_gke_creates_itself(run):
+    # GKE's own gke-<cluster>-<id>-vms and -all rules admit node-range and pod-range traffic on
+    # every port, which is what NCCL and the rendezvous use; a second such rule only drifts.
+    for rule in run.of_type(FIREWALL):
+        assert "gpu-to-gpu" not in rule.name
+        assert {"protocol": "all"} not in rule.inputs["allows"], rule.name
+
+
+def test_the_control_plane_reaches_every_admission_webhook_on_every_node(run):
+    from infra.webhooks import webhook_ports
+
+    cluster = run.one(CLUSTER)
+    control_plane = cluster.inputs["privateClusterConfig"]["masterIpv4CidrBlock"]
+    assert ipaddress.ip_network(control_plane).prefixlen == 28
+    rule = run.one(FIREWALL, "control-plane-to-webhooks")
     assert rule.inputs["direction"] == "INGRESS"
-    assert rule.inputs["allows"] == [{"protocol": "all"}]
-    tags = rule.inputs["sourceTags"]
-    assert rule.inputs["targetTags"] == tags
-    for pool in gpu_pools(run).values():
-        if pool.inputs["nodeConfig"].get("guestAccelerators"):
-            assert set(tags) <= set(pool.inputs["nodeConfig"]["tags"])
+    assert rule.inputs["sourceRanges"] == [control_plane]
+    assert rule.inputs["allows"] == [{"protocol": "tcp",
+                                      "ports": [str(p) for p in webhook_ports()]}]
+    assert webhook_ports() == [9443]  # JobSet's and the training operator's webhook servers
+    [tag] = rule.inputs["targetTags"]
+    for pool in run.of_type(NODE_POOL):  # the webhook pods may land on any node
+        assert tag in pool.inputs["nodeConfig"]["tags"], pool.name
+    # Nothing guarded by a webhook is sent before the rule exists.
+    assert run.waits_for(run.one(JOBSET), rule)
+
+
+def test_the_control_plane_range_overlaps_no_range_of_the_vpcs(settings, a3_run):
+    ranges = secondary_ranges(settings.gcp.network_cidr)
+    taken = [settings.gcp.network_cidr, ranges.pods, ranges.services,
+             *(s.inputs["ipCidrRange"] for s in a3_run.of_type(SUBNET) if "-gpu-nic" in s.name)]
+    control_plane = ipaddress.ip_network(ranges.control_plane)
+    assert not any(control_plane.overlaps(ipaddress.ip_network(c)) for c in taken)
+
+
+def test_webhook_ports_are_the_ones_the_installed_manifests_serve():
+    from infra.webhooks import ADMISSION_WEBHOOKS
+    from workloads.pytorchjob import TRAINING_OPERATOR_MANIFESTS
+
+    docs = [d for d in yaml.safe_load_all(TRAINING_OPERATOR_MANIFESTS.read_text()) if d]
+    hooks = {h.name: h for h in ADMISSION_WEBHOOKS}
+    [config] = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    services = {w["clientConfig"]["service"]["name"] for w in config["webhooks"]}
+    assert services == {"training-operator"}
+    assert all(w["failurePolicy"] == "Fail" for w in config["webhooks"])
+    [service] = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] in services]
+    [port] = [p for p in service["spec"]["ports"] if p["port"] == 443]
+    assert port["targetPort"] == hooks["training-operator"].port
+    assert service["metadata"]["namespace"] == hooks["training-operator"].namespace
+
+
+def test_the_main_vpc_carries_jumbo_frames(run):
+    vpc = run.one(NETWORK, "-vpc")
+    assert vpc.inputs["mtu"] == 8896  # the VPC maximum, which gVNIC carries
 
 
 # --- cluster ---------------------------------------------------------------------------------
-def test_cluster_is_zonal_in_the_gpu_zone_without_default_pool(run, settings):
+def test_cluster_is_regional_with_nodes_only_in_the_gpu_zone(run, settings):
     cluster = run.one(CLUSTER)
-    assert cluster.inputs["location"] == settings.gpu_zones[0]
+    assert cluster.inputs["location"] == settings.region
+    assert cluster.inputs["nodeLocations"] == [settings.gpu_zones[0]]
     assert cluster.inputs["removeDefaultNodePool"] is True
     assert cluster.inputs["initialNodeCount"] == 1
+    for pool in run.of_type(NODE_POOL):  # pools live at the cluster's location
+        assert pool.inputs["location"] == settings.region, pool.name
 
 
 def test_private_nodes_and_api_open_only_to_the_settings_cidrs(run, settings):
@@ -212,8 +265,12 @@ def test_workload_identity_pool_is_the_projects(run, settings):
 
 
 def test_cluster_version_channel_addons_and_protection_follow_settings(run, settings):
+    from tests.fakes.gcp import CHANNEL_VERSIONS
+
     cluster = run.one(CLUSTER)
-    assert cluster.inputs["minMasterVersion"] == settings.kubernetes.version
+    version = cluster.inputs["minMasterVersion"]
+    assert settings.kubernetes.version == "1.34"
+    assert version.startswith("1.34.") and version in CHANNEL_VERSIONS["REGULAR"]
     assert cluster.inputs["releaseChannel"] == {"channel": "REGULAR"}
     assert cluster.inputs["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
     assert "DCGM" in cluster.inputs["monitoringConfig"]["enableComponents"]
@@ -285,10 +342,12 @@ def test_gpu_nodes_are_hardened(run, settings):
     assert config["serviceAccount"] == f"{node_sa.inputs['accountId']}@my-gcp-project.iam.gserviceaccount.com"
 
 
-def test_node_account_has_only_minimal_project_roles(run):
-    roles = {m.inputs["role"] for m in run.of_type("gcp:projects/iAMMember:IAMMember")}
-    assert roles == {"roles/logging.logWriter", "roles/monitoring.metricWriter",
-                     "roles/monitoring.viewer", "roles/stackdriver.resourceMetadata.writer"}
+def test_node_account_has_gkes_default_node_role_and_what_image_streaming_needs(run):
+    members = run.of_type("gcp:projects/iAMMember:IAMMember")
+    assert {m.inputs["role"] for m in members} == {
+        "roles/container.defaultNodeServiceAccount", "roles/serviceusage.serviceUsageConsumer"}
+    for member in members:
+        assert member.inputs["member"].endswith("nodes@my-gcp-project.iam.gserviceaccount.com")
 
 
 def test_spot_pool_is_spot_and_scales_to_zero(run, settings):
@@ -351,6 +410,11 @@ def test_checkpoint_bucket_is_private_versioned_regional_and_kept(run, settings)
     assert bucket.inputs["uniformBucketLevelAccess"] is True
     assert bucket.inputs["publicAccessPrevention"] == "enforced"
     assert bucket.inputs["versioning"] == {"enabled": True}
+    # Pruned or overwritten checkpoints (noncurrent versions) are deleted a week later.
+    [rule] = bucket.inputs["lifecycleRules"]
+    assert rule["action"] == {"type": "Delete"}
+    assert rule["condition"]["daysSinceNoncurrentTime"] == 7
+    assert rule["condition"]["withState"] == "ARCHIVED"
     assert bucket.inputs["location"] == settings.region.upper()
     assert bucket.retain_on_delete is True
     assert bucket.inputs["forceDestroy"] is False
@@ -525,8 +589,6 @@ def test_the_spot_shutdown_window_follows_the_gke_version(version, grace):
 
 
 # --- GPUDirect on A3: VPCs, multi-networking, GKE network objects, DaemonSets, the pod --------
-NETWORK = "gcp:compute/network:Network"
-SUBNET = "gcp:compute/subnetwork:Subnetwork"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 PARAM_SET = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"
 GKE_NETWORK = "kubernetes:networking.gke.io/v1:Network"
@@ -604,6 +666,15 @@ def test_gpu_vpcs_admit_only_their_own_range_and_only_to_gpu_nodes(a3_run):
         assert {a["protocol"] for a in rule.inputs["allows"]} == {"tcp", "udp", "icmp"}
 
 
+def test_every_cluster_enforces_network_policy_with_dataplane_v2(run, a3_sockets_run):
+    for plain in (run, a3_sockets_run):
+        assert plain.one(CLUSTER).inputs["datapathProvider"] == "ADVANCED_DATAPATH"
+        # ... and the job's policy is there for it to enforce.
+        policy = plain.one("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        assert policy.inputs["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        assert plain.waits_for(policy, plain.one(CLUSTER))
+
+
 def test_a3_cluster_has_multi_networking_on_dataplane_v2(a3_run, a3_mega_run):
     for run in (a3_run, a3_mega_run):
         cluster = run.one(CLUSTER)
@@ -615,7 +686,6 @@ def test_a2_and_a3_without_fabric_stay_as_they_were(run, a3_sockets_run):
     for plain in (run, a3_sockets_run):
         cluster = plain.one(CLUSTER)
         assert "enableMultiNetworking" not in cluster.inputs
-        assert "datapathProvider" not in cluster.inputs
         assert not gpu_vpcs(plain)
         assert not plain.of_type(DAEMONSET) and not plain.of_type(GKE_NETWORK)
         for pool in plain.of_type(NODE_POOL):
@@ -789,3 +859,238 @@ def test_a3_ultra_fabric_is_refused_naming_the_machine_and_the_way_out():
     for words in ("a3-ultragpu-8g", "rdma", "interconnect.fabric: false",
                   "a3-highgpu-8g", "a3-megagpu-8g"):
         assert words in text, text
+
+
+# --- the GKE version: what the REGULAR channel offers when the program runs ------------------
+def test_a_minor_the_channel_no_longer_offers_is_refused_before_any_cloud_resource():
+    failed = run_gcp({"kubernetes": {"version": "1.33"}}, expect_error=True)
+    assert isinstance(failed.error, SettingsError), failed.error
+    [problem] = failed.error.problems
+    assert (problem.path, problem.value) == ("kubernetes.version", "1.33")
+    assert "REGULAR" in problem.allowed and "'1.34'" in problem.allowed  # the channel's default
+    assert "us-central1" in problem.allowed
+    assert failed.resources == []  # not even the component or its provider
+
+
+@pytest.mark.parametrize(("minor", "picked"), [
+    ("1.34", "1.34.1-gke.3899001"),  # the channel's default build
+    ("1.35", "1.35.0-gke.2398000"),  # not the default: the channel's newest 1.35 build
+])
+def test_the_cluster_and_its_pools_run_the_channels_build_of_the_minor(minor, picked):
+    from infra.gcp.versions import OfferedVersions, pick_version
+    from tests.fakes.gcp import CHANNEL_DEFAULTS, CHANNEL_VERSIONS
+
+    offered = OfferedVersions(
+        channel_default=CHANNEL_DEFAULTS["REGULAR"],
+        channel_latest_with_prefix=next(
+            v for v in CHANNEL_VERSIONS["REGULAR"] if v.startswith(f"{minor}.")))
+    assert pick_version(minor, "us-central1", offered) == picked
+
+
+def test_the_version_is_asked_of_the_clusters_location(run):
+    # The rule and the program read one source: the version the cluster gets is one the
+    # channel offers in the cluster's own location (a region's list can differ from a zone's).
+    from tests.fakes.gcp import CHANNEL_VERSIONS, ENGINE_VERSION_ASKS
+
+    cluster = run.one(CLUSTER)
+    assert cluster.inputs["location"] == "us-central1"
+    assert cluster.inputs["minMasterVersion"] in CHANNEL_VERSIONS["REGULAR"]
+    asks = [(a.get("location"), a.get("versionPrefix"), a.get("project"))
+            for a in ENGINE_VERSION_ASKS]
+    assert ("us-central1", "1.34.", "my-gcp-project") in asks  # the "." keeps 1.3 from 1.34
+    assert all(location == "us-central1" for location, _, _ in asks)
+
+
+def test_the_job_is_budgeted_for_the_resolved_build(gke_135_run):
+    # "1.35" resolves to 1.35.0-gke.2398000 >= 1.35.0-gke.1171000: the spot pool's 120 s and the
+    # job's stop budget agree, both read from the same version.
+    from infra.catalog import Capacity, stop_notice
+
+    assert gke_135_run.one(CLUSTER).inputs["minMasterVersion"] == "1.35.0-gke.2398000"
+    assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.35.0-gke.2398000").pod_seconds == 105
+
+
+# --- upgrades --------------------------------------------------------------------------------
+def test_gpu_pools_upgrade_one_node_at_a_time_without_a_surge_machine(run, settings):
+    for pool in settings.enabled_gpu_pools:
+        upgrade = gpu_pools(run)[pool.name].inputs["upgradeSettings"]
+        assert upgrade == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
+
+
+def test_automatic_upgrades_wait_for_the_weekend_window(run):
+    window = run.one(CLUSTER).inputs["maintenancePolicy"]["recurringWindow"]
+    assert window["recurrence"] == "FREQ=WEEKLY;BYDAY=SA,SU"
+    from datetime import datetime
+    start, end = (datetime.fromisoformat(window[k].replace("Z", "+00:00"))
+                  for k in ("startTime", "endTime"))
+    assert start.weekday() == 5 and (end - start).total_seconds() >= 4 * 3600  # GKE's 4 h floor
+    assert start.tzinfo is not None and start.utcoffset().total_seconds() == 0
+
+
+# --- GPU nodes: disks, image streaming, NCCL Fast Socket, taint ------------------------------
+def test_gpu_nodes_stream_images_and_state_the_gpu_taint(run, a3_run):
+    for stack in (run, a3_run):
+        for pool in stack.of_type(NODE_POOL):
+            config = pool.inputs["nodeConfig"]
+            if not config.get("guestAccelerators"):
+                assert "taints" not in config  # the system pool takes add-ons
+                continue
+            assert config["gcfsConfig"] == {"enabled": True}
+            assert config["taints"] == [{"key": "nvidia.com/gpu", "value": "present",
+                                         "effect": "NO_SCHEDULE"}]
+
+
+def test_contract_taint_is_the_one_on_the_pools(contract, run):
+    for key, pool in contract.gpu_pools.items():
+        [taint] = pool.taints
+        [on_pool] = gpu_pools(run)[pool.name].inputs["nodeConfig"]["taints"]
+        assert (taint.key, taint.value) == (on_pool["key"], on_pool["value"])
+        assert taint.effect == "NoSchedule" and on_pool["effect"] == "NO_SCHEDULE"
+
+
+def test_a2_uses_nccl_fast_socket_and_a3_with_gpudirect_does_not(run, a3_run, a3_sockets_run):
+    for stack, fast in ((run, True), (a3_sockets_run, True), (a3_run, False)):
+        for pool in stack.of_type(NODE_POOL):
+            config = pool.inputs["nodeConfig"]
+            if config.get("guestAccelerators"):
+                assert config["gvnic"] == {"enabled": True}  # Fast Socket needs gVNIC
+                assert config.get("fastSocket") == ({"enabled": True} if fast else None), pool.name
+
+
+@pytest.mark.parametrize("fixture", ["run", "a3_run", "a3_mega_run"])
+def test_gpu_boot_disk_and_local_ssds_follow_the_catalog(fixture, request):
+    stack = request.getfixturevalue(fixture)
+    for pool in stack.of_type(NODE_POOL):
+        config = pool.inputs["nodeConfig"]
+        if not config.get("guestAccelerators"):
+            continue
+        gpu = machine(Cloud.GCP, config["machineType"])
+        assert config["diskType"] == gpu.gcp_boot_disk_type
+        ssd = config.get("ephemeralStorageLocalSsdConfig")
+        assert (ssd or {}).get("localSsdCount", 0) == gpu.gcp_local_ssds
+    if fixture != "run":  # A3 High and Mega bundle 16 local SSDs
+        assert any(p.inputs["nodeConfig"].get("ephemeralStorageLocalSsdConfig") ==
+                   {"localSsdCount": 16} for p in stack.of_type(NODE_POOL))
+
+
+# --- capacity: reservations, flex-start, queued provisioning, on-demand availability ---------
+A3_ULTRA = {"gpuPools": {"onDemand": {"machineType": "a3-ultragpu-8g"},
+                         "spot": {"machineType": "a3-ultragpu-8g"}}}
+
+
+@pytest.fixture(scope="module")
+def reserved_ultra_run() -> Run:
+    """A3 Ultra (not sold on demand) from a specific reservation, no fabric."""
+    return run_gcp({**A3_ULTRA, "gpuPools": {
+        **A3_ULTRA["gpuPools"],
+        "onDemand": {"machineType": "a3-ultragpu-8g",
+                     "reservation": {"affinity": "specific", "name": "h200-block"}}},
+        "job": {"image": "us-docker.pkg.dev/example/trainer:1"}})
+
+
+def test_a_specific_reservation_feeds_the_on_demand_pool_only(reserved_ultra_run):
+    pools = gpu_pools(reserved_ultra_run)
+    affinity = pools["gpu"].inputs["nodeConfig"]["reservationAffinity"]
+    assert affinity == {"consumeReservationType": "SPECIFIC_RESERVATION",
+                        "key": "compute.googleapis.com/reservation-name",
+                        "values": ["h200-block"]}
+    assert "reservationAffinity" not in pools["gpuspot"].inputs["nodeConfig"]  # spot takes none
+
+
+def test_a3_ultra_boots_from_hyperdisk_with_its_32_local_ssds(reserved_ultra_run):
+    config = gpu_pools(reserved_ultra_run)["gpu"].inputs["nodeConfig"]
+    assert config["diskType"] == "hyperdisk-balanced"
+    assert config["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": 32}
+
+
+def test_any_reservation_names_no_reservation():
+    settings = stack_settings({"gpuPools": {"onDemand": {"reservation": {"affinity": "any"}}}})
+    from infra.gcp.node_pools import reservation_affinity
+
+    args = reservation_affinity(settings.gpu_pools.on_demand)
+    assert args.consume_reservation_type == "ANY_RESERVATION"
+    assert args.key is None and args.values is None
+
+
+@pytest.fixture(scope="module")
+def flex_run() -> Run:
+    return run_gcp({"gpuPools": {"onDemand": {"flexStart": True, "minNodes": 0,
+                                              "desiredNodes": 0, "maxNodes": 2}}})
+
+
+def test_flex_start_pool_starts_empty_without_auto_repair(flex_run):
+    pool = gpu_pools(flex_run)["gpu"]
+    assert pool.inputs["nodeConfig"]["flexStart"] is True
+    assert pool.inputs["nodeConfig"]["spot"] is False
+    assert "reservationAffinity" not in pool.inputs["nodeConfig"]
+    assert pool.inputs["management"] == {"autoRepair": False, "autoUpgrade": True}
+    assert pool.inputs["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 2}
+    assert pool.inputs["initialNodeCount"] == 0
+    assert "flexStart" not in gpu_pools(flex_run)["gpuspot"].inputs["nodeConfig"]
+
+
+CAPACITY_REFUSED = {
+    "A3 Ultra on demand without a reservation or flex-start": (
+        A3_ULTRA, "gpuPools.onDemand.machineType",
+        ("not sold on demand", "reservation", "flexStart: true", "job.pool: spot")),
+    "queued provisioning, which needs a ProvisioningRequest": (
+        {"gpuPools": {"onDemand": {"queuedProvisioning": True}}},
+        "gpuPools.onDemand.queuedProvisioning", ("ProvisioningRequest", "flexStart")),
+    "flex-start with a reservation": (
+        {"gpuPools": {"onDemand": {"flexStart": True, "minNodes": 0, "desiredNodes": 0,
+                                   "reservation": {"name": "r1"}}}},
+        "gpuPools.onDemand.reservation", ("no reservation",)),
+    "flex-start with nodes at creation": (
+        {"gpuPools": {"onDemand": {"flexStart": True}}},
+        "gpuPools.onDemand.desiredNodes", ("minNodes 0 and desiredNodes 0",)),
+    "a specific reservation without a name": (
+        {"gpuPools": {"onDemand": {"reservation": {"affinity": "specific"}}}},
+        "gpuPools.onDemand.reservation.name", ("reservation name",)),
+    "any reservation with a name": (
+        {"gpuPools": {"onDemand": {"reservation": {"affinity": "any", "name": "r1"}}}},
+        "gpuPools.onDemand.reservation.name", ("leave name", "specific")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CAPACITY_REFUSED))
+def test_capacity_settings_gke_would_refuse_are_refused_first(case):
+    overrides, path, words = CAPACITY_REFUSED[case]
+    with pytest.raises(SettingsError) as refused:
+        stack_settings(overrides)
+    [problem] = [p for p in refused.value.problems if p.path == path]
+    for word in words:
+        assert word in problem.allowed, problem
+
+
+def test_shared_reservations_of_another_project_are_named_by_path():
+    settings = stack_settings({"gpuPools": {"onDemand": {"reservation": {
+        "name": "projects/capacity-project/reservations/h100-block"}}}})
+    assert settings.gpu_pools.on_demand.reservation.name.endswith("/h100-block")
+
+
+def test_the_stack_reports_the_gke_build_it_created(run):
+    assert run.outputs["kubernetes_version"] == run.one(CLUSTER).inputs["minMasterVersion"]
+
+
+def test_flex_start_is_refused_on_a_build_older_than_gke_supports_it_on():
+    from infra.gcp.versions import FLEX_START_MIN_GKE, check_features
+
+    settings = stack_settings({"gpuPools": {"onDemand": {"flexStart": True, "minNodes": 0,
+                                                         "desiredNodes": 0}}})
+    check_features(settings, "1.34.1-gke.3899001")  # what the channel offers: fine
+    with pytest.raises(SettingsError) as refused:
+        check_features(settings, "1.32.2-gke.1600000")
+    [problem] = refused.value.problems
+    assert problem.path == "gpuPools.onDemand.flexStart"
+    assert FLEX_START_MIN_GKE in problem.allowed and "1.32.2-gke.1600000" in problem.allowed
+
+
+def test_the_pytorchjob_kind_waits_for_its_vendored_operator_and_the_webhook_rule():
+    stack = run_gcp({"job": {"kind": "PyTorchJob"}})
+    job = stack.one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    [operator] = [c for c in stack.of_type("kubernetes:yaml/v2:ConfigFile")
+                  if "training-operator" in c.name]
+    assert Path(operator.inputs["file"]).is_file()  # no remote kustomize target to fetch
+    assert not stack.of_type("kubernetes:kustomize/v2:Directory")
+    assert stack.waits_for(job, operator)
+    assert stack.waits_for(job, stack.one(FIREWALL, "control-plane-to-webhooks"))

@@ -205,6 +205,14 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
      "aws.capacityReservation.id", "cr-0123456789abcdef0"),
     ("jobset-name-too-long", "aws", {"job": {"name": "d" * 50}}, "job.name",
      "at most 48 characters with 2 nodes"),
+    ("flex-start-outside-gcp", "aws", {"gpuPools": {"onDemand": {"flexStart": True}}},
+     "gpuPools.onDemand.flexStart", "GCP only"),
+    ("reservation-outside-gcp", "azure",
+     {"gpuPools": {"onDemand": {"reservation": {"name": "r1"}}}},
+     "gpuPools.onDemand.reservation", "GCP only"),
+    # GKE's REGULAR channel (the fakes' getServerConfig) no longer offers 1.33.
+    ("gke-version-left-the-channel", "gcp", {"kubernetes": {"version": "1.33"}},
+     "kubernetes.version", "REGULAR channel offers"),
 ]
 
 

@@ -447,8 +447,17 @@ def test_pytorchjob_is_elastic_and_waits_for_the_training_operator(runs):
     container = scenario.container()
     assert container["name"] == "pytorch"
     assert container["ports"][0]["name"] == "pytorchjob-port"
-    operator = scenario.run.one("kubernetes:kustomize/v2:Directory")
-    assert re.search(r"/v1\.9\.1/manifests/overlays/standalone$", operator.inputs["directory"])
+    # The operator comes from vendored, pinned manifests (kustomize v2 cannot fetch git URLs).
+    [operator] = [c for c in scenario.run.of_type("kubernetes:yaml/v2:ConfigFile")
+                  if "training-operator" in c.name]
+    path = Path(operator.inputs["file"])
+    assert path.is_file() and path.name == "training-operator-v1.9.4.yaml"
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    [image] = [c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+    assert image == "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489"  # pinned tag
+    crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
+    assert "pytorchjobs.kubeflow.org" in crds
     assert scenario.run.waits_for(job, operator)
 
 

@@ -1,11 +1,17 @@
 """The optional Kubeflow variant: the training operator and one elastic PyTorchJob.
 
-The operator is Kubeflow Training Operator v1.9.1 (the last v1 line, which serves
-kubeflow.org/v1 PyTorchJob; Kubeflow Trainer v2 replaced it with TrainJob), installed from its
-kustomize overlay `manifests/overlays/standalone` at the release tag, exactly what the docs'
-`kubectl apply --server-side -k "github.com/kubeflow/training-operator.git/manifests/overlays/
-standalone?ref=v1.9.1"` applies. The repository is now github.com/kubeflow/trainer; GitHub
-redirects and the tag is unchanged.
+The operator is Kubeflow Training Operator v1.9.4 (the v1 line, which serves kubeflow.org/v1
+PyTorchJob; Kubeflow Trainer v2 replaced it with TrainJob): its kustomize overlay
+`manifests/overlays/standalone`, what the docs' `kubectl apply --server-side -k
+"github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=<tag>"` applies,
+rendered once and vendored in workloads/manifests/ (how: that file's header). Vendored because
+pulumi-kubernetes' kustomize v2 Directory builds only local directories (remote git targets are
+pulumi/pulumi-kubernetes issue #3844), and a `.../tree/<tag>/...` URL is no kustomize target at
+all. v1.9.4, not v1.9.1: v1.9.1's overlay retags `ghcr.io/kubeflow/training-v1/training-operator`
+while its Deployment names `kubeflow/training-operator`, so it ran an unpinned Docker Hub image
+(fixed by kubeflow/trainer#2584, in v1.9.2). The operator's admission webhook listens on 9443
+(infra/webhooks.py), which GKE's control plane reaches only through the firewall rule
+infra/gcp/network.py opens.
 
 Only Worker replicas: with an elasticPolicy the operator points every pod's PET_RDZV_ENDPOINT at
 `<job>-worker-0` and the Worker's `pytorchjob-port` (pkg/controller.v1/pytorch/envvar_elastic.go);
@@ -17,21 +23,22 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from pathlib import Path
+
 from infra.settings.model import Job
 from workloads.jobset import SKIP_AWAIT
 from workloads.names import JobNames
 
-TRAINING_OPERATOR_VERSION = "v1.9.1"
-TRAINING_OPERATOR_KUSTOMIZATION = (
-    "https://github.com/kubeflow/training-operator/tree/"
-    f"{TRAINING_OPERATOR_VERSION}/manifests/overlays/standalone"
-)
+TRAINING_OPERATOR_VERSION = "v1.9.4"
+TRAINING_OPERATOR_MANIFESTS = (Path(__file__).parent / "manifests"
+                               / f"training-operator-{TRAINING_OPERATOR_VERSION}.yaml")
 PORT_NAME = "pytorchjob-port"  # the operator reads the rendezvous port from this port name
 
 
-def training_operator(name: str, opts: pulumi.ResourceOptions) -> k8s.kustomize.v2.Directory:
-    """CRDs, RBAC and the controller in namespace `kubeflow` (server-side apply, as the docs say)."""
-    return k8s.kustomize.v2.Directory(name, directory=TRAINING_OPERATOR_KUSTOMIZATION, opts=opts)
+def training_operator(name: str, opts: pulumi.ResourceOptions) -> k8s.yaml.v2.ConfigFile:
+    """CRDs, RBAC, webhook and the controller in namespace `kubeflow`, from the vendored file
+    (applied server-side: the provider is built with server-side apply, as the docs ask)."""
+    return k8s.yaml.v2.ConfigFile(name, file=str(TRAINING_OPERATOR_MANIFESTS), opts=opts)
 
 
 def pytorch_job(name: str, names: JobNames, job: Job,

@@ -1,4 +1,14 @@
-"""The GKE control plane: zonal (compact placement needs one zone), private nodes, locked down.
+"""The GKE control plane: regional (three replicas, no downtime on its own upgrades), private
+nodes in the GPU zone, locked down.
+
+Regional, not zonal: a regional control plane is replicated across the region's zones and
+stays up while GKE upgrades it, and costs the same cluster management fee
+(https://cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters,
+https://cloud.google.com/kubernetes-engine/pricing). Its nodes still live where the pools say:
+every pool names its zones (`node_locations`), so the GPU pools stay in the one GPU zone that
+compact placement needs. The location is fixed at creation: a stack created zonal before this
+change gets a new (regional) cluster on its next `pulumi up`; the bucket and the Filestore
+share, and so the checkpoints and data, are kept.
 
 The default node pool is removed at once: every pool is a separate NodePool resource, so a
 pool change never replaces the cluster.
@@ -11,10 +21,25 @@ import pulumi_gcp as gcp
 
 from infra.gcp.identity import workload_pool
 from infra.gcp.network import PODS_RANGE, SERVICES_RANGE, Network
+from infra.gcp.versions import CHANNEL
 from infra.settings.model import Settings
 
 # DCGM needs managed Prometheus; GKE exposes GPU metrics from it on GKE 1.30.1+.
 MONITORED_COMPONENTS = ["SYSTEM_COMPONENTS", "DCGM"]
+# Dataplane V2 (Cilium): enforces NetworkPolicy without the Calico add-on ("Dataplane V2 ...
+# always has network policy enforcement enabled",
+# https://cloud.google.com/kubernetes-engine/docs/concepts/dataplane-v2) and is what GPUDirect's
+# multi-networking needs. Fixed at creation.
+DATAPATH_PROVIDER = "ADVANCED_DATAPATH"
+# Automatic upgrades (control plane and nodes) only at weekends, 00:00-12:00 UTC on Saturday and
+# on Sunday: 24 h a week, above GKE's floor of 48 h in any 32 days with windows of 4 h or more
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions;
+# the weekend recurrence is the page's own example, FREQ=WEEKLY;BYDAY=SA,SU). Start and end give
+# the time of day and the length only; the date is a past Saturday, in UTC ("Z") as GKE returns
+# it, so the values never drift into a diff.
+MAINTENANCE_START = "2025-01-04T00:00:00Z"  # a Saturday
+MAINTENANCE_END = "2025-01-04T12:00:00Z"
+MAINTENANCE_RECURRENCE = "FREQ=WEEKLY;BYDAY=SA,SU"
 
 
 def gpu_zone(settings: Settings) -> str:
@@ -23,10 +48,11 @@ def gpu_zone(settings: Settings) -> str:
 
 
 def create_cluster(prefix: str, settings: Settings, network: Network,
-                   node_account_email: pulumi.Input[str],
+                   node_account_email: pulumi.Input[str], version: str,
                    opts: pulumi.ResourceOptions,
                    multi_networking: bool = False) -> gcp.container.Cluster:
-    """A zonal GKE cluster in the GPU zone, reachable only from the configured CIDRs.
+    """A regional GKE cluster at `version` (infra/gcp/versions.py), on Dataplane V2, reachable
+    only from the configured CIDRs.
 
     `multi_networking` (GPUDirect on A3) turns on GKE multi-networking, which needs Dataplane
     V2: cluster-toolkit's gke-cluster sets `enable_multi_networking` and `datapath_provider =
@@ -34,22 +60,24 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
     gke-cluster/main.tf); GKE: "Multi-network support for Pods requires GKE Dataplane V2"
     (https://cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods).
     Both are fixed at creation: turning the fabric on or off replaces the cluster. Dataplane V2
-    also enforces the job's NetworkPolicy (workloads/network_policy.py).
+    is on for every cluster: it enforces the job's NetworkPolicy (workloads/network_policy.py).
     """
     assert settings.gcp is not None  # cloud_options_match + defaults guarantee it
     return gcp.container.Cluster(
         f"{prefix}-gke",
-        location=gpu_zone(settings),
+        location=settings.region,
+        # Where the default pool (removed at once) would have put nodes; pools name their own.
+        node_locations=[gpu_zone(settings)],
         network=network.network.id,
         subnetwork=network.subnetwork.id,
         remove_default_node_pool=True,
         initial_node_count=1,
         deletion_protection=settings.gcp.deletion_protection,
-        min_master_version=settings.kubernetes.version,
-        release_channel=gcp.container.ClusterReleaseChannelArgs(channel="REGULAR"),
+        min_master_version=version,
+        release_channel=gcp.container.ClusterReleaseChannelArgs(channel=CHANNEL),
         networking_mode="VPC_NATIVE",
         enable_multi_networking=True if multi_networking else None,
-        datapath_provider="ADVANCED_DATAPATH" if multi_networking else None,
+        datapath_provider=DATAPATH_PROVIDER,
         ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
             cluster_secondary_range_name=PODS_RANGE,
             services_secondary_range_name=SERVICES_RANGE,
@@ -57,6 +85,8 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
         private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
             enable_private_nodes=True,  # no public IPs on nodes
             enable_private_endpoint=False,  # pulumi runs from outside; limited below
+            # A known range, so the webhook firewall rule (infra/gcp/network.py) can name it.
+            master_ipv4_cidr_block=network.ranges.control_plane,
         ),
         master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
             cidr_blocks=[
@@ -77,6 +107,11 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
             enable_components=MONITORED_COMPONENTS,
             managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(
                 enabled=True),
+        ),
+        maintenance_policy=gcp.container.ClusterMaintenancePolicyArgs(
+            recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
+                start_time=MAINTENANCE_START, end_time=MAINTENANCE_END,
+                recurrence=MAINTENANCE_RECURRENCE),
         ),
         enable_shielded_nodes=True,
         # Without this the default pool would use the default compute account (Editor).

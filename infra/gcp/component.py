@@ -22,6 +22,7 @@ from infra.gcp.network import GPU_NODE_TAG, create_gpu_networks, create_network
 from infra.gcp.node_pools import create_pools
 from infra.gcp.registry import create_trainer_image
 from infra.gcp.storage import create_checkpoint_bucket
+from infra.gcp.versions import check_features, resolve_version
 from infra.settings.model import Filestore
 
 TYPE_TOKEN = "torchrec-cloud:gcp:GpuCluster"
@@ -35,11 +36,17 @@ class GcpGpuCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuClusterArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(TYPE_TOKEN, name, None, opts)
         s = args.settings
         if s.gcp is None or not isinstance(s.shared_file_system, Filestore):
             raise ValueError("GcpGpuCluster needs gcp settings and a filestore shared file system")
         prefix, project, region, zone = args.name_prefix, s.gcp.project, s.region, gpu_zone(s)
+        # Before anything is registered (not even this component or its provider): a minor
+        # GKE's channel no longer offers stops here. The invoke names project and location
+        # itself, so the default provider's credentials are all it uses.
+        version = resolve_version(s.kubernetes.version, region, project,
+                                  pulumi.InvokeOptions())
+        check_features(s, version)
+        super().__init__(TYPE_TOKEN, name, None, opts)
 
         provider = gcp.Provider(
             f"{prefix}-gcp", project=project, region=region, zone=zone,
@@ -53,9 +60,10 @@ class GcpGpuCluster(pulumi.ComponentResource):
             prefix, region, s.gcp.network_cidr, gpu_nics_needed(gpudirect), GPU_VPC_MTU,
             GPU_NODE_TAG, child)
         node_account = create_node_account(prefix, project, child)
-        cluster = create_cluster(prefix, s, network, node_account.email, child,
+        cluster = create_cluster(prefix, s, network, node_account.email, version, child,
                                  multi_networking=bool(gpu_networks))
-        pools = create_pools(prefix, s, cluster, zone, node_account.email, child, gpu_networks)
+        pools = create_pools(prefix, s, cluster, zone, node_account.email, version, child,
+                             gpu_networks)
         _instance, shared = create_filestore(
             prefix, s.shared_file_system, region, zone, network.network, child)
 
@@ -73,7 +81,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
             prefix, project, region, node_account, provider, self, child)
 
         kubeconfig = cluster_kubeconfig(cluster)
-        ready: list[pulumi.Resource] = [*pools.all, network.nat]
+        ready: list[pulumi.Resource] = [*pools.all, network.nat, network.webhook_rule]
         k8s_provider = kubernetes_provider(
             prefix, kubeconfig, ready, pulumi.ResourceOptions(parent=self))
         fabric_objects = create_gpudirect_objects(
@@ -92,6 +100,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
                 machine(Cloud.GCP, s.job_pool.machine_type), s.interconnect.fabric),
             trainer_image=image,
             ready=[*ready, *fabric_objects],
+            kubernetes_version=version,
         )
         self.register_outputs({
             "clusterName": cluster.name,
@@ -99,4 +108,5 @@ class GcpGpuCluster(pulumi.ComponentResource):
             "fileSystemId": shared.file_system_id,
             "bucket": bucket.name,
             "trainerImage": image,
+            "kubernetesVersion": version,
         })

@@ -9,13 +9,18 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-# GKE's minimal node roles (the default compute account has Editor: far too much).
-NODE_ROLES = {
-    "log-writer": "roles/logging.logWriter",
-    "metric-writer": "roles/monitoring.metricWriter",
-    "monitoring-viewer": "roles/monitoring.viewer",
-    "metadata-writer": "roles/stackdriver.resourceMetadata.writer",
-}
+# The node account's project roles: Kubernetes Engine Default Node Service Account, which
+# GKE now advises instead of the four legacy roles (logging, monitoring, metadata): it holds
+# what a node needs to ship logs and metrics and nothing more
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/hardening-your-cluster#use_least_privilege_sa,
+# https://cloud.google.com/kubernetes-engine/security/configure-node-service-accounts,
+# https://cloud.google.com/iam/docs/roles-permissions/container#container.defaultNodeServiceAccount).
+# The default compute account has Editor: far too much. Image pulls: reader on the stack's
+# repository only (infra/gcp/registry.py). Image streaming (the GPU pools' gcfs_config) also
+# needs a custom node account to hold Service Usage Consumer in the project of the images
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, "Requirements").
+NODE_ROLES = {"default-node": "roles/container.defaultNodeServiceAccount",
+              "service-usage": "roles/serviceusage.serviceUsageConsumer"}
 
 
 def account_id(prefix: str, suffix: str) -> str:
@@ -36,7 +41,8 @@ def kubernetes_member(project: str, namespace: str, service_account: str) -> str
 
 def create_node_account(prefix: str, project: str,
                         opts: pulumi.ResourceOptions) -> gcp.serviceaccount.Account:
-    """The GPU and system nodes' identity, with logging and monitoring roles only."""
+    """The GPU and system nodes' identity: GKE's default node role, and what image streaming
+    needs."""
     account = gcp.serviceaccount.Account(
         f"{prefix}-nodes",
         account_id=account_id(prefix, "nodes"),

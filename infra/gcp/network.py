@@ -1,9 +1,13 @@
 """The VPC: one subnetwork with pod and service ranges, NAT for private nodes, and firewalls;
 with GPUDirect, one more VPC per GPU NIC.
 
-GKE creates its own rules for node-to-control-plane and pod traffic; the only rule added here
-lets GPU nodes reach each other on every port (NCCL picks ports at run time). Nothing is
-opened to the internet: nodes have no public IPs and reach registries through Cloud NAT.
+GKE creates its own rules for node and pod traffic: `gke-<cluster>-<id>-vms` admits every TCP
+and UDP port and ICMP from the node range to the nodes, `-all` every protocol from the pod
+range (https://cloud.google.com/kubernetes-engine/docs/concepts/firewall-rules), which is all
+NCCL and the c10d rendezvous need, so this stack adds no node-to-node rule of its own. The one
+rule added here lets the control plane reach the admission webhooks the stack installs
+(infra/webhooks.py). Nothing is opened to the internet: nodes have no public IPs and reach
+registries through Cloud NAT.
 """
 
 from __future__ import annotations
@@ -14,9 +18,21 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.webhooks import webhook_ports
+
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
-GPU_NODE_TAG = "gpu-node"  # network tag on every GPU node: the firewall's source and target
+GPU_NODE_TAG = "gpu-node"  # network tag on every GPU node: the GPU VPCs' firewall target
+NODE_TAG = "torchrec-cloud-node"  # network tag on every node of the stack: the webhook rule's target
+# The main VPC's MTU: 8896, the largest a VPC takes (1300-8896, https://cloud.google.com/vpc/docs/mtu)
+# and the largest gVNIC carries (https://cloud.google.com/compute/docs/networking/using-gvnic).
+# Node-to-node and pod-to-pod traffic in one VPC runs at the VPC's MTU (same page), so NCCL's
+# sockets over gVNIC (A2, and A3 without GPUDirect) send 6x fewer packets than at GKE's 1460.
+# Fixed at creation: changing it replaces the VPC and so the cluster.
+MAIN_VPC_MTU = 8896
+# The control plane's private range (private_cluster_config.master_ipv4_cidr_block): a /28 that
+# overlaps no subnet of the VPC (https://cloud.google.com/kubernetes-engine/docs/how-to/private-clusters).
+CONTROL_PLANE_PREFIX = 28
 # GPUDirect's VPCs: one /20 each (4,096 nodes), carved in order from the first of these /16s
 # that the cluster's own ranges do not touch. cluster-toolkit's A3 Mega blueprint uses
 # 192.168.0.0/16 split into /20s (modules/network/multivpc: global_ip_address_range,
@@ -31,6 +47,7 @@ SERVICE_PREFIX = 20  # 4096 Service IPs
 class SecondaryRanges:
     pods: str
     services: str
+    control_plane: str  # not a secondary range: the private control plane's /28
 
 
 def secondary_ranges(node_cidr: str) -> SecondaryRanges:
@@ -54,7 +71,9 @@ def secondary_ranges(node_cidr: str) -> SecondaryRanges:
 
     pods = first_free(POD_PREFIX, [nodes])
     services = first_free(SERVICE_PREFIX, [nodes, pods])
-    return SecondaryRanges(pods=str(pods), services=str(services))
+    control_plane = first_free(CONTROL_PLANE_PREFIX, [nodes, pods, services])
+    return SecondaryRanges(pods=str(pods), services=str(services),
+                           control_plane=str(control_plane))
 
 
 @dataclass(frozen=True)
@@ -63,6 +82,7 @@ class Network:
     subnetwork: gcp.compute.Subnetwork
     nat: gcp.compute.RouterNat
     ranges: SecondaryRanges
+    webhook_rule: gcp.compute.Firewall  # the job's objects must not be sent before it exists
 
 
 def create_network(prefix: str, region: str, node_cidr: str,
@@ -70,7 +90,8 @@ def create_network(prefix: str, region: str, node_cidr: str,
     """VPC, subnetwork with secondary ranges and private Google access, router and NAT."""
     ranges = secondary_ranges(node_cidr)
     network = gcp.compute.Network(
-        f"{prefix}-vpc", auto_create_subnetworks=False, routing_mode="REGIONAL", opts=opts)
+        f"{prefix}-vpc", auto_create_subnetworks=False, routing_mode="REGIONAL",
+        mtu=MAIN_VPC_MTU, opts=opts)
     subnetwork = gcp.compute.Subnetwork(
         f"{prefix}-nodes",
         network=network.id,
@@ -95,23 +116,28 @@ def create_network(prefix: str, region: str, node_cidr: str,
         log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
         opts=opts,
     )
-    gcp.compute.Firewall(
-        f"{prefix}-gpu-to-gpu",
+    webhook_rule = gcp.compute.Firewall(
+        f"{prefix}-control-plane-to-webhooks",
         network=network.id,
-        description="GPU nodes talk to each other on every port (NCCL, c10d rendezvous).",
+        description="The GKE control plane calls the admission webhooks the stack installs "
+                    "(JobSet, the training operator); private nodes admit only 443 and 10250 "
+                    "from it otherwise.",
         direction="INGRESS",
-        allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
-        source_tags=[GPU_NODE_TAG],
-        target_tags=[GPU_NODE_TAG],
+        allows=[gcp.compute.FirewallAllowArgs(
+            protocol="tcp", ports=[str(port) for port in webhook_ports()])],
+        source_ranges=[ranges.control_plane],
+        target_tags=[NODE_TAG],
         opts=opts,
     )
-    return Network(network=network, subnetwork=subnetwork, nat=nat, ranges=ranges)
+    return Network(network=network, subnetwork=subnetwork, nat=nat, ranges=ranges,
+                   webhook_rule=webhook_rule)
 
 
 def gpu_subnet_ranges(node_cidr: str, count: int) -> list[str]:
     """`count` /20s for the GPU VPCs, clear of the node, pod and service ranges."""
     ranges = secondary_ranges(node_cidr)
-    taken = [ipaddress.ip_network(c) for c in (node_cidr, ranges.pods, ranges.services)]
+    taken = [ipaddress.ip_network(c)
+             for c in (node_cidr, ranges.pods, ranges.services, ranges.control_plane)]
     for supernet in map(ipaddress.ip_network, GPU_NETWORK_SUPERNETS):
         if not any(supernet.overlaps(t) for t in taken):
             return [str(s) for s in list(supernet.subnets(new_prefix=GPU_SUBNET_PREFIX))[:count]]

@@ -16,30 +16,34 @@ import pulumi_gcp as gcp
 from infra.catalog import Capacity, Cloud, Machine, machine, stop_notice
 from infra.contract import GpuPool, Taint
 from infra.gcp.interconnect import gpudirect_for
-from infra.gcp.network import GPU_NODE_TAG, GpuNetwork
+from infra.gcp.network import GPU_NODE_TAG, NODE_TAG, GpuNetwork
 from infra.settings.model import NodePool, PoolChoice, Settings
 
 POOL_LABEL = "torchrec-cloud/pool"
 GKE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
-# GKE taints every GPU pool with this itself; setting it again on the pool only makes a diff,
-# so it is in the contract (the job tolerates it) and not in node_config.
+# GKE taints GPU nodes nvidia.com/gpu=present:NoSchedule itself when a pool has accelerators;
+# the pools state it anyway, as cluster-toolkit's gke-node-pool does (local.gpu_taint,
+# modules/compute/gke-node-pool/main.tf), so what keeps other pods off GPU nodes is written here
+# and in the contract (the job tolerates it), not left to GKE's implicit behaviour.
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
+GKE_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE",
+                     "NoExecute": "NO_EXECUTE"}  # NodeConfig taint effects (REST enum)
 GPU_DRIVER_VERSION = "LATEST"  # GKE installs the newest driver for the node version
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # IAM roles limit access
-
-# Spot preemption: GKE's kubelet shuts the node down gracefully on the preemption notice (ACPI
-# soft off), by default 30 s in all: 15 s for ordinary pods, then 15 s for system-critical pods
-# (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms, "Termination and graceful
-# shutdown of Spot VMs"). A Standard Spot pool can extend the total to 120 s through the node
-# system config's kubelet fields, on a control plane at GKE 1.35.0-gke.1171000 or later (same
-# page; https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config). The API
-# allows shutdownGracePeriodSeconds in {0, 30, 120} on Spot VMs only, and the critical-pods share
-# <= it (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeConfig,
-# NodeKubeletConfig). Critical pods keep GKE's default 15 s: they are the node's networking and
-# the GKE metadata server, which the training pod needs to write its last checkpoint; they stop
-# only after ordinary pods, so the training pod gets 120 - 15 = 105 s.
-SPOT_SHUTDOWN_MIN_GKE_VERSION = (1, 35, 0, 1171000)  # 1.35.0-gke.1171000
+GPU_BOOT_DISK_GB = 200
+# GPU pools upgrade one node at a time without a surge node: a surge would need one more
+# 8-GPU machine of the same zone (and compact placement) that on-demand capacity rarely has and
+# a reservation does not hold; blue-green needs a whole second pool and is refused with compact
+# placement. cluster-toolkit's gke-node-pool defaults to exactly this (max_surge 0,
+# max_unavailable 1, SURGE only; modules/compute/gke-node-pool/main.tf), and GKE advises it for
+# reserved or scarce capacity ("Ensure resources for node upgrades",
+# https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies).
+# Upgrades run only in the cluster's weekend maintenance window (infra/gcp/cluster.py); the node
+# is drained like a preemption, and the gang resumes from its newest checkpoint.
+GPU_UPGRADE = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"  # NodeConfig reservationAffinity
+RESERVATION_TYPES = {"any": "ANY_RESERVATION", "specific": "SPECIFIC_RESERVATION"}
 
 
 @dataclass(frozen=True)
@@ -76,39 +80,31 @@ def _autoscaling(pool: NodePool) -> gcp.container.NodePoolAutoscalingArgs:
         min_node_count=pool.min_nodes, max_node_count=pool.max_nodes)
 
 
-def _management() -> gcp.container.NodePoolManagementArgs:
-    return gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True)
-
-
-def gke_version_key(version: str) -> tuple[int, ...]:
-    """'1.35.0-gke.1171000' -> (1, 35, 0, 1171000); '1.35' -> (1, 35)."""
-    release, _, build = version.partition("-gke.")
-    parts = [int(part) for part in release.split(".") if part.isdigit()]
-    return (*parts, int(build)) if build.isdigit() else tuple(parts)
-
-
-def spot_shutdown_extended(version: str) -> bool:
-    """Whether a control plane created at `version` accepts the 120 s Spot shutdown.
-
-    A minor-only version ('1.35', what the settings take) makes GKE pick "the highest valid
-    patch+gke.N patch in the 1.X version" (Cluster.initialClusterVersion,
-    https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters),
-    never older than the first build that offers the setting.
-    """
-    key = gke_version_key(version)
-    minimum = SPOT_SHUTDOWN_MIN_GKE_VERSION
-    if key[:2] != minimum[:2]:
-        return key[:2] > minimum[:2]
-    return len(key) == 2 or key >= minimum
+def _management(flex_start: bool = False) -> gcp.container.NodePoolManagementArgs:
+    # Flex-start pools take no auto-repair (GKE's flex-start guide: --no-enable-autorepair;
+    # cluster-toolkit gke-node-pool: "enable_flex_start needs node auto_repair set to false").
+    return gcp.container.NodePoolManagementArgs(auto_repair=not flex_start, auto_upgrade=True)
 
 
 def spot_shutdown_grace(version: str) -> tuple[int, int]:
-    """(total, critical-pods) seconds of graceful node shutdown a Spot node gives: ordinary pods,
-    the training pod among them, get total - critical from the preemption notice on. The
-    numbers are the catalog's (infra/catalog.py STOP_NOTICES), the one source of truth."""
-    notice = stop_notice(Cloud.GCP, Capacity.SPOT, version if spot_shutdown_extended(version) else None)
+    """(total, critical-pods) seconds of graceful node shutdown a Spot node on `version` gives:
+    ordinary pods, the training pod among them, get total - critical from the preemption notice
+    on. The numbers, and from which GKE build the 120 s apply, are the catalog's
+    (infra/catalog.py STOP_NOTICES, compared by catalog.version_reaches): GKE's kubelet gives
+    Spot nodes 30 s (15 s for ordinary pods); a Standard Spot pool may extend the total to 120 s
+    from GKE 1.35.0-gke.1171000 (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms,
+    https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config). Critical pods
+    keep GKE's 15 s: they are the node's networking and the metadata server the last checkpoint
+    upload needs."""
+    notice = stop_notice(Cloud.GCP, Capacity.SPOT, version)
     assert notice.notice_seconds is not None and notice.pod_seconds is not None
     return notice.notice_seconds, notice.notice_seconds - notice.pod_seconds
+
+
+def spot_shutdown_extended(version: str) -> bool:
+    """Whether a Spot pool on `version` takes the kubelet's longer shutdown (the catalog's
+    version-dependent notice applies)."""
+    return stop_notice(Cloud.GCP, Capacity.SPOT, version).min_kubernetes is not None
 
 
 def spot_kubelet_config(version: str
@@ -122,12 +118,42 @@ def spot_kubelet_config(version: str
         shutdown_grace_period_critical_pods_seconds=critical)
 
 
+def reservation_affinity(pool: NodePool
+                         ) -> gcp.container.NodePoolNodeConfigReservationAffinityArgs | None:
+    """The pool's reservation: a specific one by name (the label key GKE documents for it), any
+    matching one, or none (spot and flex-start take none: settings rules)."""
+    reservation = getattr(pool, "reservation", None)
+    if reservation is None:
+        return None
+    kind = RESERVATION_TYPES[reservation.affinity.value]
+    specific = kind == "SPECIFIC_RESERVATION"
+    return gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+        consume_reservation_type=kind,
+        key=RESERVATION_KEY if specific else None,
+        values=[reservation.name] if specific else None)
+
+
 def gpu_node_config(pool: NodePool, gpu: Machine, spot: bool,
                     service_account: pulumi.Input[str], labels: dict[str, str],
-                    kubernetes_version: str) -> gcp.container.NodePoolNodeConfigArgs:
-    """A GPU node: the catalog's accelerators, gVNIC, GKE metadata server, shielded, tagged."""
+                    kubernetes_version: str, fast_socket: bool
+                    ) -> gcp.container.NodePoolNodeConfigArgs:
+    """A GPU node: the catalog's accelerators, boot disk type and bundled local SSDs (ephemeral
+    storage), gVNIC, image streaming, NCCL Fast Socket where NCCL runs over gVNIC, the explicit
+    GPU taint, GKE metadata server, shielded, tagged.
+
+    Image streaming (gcfs) starts a pod before its ~10 GB image is fully pulled, for images in
+    Artifact Registry or public Docker Hub, on COS containerd nodes with Private Google Access
+    (the subnetwork has it), the Container File System API on (README) and the node account
+    holding Service Usage Consumer (infra/gcp/identity.py)
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, "Requirements").
+    NCCL Fast Socket is GKE's NCCL network plugin for NCCL over gVNIC (A2, and A3 without
+    GPUDirect); it needs gVNIC, a COS node image, GKE 1.25.2-gke.1700+ and an accelerator pool
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/nccl-fast-socket), and the pods load
+    it from /usr/local/nvidia/lib64, first on the trainer image's LD_LIBRARY_PATH.
+    """
     assert gpu.gcp_accelerator_type, f"{gpu.name} has no accelerator type in the catalog"
     own_labels = {k: v for k, v in labels.items() if not k.startswith("cloud.google.com/")}
+    flex_start = bool(getattr(pool, "flex_start", False))
     return gcp.container.NodePoolNodeConfigArgs(
         machine_type=pool.machine_type,
         guest_accelerators=[gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
@@ -138,17 +164,27 @@ def gpu_node_config(pool: NodePool, gpu: Machine, spot: bool,
                     gpu_driver_version=GPU_DRIVER_VERSION)),
         )],
         spot=spot,
+        flex_start=True if flex_start else None,
+        reservation_affinity=reservation_affinity(pool),
         kubelet_config=spot_kubelet_config(kubernetes_version) if spot else None,
         gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
+        gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True),
+        fast_socket=(gcp.container.NodePoolNodeConfigFastSocketArgs(enabled=True)
+                     if fast_socket else None),
         image_type="COS_CONTAINERD",
-        disk_type="pd-ssd",
-        disk_size_gb=200,
+        disk_type=gpu.gcp_boot_disk_type,
+        disk_size_gb=GPU_BOOT_DISK_GB,
+        ephemeral_storage_local_ssd_config=(
+            gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
+                local_ssd_count=gpu.gcp_local_ssds) if gpu.gcp_local_ssds else None),
+        taints=[gcp.container.NodePoolNodeConfigTaintArgs(
+            key=GPU_TAINT.key, value=GPU_TAINT.value, effect=GKE_TAINT_EFFECTS[GPU_TAINT.effect])],
         service_account=service_account,
         oauth_scopes=OAUTH_SCOPES,
         workload_metadata_config=_metadata_server(),
         shielded_instance_config=_shielded(),
         labels=own_labels,  # GKE sets the cloud.google.com/ labels itself
-        tags=[GPU_NODE_TAG],
+        tags=[NODE_TAG, GPU_NODE_TAG],
     )
 
 
@@ -169,17 +205,19 @@ def gpu_network_config(gpu: Machine, fabric: bool, gpu_networks: Sequence[GpuNet
 
 
 def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster, zone: str,
-                 service_account: pulumi.Input[str], opts: pulumi.ResourceOptions,
+                 service_account: pulumi.Input[str], version: str,
+                 opts: pulumi.ResourceOptions,
                  gpu_networks: Sequence[GpuNetwork] = ()) -> Pools:
-    """The system pool and every enabled GPU pool, all in the GPU zone; with GPUDirect, each
-    GPU pool whose machine has it gets the GPU VPCs as extra NICs."""
+    """The system pool in the settings' zones and every enabled GPU pool in the GPU zone, at the
+    cluster's `version`; with GPUDirect, each GPU pool whose machine has it gets the GPU VPCs as
+    extra NICs. Pools live at the cluster's location (the region) and name their zones."""
     sys_pool = settings.system_pool
     system = gcp.container.NodePool(
         f"{prefix}-{sys_pool.name}",
         name=sys_pool.name,
         cluster=cluster.id,
-        location=zone,
-        node_locations=[zone],
+        location=settings.region,
+        node_locations=list(settings.zones),
         initial_node_count=sys_pool.desired_nodes,
         autoscaling=_autoscaling(sys_pool),
         management=_management(),
@@ -192,6 +230,7 @@ def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster
             workload_metadata_config=_metadata_server(),
             shielded_instance_config=_shielded(),
             labels={POOL_LABEL: sys_pool.name},
+            tags=[NODE_TAG],
         ),
         opts=opts,
     )
@@ -201,20 +240,22 @@ def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster
         key, spot = choice.value, choice == PoolChoice.SPOT
         gpu = machine(Cloud.GCP, pool.machine_type)
         labels = gpu_pool_labels(pool, spot)
+        gpudirect = gpudirect_for(gpu, settings.interconnect.fabric) is not None
         gpu_pools[key] = gcp.container.NodePool(
             f"{prefix}-{pool.name}",
             name=pool.name,
             cluster=cluster.id,
-            location=zone,
+            location=settings.region,
             node_locations=[zone],
             initial_node_count=pool.desired_nodes,
             autoscaling=_autoscaling(pool),
-            management=_management(),
+            management=_management(bool(getattr(pool, "flex_start", False))),
+            upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(**GPU_UPGRADE),
             placement_policy=(
                 gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
                 if settings.interconnect.placement else None),
-            node_config=gpu_node_config(pool, gpu, spot, service_account, labels,
-                                        settings.kubernetes.version),
+            node_config=gpu_node_config(pool, gpu, spot, service_account, labels, version,
+                                        fast_socket=not gpudirect),
             network_config=gpu_network_config(gpu, settings.interconnect.fabric, gpu_networks),
             # The autoscaler owns the size after creation.
             opts=pulumi.ResourceOptions.merge(

@@ -8,6 +8,14 @@ import pulumi_gcp as gcp
 from infra.settings.model import Checkpoints
 
 CHECKPOINT_ROLE = "roles/storage.objectUser"  # read, write, list and delete objects; no IAM
+# Versioning keeps a checkpoint the trainer pruned or overwrote as a noncurrent version, which
+# is billed like a live one: noncurrent versions are deleted this many days after they stopped
+# being current (a week to undo a bad prune), as GCS's lifecycle docs advise for versioned
+# buckets (https://cloud.google.com/storage/docs/lifecycle, "daysSinceNoncurrentTime").
+# No AbortIncompleteMultipartUpload rule: that action acts on XML API multipart uploads only,
+# and the trainer writes through gcsfs's JSON API resumable uploads, whose unfinished sessions
+# GCS expires by itself after a week (https://cloud.google.com/storage/docs/resumable-uploads).
+NONCURRENT_DAYS = 7
 
 
 def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
@@ -21,6 +29,11 @@ def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
         uniform_bucket_level_access=True,
         public_access_prevention="enforced",
         versioning=gcp.storage.BucketVersioningArgs(enabled=True),
+        lifecycle_rules=[gcp.storage.BucketLifecycleRuleArgs(
+            action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+            condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                days_since_noncurrent_time=NONCURRENT_DAYS, with_state="ARCHIVED"),
+        )],
         force_destroy=not retain,  # destroy may empty it only when we do not keep it
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=retain)),
     )

@@ -42,6 +42,9 @@ CLOUD_DEFAULTS: dict[Cloud, dict[str, Any]] = {
         "region": "us-central1",
         "zones": ["us-central1-a"],
         "gpuZones": ["us-central1-a"],
+        # The program resolves GKE's REGULAR build of this minor and refuses a minor the channel
+        # no longer offers (infra/gcp/versions.py).
+        "kubernetes": {"version": "1.34"},
         "systemPool": {"machineType": "e2-standard-4"},
         "gpuPools": {
             "onDemand": {"machineType": "a2-highgpu-8g"},

@@ -52,6 +52,23 @@ class SystemPool(NodePool):
     max_nodes: int = Field(3, ge=1, description="Autoscaler upper bound.")
 
 
+class ReservationAffinity(str, Enum):
+    ANY = "any"
+    SPECIFIC = "specific"
+
+
+class Reservation(Section):
+    """GCP only: where the on-demand pool's nodes come from when on-demand capacity has none."""
+
+    affinity: ReservationAffinity = Field(
+        ReservationAffinity.SPECIFIC,
+        description="specific (only the named reservation) or any (any matching reservation "
+        "of the project, else on-demand).")
+    name: str = Field(
+        "", description="The reservation (specific only): its name, or "
+        "projects/<project>/reservations/<name> for one shared from another project.")
+
+
 class OnDemandGpuPool(NodePool):
     """The on-demand GPU pool: the reference setup trains on 2 of these nodes."""
 
@@ -61,6 +78,15 @@ class OnDemandGpuPool(NodePool):
         2, ge=0,
         description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
     max_nodes: int = Field(2, ge=0, description="Autoscaler upper bound.")
+    reservation: Reservation | None = Field(
+        None, description="GCP only: consume a Compute Engine reservation (how H100/H200 "
+        "capacity is usually bought).")
+    flex_start: bool = Field(
+        False, description="GCP only: Dynamic Workload Scheduler flex-start VMs, created when "
+        "the job's pods wait (minNodes and desiredNodes 0, no reservation).")
+    queued_provisioning: bool = Field(
+        False, description="GCP only: DWS queued provisioning; refused, it needs a "
+        "ProvisioningRequest the JobSet does not make (use flexStart).")
 
 
 class SpotGpuPool(NodePool):
@@ -97,7 +123,9 @@ FIND_YOUR_ADDRESS = (
 class Kubernetes(Section):
     """The control plane."""
 
-    version: str = Field("1.33", description="Kubernetes minor version, e.g. 1.33.")
+    version: str = Field(
+        "1.33", description="Kubernetes minor version, e.g. 1.33. On GCP the program takes "
+        "GKE's REGULAR channel build of it and refuses a minor the channel no longer offers.")
     extended_support: bool = Field(
         False,
         description=(

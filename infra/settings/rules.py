@@ -113,6 +113,11 @@ def machines_are_in_the_catalog(s: Settings) -> Iterator[Problem]:
 
 
 def kubernetes_version_is_offered(s: Settings) -> Iterator[Problem]:
+    """EKS and AKS: a static range. GKE's channels change every few weeks, so a GCP stack's
+    version is checked against GKE's own offer when the program runs (infra/gcp/versions.py),
+    before any cloud resource exists; offline only its format is (the model)."""
+    if s.cloud == Cloud.GCP:
+        return
     minor = int(s.kubernetes.version.split(".")[1])
     low, high = SUPPORTED_KUBERNETES
     if s.kubernetes.version.split(".")[0] != "1" or not low <= minor <= high:
@@ -338,6 +343,78 @@ RULES: tuple[Rule, ...] = (
     dataset_import_is_aws_s3,
     cloud_options_match,
 )
+
+
+# --- GCP capacity: reservations, DWS flex-start, queued provisioning --------------------------
+# GKE's rules as cluster-toolkit's gke-node-pool enforces them (modules/compute/gke-node-pool/
+# main.tf preconditions): flex-start takes no reservation (NO_RESERVATION), is not spot, has no
+# static node count and no auto-repair; a specific reservation is named by its name; spot takes
+# no reservation. Flex-start VMs are created by the autoscaler when pods wait and run at most
+# seven days (https://cloud.google.com/kubernetes-engine/docs/concepts/dws); this stack creates
+# the pool empty. Queued provisioning adds nodes only for a ProvisioningRequest, made by Kueue
+# or by hand (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest).
+RESERVATION_NAME = re.compile(
+    r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def gpu_capacity_options_fit_gcp(s: Settings) -> Iterator[Problem]:
+    pool, path = s.gpu_pools.on_demand, "gpuPools.onDemand"
+    chosen = {"reservation": pool.reservation is not None, "flexStart": pool.flex_start,
+              "queuedProvisioning": pool.queued_provisioning}
+    if s.cloud != Cloud.GCP:
+        for key, on in chosen.items():
+            if on:
+                yield Problem(f"{path}.{key}", getattr(pool, _snake(key)),
+                              f"GCP only; on {s.cloud.value} leave it unset")
+        return
+    if pool.queued_provisioning:
+        yield Problem(f"{path}.queuedProvisioning", True,
+                      "not supported: queued provisioning adds nodes only for a "
+                      "ProvisioningRequest (made by Kueue's ProvisioningRequest admission check), "
+                      "and this stack's JobSet or PyTorchJob makes none, so the job would wait "
+                      "for ever; use flexStart: true (the autoscaler asks DWS for the nodes)")
+    if pool.flex_start and pool.reservation is not None:
+        yield Problem(f"{path}.reservation", pool.reservation.model_dump(by_alias=True, mode="json"),
+                      "flex-start VMs take no reservation: set flexStart: false or drop "
+                      "the reservation")
+    if pool.flex_start and (pool.min_nodes, pool.desired_nodes) != (0, 0):
+        yield Problem(f"{path}.desiredNodes",
+                      {"minNodes": pool.min_nodes, "desiredNodes": pool.desired_nodes},
+                      "flex-start pools start empty and grow when the job's pods wait: "
+                      "minNodes 0 and desiredNodes 0 (maxNodes bounds them)")
+    reservation = pool.reservation
+    if reservation is not None:
+        if reservation.affinity.value == "specific" and not RESERVATION_NAME.match(reservation.name):
+            yield Problem(f"{path}.reservation.name", reservation.name,
+                          "a reservation name (lowercase letters, digits and '-', at most 63) "
+                          "or projects/<project>/reservations/<name>")
+        elif reservation.affinity.value == "any" and reservation.name:
+            yield Problem(f"{path}.reservation.name", reservation.name,
+                          "affinity any consumes whichever reservation matches: leave name "
+                          "empty, or set affinity: specific")
+
+
+def _snake(camel: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)
+
+
+def on_demand_pool_can_be_bought(s: Settings) -> Iterator[Problem]:
+    """The catalog's on_demand_available: a machine sold only through reservations, flex-start
+    or spot cannot fill the on-demand pool from on-demand capacity."""
+    pool = s.gpu_pools.on_demand
+    found = find_machine(s.cloud, pool.machine_type)
+    if found is None or found.on_demand_available or pool.max_nodes == 0:
+        return
+    if pool.reservation is not None or pool.flex_start:
+        return
+    yield Problem("gpuPools.onDemand.machineType", pool.machine_type,
+                  f"{found.name} is not sold on demand; get it through a reservation "
+                  "(gpuPools.onDemand.reservation: {affinity: specific, name: <reservation>} or "
+                  "{affinity: any}), DWS flex-start (gpuPools.onDemand.flexStart: true) or spot "
+                  "(gpuPools.spot with job.pool: spot, and another machine for the on-demand pool)")
+
+
+RULES = (*RULES, gpu_capacity_options_fit_gcp, on_demand_pool_can_be_bought)
 
 
 def check_all(settings: Settings) -> list[Problem]:

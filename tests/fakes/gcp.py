@@ -72,6 +72,49 @@ def _client_config(_args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     }
 
 
+# What getServerConfig offers in the fakes' world: each channel's valid versions, newest first,
+# and its default. The REGULAR channel offers 1.34 and 1.35; 1.33 has left it (RAPID and STABLE
+# are here so a test can tell the channels apart).
+CHANNEL_VERSIONS: dict[str, list[str]] = {
+    "RAPID": ["1.36.1-gke.1100000", "1.35.1-gke.1200000", "1.35.0-gke.2398000"],
+    "REGULAR": ["1.35.0-gke.2398000", "1.35.0-gke.1795000", "1.34.1-gke.3899001",
+                "1.34.1-gke.3355000"],
+    "STABLE": ["1.34.1-gke.3355000", "1.33.5-gke.2100000"],
+}
+CHANNEL_DEFAULTS = {"RAPID": "1.35.1-gke.1200000", "REGULAR": "1.34.1-gke.3899001",
+                    "STABLE": "1.33.5-gke.2100000"}
+
+
+ENGINE_VERSION_ASKS: list[dict[str, Any]] = []  # every getEngineVersions call's arguments
+
+
+def _engine_versions(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    """As terraform-provider-google's data source shapes getServerConfig: the valid versions
+    filtered by the prefix, each channel's default as is, and each channel's newest valid
+    version with the prefix (absent when it has none)."""
+    ENGINE_VERSION_ASKS.append(dict(args.args))
+    prefix = str(args.args.get("versionPrefix") or "")
+    every = sorted({v for versions in CHANNEL_VERSIONS.values() for v in versions}, reverse=True)
+    valid = [v for v in every if v.startswith(prefix)]
+    latest = {channel: next(v for v in versions if v.startswith(prefix))
+              for channel, versions in CHANNEL_VERSIONS.items()
+              if any(v.startswith(prefix) for v in versions)}
+    return {
+        "id": "fake-engine-versions",
+        "location": args.args.get("location"),
+        "project": args.args.get("project") or FAKE_PROJECT,
+        "versionPrefix": prefix,
+        "defaultClusterVersion": CHANNEL_DEFAULTS["REGULAR"],
+        "latestMasterVersion": valid[0] if valid else "",
+        "latestNodeVersion": valid[0] if valid else "",
+        "validMasterVersions": valid,
+        "validNodeVersions": valid,
+        "releaseChannelDefaultVersion": dict(CHANNEL_DEFAULTS),
+        "releaseChannelLatestVersion": latest,
+        "releaseChannelUpgradeTargetVersion": dict(CHANNEL_DEFAULTS),
+    }
+
+
 OUTPUTS: dict[str, Any] = {
     "gcp:container/cluster:Cluster": _cluster,
     "gcp:filestore/instance:Instance": _filestore,
@@ -82,4 +125,5 @@ OUTPUTS: dict[str, Any] = {
 }
 CALLS: dict[str, Any] = {
     "gcp:organizations/getClientConfig:getClientConfig": _client_config,
+    "gcp:container/getEngineVersions:getEngineVersions": _engine_versions,
 }
