@@ -124,6 +124,9 @@ class GpuCluster:
     interconnect: InterconnectSpec
     trainer_image: pulumi.Input[str]
     ready: Sequence[pulumi.Resource]  # pools, add-ons: the job is created after all of them
+    # Stack outputs a cloud adds, e.g. Azure's derived globally unique names
+    # ({"storage_account": ..., "registry": ...}), which the user's CLI commands need.
+    exports: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

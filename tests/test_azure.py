@@ -156,7 +156,7 @@ def test_cluster_uses_azure_cni_overlay_and_the_settings_version(run: Run) -> No
     cluster = run.one(CLUSTER).inputs
     assert cluster["networkProfile"]["networkPlugin"] == "azure"
     assert cluster["networkProfile"]["networkPluginMode"] == "overlay"
-    assert cluster["kubernetesVersion"] == "1.33"
+    assert cluster["kubernetesVersion"] == "1.35"  # the Azure default: AKS creates it without LTS
     assert cluster["nodeResourceGroup"] == "torchrec-cloud-azure-aks-nodes"
     pod = ipaddress.ip_network(cluster["networkProfile"]["podCidr"])
     assert not pod.overlaps(ipaddress.ip_network("10.1.0.0/16"))
@@ -172,7 +172,21 @@ def test_system_pool_is_system_mode_in_the_node_subnet(run: Run) -> None:
 
 
 # --- GPU pools -------------------------------------------------------------------------------
-def test_both_gpu_pools_name_the_proximity_placement_group(run: Run) -> None:
+@pytest.fixture(scope="module")
+def placement() -> Run:
+    return run_stack("azure", overrides={"interconnect": {"placement": True}})
+
+
+def test_by_default_no_proximity_placement_group_narrows_where_nd_capacity_is_found(run: Run
+                                                                                   ) -> None:
+    """AKSInfinibandSupport already keeps each pool on one InfiniBand network; a PPG only adds
+    allocation failures for a pool that scales (README, Azure, "Placement")."""
+    assert not run.of_type(PPG)
+    assert all("proximityPlacementGroupID" not in p.inputs for p in run.of_type(POOL))
+
+
+def test_both_gpu_pools_name_the_proximity_placement_group(placement: Run) -> None:
+    run = placement
     ppg = run.one(PPG)
     assert ppg.inputs["zones"] == ["1"]
     assert ppg.inputs["intent"]["vmSizes"] == ["Standard_ND96asr_v4"]
@@ -224,9 +238,15 @@ def test_gpu_pools_follow_the_settings_sizes_and_machine(run: Run) -> None:
 
 
 def test_gpu_pools_are_tainted_and_labelled_for_gpu_work(run: Run) -> None:
-    for name, pool in _pools(run).items():
-        assert pool.inputs["nodeTaints"] == ["sku=gpu:NoSchedule"]
-        assert pool.inputs["nodeLabels"] == {"sku": "gpu", "torchrec-cloud/pool": name}
+    pools = _pools(run)
+    assert pools["gpu"].inputs["nodeTaints"] == ["sku=gpu:NoSchedule"]
+    assert pools["gpu"].inputs["nodeLabels"] == {"sku": "gpu", "torchrec-cloud/pool": "gpu"}
+    # The spot pool states the label and taint AKS adds to it anyway, so a refresh shows no drift.
+    assert pools["gpuspot"].inputs["nodeTaints"] == [
+        "sku=gpu:NoSchedule", "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"]
+    assert pools["gpuspot"].inputs["nodeLabels"] == {
+        "sku": "gpu", "torchrec-cloud/pool": "gpuspot",
+        "kubernetes.azure.com/scalesetpriority": "spot"}
 
 
 def test_gpu_driver_is_left_to_the_gpu_operator(run: Run) -> None:
@@ -406,15 +426,50 @@ def test_registry_has_no_admin_user_and_the_kubelet_may_pull(run: Run) -> None:
     assert registry["sku"]["name"] in ("Basic", "Standard")
     pull = _role(run, ACR_PULL)
     assert pull.inputs["principalId"] == fake.KUBELET_OBJECT_ID
-    assert pull.inputs["scope"].endswith("/registries/torchreccloudazureacr")
+    assert pull.inputs["scope"].endswith(f"/registries/{run.outputs['registry']}")
     assert run.waits_for(run.one(JOB), pull)
 
 
 def test_trainer_image_is_built_into_the_stacks_registry(run: Run) -> None:
     image = run.one("docker-build:index:Image").inputs
+    server = f"{run.outputs['registry']}.azurecr.io"
     assert image["push"] is True
-    assert image["tags"][0].startswith("torchreccloudazureacr.azurecr.io/torchrec-trainer:")
-    assert run.outputs["trainer_image"].startswith("torchreccloudazureacr.azurecr.io/")
+    assert image["tags"][0].startswith(f"{server}/torchrec-trainer:")
+    assert run.outputs["trainer_image"].startswith(f"{server}/")
+
+
+def test_the_image_is_pushed_in_the_same_run_with_an_acr_token_for_the_deployer(run: Run) -> None:
+    """One `pulumi up`: no `az acr login` before the registry exists. The push logs in with the
+    null-GUID user and the ACR refresh token exchanged for the deployer's Entra token."""
+    image = run.one("docker-build:index:Image")
+    assert SECRET_SIG in image.inputs["registries"]  # the token never lands in plain state
+    (login,) = _unsecret(image.inputs["registries"])
+    server = f"{run.outputs['registry']}.azurecr.io"
+    assert login["address"] == server
+    assert login["username"] == "00000000-0000-0000-0000-000000000000"
+    assert login["password"] == fake.ACR_REFRESH_TOKEN
+    exchanges = [fields for url, fields in fake.EXCHANGES if url == f"https://{server}/oauth2/exchange"]
+    assert exchanges and exchanges[-1] == {"grant_type": "access_token", "service": server,
+                                           "tenant": fake.TENANT,
+                                           "access_token": fake.ENTRA_ACCESS_TOKEN}
+    assert run.waits_for(image, run.one(REGISTRY))
+
+
+def test_a_failed_token_exchange_stops_the_run_with_the_registry_named() -> None:
+    from infra.azure import acr_login
+
+    with pytest.raises(RuntimeError, match="example.azurecr.io.*refresh_token"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(acr_login, "post_form", lambda url, fields: {"errors": []})
+            acr_login.exchange_for_refresh_token("example.azurecr.io", fake.TENANT, "t")
+
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
+
+
+def _unsecret(value: Any) -> Any:
+    """A secret input arrives wrapped ({SECRET_SIG: ..., "value": x})."""
+    return value["value"] if isinstance(value, dict) and SECRET_SIG in value else value
 
 
 def test_a_given_image_skips_the_registry(no_placement_local_accounts_image: Run) -> None:

@@ -312,6 +312,16 @@ class AwsOptions(Section):
     vpc_cidr: PrivateCidr = Field("10.0.0.0/16", description="VPC address range.")
 
 
+class WeekDay(str, Enum):
+    MONDAY = "Monday"
+    TUESDAY = "Tuesday"
+    WEDNESDAY = "Wednesday"
+    THURSDAY = "Thursday"
+    FRIDAY = "Friday"
+    SATURDAY = "Saturday"
+    SUNDAY = "Sunday"
+
+
 class AzureOptions(Section):
     """Azure-only settings."""
 
@@ -319,6 +329,28 @@ class AzureOptions(Section):
     disable_local_accounts: bool = Field(
         True, description="Entra ID only: no static admin kubeconfig."
     )
+    long_term_support: bool = Field(
+        False,
+        description="AKS Long-Term Support for kubernetes.version (Premium tier, support plan "
+        "AKSLongTermSupport): needed for a version past its community support.",
+    )
+    maintenance_day: WeekDay = Field(
+        WeekDay.SUNDAY,
+        description="Weekly 4-hour window (UTC) for AKS patch upgrades and node OS security "
+        "patches, which drain nodes and so restart the job from its checkpoint.",
+    )
+    maintenance_start: str = Field(
+        "00:00", description="Start of the weekly maintenance window, HH:MM in UTC."
+    )
+
+    @field_validator("maintenance_start")
+    @classmethod
+    def _hh_mm(cls, value: str) -> str:
+        hours, _, minutes = value.partition(":")
+        if not (len(hours) == 2 and len(minutes) == 2 and hours.isdigit() and minutes.isdigit()
+                and int(hours) < 24 and int(minutes) < 60):
+            raise ValueError("a time of day HH:MM (UTC), e.g. '00:00' or '22:30'")
+        return value
 
 
 class GcpOptions(Section):
