@@ -1,8 +1,9 @@
 """Azure: AKS with GPU pools on InfiniBand, NetApp Files, Blob checkpoints (issue 5).
 
 A thin component: each concern lives in its own module (network, cluster, node_pools,
-interconnect, addons, netapp, storage, identity, registry); this file wires them in order and
-hands the workload layer one `GpuCluster` contract.
+interconnect, addons, netapp, storage, identity, registry, acr_login); this file derives the
+globally unique names, wires the modules in order and hands the workload layer one `GpuCluster`
+contract.
 """
 
 from __future__ import annotations

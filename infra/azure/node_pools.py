@@ -55,8 +55,10 @@ class PoolPlan:
     pool: NodePool
     spot: bool
     # Every label and taint the nodes carry, set on the pool. A spot pool's include the ones AKS
-    # adds to it anyway (it reports them in the pool's nodeLabels and nodeTaints,
-    # https://learn.microsoft.com/azure/aks/spot-node-pool), so a refresh shows no drift.
+    # adds to it anyway: AKS reports them in the pool's nodeLabels and nodeTaints
+    # (https://learn.microsoft.com/azure/aks/spot-node-pool), so leaving them out is drift on
+    # every refresh (kubernetes-sigs/cluster-api-provider-azure#3976), and a label update that
+    # omits the spot label removes it from the nodes (Azure/AKS#3152).
     node_labels: dict[str, str]
     node_taints: tuple[Taint, ...]
 
