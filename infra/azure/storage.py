@@ -59,8 +59,7 @@ def storage_ip_rules(cidrs: list[str]) -> list[str]:
         if any(network.subnet_of(private) for private in RFC1918):
             continue
         if network.prefixlen >= 31:
-            rules += [str(address) for address in (network if network.prefixlen == 31
-                                                   else [network.network_address])]
+            rules += [str(address) for address in network]  # its one or two addresses
         else:
             rules.append(str(network))
     return rules
