@@ -674,18 +674,33 @@ def test_versions_follow_the_aks_release_calendar(version: str, lts: bool, today
         assert len(problems) == 1 and expected in problems[0], problems
 
 
+def _lts_only_version() -> str:
+    """A version AKS creates today only with LTS (1.33 on 2026-11-22), from the dated table."""
+    from datetime import date
+
+    from infra.settings.rules import AKS_KUBERNETES_VERSIONS, SUPPORTED_KUBERNETES
+
+    low, high = SUPPORTED_KUBERNETES
+    today = date.today()
+    return next(v for v, row in AKS_KUBERNETES_VERSIONS.items()
+                if row.end_of_life < today <= row.lts_end_of_life
+                and low <= int(v.split(".")[1]) <= high)
+
+
 def test_a_version_past_community_support_is_refused_before_any_resource() -> None:
-    run = run_stack("azure", overrides={"kubernetes": {"version": "1.33"}}, expect_error=True)
+    version = _lts_only_version()
+    run = run_stack("azure", overrides={"kubernetes": {"version": version}}, expect_error=True)
     assert isinstance(run.error, SettingsError)
     (problem,) = [p for p in run.error.problems if p.path == "kubernetes.version"]
-    assert "azure.longTermSupport" in problem.allowed and not run.resources
+    assert "azure.longTermSupport: true" in problem.allowed and not run.resources
 
 
 def test_long_term_support_is_an_explicit_choice_with_the_premium_tier() -> None:
-    run = run_stack("azure", overrides={"kubernetes": {"version": "1.33"},
+    version = _lts_only_version()
+    run = run_stack("azure", overrides={"kubernetes": {"version": version},
                                         "azure": {"longTermSupport": True}})
     cluster = run.one(CLUSTER).inputs
-    assert cluster["kubernetesVersion"] == "1.33"
+    assert cluster["kubernetesVersion"] == version
     assert cluster["supportPlan"] == "AKSLongTermSupport"
     assert cluster["sku"]["tier"] == "Premium"
 

@@ -82,7 +82,11 @@ class GpuPools(Section):
 class Kubernetes(Section):
     """The control plane."""
 
-    version: str = Field("1.33", description="Kubernetes minor version, e.g. 1.33.")
+    version: str = Field(
+        "1.33",
+        description="Kubernetes minor version, e.g. 1.33. On Azure, one AKS creates on the day "
+        "of `pulumi up` (its release calendar, infra/settings/rules.py); past community "
+        "support only with azure.longTermSupport.")
     api_access_cidrs: list[str] = Field(
         description=(
             "CIDRs allowed to reach the public API endpoint (the machine running `pulumi up` must "
