@@ -721,7 +721,6 @@ def test_global_names_are_unique_per_subscription_and_stack_and_fit_azure_rules(
 
 
 def test_global_names_do_not_change_between_runs_and_differ_between_scopes(run: Run) -> None:
-    from infra.azure import global_names  # noqa: F401 (the names come from here)
     from infra.naming import unique_compact
 
     again = run_stack("azure")
