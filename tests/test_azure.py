@@ -902,7 +902,7 @@ def test_storage_ip_rules_take_only_what_azure_accepts() -> None:
     from infra.azure.storage import storage_ip_rules
 
     assert storage_ip_rules(["198.51.100.7/32", "198.51.100.8/31", "203.0.113.0/24",
-                             "10.0.0.0/16", "192.168.1.0/24"]) == [
+                             "10.0.0.0/16", "192.168.1.0/24", "2001:db8::/48"]) == [
         "198.51.100.7", "198.51.100.8", "198.51.100.9", "203.0.113.0/24"]
 
 

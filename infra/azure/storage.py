@@ -29,8 +29,9 @@ from infra.settings.model import Settings
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 CHECKPOINT_CONTAINER = "checkpoints"
 STORAGE_ACCOUNT_MAX_LENGTH = 24  # 3-24 lowercase letters and digits, globally unique
-# Storage IP rules take public IPv4 only: no RFC 1918 ranges, and no /31 or /32 ranges (single
-# addresses are written without a prefix) (storage-network-security-limitations, above).
+# Storage IP rules take public IPv4 only ("Only IPV4 address is allowed", the ARM IPRule schema):
+# no IPv6, no RFC 1918 ranges, and no /31 or /32 ranges (single addresses are written without a
+# prefix) (storage-network-security-limitations, above).
 RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 
 
@@ -50,13 +51,14 @@ def service_account_subject(settings: Settings) -> str:
 
 
 def storage_ip_rules(cidrs: list[str]) -> list[str]:
-    """The operator's CIDRs as storage firewall rules: /31 and /32 as single addresses, private
-    (RFC 1918) ranges left out because Azure refuses them (such a network reaches the account
-    only through a VNet rule)."""
+    """The operator's CIDRs as storage firewall rules: /31 and /32 as single addresses; IPv6 and
+    private (RFC 1918) ranges left out because Azure refuses them (a private network reaches the
+    account only through a VNet rule)."""
     rules: list[str] = []
     for cidr in cidrs:
         network = ipaddress.ip_network(cidr, strict=True)
-        if any(network.subnet_of(private) for private in RFC1918):
+        if not isinstance(network, ipaddress.IPv4Network) or any(
+                network.subnet_of(private) for private in RFC1918):
             continue
         if network.prefixlen >= 31:
             rules += [str(address) for address in network]  # its one or two addresses
