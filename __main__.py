@@ -32,3 +32,5 @@ pulumi.export("trainer_image", cluster.trainer_image)
 pulumi.export("job_name", job.job_name)
 pulumi.export("watch_commands", job.watch_commands)
 pulumi.export("estimated_cost", hourly_cost(args))
+for output_name, value in cluster.exports.items():
+    pulumi.export(output_name, value)

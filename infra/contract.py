@@ -135,6 +135,9 @@ class GpuCluster:
     # The exact version the control plane is created at, where the cloud resolves one when the
     # program runs (GKE: infra/gcp/versions.py); None: the settings' minor is all there is.
     kubernetes_version: str | None = None
+    # Stack outputs a cloud adds, e.g. Azure's derived globally unique names
+    # ({"storage_account": ..., "registry": ...}), which the user's CLI commands need.
+    exports: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

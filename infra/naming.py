@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import pulumi
+
+UNIQUE_SUFFIX_LENGTH = 8  # hex characters of the stable hash in globally unique names
 
 
 def name_prefix(project: str | None = None, stack: str | None = None, max_length: int = 24) -> str:
@@ -17,3 +20,21 @@ def name_prefix(project: str | None = None, stack: str | None = None, max_length
 def compact(prefix: str, suffix: str = "", max_length: int = 24) -> str:
     """Letters and digits only (storage accounts, ACR): '<prefix><suffix>', cut to fit."""
     return re.sub(r"[^a-z0-9]", "", f"{prefix}{suffix}".lower())[:max_length]
+
+
+def stable_hash(*parts: str) -> str:
+    """The same short hex string for the same parts on every run (never random, never a date)."""
+    digest = hashlib.sha256("/".join(parts).encode()).hexdigest()
+    return digest[:UNIQUE_SUFFIX_LENGTH]
+
+
+def unique_compact(prefix: str, suffix: str, scope: str, max_length: int) -> str:
+    """A globally unique letters-and-digits name: '<prefix, cut><suffix><hash of scope>'.
+
+    `scope` names where the resource lives (subscription, project, stack), so two stacks, or the
+    same stack in two subscriptions, never collide, while `pulumi up` twice keeps the name.
+    """
+    room = max_length - len(suffix) - UNIQUE_SUFFIX_LENGTH
+    if room < 1:
+        raise ValueError(f"suffix {suffix!r} leaves no room in a {max_length}-character name")
+    return f"{compact(prefix, max_length=room)}{suffix}{stable_hash(scope)}"

@@ -12,6 +12,7 @@ import copy
 import json
 import runpy
 import threading
+import unittest.mock
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.proto import resource_pb2
 
+from tests.fakes import azure as azure_fakes
 from tests.fakes import fake_call, fake_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -261,7 +263,8 @@ def run_stack(stack: str, overrides: dict[str, Any] | None = None,
 
     error: BaseException | None = None
     try:
-        program()
+        with unittest.mock.patch("infra.azure.acr_login.post_form", azure_fakes.acr_exchange):
+            program()
     except BaseException as caught:  # noqa: BLE001 (the program's own error is the result)
         if not expect_error:
             raise

@@ -156,7 +156,7 @@ def test_cluster_uses_azure_cni_overlay_and_the_settings_version(run: Run) -> No
     cluster = run.one(CLUSTER).inputs
     assert cluster["networkProfile"]["networkPlugin"] == "azure"
     assert cluster["networkProfile"]["networkPluginMode"] == "overlay"
-    assert cluster["kubernetesVersion"] == "1.33"
+    assert cluster["kubernetesVersion"] == "1.35"  # the Azure default: AKS creates it without LTS
     assert cluster["nodeResourceGroup"] == "torchrec-cloud-azure-aks-nodes"
     pod = ipaddress.ip_network(cluster["networkProfile"]["podCidr"])
     assert not pod.overlaps(ipaddress.ip_network("10.1.0.0/16"))
@@ -172,7 +172,21 @@ def test_system_pool_is_system_mode_in_the_node_subnet(run: Run) -> None:
 
 
 # --- GPU pools -------------------------------------------------------------------------------
-def test_both_gpu_pools_name_the_proximity_placement_group(run: Run) -> None:
+@pytest.fixture(scope="module")
+def placement() -> Run:
+    return run_stack("azure", overrides={"interconnect": {"placement": True}})
+
+
+def test_by_default_no_proximity_placement_group_narrows_where_nd_capacity_is_found(run: Run
+                                                                                   ) -> None:
+    """AKSInfinibandSupport already keeps each pool on one InfiniBand network; a PPG only adds
+    allocation failures for a pool that scales (README, Azure, "Placement")."""
+    assert not run.of_type(PPG)
+    assert all("proximityPlacementGroupID" not in p.inputs for p in run.of_type(POOL))
+
+
+def test_both_gpu_pools_name_the_proximity_placement_group(placement: Run) -> None:
+    run = placement
     ppg = run.one(PPG)
     assert ppg.inputs["zones"] == ["1"]
     assert ppg.inputs["intent"]["vmSizes"] == ["Standard_ND96asr_v4"]
@@ -224,9 +238,15 @@ def test_gpu_pools_follow_the_settings_sizes_and_machine(run: Run) -> None:
 
 
 def test_gpu_pools_are_tainted_and_labelled_for_gpu_work(run: Run) -> None:
-    for name, pool in _pools(run).items():
-        assert pool.inputs["nodeTaints"] == ["sku=gpu:NoSchedule"]
-        assert pool.inputs["nodeLabels"] == {"sku": "gpu", "torchrec-cloud/pool": name}
+    pools = _pools(run)
+    assert pools["gpu"].inputs["nodeTaints"] == ["sku=gpu:NoSchedule"]
+    assert pools["gpu"].inputs["nodeLabels"] == {"sku": "gpu", "torchrec-cloud/pool": "gpu"}
+    # The spot pool states the label and taint AKS adds to it anyway, so a refresh shows no drift.
+    assert pools["gpuspot"].inputs["nodeTaints"] == [
+        "sku=gpu:NoSchedule", "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"]
+    assert pools["gpuspot"].inputs["nodeLabels"] == {
+        "sku": "gpu", "torchrec-cloud/pool": "gpuspot",
+        "kubernetes.azure.com/scalesetpriority": "spot"}
 
 
 def test_gpu_driver_is_left_to_the_gpu_operator(run: Run) -> None:
@@ -406,15 +426,50 @@ def test_registry_has_no_admin_user_and_the_kubelet_may_pull(run: Run) -> None:
     assert registry["sku"]["name"] in ("Basic", "Standard")
     pull = _role(run, ACR_PULL)
     assert pull.inputs["principalId"] == fake.KUBELET_OBJECT_ID
-    assert pull.inputs["scope"].endswith("/registries/torchreccloudazureacr")
+    assert pull.inputs["scope"].endswith(f"/registries/{run.outputs['registry']}")
     assert run.waits_for(run.one(JOB), pull)
 
 
 def test_trainer_image_is_built_into_the_stacks_registry(run: Run) -> None:
     image = run.one("docker-build:index:Image").inputs
+    server = f"{run.outputs['registry']}.azurecr.io"
     assert image["push"] is True
-    assert image["tags"][0].startswith("torchreccloudazureacr.azurecr.io/torchrec-trainer:")
-    assert run.outputs["trainer_image"].startswith("torchreccloudazureacr.azurecr.io/")
+    assert image["tags"][0].startswith(f"{server}/torchrec-trainer:")
+    assert run.outputs["trainer_image"].startswith(f"{server}/")
+
+
+def test_the_image_is_pushed_in_the_same_run_with_an_acr_token_for_the_deployer(run: Run) -> None:
+    """One `pulumi up`: no `az acr login` before the registry exists. The push logs in with the
+    null-GUID user and the ACR refresh token exchanged for the deployer's Entra token."""
+    image = run.one("docker-build:index:Image")
+    assert SECRET_SIG in image.inputs["registries"]  # the token never lands in plain state
+    (login,) = _unsecret(image.inputs["registries"])
+    server = f"{run.outputs['registry']}.azurecr.io"
+    assert login["address"] == server
+    assert login["username"] == "00000000-0000-0000-0000-000000000000"
+    assert login["password"] == fake.ACR_REFRESH_TOKEN
+    exchanges = [fields for url, fields in fake.EXCHANGES if url == f"https://{server}/oauth2/exchange"]
+    assert exchanges and exchanges[-1] == {"grant_type": "access_token", "service": server,
+                                           "tenant": fake.TENANT,
+                                           "access_token": fake.ENTRA_ACCESS_TOKEN}
+    assert run.waits_for(image, run.one(REGISTRY))
+
+
+def test_a_failed_token_exchange_stops_the_run_with_the_registry_named() -> None:
+    from infra.azure import acr_login
+
+    with pytest.raises(RuntimeError, match="example.azurecr.io.*refresh_token"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(acr_login, "post_form", lambda url, fields: {"errors": []})
+            acr_login.exchange_for_refresh_token("example.azurecr.io", fake.TENANT, "t")
+
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
+
+
+def _unsecret(value: Any) -> Any:
+    """A secret input arrives wrapped ({SECRET_SIG: ..., "value": x})."""
+    return value["value"] if isinstance(value, dict) and SECRET_SIG in value else value
 
 
 def test_a_given_image_skips_the_registry(no_placement_local_accounts_image: Run) -> None:
@@ -572,3 +627,294 @@ def test_a_resource_name_with_an_underscore_cannot_be_declared() -> None:
     with pytest.raises(ValueError, match="rename the resource"):
         resource_tag("rdma/shared_ib")  # the autoscaler would read rdma/shared/ib
     assert label_tag(TEMPLATE + "label_", "cpu_arch/x") == TEMPLATE + "label_cpu~2arch_x"
+
+
+# --- Kubernetes version: what AKS creates today, LTS as a choice ---------------------------------
+def _azure_settings(**kubernetes_and_azure: Any):
+    from infra.settings import settings_from_mapping
+    from tests.harness import stack_config
+
+    raw = {k.split(":", 1)[1]: v for k, v in stack_config("azure").items()}
+    raw["kubernetes"] = {**raw["kubernetes"], **kubernetes_and_azure.get("kubernetes", {})}
+    raw["azure"] = kubernetes_and_azure.get("azure", {})
+    return raw, settings_from_mapping
+
+
+def _version_problems(version: str, lts: bool, today: str) -> list[str]:
+    from datetime import date
+
+    from infra.settings.rules import aks_version_is_created_today
+
+    raw, load = _azure_settings(kubernetes={"version": "1.35"}, azure={"longTermSupport": lts})
+    settings = load(raw).model_copy(update={"kubernetes": load(raw).kubernetes.model_copy(
+        update={"version": version})})
+    return [p.allowed for p in aks_version_is_created_today(settings, date.fromisoformat(today))]
+
+
+def test_the_default_version_is_one_aks_creates_without_lts_today(run: Run) -> None:
+    from datetime import date
+
+    from infra.settings.rules import AKS_KUBERNETES_VERSIONS
+
+    cluster = run.one(CLUSTER).inputs
+    row = AKS_KUBERNETES_VERSIONS[cluster["kubernetesVersion"]]
+    assert row.ga <= date.today() <= row.end_of_life
+    assert cluster["supportPlan"] == "KubernetesOfficial"
+    assert cluster["sku"] == {"name": "Base", "tier": "Standard"}  # SLA, not Free
+
+
+@pytest.mark.parametrize(("version", "lts", "today", "expected"), [
+    ("1.33", False, "2026-11-22", "only with Long-Term Support"),  # the K8sVersionNotSupported case
+    ("1.33", True, "2026-11-22", None),
+    ("1.34", False, "2026-11-30", None),
+    ("1.34", False, "2026-12-01", "ended community support on 2026-11-30"),
+    ("1.31", True, "2026-12-01", "ended its Long-Term Support on 2026-11-30"),
+    ("1.35", False, "2026-02-15", "not generally available on AKS until 2026-03-31"),
+    ("1.28", True, "2026-11-22", "not in AKS's release calendar"),
+])
+def test_versions_follow_the_aks_release_calendar(version: str, lts: bool, today: str,
+                                                   expected: str | None) -> None:
+    problems = _version_problems(version, lts, today)
+    if expected is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and expected in problems[0], problems
+
+
+def _lts_only_version() -> str:
+    """A version AKS creates today only with LTS (1.33 on 2026-11-22), from the dated table."""
+    from datetime import date
+
+    from infra.settings.rules import AKS_KUBERNETES_VERSIONS, SUPPORTED_KUBERNETES
+
+    low, high = SUPPORTED_KUBERNETES
+    today = date.today()
+    return next(v for v, row in AKS_KUBERNETES_VERSIONS.items()
+                if row.end_of_life < today <= row.lts_end_of_life
+                and low <= int(v.split(".")[1]) <= high)
+
+
+def test_a_version_past_community_support_is_refused_before_any_resource() -> None:
+    version = _lts_only_version()
+    run = run_stack("azure", overrides={"kubernetes": {"version": version}}, expect_error=True)
+    assert isinstance(run.error, SettingsError)
+    (problem,) = [p for p in run.error.problems if p.path == "kubernetes.version"]
+    assert "azure.longTermSupport: true" in problem.allowed and not run.resources
+
+
+def test_long_term_support_is_an_explicit_choice_with_the_premium_tier() -> None:
+    version = _lts_only_version()
+    run = run_stack("azure", overrides={"kubernetes": {"version": version},
+                                        "azure": {"longTermSupport": True}})
+    cluster = run.one(CLUSTER).inputs
+    assert cluster["kubernetesVersion"] == version
+    assert cluster["supportPlan"] == "AKSLongTermSupport"
+    assert cluster["sku"]["tier"] == "Premium"
+
+
+# --- globally unique names -----------------------------------------------------------------------
+def test_global_names_are_unique_per_subscription_and_stack_and_fit_azure_rules(run: Run) -> None:
+    import re
+
+    from infra.naming import stable_hash
+
+    account, registry = run.outputs["storage_account"], run.outputs["registry"]
+    assert re.fullmatch(r"[a-z0-9]{3,24}", account), account
+    assert re.fullmatch(r"[a-zA-Z0-9]{5,50}", registry), registry
+    suffix = stable_hash(f"{fake.SUBSCRIPTION}/torchrec-cloud/azure")
+    assert account.endswith("ckpt" + suffix) and registry.endswith("acr" + suffix)
+    assert run.one(ACCOUNT).inputs["accountName"] == account
+    assert run.one(REGISTRY).inputs["registryName"] == registry
+
+
+def test_global_names_do_not_change_between_runs_and_differ_between_scopes(run: Run) -> None:
+    from infra.naming import unique_compact
+
+    again = run_stack("azure")
+    assert again.outputs["storage_account"] == run.outputs["storage_account"]
+    assert again.outputs["registry"] == run.outputs["registry"]
+    same = unique_compact("torchrec-cloud-azure", "ckpt", f"{fake.SUBSCRIPTION}/p/s", 24)
+    other_sub = unique_compact("torchrec-cloud-azure", "ckpt", f"{fake.TENANT}/p/s", 24)
+    other_stack = unique_compact("torchrec-cloud-azure", "ckpt", f"{fake.SUBSCRIPTION}/p/t", 24)
+    assert len({same, other_sub, other_stack}) == 3
+    long = unique_compact("a-very-long-project-name-and-stack", "ckpt", "x", 24)
+    assert len(long) == 24 and long.islower()
+
+
+# --- retention: destroy cannot reach the checkpoints --------------------------------------------
+GROUP = "azure-native:resources:ResourceGroup"
+
+
+def _destroy_deletes(run: Run) -> set[str]:
+    """What `pulumi destroy` deletes: every resource not retained, and (Azure's rule) everything
+    inside a resource group that is deleted."""
+    deleted_groups = {g.inputs["resourceGroupName"] for g in run.of_type(GROUP)
+                      if not g.retain_on_delete}
+    return {r.urn for r in run.resources
+            if not r.retain_on_delete or r.inputs.get("resourceGroupName") in deleted_groups}
+
+
+def test_destroy_leaves_the_checkpoint_group_account_and_container(run: Run) -> None:
+    kept_group = run.one(GROUP, "ckpt")
+    account, container = run.one(ACCOUNT), run.one(CONTAINER)
+    assert kept_group.retain_on_delete
+    for resource in (account, container):
+        assert resource.inputs["resourceGroupName"] == kept_group.inputs["resourceGroupName"]
+    deleted = _destroy_deletes(run)
+    assert not {kept_group.urn, account.urn, container.urn} & deleted
+    # ...while the stack's own group (cluster, file system, registry) goes.
+    stack_group = run.named("torchrec-cloud-azure-rg")
+    assert stack_group.urn in deleted and run.one(CLUSTER).urn in deleted
+    assert run.outputs["checkpoint_resource_group"] == "torchrec-cloud-azure-ckpt-rg"
+
+
+def test_without_retention_destroy_deletes_the_checkpoints_too(no_placement_local_accounts_image: Run
+                                                              ) -> None:
+    run = no_placement_local_accounts_image
+    deleted = _destroy_deletes(run)
+    for resource in (run.one(GROUP, "ckpt"), run.one(ACCOUNT), run.one(CONTAINER)):
+        assert resource.urn in deleted
+
+
+# --- the shared volume is usable by the uid-1000 trainer -----------------------------------------
+def _may(mode: int, who: str, bits: int) -> bool:
+    shift = {"owner": 6, "group": 3, "other": 0}[who]
+    return (mode >> shift) & bits == bits
+
+
+def test_the_trainer_can_reach_and_write_its_folders_on_the_netapp_volume(run: Run) -> None:
+    """ANF's default root is 0770 root:root: the trainer (uid 1000) could not pass the mount
+    point. The volume sets 0755; the init container, as root (owner of the root), creates the
+    job's folders and chowns them to the uid the trainer drops to."""
+    mode = int(run.one(VOLUME).inputs["unixPermissions"], 8)
+    assert _may(mode, "other", 0o5)  # uid 1000 is "other" on the root: read + traverse
+    assert _may(mode, "owner", 0o3)  # root (no DAC_OVERRIDE in the init container) may mkdir
+    pod = training_pod_template(run)["spec"]
+    (init,) = [c for c in pod["initContainers"] if c["name"] == "prepare-shared-fs"]
+    assert init["securityContext"]["runAsUser"] == 0
+    assert init["securityContext"]["capabilities"]["add"] == ["CHOWN"]
+    (trainer,) = pod["containers"]
+    uid = {e["name"]: e.get("value") for e in trainer["env"]}["TORCHREC_CLOUD_DROP_TO"].split(":")[0]
+    script = init["command"][-1]
+    assert f"chown {uid}:{uid} " in script
+    mount = "/mnt/shared"  # sharedFileSystem.mountPath
+    assert all(mount in m["mountPath"] for m in init["volumeMounts"])
+    for folder in (f"{mount}/runs/dlrm", f"{mount}/checkpoints/dlrm"):
+        assert folder in script
+
+
+# --- scale from zero: the tags describe the nodes the job's pods select --------------------------
+def _template_labels_and_taints(pool: Any) -> tuple[dict[str, str], set[tuple[str, str]]]:
+    tags = pool.inputs["tags"]
+    labels = {k.removeprefix(TEMPLATE + "label_").replace("_", "/").replace("~2", "_"): v
+              for k, v in tags.items() if k.startswith(TEMPLATE + "label_")}
+    taints = {(k.removeprefix(TEMPLATE + "taint_").replace("_", "/").replace("~2", "_"), v)
+              for k, v in tags.items() if k.startswith(TEMPLATE + "taint_")}
+    return labels, taints
+
+
+@pytest.mark.parametrize("pool_choice", ["onDemand", "spot"])
+def test_an_empty_pool_is_declared_exactly_as_the_jobs_pods_need_it(pool_choice: str) -> None:
+    """The autoscaler can grow a pool at zero only if its template node matches every required
+    label of the pod's affinity and carries only taints the pod tolerates."""
+    run = run_stack("azure", overrides={"job": {"pool": pool_choice}})
+    pod = training_pod_template(run)["spec"]
+    (term,) = pod["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    required = {e["key"]: e["values"][0] for e in term["matchExpressions"]}
+    pool = _pools(run)["gpuspot" if pool_choice == "spot" else "gpu"]
+    labels, taints = _template_labels_and_taints(pool)
+    assert required.items() <= labels.items()
+    tolerated = {(t["key"], f"{t.get('value')}:{t['effect']}") for t in pod["tolerations"]}
+    assert taints <= tolerated
+    assert pool.inputs["minCount"] == 0  # scales to zero when idle, grows back for the job
+
+
+# --- network policy is enforced ---------------------------------------------------------------
+def test_network_policies_are_enforced_by_cilium_on_the_overlay(run: Run) -> None:
+    network = run.one(CLUSTER).inputs["networkProfile"]
+    assert (network["networkPlugin"], network["networkPluginMode"]) == ("azure", "overlay")
+    assert network["networkPolicy"] == "cilium" and network["networkDataplane"] == "cilium"
+    (policy,) = run.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    # Azure's Cilium cannot match node or pod IPs with ipBlock: the policy selects pods only.
+    rules = [*policy.inputs["spec"].get("ingress", []), *policy.inputs["spec"].get("egress", [])]
+    assert "ipBlock" not in json.dumps(rules)
+    assert policy.inputs["spec"]["policyTypes"] == ["Ingress", "Egress"]
+
+
+# --- upgrades that do not break training ----------------------------------------------------------
+MAINTENANCE = "azure-native:containerservice:MaintenanceConfiguration"
+
+
+def test_upgrades_run_in_one_weekly_window_with_security_patches_only(run: Run) -> None:
+    profile = run.one(CLUSTER).inputs["autoUpgradeProfile"]
+    assert profile == {"upgradeChannel": "patch", "nodeOSUpgradeChannel": "SecurityPatch"}
+    configs = {c.inputs["configName"]: c.inputs for c in run.of_type(MAINTENANCE)}
+    assert set(configs) == {"aksManagedAutoUpgradeSchedule", "aksManagedNodeOSUpgradeSchedule"}
+    for config in configs.values():
+        window = config["maintenanceWindow"]
+        assert window["schedule"] == {"weekly": {"dayOfWeek": "Sunday", "intervalWeeks": 1}}
+        assert window["durationHours"] == 4 and window["startTime"] == "00:00"
+        assert window["utcOffset"] == "+00:00"
+        assert config["resourceName"] == "torchrec-cloud-azure-aks"
+
+
+def test_the_maintenance_window_follows_the_settings() -> None:
+    run = run_stack("azure", overrides={"azure": {"maintenanceDay": "Wednesday",
+                                                  "maintenanceStart": "22:30"}})
+    for config in run.of_type(MAINTENANCE):
+        window = config.inputs["maintenanceWindow"]
+        assert window["schedule"]["weekly"]["dayOfWeek"] == "Wednesday"
+        assert window["startTime"] == "22:30"
+
+
+@pytest.mark.parametrize(("overrides", "path"), [
+    ({"azure": {"maintenanceStart": "25:00"}}, "azure.maintenanceStart"),
+    ({"azure": {"maintenanceDay": "Caturday"}}, "azure.maintenanceDay"),
+])
+def test_a_bad_maintenance_window_is_refused(overrides: dict, path: str) -> None:
+    run = run_stack("azure", overrides=overrides, expect_error=True)
+    assert path in {p.path for p in run.error.problems} and not run.resources
+
+
+def test_gpu_pools_upgrade_in_place_without_a_surge_node(run: Run) -> None:
+    for pool in _pools(run).values():
+        assert pool.inputs["upgradeSettings"] == {"maxSurge": "0", "maxUnavailable": "1"}
+
+
+# --- network access: the cluster's subnet, storage firewall, registry ---------------------------
+NETWORK_CONTRIBUTOR_ROLE = "4d97b98b-1d4f-4787-a291-c67834d212e7"
+
+
+def test_the_cluster_identity_may_manage_its_subnet_before_gpu_nodes_join(run: Run) -> None:
+    role = _role(run, NETWORK_CONTRIBUTOR_ROLE)
+    assert role.inputs["principalId"] == fake.CLUSTER_PRINCIPAL_ID
+    assert role.inputs["scope"].endswith("/subnets/nodes")
+    for pool in run.of_type(POOL):
+        assert run.waits_for(pool, role)
+
+
+def test_checkpoint_blobs_are_reachable_from_the_nodes_and_the_operators_network_only(run: Run
+                                                                                    ) -> None:
+    rules = run.one(ACCOUNT).inputs["networkRuleSet"]
+    assert rules["defaultAction"] == "Deny" and rules["bypass"] == "AzureServices"
+    (vnet_rule,) = rules["virtualNetworkRules"]
+    assert vnet_rule["virtualNetworkResourceId"].endswith("/subnets/nodes")
+    nodes = run.one(SUBNET, "nodes").inputs
+    assert [e["service"] for e in nodes["serviceEndpoints"]] == ["Microsoft.Storage"]
+    assert [r["iPAddressOrRange"] for r in rules["ipRules"]] == USER_API_CIDRS
+
+
+def test_storage_ip_rules_take_only_what_azure_accepts() -> None:
+    from infra.azure.storage import storage_ip_rules
+
+    assert storage_ip_rules(["198.51.100.7/32", "198.51.100.8/31", "203.0.113.0/24",
+                             "10.0.0.0/16", "192.168.1.0/24", "2001:db8::/48"]) == [
+        "198.51.100.7", "198.51.100.8", "198.51.100.9", "203.0.113.0/24"]
+
+
+def test_the_registry_stays_public_but_entra_only(run: Run) -> None:
+    registry = run.one(REGISTRY).inputs
+    assert registry["sku"]["name"] == "Standard"  # network rules would need Premium
+    assert registry["publicNetworkAccess"] == "Enabled"
+    assert registry["adminUserEnabled"] is False and registry["anonymousPullEnabled"] is False

@@ -105,10 +105,12 @@ def writable_dirs(cluster: GpuCluster, job: Job) -> list[str]:
 def shared_fs_preparer(cluster: GpuCluster, job: Job) -> core.ContainerArgs:
     """Give the trainer's user its folders on the shared file system.
 
-    A new FSx, NetApp or Filestore volume's root belongs to root with mode 755, and no cloud API
-    changes that, so the non-root trainer could not write its metrics or checkpoints there.
+    A new volume's root belongs to root (FSx, Filestore: mode 755; Azure NetApp Files: 0770,
+    which infra/azure/netapp.py sets to 0755 through the NetApp API so uid 1000 can pass the
+    mount point), so the non-root trainer could not write its metrics or checkpoints there.
     This init container runs as root for one mkdir and one non-recursive chown, holding only
-    CHOWN, with no privilege escalation and a read-only root file system.
+    CHOWN (no DAC_OVERRIDE: it writes as the root's owner), with no privilege escalation and a
+    read-only root file system; the folders go to RUN_AS, the uid the trainer runs or drops to.
     """
     folders = " ".join(shlex.quote(d) for d in writable_dirs(cluster, job))
     return core.ContainerArgs(

@@ -1,8 +1,9 @@
 """Azure: AKS with GPU pools on InfiniBand, NetApp Files, Blob checkpoints (issue 5).
 
 A thin component: each concern lives in its own module (network, cluster, node_pools,
-interconnect, addons, netapp, storage, identity, registry); this file wires them in order and
-hands the workload layer one `GpuCluster` contract.
+interconnect, addons, netapp, storage, identity, registry, acr_login); this file derives the
+globally unique names, wires the modules in order and hands the workload layer one `GpuCluster`
+contract.
 """
 
 from __future__ import annotations
@@ -13,19 +14,35 @@ import pulumi_kubernetes as k8s
 from pulumi_azure_native import authorization
 
 from infra.azure.addons import create_addons
-from infra.azure.cluster import create_cluster, user_kubeconfig
+from infra.azure.cluster import (create_cluster, create_maintenance_windows,
+                                 grant_subnet_to_cluster, user_kubeconfig)
 from infra.azure.identity import AKS_RBAC_CLUSTER_ADMIN, assign_role
 from infra.azure.interconnect import create_placement_group, interconnect_spec, uses_infiniband
 from infra.azure.netapp import create_netapp, shared_file_system
 from infra.azure.network import create_network
 from infra.azure.node_pools import contract_pool, create_gpu_pool, plan_pools
-from infra.azure.registry import create_trainer_image
-from infra.azure.storage import checkpoint_store, create_checkpoints
+from infra.azure.registry import REGISTRY_MAX_LENGTH, create_trainer_image
+from infra.azure.storage import STORAGE_ACCOUNT_MAX_LENGTH, checkpoint_store, create_checkpoints
 from infra.catalog import machine
 from infra.contract import GpuCluster, GpuClusterArgs
+from infra.naming import unique_compact
 from infra.settings.model import AzureNetAppFiles
 
 TYPE_TOKEN = "torchrec-cloud:azure:GpuCluster"
+
+
+def global_names(prefix: str, subscription_id: pulumi.Output[str]) -> dict[str, pulumi.Output[str]]:
+    """Storage account and registry names are global across Azure: each carries a stable hash
+    of subscription, project and stack, so another deployment anywhere never collides and the
+    same stack keeps its names on every run."""
+    def names(subscription: str) -> dict[str, str]:
+        scope = f"{subscription}/{pulumi.get_project()}/{pulumi.get_stack()}"
+        return {
+            "storage_account": unique_compact(prefix, "ckpt", scope, STORAGE_ACCOUNT_MAX_LENGTH),
+            "registry": unique_compact(prefix, "acr", scope, REGISTRY_MAX_LENGTH),
+        }
+    resolved = subscription_id.apply(names)
+    return {key: resolved.apply(lambda n, k=key: n[k]) for key in ("storage_account", "registry")}
 
 
 class AzureGpuCluster(pulumi.ComponentResource):
@@ -48,9 +65,13 @@ class AzureGpuCluster(pulumi.ComponentResource):
         client = authorization.get_client_config_output(
             opts=pulumi.InvokeOutputOptions(provider=provider))
 
+        names = global_names(prefix, client.subscription_id)
         net = create_network(prefix, s.azure.vnet_cidr, tags, child)
         group = net.resource_group.name
         cluster = create_cluster(prefix, s, group, net.nodes_subnet.id, tags, child)
+        subnet_access = grant_subnet_to_cluster(prefix, cluster, net.nodes_subnet.id,
+                                                client.subscription_id, child)
+        maintenance = create_maintenance_windows(prefix, s, cluster, group, child)
         # Entra-only clusters: the deployer needs Kubernetes rights to install add-ons and the job.
         access: list[pulumi.Resource] = []
         if s.azure.disable_local_accounts:
@@ -61,10 +82,13 @@ class AzureGpuCluster(pulumi.ComponentResource):
 
         placement = create_placement_group(prefix, s, group, tags, child)
         plans = plan_pools(s)
+        # GPU nodes join the subnet once the cluster identity may manage it.
+        pool_opts = pulumi.ResourceOptions.merge(
+            child, pulumi.ResourceOptions(depends_on=[subnet_access, *maintenance]))
         pools = {
             plan.key: create_gpu_pool(
                 prefix, plan, s, cluster, group, net.nodes_subnet.id,
-                placement.id if placement is not None else None, tags, child)
+                placement.id if placement is not None else None, tags, pool_opts)
             for plan in plans
         }
         gpu_pools = {plan.key: contract_pool(plan, s) for plan in plans}
@@ -83,7 +107,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
                             list(s.gpu_zones), tags, child)
         oidc_issuer = cluster.oidc_issuer_profile.apply(
             lambda profile: profile.issuer_url if profile else None)
-        ckpt = create_checkpoints(prefix, s, group, oidc_issuer, client.subscription_id, tags,
+        ckpt = create_checkpoints(prefix, s, names["storage_account"], group,
+                                  net.nodes_subnet.id, oidc_issuer, client.subscription_id, tags,
                                   child)
 
         # The job's first storage call must find its identity federated and its role granted:
@@ -95,8 +120,9 @@ class AzureGpuCluster(pulumi.ComponentResource):
         else:
             kubelet = cluster.identity_profile.apply(
                 lambda profile: profile["kubeletidentity"].object_id if profile else None)
-            image = create_trainer_image(prefix, group, kubelet, client.object_id,
-                                         client.subscription_id, tags, self, child)
+            image = create_trainer_image(prefix, names["registry"], group, kubelet,
+                                         client.object_id, client.subscription_id,
+                                         client.tenant_id, tags, provider, self, child)
             trainer_image = image.reference
             ready.append(image.pull)
 
@@ -115,12 +141,18 @@ class AzureGpuCluster(pulumi.ComponentResource):
             interconnect=interconnect_spec(s, job_machine),
             trainer_image=trainer_image,
             ready=ready,
+            exports={
+                "storage_account": ckpt.account.name,
+                "checkpoint_resource_group": ckpt.resource_group.name,
+                **({} if s.job.image else {"registry": names["registry"]}),
+            },
         )
         self.register_outputs({
             "cluster_name": cluster.name,
             "kubeconfig": kubeconfig,
             "file_system_id": anf.volume.id,
             "checkpoint_container": ckpt.container.name,
+            "storage_account": ckpt.account.name,
             "trainer_image": trainer_image,
         })
 

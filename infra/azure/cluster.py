@@ -1,4 +1,23 @@
-"""The AKS control plane with its system pool, and the kubeconfig to reach it."""
+"""The AKS control plane with its system pool, its upgrade policy, and the kubeconfig to reach it.
+
+Tier: Standard (the uptime SLA) for a control plane in front of tens of dollars an hour of GPUs;
+Premium when Long-Term Support is asked for, which requires it
+(https://learn.microsoft.com/azure/aks/free-standard-pricing-tiers,
+https://learn.microsoft.com/azure/aks/long-term-support).
+
+Network policy: Azure CNI Overlay powered by Cilium (`networkPolicy: cilium` requires
+`networkDataplane: cilium`), so the job's NetworkPolicy is enforced. Azure NPM for Linux is
+retired on 2028-09-30 and Microsoft recommends Cilium for new clusters
+(https://learn.microsoft.com/azure/aks/azure-cni-powered-by-cilium,
+https://learn.microsoft.com/azure/aks/use-network-policies). Cilium handles the pods' Ethernet
+interface only; the InfiniBand HCAs reach the pod through the RDMA device plugin, outside it.
+
+Upgrades: cluster patch upgrades and node OS security patches (`SecurityPatch`: live patches,
+a reimage only when a kernel fix needs one) run only inside one weekly 4-hour window, the
+minimum AKS asks for with auto-upgrade (https://learn.microsoft.com/azure/aks/planned-maintenance,
+https://learn.microsoft.com/azure/aks/auto-upgrade-node-os-image). Without a channel the API
+default since 2023-06-01 is NodeImage: a weekly reimage of every node, with no window.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +25,22 @@ import base64
 
 import pulumi
 import yaml
+from pulumi_azure_native import authorization
 from pulumi_azure_native import containerservice as aks
 
+from infra.azure.identity import NETWORK_CONTRIBUTOR, assign_role
 from infra.settings.model import Settings
 
 # Overlay CNI: pods get addresses outside the VNet, so these ranges must not overlap it.
 POD_CIDR = "192.168.0.0/16"
 SERVICE_CIDR = "172.16.0.0/16"
 DNS_SERVICE_IP = "172.16.0.10"
+MAINTENANCE_HOURS = 4  # "a maintenance window with a duration of four hours or more"
+MAINTENANCE_UTC_OFFSET = "+00:00"
+# The two schedules AKS recommends, one per auto-upgrade channel (planned-maintenance).
+MAINTENANCE_CONFIGS = ("aksManagedAutoUpgradeSchedule", "aksManagedNodeOSUpgradeSchedule")
+UPGRADE_CHANNEL = aks.UpgradeChannel.PATCH  # patches of the chosen minor; minors stay manual
+NODE_OS_UPGRADE_CHANNEL = aks.NodeOSUpgradeChannel.SECURITY_PATCH
 
 
 def system_pool_profile(settings: Settings, subnet_id: pulumi.Input[str]
@@ -55,11 +82,17 @@ def create_cluster(prefix: str, settings: Settings, resource_group_name: pulumi.
         node_resource_group=f"{prefix}-aks-nodes",
         identity=aks.ManagedClusterIdentityArgs(type=aks.ResourceIdentityType.SYSTEM_ASSIGNED),
         sku=aks.ManagedClusterSKUArgs(name=aks.ManagedClusterSKUName.BASE,
-                                      tier=aks.ManagedClusterSKUTier.FREE),
+                                      tier=control_plane_tier(settings)),
+        support_plan=(aks.KubernetesSupportPlan.AKS_LONG_TERM_SUPPORT if azure.long_term_support
+                      else aks.KubernetesSupportPlan.KUBERNETES_OFFICIAL),
+        auto_upgrade_profile=aks.ManagedClusterAutoUpgradeProfileArgs(
+            upgrade_channel=UPGRADE_CHANNEL, node_os_upgrade_channel=NODE_OS_UPGRADE_CHANNEL),
         agent_pool_profiles=[system_pool_profile(settings, subnet_id)],
         network_profile=aks.ContainerServiceNetworkProfileArgs(
             network_plugin=aks.NetworkPlugin.AZURE,
             network_plugin_mode=aks.NetworkPluginMode.OVERLAY,
+            network_dataplane=aks.NetworkDataplane.CILIUM,
+            network_policy=aks.NetworkPolicy.CILIUM,
             pod_cidr=POD_CIDR,
             service_cidr=SERVICE_CIDR,
             dns_service_ip=DNS_SERVICE_IP,
@@ -78,6 +111,50 @@ def create_cluster(prefix: str, settings: Settings, resource_group_name: pulumi.
         tags=tags,
         opts=opts,
     )
+
+
+def control_plane_tier(settings: Settings) -> aks.ManagedClusterSKUTier:
+    """Standard (financially backed uptime SLA); Premium when LTS needs it."""
+    assert settings.azure is not None
+    return (aks.ManagedClusterSKUTier.PREMIUM if settings.azure.long_term_support
+            else aks.ManagedClusterSKUTier.STANDARD)
+
+
+def create_maintenance_windows(prefix: str, settings: Settings, cluster: aks.ManagedCluster,
+                               resource_group_name: pulumi.Input[str],
+                               opts: pulumi.ResourceOptions) -> list[aks.MaintenanceConfiguration]:
+    """The same weekly window for cluster patch upgrades and node OS patches, so training is
+    interrupted at most once a week, at a time the settings choose."""
+    azure = settings.azure
+    assert azure is not None
+    window = aks.MaintenanceWindowArgs(
+        schedule=aks.ScheduleArgs(weekly=aks.WeeklyScheduleArgs(
+            day_of_week=aks.WeekDay(azure.maintenance_day.value), interval_weeks=1)),
+        duration_hours=MAINTENANCE_HOURS,
+        start_time=azure.maintenance_start,
+        utc_offset=MAINTENANCE_UTC_OFFSET,
+    )
+    return [aks.MaintenanceConfiguration(
+        f"{prefix}-{name}",
+        resource_group_name=resource_group_name,
+        resource_name_=cluster.name,
+        config_name=name,
+        maintenance_window=window,
+        opts=opts,
+    ) for name in MAINTENANCE_CONFIGS]
+
+
+def grant_subnet_to_cluster(prefix: str, cluster: aks.ManagedCluster,
+                            subnet_id: pulumi.Input[str], subscription_id: pulumi.Input[str],
+                            opts: pulumi.ResourceOptions) -> authorization.RoleAssignment:
+    """With a subnet of our own, the cluster identity needs Network Contributor on it
+    (https://learn.microsoft.com/azure/aks/concepts-network-cni-overview, prerequisites); `az aks
+    create` grants it to a system-assigned identity after creation, so this program does too."""
+    principal = cluster.identity.apply(lambda identity: identity.principal_id if identity else None)
+    return assign_role(
+        f"{prefix}-aks-subnet-network-contributor", role=NETWORK_CONTRIBUTOR,
+        principal_id=principal, principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
+        scope=subnet_id, subscription_id=subscription_id, opts=opts)
 
 
 def use_azure_cli_login(kubeconfig: str) -> str:

@@ -10,6 +10,7 @@ STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 ACR_PULL = "7f951dce-4414-4c5e-8dfe-0f3d1ab6b0b5"
 ACR_PUSH = "8311e382-0749-4cb8-b61a-304f252e45ec"
 AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
 
 
 def role_definition_id(subscription_id: pulumi.Input[str], role: str) -> pulumi.Output[str]:

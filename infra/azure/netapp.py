@@ -13,6 +13,13 @@ from infra.settings.model import AzureNetAppFiles
 TIB_BYTES = 1024**4
 GIB_BYTES = 1024**3
 MOUNT_OPTIONS = ("vers=4.1", "rsize=262144", "wsize=262144", "hard", "tcp")
+# The volume root's mode. ANF's default is 0770 owned by root, which leaves the uid-1000 trainer
+# no way past the mount point (EACCES) even into folders chowned to it. 0755: everyone may
+# traverse and read (datasets); only root writes at the top, which the init container does as
+# root to create and chown the job's folders (workloads/pod.py). It applies to the mount path
+# only, not to files below it
+# (https://learn.microsoft.com/azure/azure-netapp-files/configure-unix-permissions-change-ownership-mode).
+ROOT_UNIX_PERMISSIONS = "0755"
 
 
 @dataclass
@@ -66,6 +73,7 @@ def create_netapp(prefix: str, fs: AzureNetAppFiles, resource_group_name: pulumi
         usage_threshold=float(fs.volume_size_gib * GIB_BYTES),
         subnet_id=subnet_id,
         protocol_types=["NFSv4.1"],
+        unix_permissions=ROOT_UNIX_PERMISSIONS,
         network_features=netapp.NetworkFeatures.STANDARD,
         export_policy=netapp.VolumePropertiesExportPolicyArgs(rules=[export_rule(node_cidr)]),
         zones=zones,  # next to the GPU nodes

@@ -10,6 +10,10 @@ from pulumi_azure_native import network, resources
 
 ANF_DELEGATION = "Microsoft.NetApp/volumes"
 ANF_SUBNET_PREFIX = 24  # Microsoft recommends a /24 (at least /28) for a delegated ANF subnet
+# Pods reach the checkpoint account from the node subnet (overlay pods leave through their
+# node's address); the account's firewall admits this subnet through the service endpoint
+# (https://learn.microsoft.com/azure/virtual-network/virtual-network-service-endpoints-overview).
+STORAGE_SERVICE_ENDPOINT = "Microsoft.Storage"
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,8 @@ class Network:
 
 def create_network(prefix: str, vnet_cidr: str, tags: dict[str, str],
                    opts: pulumi.ResourceOptions) -> Network:
-    """One resource group holds everything except the AKS-managed node resource group."""
+    """One resource group holds everything except the AKS-managed node resource group and the
+    kept checkpoint group (infra/azure/storage.py)."""
     group = resources.ResourceGroup(
         f"{prefix}-rg", resource_group_name=f"{prefix}-rg", tags=tags, opts=opts)
     plan = plan_subnets(vnet_cidr)
@@ -57,6 +62,8 @@ def create_network(prefix: str, vnet_cidr: str, tags: dict[str, str],
         virtual_network_name=vnet.name,
         subnet_name="nodes",
         address_prefix=plan.nodes,
+        service_endpoints=[network.ServiceEndpointPropertiesFormatArgs(
+            service=STORAGE_SERVICE_ENDPOINT)],
         opts=opts,
     )
     netapp = network.Subnet(

@@ -32,6 +32,13 @@ SPOT_LABEL = ("kubernetes.azure.com/scalesetpriority", "spot")
 # delay. The eviction policy stays Delete: deallocated Spot nodes count against compute quota and
 # can break scaling and upgrades (https://learn.microsoft.com/azure/aks/spot-node-pool).
 SPOT_EVICTION_POLICY = aks.ScaleSetEvictionPolicy.DELETE
+# In-place upgrades of GPU pools: cordon and drain one node at a time, never a surge node, which
+# would be one more ND96 and its quota ("Using max unavailable for an in-place upgrade is
+# recommended when obtaining additional quota or capacity is not possible for the upgrade
+# surge"; maxUnavailable > 0 lets maxSurge be 0; AKS's default is a surge node:
+# https://learn.microsoft.com/azure/aks/upgrade-aks-node-pools-rolling).
+GPU_MAX_SURGE = "0"
+GPU_MAX_UNAVAILABLE = "1"
 POOL_LABEL = "torchrec-cloud/pool"
 GPU_RESOURCE = "nvidia.com/gpu"
 # Tag name prefixes the Azure cluster autoscaler reads (azure_util.go).
@@ -47,27 +54,26 @@ class PoolPlan:
     key: str
     pool: NodePool
     spot: bool
-    labels: dict[str, str]  # what we set on the pool
-    taints: tuple[Taint, ...]  # what we set on the pool
-
-    @property
-    def node_labels(self) -> dict[str, str]:
-        """Every label the nodes carry, AKS's own spot label included."""
-        return {**self.labels, **(dict([SPOT_LABEL]) if self.spot else {})}
-
-    @property
-    def node_taints(self) -> tuple[Taint, ...]:
-        return self.taints + ((SPOT_TAINT,) if self.spot else ())
+    # Every label and taint the nodes carry, set on the pool. A spot pool's include the ones AKS
+    # adds to it anyway: AKS reports them in the pool's nodeLabels and nodeTaints
+    # (https://learn.microsoft.com/azure/aks/spot-node-pool), so leaving them out is drift on
+    # every refresh (kubernetes-sigs/cluster-api-provider-azure#3976), and a label update that
+    # omits the spot label removes it from the nodes (Azure/AKS#3152).
+    node_labels: dict[str, str]
+    node_taints: tuple[Taint, ...]
 
 
 def plan_pools(settings: Settings) -> list[PoolPlan]:
     """The enabled GPU pools, keyed as in the settings (never by position)."""
-    return [
-        PoolPlan(key=key.value, pool=pool, spot=key == PoolChoice.SPOT,
-                 labels={GPU_TAINT.key: GPU_TAINT.value, POOL_LABEL: pool.name},
-                 taints=(GPU_TAINT,))
-        for key, pool in settings.gpu_pools_by_key.items()
-    ]
+    plans = []
+    for key, pool in settings.gpu_pools_by_key.items():
+        spot = key == PoolChoice.SPOT
+        plans.append(PoolPlan(
+            key=key.value, pool=pool, spot=spot,
+            node_labels={GPU_TAINT.key: GPU_TAINT.value, POOL_LABEL: pool.name,
+                         **(dict([SPOT_LABEL]) if spot else {})},
+            node_taints=(GPU_TAINT, *((SPOT_TAINT,) if spot else ()))))
+    return plans
 
 
 def resource_tag(resource: str) -> str:
@@ -139,8 +145,10 @@ def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: ak
         os_sku=aks.OSSKU.UBUNTU,  # the GPU and Network Operators support Ubuntu nodes
         orchestrator_version=settings.kubernetes.version,
         gpu_profile=aks.GPUProfileArgs(driver=aks.GPUDriver.NONE),
-        node_labels=plan.labels,
-        node_taints=[_taint_string(t) for t in plan.taints],
+        node_labels=plan.node_labels,
+        node_taints=[_taint_string(t) for t in plan.node_taints],
+        upgrade_settings=aks.AgentPoolUpgradeSettingsArgs(
+            max_surge=GPU_MAX_SURGE, max_unavailable=GPU_MAX_UNAVAILABLE),
         tags={**tags, **scale_from_zero_tags(plan, settings)},
         **spot,  # type: ignore[arg-type]
         opts=opts,

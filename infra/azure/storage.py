@@ -1,23 +1,43 @@
-"""Checkpoints: a locked-down storage account and container, and the job's workload identity."""
+"""Checkpoints: a locked-down storage account and container in their own kept resource group,
+and the job's workload identity.
+
+Retention: `pulumi destroy` deletes the stack's resource group, and Azure deletes a group with
+everything in it, whatever Pulumi's `retainOnDelete` says about one resource inside. So the
+account lives in a resource group of its own that is itself retained: destroy leaves the group,
+the account and the container, and drops them from the stack
+(https://www.pulumi.com/docs/iac/concepts/options/retainondelete/).
+
+Network: the account keeps its public endpoint but denies every network except the node subnet
+(a `Microsoft.Storage` service endpoint) and the operator's `kubernetes.apiAccessCidrs`, so the
+pods and the people allowed to reach the API server, and no one else, reach the blobs. Firewall
+rules apply to the data plane only; creating the account and container is ARM and unaffected
+(https://learn.microsoft.com/azure/storage/common/storage-network-security-limitations).
+"""
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import authorization, managedidentity, storage
+from pulumi_azure_native import authorization, managedidentity, resources, storage
 
 from infra.azure.identity import STORAGE_BLOB_DATA_CONTRIBUTOR, assign_role
 from infra.contract import CheckpointStore
-from infra.naming import compact
 from infra.settings.model import Settings
 
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 CHECKPOINT_CONTAINER = "checkpoints"
+STORAGE_ACCOUNT_MAX_LENGTH = 24  # 3-24 lowercase letters and digits, globally unique
+# Storage IP rules take public IPv4 only ("Only IPV4 address is allowed", the ARM IPRule schema):
+# no IPv6, no RFC 1918 ranges, and no /31 or /32 ranges (single addresses are written without a
+# prefix) (storage-network-security-limitations, above).
+RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 
 
 @dataclass
 class Checkpoints:
+    resource_group: resources.ResourceGroup
     account: storage.StorageAccount
     container: storage.BlobContainer
     identity: managedidentity.UserAssignedIdentity
@@ -30,17 +50,51 @@ def service_account_subject(settings: Settings) -> str:
     return f"system:serviceaccount:{settings.job.namespace}:{settings.job.service_account}"
 
 
-def create_checkpoints(prefix: str, settings: Settings, resource_group_name: pulumi.Input[str],
-                       oidc_issuer_url: pulumi.Input[str], subscription_id: pulumi.Input[str],
-                       tags: dict[str, str], opts: pulumi.ResourceOptions) -> Checkpoints:
-    """Account and container survive `pulumi destroy` unless checkpoints.retainOnDestroy is
-    false; access is Entra-only (no shared keys, no public blobs) through the job's identity."""
+def storage_ip_rules(cidrs: list[str]) -> list[str]:
+    """The operator's CIDRs as storage firewall rules: /31 and /32 as single addresses; IPv6 and
+    private (RFC 1918) ranges left out because Azure refuses them (a private network reaches the
+    account only through a VNet rule)."""
+    rules: list[str] = []
+    for cidr in cidrs:
+        network = ipaddress.ip_network(cidr, strict=True)
+        if not isinstance(network, ipaddress.IPv4Network) or any(
+                network.subnet_of(private) for private in RFC1918):
+            continue
+        if network.prefixlen >= 31:
+            rules += [str(address) for address in network]  # its one or two addresses
+        else:
+            rules.append(str(network))
+    return rules
+
+
+def network_rules(settings: Settings, nodes_subnet_id: pulumi.Input[str]
+                  ) -> storage.NetworkRuleSetArgs:
+    return storage.NetworkRuleSetArgs(
+        default_action=storage.DefaultAction.DENY,
+        bypass=storage.Bypass.AZURE_SERVICES,
+        virtual_network_rules=[storage.VirtualNetworkRuleArgs(
+            virtual_network_resource_id=nodes_subnet_id, action=storage.Action.ALLOW)],
+        ip_rules=[storage.IPRuleArgs(i_p_address_or_range=rule, action=storage.Action.ALLOW)
+                  for rule in storage_ip_rules(list(settings.kubernetes.api_access_cidrs))],
+    )
+
+
+def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Input[str],
+                       resource_group_name: pulumi.Input[str],
+                       nodes_subnet_id: pulumi.Input[str], oidc_issuer_url: pulumi.Input[str],
+                       subscription_id: pulumi.Input[str], tags: dict[str, str],
+                       opts: pulumi.ResourceOptions) -> Checkpoints:
+    """Group, account and container survive `pulumi destroy` unless checkpoints.retainOnDestroy
+    is false; access is Entra-only (no shared keys, no public blobs) through the job's identity.
+    The identity, its federation and its role go with the stack (`resource_group_name`)."""
     kept = pulumi.ResourceOptions.merge(
         opts, pulumi.ResourceOptions(retain_on_delete=settings.checkpoints.retain_on_destroy))
+    group = resources.ResourceGroup(
+        f"{prefix}-ckpt-rg", resource_group_name=f"{prefix}-ckpt-rg", tags=tags, opts=kept)
     account = storage.StorageAccount(
         f"{prefix}-ckpt",
-        resource_group_name=resource_group_name,
-        account_name=compact(prefix, "ckpt"),
+        resource_group_name=group.name,
+        account_name=account_name,
         kind=storage.Kind.STORAGE_V2,
         sku=storage.SkuArgs(name=storage.SkuName.STANDARD_LRS),
         allow_blob_public_access=False,
@@ -48,6 +102,7 @@ def create_checkpoints(prefix: str, settings: Settings, resource_group_name: pul
         default_to_o_auth_authentication=True,
         enable_https_traffic_only=True,
         minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
+        network_rule_set=network_rules(settings, nodes_subnet_id),
         encryption=storage.EncryptionArgs(
             key_source=storage.KeySource.MICROSOFT_STORAGE,
             services=storage.EncryptionServicesArgs(
@@ -60,7 +115,7 @@ def create_checkpoints(prefix: str, settings: Settings, resource_group_name: pul
     )
     container = storage.BlobContainer(
         f"{prefix}-ckpt-container",
-        resource_group_name=resource_group_name,
+        resource_group_name=group.name,
         account_name=account.name,
         container_name=CHECKPOINT_CONTAINER,
         public_access=storage.PublicAccess.NONE,
@@ -88,8 +143,8 @@ def create_checkpoints(prefix: str, settings: Settings, resource_group_name: pul
         subscription_id=subscription_id,
         opts=opts,
     )
-    return Checkpoints(account=account, container=container, identity=identity,
-                       credential=credential, role=role)
+    return Checkpoints(resource_group=group, account=account, container=container,
+                       identity=identity, credential=credential, role=role)
 
 
 def checkpoint_store(ckpt: Checkpoints, settings: Settings) -> CheckpointStore:

@@ -125,7 +125,9 @@ class Kubernetes(Section):
 
     version: str = Field(
         "1.33", description="Kubernetes minor version, e.g. 1.33. On GCP the program takes "
-        "GKE's REGULAR channel build of it and refuses a minor the channel no longer offers.")
+        "GKE's REGULAR channel build of it and refuses a minor the channel no longer offers; on "
+        "Azure, one AKS creates on the day of `pulumi up` (its release calendar, "
+        "infra/settings/rules.py), past community support only with azure.longTermSupport.")
     extended_support: bool = Field(
         False,
         description=(
@@ -384,6 +386,16 @@ class AwsOptions(Section):
         None, description="The on-demand GPU pool's capacity reservation (see the section).")
 
 
+class WeekDay(str, Enum):
+    MONDAY = "Monday"
+    TUESDAY = "Tuesday"
+    WEDNESDAY = "Wednesday"
+    THURSDAY = "Thursday"
+    FRIDAY = "Friday"
+    SATURDAY = "Saturday"
+    SUNDAY = "Sunday"
+
+
 class AzureOptions(Section):
     """Azure-only settings."""
 
@@ -391,6 +403,28 @@ class AzureOptions(Section):
     disable_local_accounts: bool = Field(
         True, description="Entra ID only: no static admin kubeconfig."
     )
+    long_term_support: bool = Field(
+        False,
+        description="AKS Long-Term Support for kubernetes.version (Premium tier, support plan "
+        "AKSLongTermSupport): needed for a version past its community support.",
+    )
+    maintenance_day: WeekDay = Field(
+        WeekDay.SUNDAY,
+        description="Weekly 4-hour window (UTC) for AKS patch upgrades and node OS security "
+        "patches, which drain nodes and so restart the job from its checkpoint.",
+    )
+    maintenance_start: str = Field(
+        "00:00", description="Start of the weekly maintenance window, HH:MM in UTC."
+    )
+
+    @field_validator("maintenance_start")
+    @classmethod
+    def _hh_mm(cls, value: str) -> str:
+        hours, _, minutes = value.partition(":")
+        if not (len(hours) == 2 and len(minutes) == 2 and hours.isdigit() and minutes.isdigit()
+                and int(hours) < 24 and int(minutes) < 60):
+            raise ValueError("a time of day HH:MM (UTC), e.g. '00:00' or '22:30'")
+        return value
 
 
 class GcpOptions(Section):

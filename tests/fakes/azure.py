@@ -17,6 +17,9 @@ TRAINER_CLIENT_ID = "44444444-4444-4444-4444-444444444444"
 TRAINER_PRINCIPAL_ID = "55555555-5555-5555-5555-555555555555"
 OIDC_ISSUER = f"https://eastus.oic.prod-aks.azure.com/{TENANT}/abcdef/"
 ANF_MOUNT_IP = "10.1.128.4"
+CLUSTER_PRINCIPAL_ID = "88888888-8888-8888-8888-888888888888"
+ENTRA_ACCESS_TOKEN = "fake-entra-access-token"
+ACR_REFRESH_TOKEN = "fake-acr-refresh-token"
 
 
 def _rg(args: pulumi.runtime.MockResourceArgs) -> str:
@@ -50,6 +53,8 @@ def _cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
         "id": _arm_id(args, f"Microsoft.ContainerService/managedClusters/{name}"),
         "name": name,
         "oidcIssuerProfile": {"enabled": True, "issuerURL": OIDC_ISSUER},
+        "identity": {"type": "SystemAssigned", "principalId": CLUSTER_PRINCIPAL_ID,
+                     "tenantId": TENANT},
         "identityProfile": {"kubeletidentity": {
             "clientId": "66666666-6666-6666-6666-666666666666",
             "objectId": KUBELET_OBJECT_ID,
@@ -147,7 +152,23 @@ def _user_credentials(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     return {"kubeconfigs": [{"name": "clusterUser", "value": encoded}]}
 
 
+def _client_token(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    return {"token": ENTRA_ACCESS_TOKEN}
+
+
+EXCHANGES: list[tuple[str, dict[str, str]]] = []  # every token exchange the program made
+
+
+def acr_exchange(url: str, fields: dict[str, str]) -> dict[str, Any]:
+    """Stands in for ACR's POST /oauth2/exchange (infra/azure/acr_login.post_form)."""
+    EXCHANGES.append((url, dict(fields)))
+    if fields.get("access_token") != ENTRA_ACCESS_TOKEN or fields.get("grant_type") != "access_token":
+        return {"errors": [{"code": "UNAUTHORIZED"}]}
+    return {"refresh_token": ACR_REFRESH_TOKEN}
+
+
 CALLS: dict[str, Any] = {
+    "azure-native:authorization:getClientToken": _client_token,
     "azure-native:authorization:getClientConfig": _client_config,
     "azure-native:containerservice:listManagedClusterUserCredentials": _user_credentials,
 }
