@@ -120,10 +120,12 @@ def test_the_spot_node_group_is_spot_and_can_scale_to_zero(run: Run) -> None:
     assert spot["labels"]["torchrec-cloud/capacity"] == "spot"
 
 
-def test_the_on_demand_group_has_the_settings_sizes(run: Run) -> None:
+def test_the_on_demand_group_starts_empty_within_the_settings_bounds(run: Run) -> None:
+    """Created empty: a group whose first p4d cannot launch ends in CREATE_FAILED and stops
+    `pulumi up`; an empty one is grown by the autoscaler when the job's pods are Pending."""
     on_demand = _group(run, "gpu")
     assert on_demand["capacityType"] == "ON_DEMAND"
-    assert on_demand["scalingConfig"] == {"minSize": 0, "desiredSize": 2, "maxSize": 2}
+    assert on_demand["scalingConfig"] == {"minSize": 0, "desiredSize": 0, "maxSize": 2}
     assert on_demand["instanceTypes"] == ["p4d.24xlarge"]
 
 
@@ -234,10 +236,21 @@ def test_device_plugins_tolerate_the_gpu_and_spot_taints(run: Run) -> None:
         assert keys == {"nvidia.com/gpu", "torchrec-cloud/spot"}
 
 
-def test_the_fsx_csi_controller_holds_no_aws_permissions_for_static_volumes(run: Run) -> None:
+def test_the_fsx_csi_controller_may_only_describe_file_systems(run: Run) -> None:
+    """Static volumes need no Create/Delete, but the controller polls DescribeFileSystems every
+    minute: its own IRSA role allows that and nothing else."""
     values = run.one(HELM, "fsx-csi").inputs["values"]
-    assert values["controller"] == {"region": "us-east-1"}  # no service account role
-    assert not [r for r in run.of_type(ROLE) if "fsx" in r.name]
+    account = values["controller"]["serviceAccount"]
+    assert values["controller"]["region"] == "us-east-1"
+    role = run.one(ROLE, "fsx-csi-controller")
+    assert account["name"] == "fsx-csi-controller-sa"
+    assert account["annotations"]["eks.amazonaws.com/role-arn"].endswith(f"role/{role.name}")
+    conditions = [st["Condition"] for st in _trust(run, "fsx-csi-controller")["Statement"]]
+    assert any("system:serviceaccount:kube-system:fsx-csi-controller-sa" in json.dumps(c)
+               for c in conditions)
+    policy = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "fsx-csi-controller")
+                        .inputs["policy"])
+    assert [st["Action"] for st in policy["Statement"]] == [["fsx:DescribeFileSystems"]]
     assert not [r for r in run.resources if "AmazonFSxFullAccess" in json.dumps(r.inputs)]
 
 

@@ -1041,7 +1041,7 @@ CAPACITY_REFUSED = {
                                    "reservation": {"name": "r1"}}}},
         "gpuPools.onDemand.reservation", ("no reservation",)),
     "flex-start with nodes at creation": (
-        {"gpuPools": {"onDemand": {"flexStart": True}}},
+        {"gpuPools": {"onDemand": {"flexStart": True, "desiredNodes": 2}}},
         "gpuPools.onDemand.desiredNodes", ("minNodes 0 and desiredNodes 0",)),
     "a specific reservation without a name": (
         {"gpuPools": {"onDemand": {"reservation": {"affinity": "specific"}}}},

@@ -31,9 +31,10 @@ from trainer.exit_codes import NO_RETRY, RESUME
 from workloads.names import JobNames
 
 # v0.10.1: built against Kubernetes 1.34 and supported on "one of the last 3 minor versions"
-# (1.32-1.34), so on the AWS and GCP clusters' 1.33; AKS no longer creates 1.33 without LTS, and
-# the Azure default is 1.35, one minor past that window (within client-go's one-minor skew);
-# v0.12.0 needs 1.34+. The version GCP's cluster-toolkit
+# (1.32-1.34): GCP's default 1.34; the AWS and Azure defaults are 1.35 (what EKS and AKS create
+# in standard support today), one minor past that window, within client-go's one-minor skew.
+# v0.12.0 needs 1.34+, which would drop the 1.32/1.33 clusters extended support and AKS LTS
+# still allow. The version GCP's cluster-toolkit
 # pins (pkg/orchestrator/gke/infra_manager.go). It has every field used here:
 # onJobFailureMessagePatterns (since v0.10.0), BlockingRecreate, publishNotReadyAddresses.
 # Move it forward together with kubernetes.version.

@@ -97,11 +97,26 @@ def efa_device_plugin_values(gpu_label: str, taints: list[Taint]) -> dict:
     return {"nodeSelector": {gpu_label: "true"}, "tolerations": tolerations(taints)}
 
 
-def fsx_csi_values(region: str, taints: list[Taint]) -> dict:
-    """Static volumes only (the file system is created by Pulumi): the controller never calls
-    the FSx API (it does for dynamic provisioning: CreateFileSystem, DeleteFileSystem), so it
-    gets no AWS role at all; the region is given so it does not ask instance metadata."""
+FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"  # the chart's controller.serviceAccount.name
+
+
+def fsx_csi_controller_policy() -> str:
+    """Static volumes only (Pulumi creates the file system), so no Create/Delete/Update; but the
+    controller polls DescribeFileSystems every minute to cache file system state
+    (kubernetes-sigs/aws-fsx-csi-driver @ helm-chart-aws-fsx-csi-driver-1.17.0,
+    pkg/cloud/cloud.go: pollFileSystems), which would otherwise fall to the node role and log
+    AccessDenied. DescribeFileSystems takes no resource-level restriction."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"}]})
+
+
+def fsx_csi_values(region: str, taints: list[Taint], controller_role_arn: pulumi.Input[str]
+                   ) -> dict:
+    """The controller's own IRSA role (describe only); the region is given so it does not ask
+    instance metadata."""
     return {
-        "controller": {"region": region},
+        "controller": {"region": region, "serviceAccount": {
+            "create": True, "name": FSX_CSI_CONTROLLER_SA,
+            "annotations": {"eks.amazonaws.com/role-arn": controller_role_arn}}},
         "node": {"tolerateAllTaints": False, "tolerations": tolerations(taints)},
     }

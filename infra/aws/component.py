@@ -141,12 +141,21 @@ class AwsGpuCluster(pulumi.ComponentResource):
                                         depends_on=[*all_groups, *early_addons, *late_addons]))
         helm_opts = pulumi.ResourceOptions(parent=self, provider=k8s_provider)
         taints = [t for plan in plans for t in plan.pool.taints]
+        fsx_role = identity.irsa_role(f"{prefix}-fsx-csi-controller", oidc_arn, oidc_issuer,
+                                      addons.SYSTEM_NAMESPACE, addons.FSX_CSI_CONTROLLER_SA,
+                                      aws_opts)
+        fsx_policy = aws.iam.RolePolicy(
+            f"{prefix}-fsx-csi-controller", role=fsx_role.name,
+            policy=addons.fsx_csi_controller_policy(),
+            opts=pulumi.ResourceOptions.merge(aws_opts, pulumi.ResourceOptions(parent=fsx_role)))
         charts = [
             addons.helm_release(prefix, addons.NVIDIA_DEVICE_PLUGIN,
                                 addons.nvidia_device_plugin_values(node_groups.GPU_LABEL, taints),
                                 helm_opts),
             addons.helm_release(prefix, addons.FSX_CSI_DRIVER,
-                                addons.fsx_csi_values(s.region, taints), helm_opts),
+                                addons.fsx_csi_values(s.region, taints, fsx_role.arn),
+                                pulumi.ResourceOptions.merge(
+                                    helm_opts, pulumi.ResourceOptions(depends_on=[fsx_policy]))),
         ]
         ca_role, ca_policy = autoscaler.create_role(prefix, cluster_name, s.region, oidc_arn,
                                                     oidc_issuer, aws_opts)

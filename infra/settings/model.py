@@ -75,8 +75,10 @@ class OnDemandGpuPool(NodePool):
     name: str = Field("gpu", description="Pool name.")
     min_nodes: int = Field(0, ge=0, description="Autoscaler lower bound.")
     desired_nodes: int = Field(
-        2, ge=0,
-        description="Nodes at creation (AWS: afterwards Cluster Autoscaler owns the size).")
+        0, ge=0,
+        description="Nodes at creation; afterwards the cloud's autoscaler owns the size. 0 leaves "
+        "the pool empty until the job's pods ask for nodes, so a shortage of the machine cannot "
+        "fail `pulumi up` (a node group whose first nodes cannot launch ends in a failed state).")
     max_nodes: int = Field(2, ge=0, description="Autoscaler upper bound.")
     reservation: Reservation | None = Field(
         None, description="GCP only: consume a Compute Engine reservation (how H100/H200 "
