@@ -30,13 +30,12 @@ from collections.abc import Mapping
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from infra.aws import identity
 
-CHART = "cluster-autoscaler"
-CHART_VERSION = "9.59.0"  # appVersion 1.35.0; the image below is pinned per Kubernetes minor
-CHART_REPO = "https://kubernetes.github.io/autoscaler"
+# (name, version, repository) as infra/aws/addons.helm_release installs it, into kube-system.
+# 9.59.0: appVersion 1.35.0; the image below is pinned per Kubernetes minor.
+CHART = ("cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler")
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
 IMAGE = "registry.k8s.io/autoscaling/cluster-autoscaler"
@@ -139,14 +138,3 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
         # On the system pool: never on a node it might remove, and never on a tainted GPU node.
         "nodeSelector": dict(node_selector),
     }
-
-
-def create_autoscaler(prefix: str, chart_values: dict, opts: pulumi.ResourceOptions
-                      ) -> k8s.helm.v3.Release:
-    return k8s.helm.v3.Release(
-        f"{prefix}-{CHART}",
-        k8s.helm.v3.ReleaseArgs(
-            name=CHART, chart=CHART, version=CHART_VERSION, namespace=NAMESPACE,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPO),
-            values=chart_values, atomic=True, cleanup_on_fail=True),
-        opts=opts)

@@ -159,8 +159,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
         ]
         ca_role, ca_policy = autoscaler.create_role(prefix, cluster_name, s.region, oidc_arn,
                                                     oidc_issuer, aws_opts)
-        charts.append(autoscaler.create_autoscaler(
-            prefix,
+        charts.append(addons.helm_release(
+            prefix, autoscaler.CHART,
             autoscaler.values(cluster_name, s.region, s.kubernetes.version, ca_role.arn,
                               {node_groups.POOL_LABEL: s.system_pool.name}),
             pulumi.ResourceOptions.merge(helm_opts, pulumi.ResourceOptions(depends_on=[ca_policy]))))
