@@ -464,6 +464,30 @@ def test_a_failed_token_exchange_stops_the_run_with_the_registry_named() -> None
             acr_login.exchange_for_refresh_token("example.azurecr.io", fake.TENANT, "t")
 
 
+def test_the_token_exchange_retries_network_errors_and_5xx_but_not_4xx() -> None:
+    import urllib.error
+
+    from infra.azure import acr_login
+
+    answers = [urllib.error.URLError("dns"), urllib.error.HTTPError("u", 503, "busy", {}, None),
+               {"refresh_token": "r"}]
+
+    def post(url, fields):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(acr_login, "post_form", post)
+        patch.setattr(acr_login.time, "sleep", lambda seconds: None)
+        assert acr_login.exchange_for_refresh_token("example.azurecr.io", fake.TENANT, "t") == "r"
+        answers[:] = [urllib.error.HTTPError("u", 401, "unauthorized", {}, None)]
+        with pytest.raises(urllib.error.HTTPError):
+            acr_login.exchange_for_refresh_token("example.azurecr.io", fake.TENANT, "t")
+        assert not answers  # one try only
+
+
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
 
 
@@ -878,8 +902,11 @@ def test_a_bad_maintenance_window_is_refused(overrides: dict, path: str) -> None
 
 
 def test_gpu_pools_upgrade_in_place_without_a_surge_node(run: Run) -> None:
-    for pool in _pools(run).values():
-        assert pool.inputs["upgradeSettings"] == {"maxSurge": "0", "maxUnavailable": "1"}
+    """On demand: one node at a time, no surge ND96. Spot: AKS refuses both settings (400) and
+    never surges a spot pool."""
+    pools = _pools(run)
+    assert pools["gpu"].inputs["upgradeSettings"] == {"maxSurge": "0", "maxUnavailable": "1"}
+    assert "upgradeSettings" not in pools["gpuspot"].inputs
 
 
 # --- network access: the cluster's subnet, storage firewall, registry ---------------------------

@@ -198,6 +198,9 @@ def test_pods_run_locked_down(runs):
         assert context["seccompProfile"] == {"type": "RuntimeDefault"}
         assert "hostNetwork" not in spec and spec["automountServiceAccountToken"] is False
         assert container["image"] == IMAGE
+        # The workload-identity token is projected 0600 for the pod's user; with fsGroup 1000
+        # it is 0640 group 1000, readable by the trainer after an Azure root start drops to 1000.
+        assert spec["securityContext"]["fsGroup"] == 1000
 
 
 def test_trainer_user_gets_its_folders_on_the_shared_file_system(runs):

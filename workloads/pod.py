@@ -205,6 +205,12 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBud
             affinity=node_affinity(pool),
             security_context=core.PodSecurityContextArgs(
                 run_as_non_root=True, run_as_user=RUN_AS, run_as_group=RUN_AS,
+                # The projected service-account token (Azure workload identity's, EKS IRSA's) is
+                # written 0600 for the pod's user when every container runs as one user, root
+                # on Azure before the launcher drops to RUN_AS; fsGroup makes it 0640 group
+                # RUN_AS, readable after the drop (Azure/azure-workload-identity
+                # docs/book/src/known-issues.md). NFS volumes ignore fsGroup.
+                fs_group=RUN_AS,
                 seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
             ),
             volumes=volumes(names, size.shm_gib, cluster.interconnect.volumes),

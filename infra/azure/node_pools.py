@@ -147,7 +147,10 @@ def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: ak
         gpu_profile=aks.GPUProfileArgs(driver=aks.GPUDriver.NONE),
         node_labels=plan.node_labels,
         node_taints=[_taint_string(t) for t in plan.node_taints],
-        upgrade_settings=aks.AgentPoolUpgradeSettingsArgs(
+        # Spot pools take neither setting: AKS answers 400 "Spot pools can't set max surge" /
+        # "... maxUnavailable" (hashicorp/terraform-provider-azurerm#31129) and upgrades them
+        # without surge nodes anyway (https://learn.microsoft.com/azure/aks/spot-node-pool).
+        upgrade_settings=None if plan.spot else aks.AgentPoolUpgradeSettingsArgs(
             max_surge=GPU_MAX_SURGE, max_unavailable=GPU_MAX_UNAVAILABLE),
         tags={**tags, **scale_from_zero_tags(plan, settings)},
         **spot,  # type: ignore[arg-type]
