@@ -945,3 +945,20 @@ def test_the_registry_stays_public_but_entra_only(run: Run) -> None:
     assert registry["sku"]["name"] == "Standard"  # network rules would need Premium
     assert registry["publicNetworkAccess"] == "Enabled"
     assert registry["adminUserEnabled"] is False and registry["anonymousPullEnabled"] is False
+
+
+# --- subscription features ------------------------------------------------------------------------
+def test_infiniband_without_the_aks_feature_is_refused_before_any_resource() -> None:
+    """Without AKSInfinibandSupport a pool's nodes may sit on different IB fabrics: `pulumi up`
+    would succeed and the job fail at the fabric gate. The program stops first, naming the
+    commands."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(fake.FEATURE_STATES, "AKSInfinibandSupport", "Registering")
+        run = run_stack("azure", expect_error=True)
+        assert not run.resources
+        (problem,) = run.error.problems
+        assert problem.path == "interconnect.fabric"
+        assert "AKSInfinibandSupport, which is Registering" in str(run.error)
+        assert "az feature register" in str(run.error)
+        # Without the fabric the feature is not needed.
+        assert run_stack("azure", overrides={"interconnect": {"fabric": False}}).resources

@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 from pulumi_azure_native import authorization
 
 from infra.azure.addons import create_addons
+from infra.azure.features import INFINIBAND_FEATURE, require_registered
 from infra.azure.cluster import (create_cluster, create_maintenance_windows,
                                  grant_subnet_to_cluster, user_kubeconfig)
 from infra.azure.identity import AKS_RBAC_CLUSTER_ADMIN, assign_role
@@ -52,8 +53,12 @@ class AzureGpuCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuClusterArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(TYPE_TOKEN, name, None, opts)
         s = args.settings
+        if any(uses_infiniband(s, machine(s.cloud, pool.machine_type))
+               for pool in s.enabled_gpu_pools):
+            # Before anything is registered: a subscription invoke with default credentials.
+            require_registered(INFINIBAND_FEATURE, "interconnect.fabric", True)
+        super().__init__(TYPE_TOKEN, name, None, opts)
         prefix = args.name_prefix
         fs = s.shared_file_system
         assert isinstance(fs, AzureNetAppFiles) and s.azure is not None  # settings rules

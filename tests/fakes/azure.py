@@ -167,7 +167,17 @@ def acr_exchange(url: str, fields: dict[str, str]) -> dict[str, Any]:
     return {"refresh_token": ACR_REFRESH_TOKEN}
 
 
+FEATURE_STATES = {"AKSInfinibandSupport": "Registered"}  # tests may change a state
+
+
+def _feature(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    name = args.args["featureName"]
+    return {"name": f"{args.args['providerNamespace']}/{name}",
+            "properties": {"state": FEATURE_STATES.get(name, "NotRegistered")}}
+
+
 CALLS: dict[str, Any] = {
+    "azure-native:features:getSubscriptionFeatureRegistration": _feature,
     "azure-native:authorization:getClientToken": _client_token,
     "azure-native:authorization:getClientConfig": _client_config,
     "azure-native:containerservice:listManagedClusterUserCredentials": _user_credentials,
