@@ -1,6 +1,8 @@
-"""When each Kubernetes minor leaves EKS standard and extended support: a dated table.
+"""The managed services' Kubernetes calendars, as dated tables: when each minor leaves EKS
+standard and extended support, and when AKS offers it (GA, community support, LTS). The rules
+that judge a stack's version by them live in infra/settings/rules.py.
 
-Source: Amazon EKS User Guide, "Understand the Kubernetes version lifecycle on EKS", section
+EKS source: Amazon EKS User Guide, "Understand the Kubernetes version lifecycle on EKS", section
 "Amazon EKS Kubernetes release calendar"
 (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html; the same dates are
 on https://endoflife.date/amazon-eks). A minor is in standard support for 14 months after its
@@ -55,3 +57,33 @@ def eks_support_on(version: str, day: date) -> SupportPeriod:
 def in_standard_support(day: date) -> list[str]:
     """The minors in EKS standard support on `day`, oldest first."""
     return [v for v in EKS_SUPPORT if eks_support_on(v, day) == SupportPeriod.STANDARD]
+
+
+# --- AKS: versions it creates, and Long-Term Support ---------------------------------------
+# The AKS Kubernetes release calendar (https://learn.microsoft.com/azure/aks/supported-kubernetes-
+# versions, "AKS Kubernetes release calendar" and "LTS versions"; MicrosoftDocs/azure-aks-docs
+# articles/aks/supported-kubernetes-versions.md @ fb060abe, 2026-08-21). A month means its last
+# day, as the page says. AKS creates a cluster only at a version in community support (N-2;
+# platform support, N-3, excludes "Cluster creation"), or in LTS with the Premium tier and the
+# AKSLongTermSupport plan (https://learn.microsoft.com/azure/aks/long-term-support).
+AKS_CALENDAR_DATE = date(2026, 8, 21)
+
+
+@dataclass(frozen=True)
+class AksVersion:
+    ga: date  # AKS GA (last day of the month: every region has it by then)
+    end_of_life: date  # end of community support
+    lts_end_of_life: date  # end of Long-Term Support
+
+
+AKS_KUBERNETES_VERSIONS: dict[str, AksVersion] = {
+    "1.29": AksVersion(date(2024, 3, 31), date(2025, 3, 31), date(2026, 4, 30)),
+    "1.30": AksVersion(date(2024, 7, 31), date(2025, 8, 22), date(2026, 7, 31)),
+    "1.31": AksVersion(date(2024, 11, 30), date(2025, 11, 1), date(2026, 11, 30)),
+    "1.32": AksVersion(date(2025, 4, 30), date(2026, 3, 31), date(2027, 3, 31)),
+    "1.33": AksVersion(date(2025, 6, 30), date(2026, 7, 31), date(2027, 7, 31)),
+    "1.34": AksVersion(date(2025, 11, 30), date(2026, 11, 30), date(2027, 11, 30)),
+    "1.35": AksVersion(date(2026, 3, 31), date(2027, 3, 31), date(2028, 3, 31)),
+    "1.36": AksVersion(date(2026, 6, 30), date(2027, 6, 30), date(2028, 6, 30)),
+    "1.37": AksVersion(date(2026, 10, 31), date(2027, 10, 31), date(2028, 10, 31)),
+}

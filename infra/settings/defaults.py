@@ -36,7 +36,7 @@ CLOUD_DEFAULTS: dict[Cloud, dict[str, Any]] = {
             "spot": {"machineType": "Standard_ND96asr_v4"},
         },
         "sharedFileSystem": {"kind": "azure-netapp-files"},
-        # A version AKS creates without Long-Term Support (rules.AKS_KUBERNETES_VERSIONS).
+        # A version AKS creates without Long-Term Support (infra/kubernetes_versions.py).
         "kubernetes": {"version": "1.35"},
         # AKSInfinibandSupport keeps each GPU pool on one InfiniBand network; a proximity
         # placement group on top only narrows where Azure may find ND capacity (README, Azure).

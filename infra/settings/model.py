@@ -129,7 +129,7 @@ class Kubernetes(Section):
         "1.33", description="Kubernetes minor version, e.g. 1.33. On GCP the program takes "
         "GKE's REGULAR channel build of it and refuses a minor the channel no longer offers; on "
         "Azure, one AKS creates on the day of `pulumi up` (its release calendar, "
-        "infra/settings/rules.py), past community support only with azure.longTermSupport.")
+        "infra/kubernetes_versions.py), past community support only with azure.longTermSupport.")
     extended_support: bool = Field(
         False,
         description=(

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
 from infra.catalog import Cloud, Interconnect, find_machine, machine_names
 from infra.kubernetes_versions import (
+    AKS_CALENDAR_DATE,
+    AKS_KUBERNETES_VERSIONS,
     EKS_SUPPORT,
     SupportPeriod,
     eks_support_on,
@@ -472,8 +473,8 @@ RULES = (*RULES, spot_save_fits_the_notice)
 
 
 def today() -> date:
-    """The day the rules judge support dates by (a function, so tests can pin it)."""
-    return date.today()
+    """The day (UTC) the rules judge support dates by (a function, so tests can pin it)."""
+    return datetime.now(timezone.utc).date()
 
 
 def kubernetes_version_is_supported_on_eks(s: Settings) -> Iterator[Problem]:
@@ -525,35 +526,7 @@ RULES = (*RULES, kubernetes_version_is_supported_on_eks, extended_support_is_aws
          capacity_reservation_fits_the_pool, aws_gpu_groups_share_one_zone)
 
 
-# --- AKS: versions it creates today, and Long-Term Support -------------------------------------
-# The AKS Kubernetes release calendar (https://learn.microsoft.com/azure/aks/supported-kubernetes-
-# versions, "AKS Kubernetes release calendar" and "LTS versions"; MicrosoftDocs/azure-aks-docs
-# articles/aks/supported-kubernetes-versions.md @ fb060abe, 2026-08-21). A month means its last
-# day, as the page says. AKS creates a cluster only at a version in community support (N-2;
-# platform support, N-3, excludes "Cluster creation"), or in LTS with the Premium tier and the
-# AKSLongTermSupport plan (https://learn.microsoft.com/azure/aks/long-term-support).
-AKS_CALENDAR_DATE = date(2026, 8, 21)
-
-
-@dataclass(frozen=True)
-class AksVersion:
-    ga: date  # AKS GA (last day of the month: every region has it by then)
-    end_of_life: date  # end of community support
-    lts_end_of_life: date  # end of Long-Term Support
-
-
-AKS_KUBERNETES_VERSIONS: dict[str, AksVersion] = {
-    "1.29": AksVersion(date(2024, 3, 31), date(2025, 3, 31), date(2026, 4, 30)),
-    "1.30": AksVersion(date(2024, 7, 31), date(2025, 8, 22), date(2026, 7, 31)),
-    "1.31": AksVersion(date(2024, 11, 30), date(2025, 11, 1), date(2026, 11, 30)),
-    "1.32": AksVersion(date(2025, 4, 30), date(2026, 3, 31), date(2027, 3, 31)),
-    "1.33": AksVersion(date(2025, 6, 30), date(2026, 7, 31), date(2027, 7, 31)),
-    "1.34": AksVersion(date(2025, 11, 30), date(2026, 11, 30), date(2027, 11, 30)),
-    "1.35": AksVersion(date(2026, 3, 31), date(2027, 3, 31), date(2028, 3, 31)),
-    "1.36": AksVersion(date(2026, 6, 30), date(2027, 6, 30), date(2028, 6, 30)),
-    "1.37": AksVersion(date(2026, 10, 31), date(2027, 10, 31), date(2028, 10, 31)),
-}
-
+# --- AKS: versions it creates today, and Long-Term Support (infra/kubernetes_versions.py) ----
 
 def aks_versions_in_community_support(today: date) -> list[str]:
     """What AKS creates without LTS today, among the versions every cloud here offers."""
@@ -562,28 +535,28 @@ def aks_versions_in_community_support(today: date) -> list[str]:
             if row.ga <= today <= row.end_of_life and low <= int(v.split(".")[1]) <= high]
 
 
-def aks_version_is_created_today(s: Settings, today: date | None = None) -> Iterator[Problem]:
+def aks_version_is_created_today(s: Settings, day: date | None = None) -> Iterator[Problem]:
     """The version must be one AKS creates on the day `pulumi up` runs: in community support, or
     in Long-Term Support when azure.longTermSupport asks for it."""
     if s.cloud != Cloud.AZURE or s.azure is None:
         return
-    today = today or datetime.now(timezone.utc).date()
+    on = day or today()
     version, lts = s.kubernetes.version, s.azure.long_term_support
     row = AKS_KUBERNETES_VERSIONS.get(version)
-    current = ", ".join(aks_versions_in_community_support(today)) or "none in the table"
+    current = ", ".join(aks_versions_in_community_support(on)) or "none in the table"
     if row is None:
         yield Problem("kubernetes.version", version,
                       f"not in AKS's release calendar of {AKS_CALENDAR_DATE} "
                       f"({min(AKS_KUBERNETES_VERSIONS)} to {max(AKS_KUBERNETES_VERSIONS)}); "
                       f"in community support today: {current}")
-    elif today < row.ga:
+    elif on < row.ga:
         yield Problem("kubernetes.version", version,
                       f"not generally available on AKS until {row.ga}; today: {current}")
-    elif today > row.lts_end_of_life:
+    elif on > row.lts_end_of_life:
         yield Problem("kubernetes.version", version,
                       f"AKS ended its Long-Term Support on {row.lts_end_of_life}; use one of "
                       f"{current}")
-    elif today > row.end_of_life and not lts:
+    elif on > row.end_of_life and not lts:
         yield Problem("kubernetes.version", version,
                       f"AKS ended community support on {row.end_of_life} and creates it only "
                       f"with Long-Term Support (set azure.longTermSupport: true: Premium tier, "
