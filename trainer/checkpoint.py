@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -227,6 +228,8 @@ class Checkpointer:
         seconds (it is then left to run; its directory stays incomplete until it ends)."""
         if self.pending is None:
             return True
+        if timeout is not None and not math.isfinite(timeout):
+            timeout = None  # "forever": Condition.wait cannot take an infinite float
         try:
             self.pending.future.result(timeout=timeout)
         except concurrent.futures.TimeoutError:

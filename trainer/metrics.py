@@ -1,8 +1,11 @@
 """Metrics: computed honestly across all ranks, reported by rank 0.
 
-Every rank keeps its window (losses, logits, labels); at a log step all ranks reduce it,
-and rank 0 prints one line, advances the progress bar, appends a JSON line and writes
-TensorBoard scalars. Counters reset after each log.
+Every rank keeps its window between two log steps as sums (loss, samples) and a histogram
+of its logits per label; at a log step all ranks all-reduce those fixed-size counts (one
+tensor of ``2 * AUC_BINS`` integers, whatever the batch or world size) and rank 0 prints
+one line, advances the progress bar, appends a JSON line and writes TensorBoard scalars.
+No logit leaves its rank: gathering them (6.5 million per log step on 16 GPUs) and sorting
+them on every rank stalled all of them. Evaluation, once per eval interval, stays exact.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 import fsspec
 import numpy as np
@@ -46,38 +49,67 @@ def gather(t: torch.Tensor) -> np.ndarray:
     return np.concatenate([o[: int(s.item())].cpu().numpy() for o, s in zip(out, sizes)])
 
 
+# The training window's AUC comes from a histogram of logits: AUC_BINS equal bins over
+# [-LOGIT_RANGE, LOGIT_RANGE] (logits beyond fall in the end bins). Pairs of a positive and a
+# negative in one bin count one half, so the error is at most the share of such pairs: with
+# bins 0.0012 logits wide, under 1e-3 on Criteo-like scores (tests/trainer/test_metrics.py).
+AUC_BINS = 1 << 15
+LOGIT_RANGE = 20.0
+
+
+def histogram_auc(counts: np.ndarray) -> float:
+    """ROC AUC from ``counts`` [2, bins]: negatives' and positives' scores per ascending bin;
+    ties within a bin average (as Mann-Whitney U does). NaN if one class only."""
+    negatives, positives = counts[0].astype(np.float64), counts[1].astype(np.float64)
+    total_neg, total_pos = negatives.sum(), positives.sum()
+    if total_neg == 0 or total_pos == 0:
+        return float("nan")
+    below = np.cumsum(negatives) - negatives  # negatives in lower bins
+    return float((positives * (below + 0.5 * negatives)).sum() / (total_pos * total_neg))
+
+
 class Window:
-    """Per-rank accumulation of training outputs between two log steps."""
+    """Per-rank accumulation of training outputs between two log steps, in fixed-size sums
+    kept on the training device: adding a step launches a few small kernels, no host sync."""
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
-        self.losses: List[torch.Tensor] = []
-        self.logits: List[torch.Tensor] = []
-        self.labels: List[torch.Tensor] = []
+        self.steps = 0
+        self.loss: Optional[torch.Tensor] = None
+        self.counts: Optional[torch.Tensor] = None  # [2 * AUC_BINS]: negatives, then positives
         self.started = time.perf_counter()
 
     def add(self, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> None:
-        self.losses.append(loss.detach())
-        self.logits.append(logits.detach())
-        self.labels.append(labels.detach())
+        logits, labels = logits.detach().reshape(-1), labels.detach().reshape(-1)
+        if self.counts is None:
+            self.counts = torch.zeros(2 * AUC_BINS, dtype=torch.int64, device=logits.device)
+            self.loss = torch.zeros((), dtype=torch.float64, device=logits.device)
+        scaled = (logits.float() + LOGIT_RANGE) * (AUC_BINS / (2 * LOGIT_RANGE))
+        bins = scaled.clamp_(0, AUC_BINS - 1).long() + AUC_BINS * (labels > 0.5).long()
+        self.counts += torch.bincount(bins, minlength=2 * AUC_BINS)
+        self.loss += loss.detach().double()  # type: ignore[operator]
+        self.steps += 1
 
     def reduce(self) -> Dict[str, float]:
-        """Collective: mean loss over ranks and steps, AUC over all ranks' samples."""
-        steps = len(self.losses)
-        assert steps, "reduce() needs at least one step in the window"
-        loss = torch.stack(self.losses).sum()
+        """Collective: mean loss over ranks and steps, AUC over all ranks' samples (one
+        all-reduce of the loss, the sample count rides in the histogram)."""
+        assert self.steps and self.counts is not None and self.loss is not None, \
+            "reduce() needs at least one step in the window"
+        counts, loss = self.counts.clone(), self.loss.clone()
         if dist.get_world_size() > 1:
+            dist.all_reduce(counts)
             dist.all_reduce(loss)
-        logits = gather(torch.cat(self.logits))
-        labels = gather(torch.cat(self.labels))
+        hist = counts.cpu().numpy().reshape(2, AUC_BINS)
+        samples = int(hist.sum())
         seconds = time.perf_counter() - self.started
         return {
-            "loss": float(loss.item()) / max(steps * dist.get_world_size(), 1),
-            "auc": auc(logits, labels),
-            "samples_per_sec": len(labels) / seconds if seconds > 0 else 0.0,
-            "step_time_ms": 1000.0 * seconds / max(steps, 1),
+            "loss": float(loss.item()) / max(self.steps * dist.get_world_size(), 1),
+            "auc": histogram_auc(hist),
+            "samples": samples,
+            "samples_per_sec": samples / seconds if seconds > 0 else 0.0,
+            "step_time_ms": 1000.0 * seconds / max(self.steps, 1),
         }
 
 

@@ -266,8 +266,13 @@ class Trainer:
             self.save(blocking=True)
             return
 
+        if self.stop.received_at is None:  # a peer's SIGTERM stopped this rank: its deadline
+            self.stop.received_at = time.monotonic()  # started no later than now
+        agreed_end = math.inf
+
         def left() -> float:
-            return self.stop.seconds_left(self.cfg.save_deadline_seconds) - EXIT_RESERVE_SECONDS
+            own = self.stop.seconds_left(self.cfg.save_deadline_seconds) - EXIT_RESERVE_SECONDS
+            return min(own, agreed_end - time.monotonic())
 
         previous_done = ckpt.wait(timeout=max(left(), 0.0))
         need = SAVE_ESTIMATE_MARGIN * ckpt.estimate_seconds(
@@ -276,6 +281,7 @@ class Trainer:
         if dist.get_world_size() > 1:
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=self.ctx.control_group)
         need, remaining, busy = float(agreed[0]), -float(agreed[1]), bool(agreed[2])
+        agreed_end = time.monotonic() + remaining  # the earliest deadline of any rank
         if busy or need > remaining:
             why = "the previous save is still being written" if busy else \
                 f"it needs ~{need:.1f}s, {max(remaining, 0):.1f}s are left"
@@ -337,7 +343,7 @@ class Trainer:
                 self.evaluate()
         preempted = reason == "stop"
         elapsed = time.perf_counter() - started
-        if self.window.losses:
+        if self.window.steps:
             self.last = self.window.reduce()
         evaluated_here = self.cfg.eval_every and self.progress.step % self.cfg.eval_every == 0
         if not preempted and not evaluated_here:  # a preempted run must exit fast: no eval

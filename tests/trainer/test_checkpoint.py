@@ -190,3 +190,29 @@ def test_sigterm_skips_a_save_that_cannot_finish_in_time_and_keeps_the_periodic_
     saved = trainer.checkpointer.complete_steps()
     assert saved and all(step % 5 == 0 for step in saved)  # periodic ones only
     assert trainer.progress.step not in saved or trainer.progress.step % 5 == 0
+
+
+def test_a_rank_stopped_by_a_peers_sigterm_keeps_the_deadline_with_a_save_in_flight(
+        world_of_one, tmp_path, monkeypatch):
+    """Only one pod of the gang is drained: the others stop because the ranks agreed to, get
+    no SIGTERM of their own, and must still leave within the deadline (they waited forever
+    for a stuck save, or crashed with exit 1 instead of asking to resume)."""
+    fs = GatedFileSystem()  # the store is stuck: the SIGTERM save cannot finish
+    trainer, stop = _trainer(tmp_path, fs, ["--save_deadline_seconds", "6"], monkeypatch)
+
+    def peer_asks_to_stop():
+        deadline = time.monotonic() + 60
+        while trainer.progress.step < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stop.requested = True  # what the agreed all-reduce reports when another rank got SIGTERM
+
+    threading.Thread(target=peer_asks_to_stop, daemon=True).start()
+    result = trainer.run()
+    assert result["preempted"] is True
+    assert stop.received_at is not None and time.monotonic() - stop.received_at < 6.0
+    assert fs.writes_started.is_set()  # it tried, bounded by the deadline
+    assert trainer.checkpointer.complete_steps() == []
+    fs.fail = True
+    fs.gate.set()
+    with pytest.raises((OSError, CheckpointException)):
+        trainer.checkpointer.wait(timeout=20)
