@@ -40,7 +40,9 @@ train: $(VENV)/.trainer-installed
 	$(BIN)/python -m trainer.local_run $(ARGS)
 
 ## Every test: settings, catalog, the three stacks under mocks, workloads, trainer.
-test: $(VENV)/.trainer-installed $(CHECKOV_VENV)/.installed $(AZURITE_DIR)/.installed
+# (the three environments install side by side: separate folders)
+test:
+	$(MAKE) -j3 $(VENV)/.trainer-installed $(CHECKOV_VENV)/.installed $(AZURITE_DIR)/.installed
 	$(BIN)/python -m pytest tests -q
 
 test-infra: $(VENV)/.infra-installed $(CHECKOV_VENV)/.installed
