@@ -10,7 +10,7 @@ CHECKOV_VERSION := 3.3.30
 AZURITE_VERSION := 3.35.0
 AZURITE_DIR := $(VENV)/azurite
 
-.PHONY: train test test-infra test-trainer bench settings-docs clean
+.PHONY: train test test-infra test-trainer bench bench-data settings-docs clean
 
 # Stamps re-run an install only when its requirements change, so the second run is quick.
 $(VENV)/.infra-installed: requirements.txt requirements-dev.txt
@@ -56,6 +56,12 @@ test-trainer: $(VENV)/.trainer-installed $(AZURITE_DIR)/.installed
 bench: $(VENV)/.trainer-installed
 	$(BIN)/python bench/train_throughput.py
 	$(BIN)/python bench/checkpoint_bench.py
+
+## Data delivered to a training loop per format and batch (target 150k samples/s per rank, under
+## 2% of the step waiting), then the training metrics' cost against the training step.
+bench-data: $(VENV)/.trainer-installed
+	$(BIN)/python bench/data_bench.py
+	$(BIN)/python bench/metric_bench.py
 
 ## Regenerate the settings table in README.md from infra/settings.
 settings-docs: $(VENV)/.infra-installed

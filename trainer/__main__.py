@@ -22,9 +22,12 @@ def main() -> int:
     import torch
     import torch.distributed as dist
 
+    from trainer.data.prefetch import share_the_gil_finely
     from trainer.distributed import init_distributed
     from trainer.fabric_gate import prepare_nccl_logging, run_fabric_gate
     from trainer.train import StopFlag, Trainer
+
+    share_the_gil_finely()  # batches are built on a thread beside the training loop
 
     if cfg.fabric_gate != "off" and torch.cuda.is_available():
         prepare_nccl_logging()  # NCCL reads its logging settings once, when the first comm starts

@@ -348,6 +348,7 @@ class Trainer:
         evaluated_here = self.cfg.eval_every and self.progress.step % self.cfg.eval_every == 0
         if not preempted and not evaluated_here:  # a preempted run must exit fast: no eval
             self.evaluate()
+        tested = self.evaluate("test") if not preempted else {}  # empty without a test set
         self._final_save(preempted)
         steps = self.progress.step - start_step
         summary = {
@@ -355,6 +356,8 @@ class Trainer:
             "auc": self.last_eval.get("auc", self.last.get("auc", float("nan"))),
             "train_auc": self.last.get("auc", float("nan")),
             "eval_loss": self.last_eval.get("loss", float("nan")),
+            "test_auc": tested.get("auc", float("nan")),
+            "test_loss": tested.get("loss", float("nan")),
             "samples_per_sec": steps * self.progress.global_batch / elapsed if elapsed else 0.0,
             "resumed_from": self.resumed_from,
             "preempted": preempted,
@@ -402,8 +405,9 @@ class Trainer:
         return int(count.item())
 
     @torch.no_grad()
-    def evaluate(self) -> Dict[str, float]:
-        """Held-out loss and AUC, outside the train pipeline, defined globally: the first
+    def evaluate(self, split: str = "val") -> Dict[str, float]:
+        """Held-out loss and AUC of ``split`` ('val', or 'test' once at the end where the data
+        has a test set), outside the train pipeline, defined globally: the first
         --eval_batches held-out global batches, each rank scoring its slice, and both
         metrics computed over the gathered whole, so runs of any world size compare."""
         if self.cfg.eval_batches == 0:
@@ -411,7 +415,9 @@ class Trainer:
         model = self.pipeline.detach()  # plain forward; progress() re-attaches
         model.eval()
         logits, labels = [], []
-        batches = AgreedBatches(self.source.eval_batches(self.cfg.eval_batches),
+        held_out = (self.source.eval_batches if split == "val"
+                    else getattr(self.source, "test_batches", lambda count: iter(())))
+        batches = AgreedBatches(held_out(self.cfg.eval_batches),
                                 self.cfg.eval_batches, StopFlag(), self.ctx.control_group)
         for batch in batches:
             _, (_, out, y) = model(batch.to(self.ctx.device))
@@ -422,15 +428,17 @@ class Trainer:
             return {}
         all_logits = gather(torch.cat(logits)).astype(np.float64)
         all_labels = gather(torch.cat(labels)).astype(np.float64)
-        self.last_eval = {
+        result = {
             "loss": log_loss(all_logits, all_labels),
             "auc": auc(all_logits, all_labels),
             "samples": int(len(all_labels)),
             "positive_rate": float(np.mean(all_labels)) if len(all_labels) else float("nan"),
             "world_size": self.ctx.world_size,
         }
-        self.metrics.record("eval", self.progress.step, self.last_eval)
-        return self.last_eval
+        self.metrics.record("eval" if split == "val" else "test", self.progress.step, result)
+        if split == "val":
+            self.last_eval = result
+        return result
 
 
 def log_loss(logits: np.ndarray, labels: np.ndarray) -> float:

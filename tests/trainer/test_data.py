@@ -101,7 +101,7 @@ def test_criteo_tsv_rows_are_parsed_hashed_and_malformed_rows_counted(tmp_path):
     assert b.dense_features.shape == (8, 13) and b.labels.shape == (8,)
     assert set(b.labels.tolist()) <= {0.0, 1.0}
     assert int(b.sparse_features.values().max()) < 7
-    assert (b.dense_features >= 0).all()  # log1p of non-negative counts
+    assert (b.dense_features >= np.log(2)).all()  # torchrec's log(x - file minimum + 2)
     held_out = list(src.eval_batches(5))
     assert len(held_out) == 1  # 10 lines held out -> one batch of 8
 
@@ -133,14 +133,17 @@ def test_criteo_tsv_resume_seeks_without_parsing_the_consumed_rows(tmp_path, mon
     full = list(CriteoSource(str(data), [1000] * 26, batch_size=4, rank=0, world_size=1).train_batches(0, 0))
     assert (tmp_path / "day_0.lineindex.npy").exists()  # kept beside the file for later runs
     parsed = []
-    parse = criteo._parse_tsv_line
-    monkeypatch.setattr(criteo, "_parse_tsv_line", lambda line: parsed.append(line) or parse(line))
+    parse = criteo.parse_block
+    monkeypatch.setattr(criteo, "parse_block", lambda block: parsed.extend(block.splitlines()) or parse(block))
     criteo.LineIndex._cache.clear()
     monkeypatch.setattr(criteo, "_scan_lines", lambda path: pytest.fail("index not reused"))
     src = CriteoSource(str(data), [1000] * 26, batch_size=4, rank=0, world_size=1)
     resumed = list(src.train_batches(0, 5 * 4))
     assert [_samples(b) for b in resumed] == [_samples(b) for b in full[5:]] and len(resumed) == 17
-    assert len(parsed) == 4 * 17  # only the lines of the batches it yields
+    # Only the lines of the batches it yields, and the held-out lines between them (one in
+    # ten): sample 20 is line 22, nothing before it is parsed.
+    text = data.read_bytes().splitlines()
+    assert parsed[0] == text[22] and set(parsed) <= set(text[22:]) and len(parsed) == 4 * 17 + 5
     assert src.malformed_rows == 1  # line 31; lines 4, 11 and 21 come before the resume point
 
 
@@ -154,7 +157,7 @@ def _write_npy_day(directory, day, n, bad_label_row=None):
     np.save(directory / f"day_{day}_labels.npy", labels)
 
 
-def test_criteo_npy_days_split_by_rank_last_day_held_out(tmp_path):
+def test_criteo_npy_days_split_by_rank_last_day_halved_into_validation_and_test(tmp_path):
     for day in range(3):
         _write_npy_day(tmp_path, day, 40, bad_label_row=5 if day == 0 else None)
     fmt, prefixes = discover(str(tmp_path))
@@ -166,7 +169,13 @@ def test_criteo_npy_days_split_by_rank_last_day_held_out(tmp_path):
     assert int(per_rank[0][0].sparse_features.values().max()) < 100
     assert len(per_rank[1][0].labels) == 3  # row 5 (label 3) is in rank 1's first slice
     assert [src.malformed_rows for src in sources] == [0, 1]
-    assert all(len(list(src.eval_batches(100))) == 5 for src in sources)  # day_2: 40 rows
+    # The standard split: day_2 (40 rows) halves into validation (rows 0-19) and test (20-39).
+    val = _global_batches(lambda r, w: sources[r].eval_batches(100), 2, 100)
+    test = _global_batches(lambda r, w: sources[r].test_batches(100), 2, 100)
+    day2 = np.load(tmp_path / "day_2_dense.npy")
+    assert [len(b) for b in val] == [8, 8] and [len(b) for b in test] == [8, 8]
+    assert [s[0] for s in val[0]] == [tuple(r) for r in day2[:8].tolist()]
+    assert [s[0] for s in test[0]] == [tuple(r) for r in day2[20:28].tolist()]
     whole = _global_batches(lambda r, w: CriteoSource(str(tmp_path), sizes, 8, r, w).train_batches(0, 0), 1, 10)
     assert whole == _global_batches(lambda r, w: sources[r].train_batches(0, 0), 2, 10)
     resumed = CriteoSource(str(tmp_path), sizes, batch_size=4, rank=0, world_size=2).train_batches(0, 40)
@@ -176,3 +185,43 @@ def test_criteo_npy_days_split_by_rank_last_day_held_out(tmp_path):
 def test_empty_dataset_directory_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no Criteo TSV files"):
         discover(str(tmp_path))
+
+
+def _same_batches(a, b):
+    a, b = list(a), list(b)
+    assert len(a) == len(b) and a
+    for x, y in zip(a, b):
+        assert torch.equal(x.dense_features, y.dense_features)
+        assert torch.equal(x.sparse_features.values(), y.sparse_features.values())
+        assert torch.equal(x.sparse_features.lengths(), y.sparse_features.lengths())
+        assert torch.equal(x.labels, y.labels)
+
+
+def test_tsv_and_torchrecs_own_npy_of_the_same_files_give_the_same_tensors(tmp_path):
+    """One dense transform, torchrec's (log(x - file minimum + 2)), whichever format is read:
+    the .npy files here are written by torchrec's BinaryCriteoUtils.tsv_to_npys itself."""
+    from torchrec.datasets.criteo import BinaryCriteoUtils
+
+    raw, npy, kaggle_raw, kaggle_npy = (tmp_path / d for d in ("raw", "npy", "kraw", "knpy"))
+    for folder in (raw, npy, kaggle_raw, kaggle_npy):
+        folder.mkdir()
+    _write_tsv(raw / "day_0", 100)
+    _write_tsv(raw / "day_1", 40)
+    (kaggle_raw / "train.txt").write_bytes((raw / "day_0").read_bytes())
+    for name, source, out, dataset in (("day_0", raw / "day_0", npy, "criteo_1tb"),
+                                       ("day_1", raw / "day_1", npy, "criteo_1tb"),
+                                       # criteo_kaggle differs only for a path containing
+                                       # "test" (no labels), which pytest's tmp_path does
+                                       ("train", kaggle_raw / "train.txt", kaggle_npy, "criteo_1tb")):
+        BinaryCriteoUtils.tsv_to_npys(str(source), *(str(out / f"{name}_{part}.npy")
+                                                     for part in ("dense", "sparse", "labels")),
+                                      dataset)
+    assert discover(str(kaggle_npy)) == ("npy", [str(kaggle_npy / "train")])
+    sizes = [997] * 26
+    for tsv, preprocessed in ((raw, npy), (kaggle_raw / "train.txt", kaggle_npy)):
+        a, b = (CriteoSource(str(p), sizes, batch_size=8, rank=0, world_size=1) for p in (tsv, preprocessed))
+        _same_batches(a.train_batches(0, 0), b.train_batches(0, 0))
+        _same_batches(a.eval_batches(10), b.eval_batches(10))
+    a, b = (CriteoSource(str(p), sizes, batch_size=8, rank=0, world_size=1) for p in (raw, npy))
+    _same_batches(a.test_batches(10), b.test_batches(10))
+    assert np.load(npy / "day_0_dense.npy").min() == np.float32(np.log(2))  # the file's minimum

@@ -114,7 +114,7 @@ def test_criteo_tsv_two_ranks_two_epochs_report_malformed_rows(tmp_path):
     data = tmp_path / "criteo"
     data.mkdir()
     _write_tsv(data / "day_0", 300, BAD_TSV_ROWS)  # train (its two halves differ in size)
-    _write_tsv(data / "day_1", 100)  # held out: the last day file
+    _write_tsv(data / "day_1", 200)  # held out: the last day, halves for validation and test
     metrics = tmp_path / "m.jsonl"
     run_trainer(TINY + ["--dataset_path", str(data), "--num_epochs", "2", "--log_every", "2",
                         "--metrics_file", str(metrics)], nproc=2)
@@ -122,7 +122,8 @@ def test_criteo_tsv_two_ranks_two_epochs_report_malformed_rows(tmp_path):
     # 296 good rows, ~148 per rank, 32 per batch: 4 agreed steps per epoch, 2 epochs.
     assert final["step"] == 8
     assert final["malformed_rows"] == 2 * 4  # skipped rows, counted on each pass over the file
-    assert final["eval_loss"] is not None and final["preempted"] is False
+    assert final["eval_loss"] is not None and final["test_loss"] is not None
+    assert final["preempted"] is False
 
 
 def test_dcn_interaction_trains_sharded_and_pipelined(tmp_path):

@@ -17,13 +17,18 @@ then shorter on that rank; TorchRec's all-to-all carries per-rank batch sizes) a
 counted; the count is reported in the metrics, and the first few are logged with file
 and line.
 
-Held-out data: with two or more day files the last one; with a single file every
-``HOLDOUT_EVERY``-th line (lines 9, 19, ...), the rest being training samples.
+Held-out data, the standard split: with two or more day files (Criteo 1TB: days 0-22
+train) the last day's first half (``len // 2 + len % 2`` rows) is the validation set and its
+second half the test set, as torchrec's ``InMemoryBinaryCriteoIterDataPipe`` stages "val" and
+"test" cut day 23 (torchrec 1.8.0 datasets/criteo.py). With a single file (Kaggle
+``train.txt`` or ``train_*.npy``) every ``HOLDOUT_EVERY``-th line (lines 9, 19, ...) is
+validation, the rest training samples, and there is no test set.
 """
 
 from __future__ import annotations
 
 import glob
+import itertools
 import logging
 import os
 import re
@@ -35,11 +40,14 @@ from torchrec.datasets.utils import Batch
 
 from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
 from trainer.data.batch import make_batch
+from trainer.data.tsv_parse import dense_minimum, parse_block
 
 log = logging.getLogger(__name__)
 
 HOLDOUT_EVERY = 10
 INDEX_STRIDE = 1024  # the line index keeps the byte offset of every 1024th line
+INDEX_VERSION = 2  # sidecar format: 2 added the dense minimum
+HEADER = 6  # sidecar: size, mtime, stride, lines, dense minimum, version; then the offsets
 SCAN_BYTES = 1 << 24
 TSV_COLUMNS = 1 + NUM_DENSE_FEATURES + NUM_SPARSE_FEATURES
 Rows = Tuple[np.ndarray, np.ndarray, np.ndarray]  # dense [n,13] f32, sparse [n,26] i64, labels [n]
@@ -54,6 +62,8 @@ def discover(path: str) -> Tuple[str, List[str]]:
     if os.path.isfile(path):
         return "tsv", [path]
     dense = sorted(glob.glob(os.path.join(path, "day_*_dense.npy")), key=_natural_key)
+    if not dense:  # torchrec's Kaggle preprocessing: train_{dense,sparse,labels}.npy
+        dense = glob.glob(os.path.join(path, "train_dense.npy"))
     if dense:
         return "npy", [d[: -len("_dense.npy")] for d in dense]
     files = sorted(
@@ -80,9 +90,10 @@ class LineIndex:
     _cache: Dict[Tuple[str, int, int], "LineIndex"] = {}
     _lock = threading.Lock()
 
-    def __init__(self, lines: int, offsets: np.ndarray) -> None:
+    def __init__(self, lines: int, offsets: np.ndarray, dense_min: int) -> None:
         self.lines = lines
         self.offsets = offsets
+        self.dense_min = dense_min  # of the whole file: torchrec's transform needs it
 
     @classmethod
     def of(cls, path: str) -> "LineIndex":
@@ -105,16 +116,18 @@ class LineIndex:
             saved = np.load(cls._sidecar(path))
         except (OSError, ValueError):
             return None
-        header = [int(v) for v in saved[:4]]
-        if header != [key[1], key[2], INDEX_STRIDE, header[3]]:
-            return None  # the file changed (or the stride did): rebuild
-        return cls(header[3], saved[4:])
+        header = [int(v) for v in saved[:HEADER]]
+        if len(header) < HEADER or header[:3] + header[5:] != [key[1], key[2], INDEX_STRIDE,
+                                                               INDEX_VERSION]:
+            return None  # the file changed (or the stride or the format did): rebuild
+        return cls(header[3], saved[HEADER:], header[4])
 
     @classmethod
     def _build(cls, path: str, key: Tuple[str, int, int]) -> "LineIndex":
-        lines, offsets = _scan_lines(path)
-        index = cls(lines, offsets)
-        header = np.array([key[1], key[2], INDEX_STRIDE, lines], dtype=np.int64)
+        lines, offsets, dense_min = _scan_lines(path)
+        index = cls(lines, offsets, dense_min)
+        header = np.array([key[1], key[2], INDEX_STRIDE, lines, dense_min, INDEX_VERSION],
+                          dtype=np.int64)
         tmp = f"{cls._sidecar(path)}.{os.getpid()}.tmp.npy"
         try:  # several ranks may write it at once: each renames a complete file over it
             np.save(tmp, np.concatenate([header, offsets]))
@@ -124,10 +137,12 @@ class LineIndex:
         return index
 
 
-def _scan_lines(path: str) -> Tuple[int, np.ndarray]:
-    """(line count, byte offsets of lines 0, STRIDE, 2*STRIDE, ...) from a newline scan."""
+def _scan_lines(path: str) -> Tuple[int, np.ndarray, int]:
+    """(line count, byte offsets of lines 0, STRIDE, 2*STRIDE, ..., least integer feature)
+    from one pass: newlines counted in numpy, each chunk's whole lines parsed for the minimum."""
     kept = [np.zeros(1, dtype=np.int64)]
-    lines, base, last = 0, 0, b"\n"
+    lines, base, last, carry = 0, 0, b"\n", b""
+    least: Optional[int] = None
     with open(path, "rb") as fh:
         while chunk := fh.read(SCAN_BYTES):
             starts = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10) + base + 1
@@ -136,10 +151,25 @@ def _scan_lines(path: str) -> Tuple[int, np.ndarray]:
             lines += len(starts)
             base += len(chunk)
             last = chunk[-1:]
+            whole, _, carry = (carry + chunk).rpartition(b"\n")
+            least = _least(least, dense_minimum(whole + b"\n") if whole else None)
     if last != b"\n":
         lines += 1  # a last line without a newline
+    least = _least(least, dense_minimum(carry) if carry else None)
     offsets = np.concatenate(kept)
-    return lines, offsets[: (lines + INDEX_STRIDE - 1) // INDEX_STRIDE] if lines else offsets[:0]
+    offsets = offsets[: (lines + INDEX_STRIDE - 1) // INDEX_STRIDE] if lines else offsets[:0]
+    return lines, offsets, 0 if least is None else least
+
+
+def _least(a: Optional[int], b: Optional[int]) -> Optional[int]:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def torchrec_dense(ints: np.ndarray, file_min: int) -> np.ndarray:
+    """torchrec's dense transform (torchrec 1.8.0 datasets/criteo.py, tsv_to_npys:
+    ``dense -= dense.min() - 2; np.log(dense, dtype=np.float32)``, the minimum over the whole
+    file), so TSV and torchrec's .npy of the same file give the same tensors."""
+    return np.log((ints - (file_min - 2)).astype(np.int32), dtype=np.float32)
 
 
 class _TsvCursor:
@@ -185,19 +215,25 @@ def _parse_tsv_line(line: bytes) -> Tuple[int, List[int], List[int]]:
 
 # --- which lines are which samples ---
 
-def _samples_in(lines: int, holdout: Optional[str]) -> int:
-    """Samples of a file with ``lines`` lines (rows) for a part: all, 'train' or 'eval'."""
+def _samples_in(lines: int, part: Optional[str]) -> int:
+    """Samples of a file with ``lines`` lines (rows) for a part: None (all), 'train' or
+    'holdout' (every HOLDOUT_EVERY-th line of a single file), 'val' or 'test' (the last
+    day's first or second half)."""
     held = lines // HOLDOUT_EVERY
-    return {None: lines, "train": lines - held, "eval": held}[holdout]
+    first_half = lines // 2 + lines % 2
+    return {None: lines, "train": lines - held, "holdout": held, "val": first_half,
+            "test": lines - first_half}[part]
 
 
-def _lines_of(holdout: Optional[str], first: int, stop: int) -> np.ndarray:
-    """Line numbers in the file of its samples ``[first, stop)`` of a part."""
+def _lines_of(part: Optional[str], first: int, stop: int, lines: int) -> np.ndarray:
+    """Line numbers in a file of ``lines`` lines of its samples ``[first, stop)`` of a part."""
     t = np.arange(first, stop, dtype=np.int64)
-    if holdout == "train":  # lines 0..8, 10..18, ...: the 9 of every 10 not held out
+    if part == "train":  # lines 0..8, 10..18, ...: the 9 of every 10 not held out
         return HOLDOUT_EVERY * (t // (HOLDOUT_EVERY - 1)) + t % (HOLDOUT_EVERY - 1)
-    if holdout == "eval":
+    if part == "holdout":
         return HOLDOUT_EVERY * t + HOLDOUT_EVERY - 1
+    if part == "test":
+        return t + lines // 2 + lines % 2
     return t
 
 
@@ -238,12 +274,14 @@ class CriteoSource:
         self.malformed_rows = 0
         self._logged = 0
         self._days: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._test: Optional[Tuple[List[str], Optional[str]]] = None
         if len(self.files) >= 2:
             self._train = (self.files[:-1], None)
-            self._eval = (self.files[-1:], None)
+            self._eval: Tuple[List[str], Optional[str]] = (self.files[-1:], "val")
+            self._test = (self.files[-1:], "test")
         else:
             self._train = (self.files, "train")
-            self._eval = (self.files, "eval")
+            self._eval = (self.files, "holdout")
 
     # --- public stream API (shared with SyntheticSource) ---
     def train_batches(self, epoch: int, first_sample: int) -> Iterator[Batch]:
@@ -256,6 +294,10 @@ class CriteoSource:
     def eval_batches(self, count: int) -> Iterator[Batch]:
         return self._batches(*self._eval, 0, count)
 
+    def test_batches(self, count: int) -> Iterator[Batch]:
+        """The test set's first ``count`` global batches; none without a test set."""
+        return self._batches(*self._test, 0, count) if self._test else iter(())
+
     # --- internals ---
     def _batches(self, files: List[str], holdout: Optional[str], first_step: int,
                  steps: Optional[int]) -> Iterator[Batch]:
@@ -266,7 +308,7 @@ class CriteoSource:
         try:
             while (steps is None or step < first_step + steps) and layout.covers((step + 1) * self.global_batch):
                 lo = step * self.global_batch + self.rank * self.batch_size
-                parts = [self._read(path, _lines_of(holdout, a, b), cursor)
+                parts = [self._read(path, _lines_of(holdout, a, b, self._rows_in(path)), cursor)
                          for path, a, b in layout.pieces(lo, lo + self.batch_size)]
                 dense, sparse, labels = (np.concatenate(a) for a in zip(*parts))
                 if not len(labels):
@@ -304,29 +346,27 @@ class CriteoSource:
             log.warning("skipping malformed Criteo row at %s: %s", where, why)
 
     def _tsv_rows(self, path: str, lines: np.ndarray, cursor: _TsvCursor) -> Rows:
-        """Parse the given lines (ascending) of one file; lines between them are skipped unparsed."""
-        wanted = set(lines.tolist())
+        """Parse the given lines (ascending) of one file as one block (trainer/data/
+        tsv_parse.py); lines between them are read but not kept."""
         first, last = int(lines[0]), int(lines[-1])
-        dense = np.zeros((len(lines), NUM_DENSE_FEATURES), dtype=np.float32)
-        sparse = np.zeros((len(lines), NUM_SPARSE_FEATURES), dtype=np.int64)
-        labels = np.zeros(len(lines), dtype=np.float32)
-        n = 0
         fh = cursor.seek(path, first)
-        for number in range(first, last + 1):
-            line = fh.readline()
-            if number not in wanted:
-                continue
-            try:
-                label, ints, cats = _parse_tsv_line(line)
-            except ValueError as err:
-                self._report(f"{path} line {number + 1}", str(err))
-                continue
-            labels[n] = label
-            dense[n] = np.log1p(np.maximum(ints, 0))
-            sparse[n] = cats
-            n += 1
+        block = b"".join(itertools.islice(fh, last + 1 - first))
         cursor.advanced(path, last + 1 - first)
-        return dense[:n], sparse[:n], labels[:n]
+        parsed = parse_block(block)
+        wanted = lines - first
+        good = parsed.ok[wanted]
+        if not good.all():
+            texts = block.splitlines(keepends=True)
+            for offset in wanted[~good]:
+                try:
+                    _parse_tsv_line(texts[offset])
+                    why = "a field its column does not allow"
+                except ValueError as err:
+                    why = str(err)
+                self._report(f"{path} line {first + int(offset) + 1}", why)
+        rows = (np.cumsum(parsed.ok) - 1)[wanted[good]]
+        dense = torchrec_dense(parsed.ints[rows], LineIndex.of(path).dense_min)
+        return dense, parsed.ids[rows], parsed.labels[rows].astype(np.float32)
 
     def _npy_rows(self, prefix: str, lines: np.ndarray) -> Rows:
         """The given rows of one preprocessed day: memory-mapped slices, constant time in the position."""
