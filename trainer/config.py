@@ -82,10 +82,22 @@ class TrainConfig:
 
     # --- data ---
     dataset_path: Optional[str] = _help(
-        "Criteo data: a TSV file, a directory of TSV day files (day_0 ...), or a directory "
-        "of TorchRec preprocessed day_<i>_{dense,sparse,labels}.npy. Default: synthetic data.",
+        "Criteo data: a TSV file (Kaggle train.txt), a directory of TSV day files (day_0 ...), "
+        "of torchrec's preprocessed day_<i>_{dense,sparse,labels}.npy or train_*.npy, or of "
+        "MLPerf's multi-hot days (day_<i>_sparse_multi_hot.npz beside the dense and labels "
+        ".npy). Default: synthetic data.",
         default=None,
     )
+    multi_hot_sizes: Optional[List[int]] = _help(
+        f"Comma separated ids per feature, {NUM_SPARSE_FEATURES} values: one-hot data (or "
+        "synthetic) made multi-hot on the fly as MLPerf DLRM-DCNv2's reference does (the "
+        "feature's own id first, then ids fixed per id; trainer/data/multi_hot.py). MLPerf: "
+        "3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1. Not for data that is already "
+        "multi-hot (day_<i>_sparse_multi_hot.npz).", default=None)
+    multi_hot_distribution_type: str = _help(
+        "How the extra multi-hot ids are drawn: 'uniform' over the table or 'pareto' (a=0.25), "
+        "as the reference's --multi_hot_distribution_type.", default="uniform",
+        meta={"choices": ("uniform", "pareto")})
     synthetic_steps_per_epoch: int = _help(
         "Steps (global batches) in one epoch of synthetic data.", default=1000
     )
@@ -177,6 +189,10 @@ class TrainConfig:
             elif min(self.num_embeddings_per_feature) < 1:
                 bad("num_embeddings_per_feature", _join(self.num_embeddings_per_feature),
                     "every table needs at least 1 row")
+        if self.multi_hot_sizes is not None and (len(self.multi_hot_sizes) != NUM_SPARSE_FEATURES
+                                                 or min(self.multi_hot_sizes) < 1):
+            bad("multi_hot_sizes", _join(self.multi_hot_sizes),
+                f"needs exactly {NUM_SPARSE_FEATURES} comma separated values, each at least 1")
         for name in ("dense_arch_layer_sizes", "over_arch_layer_sizes"):
             sizes = getattr(self, name)
             if not sizes or min(sizes) < 1:

@@ -41,6 +41,8 @@ def test_defaults_are_the_criteo_dlrm_layout():
     (["--checkpoint_dir", "ftp://host/x"], "--checkpoint_dir"),
     (["--dataset_path", "/nonexistent/criteo"], "no such file"),
     (["--interaction", "cross"], "invalid choice"),
+    (["--multi_hot_sizes", "3,2,1"], "--multi_hot_sizes='3,2,1': needs exactly 26"),
+    (["--multi_hot_distribution_type", "zipf"], "invalid choice"),
     (["--dense_arch_layer_sizes", "a,b"], "comma separated integers"),
 ])
 def test_bad_flags_fail_with_a_message_naming_the_flag(argv, named, capsys):

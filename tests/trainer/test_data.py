@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from trainer.data.batch import make_batch
 from trainer.data.criteo import CriteoSource, discover
 from trainer.data.synthetic import EVAL, TRAIN, SyntheticSource
 
@@ -225,3 +226,52 @@ def test_tsv_and_torchrecs_own_npy_of_the_same_files_give_the_same_tensors(tmp_p
     a, b = (CriteoSource(str(p), sizes, batch_size=8, rank=0, world_size=1) for p in (raw, npy))
     _same_batches(a.test_batches(10), b.test_batches(10))
     assert np.load(npy / "day_0_dense.npy").min() == np.float32(np.log(2))  # the file's minimum
+
+
+MLPERF_MULTI_HOT_SIZES = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1]
+
+
+def test_on_the_fly_multi_hot_keeps_the_id_first_and_gives_each_id_fixed_companions():
+    from trainer.data.multi_hot import MultiHot
+
+    tables = [50, 3, 10**7] + [1000] * 23
+    for distribution in ("uniform", "pareto"):
+        multi_hot = MultiHot(MLPERF_MULTI_HOT_SIZES, tables, distribution)
+        ids = np.random.default_rng(0).integers(0, tables, (500, 26))
+        ids[:, 2] = np.arange(500) * 19_997
+        out = multi_hot.expand(ids)
+        assert [f.shape for f in out] == [(500, s) for s in MLPERF_MULTI_HOT_SIZES]
+        assert all((f[:, 0] == ids[:, k]).all() for k, f in enumerate(out))  # the id itself first
+        assert all((f >= 0).all() and (f < tables[k]).all() for k, f in enumerate(out))
+        again = multi_hot.expand(ids[::-1])  # same id, same companions, whatever the batch
+        assert all((a[::-1] == b).all() for a, b in zip(again, out))
+        twenty = out[20][:, 1:]  # 99 companions per id over a 1000-row table: spread
+        assert len(np.unique(twenty)) > (300 if distribution == "uniform" else 20)
+    batch = make_batch(np.zeros((500, 13), np.float32), out, np.zeros(500, np.float32))
+    kjt = batch.sparse_features
+    assert kjt["cat_20"].lengths().tolist() == [100] * 500
+    assert torch.equal(kjt["cat_20"].values(), torch.from_numpy(out[20].reshape(-1)))
+
+
+def test_mlperf_multi_hot_days_are_read_memory_mapped_and_hashed(tmp_path):
+    rng = np.random.default_rng(3)
+    for day in range(2):
+        _write_npy_day(tmp_path, day, 48)
+        np.savez(tmp_path / f"day_{day}_sparse_multi_hot.npz",  # MLPerf's layout: 0.npy .. 25.npy
+                 **{str(k): rng.integers(0, 10**6, (48, s)).astype(np.int32)
+                    for k, s in enumerate(MLPERF_MULTI_HOT_SIZES)})
+    fmt, _ = discover(str(tmp_path))
+    assert fmt == "npz"
+    tables = [997] * 26
+    src = CriteoSource(str(tmp_path), tables, batch_size=16, rank=1, world_size=2)
+    first = next(iter(src.train_batches(0, 0)))
+    members = np.load(tmp_path / "day_0_sparse_multi_hot.npz")
+    kjt = first.sparse_features
+    for k, size in enumerate(MLPERF_MULTI_HOT_SIZES):
+        want = members[f"{k}"][16:32] % 997  # rank 1's slice of the first global batch
+        assert torch.equal(kjt[f"cat_{k}"].values(), torch.from_numpy(want.reshape(-1).astype(np.int64)))
+        assert kjt[f"cat_{k}"].lengths().tolist() == [size] * 16
+    from trainer.data.multi_hot import MultiHot
+
+    with pytest.raises(ValueError, match="--multi_hot_sizes: .* already multi-hot"):
+        CriteoSource(str(tmp_path), tables, 16, 0, 1, MultiHot(MLPERF_MULTI_HOT_SIZES, tables, "uniform"))

@@ -126,9 +126,12 @@ def test_criteo_tsv_two_ranks_two_epochs_report_malformed_rows(tmp_path):
     assert final["preempted"] is False
 
 
-def test_dcn_interaction_trains_sharded_and_pipelined(tmp_path):
+def test_dcn_interaction_trains_sharded_and_pipelined_on_mlperf_multi_hot_ids(tmp_path):
+    from tests.trainer.test_data import MLPERF_MULTI_HOT_SIZES
+
     metrics = tmp_path / "m.jsonl"
     run_trainer(TINY + ["--interaction", "dcn", "--dcn_num_layers", "2", "--dcn_low_rank_dim", "4",
+                        "--multi_hot_sizes", ",".join(map(str, MLPERF_MULTI_HOT_SIZES)),
                         "--max_steps", "6", "--log_every", "3", "--metrics_file", str(metrics)])
     final = summary(metrics)
     assert final["step"] == 6 and final["loss"] == final["loss"]  # not NaN

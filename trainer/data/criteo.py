@@ -40,6 +40,7 @@ from torchrec.datasets.utils import Batch
 
 from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
 from trainer.data.batch import make_batch
+from trainer.data.multi_hot import MultiHot, open_npz_members
 from trainer.data.tsv_parse import dense_minimum, parse_block
 
 log = logging.getLogger(__name__)
@@ -58,14 +59,18 @@ def _natural_key(path: str) -> list:
 
 
 def discover(path: str) -> Tuple[str, List[str]]:
-    """Return (format, files): 'npy' with day prefixes, or 'tsv' with file paths."""
+    """Return (format, files): 'npy' or 'npz' (multi-hot) with day prefixes, or 'tsv' with
+    file paths."""
     if os.path.isfile(path):
         return "tsv", [path]
     dense = sorted(glob.glob(os.path.join(path, "day_*_dense.npy")), key=_natural_key)
     if not dense:  # torchrec's Kaggle preprocessing: train_{dense,sparse,labels}.npy
         dense = glob.glob(os.path.join(path, "train_dense.npy"))
     if dense:
-        return "npy", [d[: -len("_dense.npy")] for d in dense]
+        prefixes = [d[: -len("_dense.npy")] for d in dense]
+        if all(os.path.exists(f"{p}_sparse_multi_hot.npz") for p in prefixes):
+            return "npz", prefixes  # MLPerf DLRM-DCNv2's materialised multi-hot days
+        return "npy", prefixes
     files = sorted(
         (p for p in glob.glob(os.path.join(path, "*"))
          if os.path.isfile(p) and not p.endswith((".npy", ".md", ".json"))),
@@ -264,8 +269,12 @@ class CriteoSource:
     """This rank's share of each global batch of Criteo files; see the module docstring."""
 
     def __init__(self, path: str, table_sizes: List[int], batch_size: int, rank: int,
-                 world_size: int) -> None:
+                 world_size: int, multi_hot: Optional[MultiHot] = None) -> None:
         self.format, self.files = discover(path)
+        if multi_hot is not None and self.format == "npz":
+            raise ValueError(f"--multi_hot_sizes: {path} is already multi-hot (MLPerf's "
+                             "day_<i>_sparse_multi_hot.npz); drop the flag to read it as it is")
+        self.multi_hot = multi_hot
         self.hashes = np.asarray(table_sizes, dtype=np.int64)
         self.batch_size = batch_size
         self.rank = rank
@@ -310,17 +319,24 @@ class CriteoSource:
                 lo = step * self.global_batch + self.rank * self.batch_size
                 parts = [self._read(path, _lines_of(holdout, a, b, self._rows_in(path)), cursor)
                          for path, a, b in layout.pieces(lo, lo + self.batch_size)]
-                dense, sparse, labels = (np.concatenate(a) for a in zip(*parts))
+                dense, labels = (np.concatenate([p[i] for p in parts]) for i in (0, 2))
                 if not len(labels):
                     raise RuntimeError(f"global samples {lo}..{lo + self.batch_size - 1} of "
                                        f"{files} are all malformed: the data is damaged")
-                yield make_batch(dense, sparse % self.hashes, labels)
+                if self.format == "npz":  # 26 arrays [n, size_k], each hashed into its table
+                    sparse = [np.concatenate([p[1][k] for p in parts]) % self.hashes[k]
+                              for k in range(NUM_SPARSE_FEATURES)]
+                    yield make_batch(dense, sparse, labels)
+                else:
+                    ids = np.concatenate([p[1] for p in parts]) % self.hashes
+                    yield make_batch(dense, self.multi_hot.expand(ids) if self.multi_hot else ids,
+                                     labels)
                 step += 1
         finally:
             cursor.close()
 
     def _rows_in(self, path: str) -> int:
-        if self.format == "npy":
+        if self.format in ("npy", "npz"):
             return len(self._day(path)[2])
         return LineIndex.of(path).lines
 
@@ -328,13 +344,18 @@ class CriteoSource:
         """(dense, sparse, labels) of one day, memory-mapped once per process."""
         if prefix not in self._days:
             arrays = tuple(np.load(f"{prefix}_{part}.npy", mmap_mode="r")
+                           if part != "sparse" or self.format == "npy"
+                           else open_npz_members(f"{prefix}_sparse_multi_hot.npz")
                            for part in ("dense", "sparse", "labels"))
-            if len(arrays[0]) != len(arrays[2]) or len(arrays[1]) != len(arrays[2]):
+            sparse_rows = {len(m) for m in arrays[1]} if self.format == "npz" else {len(arrays[1])}
+            if len(arrays[0]) != len(arrays[2]) or sparse_rows != {len(arrays[2])}:
                 raise ValueError(f"{prefix}_*.npy: dense, sparse and labels have different row counts")
             self._days[prefix] = arrays  # type: ignore[assignment]
         return self._days[prefix]
 
     def _read(self, path: str, lines: np.ndarray, cursor: _TsvCursor) -> Rows:
+        if self.format == "npz":
+            return self._npz_rows(path, lines)
         if self.format == "npy":
             return self._npy_rows(path, lines)
         return self._tsv_rows(path, lines, cursor)
@@ -367,6 +388,20 @@ class CriteoSource:
         rows = (np.cumsum(parsed.ok) - 1)[wanted[good]]
         dense = torchrec_dense(parsed.ints[rows], LineIndex.of(path).dense_min)
         return dense, parsed.ids[rows], parsed.labels[rows].astype(np.float32)
+
+    def _npz_rows(self, prefix: str, lines: np.ndarray) -> Tuple[np.ndarray, List[np.ndarray], np.ndarray]:
+        """The given rows of an MLPerf multi-hot day: memory-mapped slices of each member."""
+        dense, members, labels = self._day(prefix)
+        lo, hi, take = int(lines[0]), int(lines[-1]) + 1, lines - lines[0]
+        d = np.asarray(dense[lo:hi], dtype=np.float32).reshape(hi - lo, -1)[take]
+        s = [np.asarray(m[lo:hi], dtype=np.int64)[take] for m in members]  # type: ignore[index]
+        y = np.asarray(labels[lo:hi]).reshape(-1).astype(np.float32)[take]
+        ok = np.isfinite(d).all(axis=1) & ((y == 0) | (y == 1))
+        for ids in s:
+            ok &= (ids >= 0).all(axis=1)
+        for bad in np.flatnonzero(~ok):
+            self._report(f"{prefix} row {int(lines[bad])}", "label not 0/1, non-finite dense or negative id")
+        return d[ok], [ids[ok] for ids in s], y[ok]
 
     def _npy_rows(self, prefix: str, lines: np.ndarray) -> Rows:
         """The given rows of one preprocessed day: memory-mapped slices, constant time in the position."""

@@ -31,11 +31,15 @@ class BatchSource(Protocol):
 
 def make_source(cfg: TrainConfig, rank: int, world_size: int, batch_size: int) -> BatchSource:
     """``batch_size`` is per rank: the global batch (kept across resumes) over ``world_size``."""
+    from trainer.data.multi_hot import MultiHot
+
+    multi_hot = (MultiHot(cfg.multi_hot_sizes, cfg.table_sizes, cfg.multi_hot_distribution_type)
+                 if cfg.multi_hot_sizes else None)
     if cfg.dataset_path is None:
         from trainer.data.synthetic import SyntheticSource
 
         return SyntheticSource(cfg.table_sizes, batch_size, cfg.seed, rank,
-                               cfg.synthetic_steps_per_epoch, world_size)
+                               cfg.synthetic_steps_per_epoch, world_size, multi_hot)
     from trainer.data.criteo import CriteoSource
 
-    return CriteoSource(cfg.dataset_path, cfg.table_sizes, batch_size, rank, world_size)
+    return CriteoSource(cfg.dataset_path, cfg.table_sizes, batch_size, rank, world_size, multi_hot)

@@ -11,13 +11,16 @@ reach a good AUC, and hot ids (power-law popularity, like Criteo) are learnt fir
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 from torchrec.datasets.utils import Batch
 
 from trainer.config import NUM_DENSE_FEATURES
 from trainer.data.batch import make_batch
+
+if TYPE_CHECKING:  # multi_hot imports this module's hash
+    from trainer.data.multi_hot import MultiHot
 
 TRAIN, EVAL = 0, 1
 # Popularity skew: id rank = N * u**SKEW; with 5, the top 1% of ids draw ~40% of lookups.
@@ -52,7 +55,9 @@ class SyntheticSource:
     samples and rank ``r`` takes the ``r``-th contiguous slice of it."""
 
     def __init__(self, table_sizes: List[int], batch_size: int, seed: int, rank: int,
-                 steps_per_epoch: int, world_size: int = 1) -> None:
+                 steps_per_epoch: int, world_size: int = 1,
+                 multi_hot: Optional["MultiHot"] = None) -> None:
+        self.multi_hot = multi_hot
         self.table_sizes = np.asarray(table_sizes, dtype=np.uint64)
         self.batch_size = batch_size
         self.seed = seed
@@ -95,7 +100,8 @@ class SyntheticSource:
             take = min(BLOCK - offset, first + count - index)
             parts.append(tuple(a[offset:offset + take] for a in self._block(split, number)))  # type: ignore[misc]
             index += take
-        return make_batch(*(np.concatenate(a) for a in zip(*parts)))
+        dense, ids, labels = (np.concatenate(a) for a in zip(*parts))
+        return make_batch(dense, self.multi_hot.expand(ids) if self.multi_hot else ids, labels)
 
     def batch(self, split: int, step: int) -> Batch:
         """This rank's slice of global batch number ``step`` of ``split``."""
