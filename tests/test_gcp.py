@@ -994,7 +994,8 @@ def test_a_specific_reservation_feeds_the_on_demand_pool_only(reserved_ultra_run
     assert affinity == {"consumeReservationType": "SPECIFIC_RESERVATION",
                         "key": "compute.googleapis.com/reservation-name",
                         "values": ["h200-block"]}
-    assert "reservationAffinity" not in pools["gpuspot"].inputs["nodeConfig"]  # spot takes none
+    assert pools["gpuspot"].inputs["nodeConfig"]["reservationAffinity"] == {  # spot takes none
+        "consumeReservationType": "NO_RESERVATION"}
 
 
 def test_a3_ultra_boots_from_hyperdisk_with_its_32_local_ssds(reserved_ultra_run):
@@ -1015,21 +1016,30 @@ def test_any_reservation_names_no_reservation():
 @pytest.fixture(scope="module")
 def flex_run() -> Run:
     return run_gcp({"gpuPools": {"onDemand": {"flexStart": True, "minNodes": 0,
-                                              "desiredNodes": 0, "maxNodes": 2}}})
+                                              "desiredNodes": 0, "maxNodes": 2}},
+                    "interconnect": {"placement": False}})
 
 
-def test_flex_start_pool_starts_empty_without_auto_repair(flex_run):
+def test_flex_start_pool_starts_empty_without_auto_repair_reservation_or_placement(flex_run):
     pool = gpu_pools(flex_run)["gpu"]
     assert pool.inputs["nodeConfig"]["flexStart"] is True
     assert pool.inputs["nodeConfig"]["spot"] is False
-    assert "reservationAffinity" not in pool.inputs["nodeConfig"]
+    assert pool.inputs["nodeConfig"]["reservationAffinity"] == {
+        "consumeReservationType": "NO_RESERVATION"}
+    assert "placementPolicy" not in pool.inputs
     assert pool.inputs["management"] == {"autoRepair": False, "autoUpgrade": True}
-    assert pool.inputs["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 2}
+    assert pool.inputs["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 2,
+                                          "locationPolicy": "ANY"}
+    spot = gpu_pools(flex_run)["gpuspot"].inputs["nodeConfig"]
+    assert spot["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
     assert pool.inputs["initialNodeCount"] == 0
     assert "flexStart" not in gpu_pools(flex_run)["gpuspot"].inputs["nodeConfig"]
 
 
 CAPACITY_REFUSED = {
+    "flex-start with compact placement": (
+        {"gpuPools": {"onDemand": {"flexStart": True, "minNodes": 0, "desiredNodes": 0}}},
+        "interconnect.placement", ("no compact placement", "placement: false")),
     "A3 Ultra on demand without a reservation or flex-start": (
         A3_ULTRA, "gpuPools.onDemand.machineType",
         ("not sold on demand", "reservation", "flexStart: true", "job.pool: spot")),
@@ -1076,7 +1086,8 @@ def test_flex_start_is_refused_on_a_build_older_than_gke_supports_it_on():
     from infra.gcp.versions import FLEX_START_MIN_GKE, check_features
 
     settings = stack_settings({"gpuPools": {"onDemand": {"flexStart": True, "minNodes": 0,
-                                                         "desiredNodes": 0}}})
+                                                         "desiredNodes": 0}},
+                               "interconnect": {"placement": False}})
     check_features(settings, "1.34.1-gke.3899001")  # what the channel offers: fine
     with pytest.raises(SettingsError) as refused:
         check_features(settings, "1.32.2-gke.1600000")

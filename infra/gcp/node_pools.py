@@ -76,8 +76,12 @@ def _metadata_server() -> gcp.container.NodePoolNodeConfigWorkloadMetadataConfig
 
 
 def _autoscaling(pool: NodePool) -> gcp.container.NodePoolAutoscalingArgs:
+    # Flex-start pools scale with location policy ANY, as xpk (--location-policy=ANY,
+    # src/xpk/core/capacity.py) and cluster-toolkit's gke-node-pool (main.tf) create them.
+    flex_start = bool(getattr(pool, "flex_start", False))
     return gcp.container.NodePoolAutoscalingArgs(
-        min_node_count=pool.min_nodes, max_node_count=pool.max_nodes)
+        min_node_count=pool.min_nodes, max_node_count=pool.max_nodes,
+        location_policy="ANY" if flex_start else None)
 
 
 def _management(flex_start: bool = False) -> gcp.container.NodePoolManagementArgs:
@@ -118,12 +122,19 @@ def spot_kubelet_config(version: str
         shutdown_grace_period_critical_pods_seconds=critical)
 
 
-def reservation_affinity(pool: NodePool
+def reservation_affinity(pool: NodePool, spot: bool = False
                          ) -> gcp.container.NodePoolNodeConfigReservationAffinityArgs | None:
     """The pool's reservation: a specific one by name (the label key GKE documents for it), any
-    matching one, or none (spot and flex-start take none: settings rules)."""
+    matching one, or, for spot and flex-start pools, explicitly none: cluster-toolkit's
+    gke-node-pool requires NO_RESERVATION with flex-start and sets it for spot
+    (modules/compute/gke-node-pool/main.tf, "enable_flex_start" and "spot" preconditions), and
+    xpk creates flex-start pools with --reservation-affinity=none (src/xpk/core/capacity.py).
+    An on-demand pool without a reservation keeps GKE's default."""
     reservation = getattr(pool, "reservation", None)
     if reservation is None:
+        if spot or getattr(pool, "flex_start", False):
+            return gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+                consume_reservation_type="NO_RESERVATION")
         return None
     kind = RESERVATION_TYPES[reservation.affinity.value]
     specific = kind == "SPECIFIC_RESERVATION"
@@ -165,7 +176,7 @@ def gpu_node_config(pool: NodePool, gpu: Machine, spot: bool,
         )],
         spot=spot,
         flex_start=True if flex_start else None,
-        reservation_affinity=reservation_affinity(pool),
+        reservation_affinity=reservation_affinity(pool, spot),
         kubelet_config=spot_kubelet_config(kubernetes_version) if spot else None,
         gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
         gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True),

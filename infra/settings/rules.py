@@ -379,6 +379,13 @@ def gpu_capacity_options_fit_gcp(s: Settings) -> Iterator[Problem]:
         yield Problem(f"{path}.reservation", pool.reservation.model_dump(by_alias=True, mode="json"),
                       "flex-start VMs take no reservation: set flexStart: false or drop "
                       "the reservation")
+    if pool.flex_start and s.interconnect.placement:
+        # cluster-toolkit gke-node-pool (main.tf): "Compact placement with DWS Flex start is
+        # only supported for A3 Ultra, A4, and H4D machine types", and those through a Compute
+        # Engine workload policy, not the COMPACT type this stack sets.
+        yield Problem("interconnect.placement", True,
+                      "flex-start pools take no compact placement on GKE: set "
+                      "interconnect.placement: false with gpuPools.onDemand.flexStart: true")
     if pool.flex_start and (pool.min_nodes, pool.desired_nodes) != (0, 0):
         yield Problem(f"{path}.desiredNodes",
                       {"minNodes": pool.min_nodes, "desiredNodes": pool.desired_nodes},
