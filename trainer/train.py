@@ -415,8 +415,7 @@ class Trainer:
         model = self.pipeline.detach()  # plain forward; progress() re-attaches
         model.eval()
         logits, labels = [], []
-        held_out = (self.source.eval_batches if split == "val"
-                    else getattr(self.source, "test_batches", lambda count: iter(())))
+        held_out = self.source.eval_batches if split == "val" else self.source.test_batches
         batches = AgreedBatches(held_out(self.cfg.eval_batches),
                                 self.cfg.eval_batches, StopFlag(), self.ctx.control_group)
         for batch in batches:

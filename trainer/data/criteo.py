@@ -39,7 +39,7 @@ import numpy as np
 from torchrec.datasets.utils import Batch
 
 from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
-from trainer.data.batch import make_batch
+from trainer.data.batch import Sparse, make_batch
 from trainer.data.multi_hot import MultiHot, open_npz_members
 from trainer.data.tsv_parse import dense_minimum, parse_block
 
@@ -51,7 +51,7 @@ INDEX_VERSION = 2  # sidecar format: 2 added the dense minimum
 HEADER = 6  # sidecar: size, mtime, stride, lines, dense minimum, version; then the offsets
 SCAN_BYTES = 1 << 24
 TSV_COLUMNS = 1 + NUM_DENSE_FEATURES + NUM_SPARSE_FEATURES
-Rows = Tuple[np.ndarray, np.ndarray, np.ndarray]  # dense [n,13] f32, sparse [n,26] i64, labels [n]
+Rows = Tuple[np.ndarray, Sparse, np.ndarray]  # dense [n,13] f32, ids (one- or multi-hot), labels [n]
 
 
 def _natural_key(path: str) -> list:
@@ -283,6 +283,7 @@ class CriteoSource:
         self.malformed_rows = 0
         self._logged = 0
         self._days: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._indexes: Dict[str, LineIndex] = {}
         self._test: Optional[Tuple[List[str], Optional[str]]] = None
         if len(self.files) >= 2:
             self._train = (self.files[:-1], None)
@@ -338,7 +339,14 @@ class CriteoSource:
     def _rows_in(self, path: str) -> int:
         if self.format in ("npy", "npz"):
             return len(self._day(path)[2])
-        return LineIndex.of(path).lines
+        return self._index(path).lines
+
+    def _index(self, path: str) -> LineIndex:
+        """The file's line index, looked up once per source (LineIndex.of stats the file,
+        a metadata call on a shared file system: not one per batch)."""
+        if path not in self._indexes:
+            self._indexes[path] = LineIndex.of(path)
+        return self._indexes[path]
 
     def _day(self, prefix: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(dense, sparse, labels) of one day, memory-mapped once per process."""
@@ -354,10 +362,8 @@ class CriteoSource:
         return self._days[prefix]
 
     def _read(self, path: str, lines: np.ndarray, cursor: _TsvCursor) -> Rows:
-        if self.format == "npz":
-            return self._npz_rows(path, lines)
-        if self.format == "npy":
-            return self._npy_rows(path, lines)
+        if self.format in ("npy", "npz"):
+            return self._mapped_rows(path, lines)
         return self._tsv_rows(path, lines, cursor)
 
     def _report(self, where: str, why: str) -> None:
@@ -386,34 +392,26 @@ class CriteoSource:
                     why = str(err)
                 self._report(f"{path} line {first + int(offset) + 1}", why)
         rows = (np.cumsum(parsed.ok) - 1)[wanted[good]]
-        dense = torchrec_dense(parsed.ints[rows], LineIndex.of(path).dense_min)
+        dense = torchrec_dense(parsed.ints[rows], self._index(path).dense_min)
         return dense, parsed.ids[rows], parsed.labels[rows].astype(np.float32)
 
-    def _npz_rows(self, prefix: str, lines: np.ndarray) -> Tuple[np.ndarray, List[np.ndarray], np.ndarray]:
-        """The given rows of an MLPerf multi-hot day: memory-mapped slices of each member."""
-        dense, members, labels = self._day(prefix)
+    def _mapped_rows(self, prefix: str, lines: np.ndarray) -> Rows:
+        """The given rows of one preprocessed day, torchrec's one-hot ``.npy`` or MLPerf's
+        multi-hot members: memory-mapped slices, constant time in the position."""
+        dense, sparse, labels = self._day(prefix)
+        columns = sparse if self.format == "npz" else [sparse]
         lo, hi, take = int(lines[0]), int(lines[-1]) + 1, lines - lines[0]
         d = np.asarray(dense[lo:hi], dtype=np.float32).reshape(hi - lo, -1)[take]
-        s = [np.asarray(m[lo:hi], dtype=np.int64)[take] for m in members]  # type: ignore[index]
+        s = [np.asarray(c[lo:hi], dtype=np.int64).reshape(hi - lo, -1)[take] for c in columns]
         y = np.asarray(labels[lo:hi]).reshape(-1).astype(np.float32)[take]
+        sparse_columns = len(s) if self.format == "npz" else s[0].shape[1]
+        if d.shape[1] != NUM_DENSE_FEATURES or sparse_columns != NUM_SPARSE_FEATURES:
+            raise ValueError(f"{prefix}_*.npy: expected {NUM_DENSE_FEATURES} dense and "
+                             f"{NUM_SPARSE_FEATURES} sparse columns, got {d.shape[1]} and {sparse_columns}")
         ok = np.isfinite(d).all(axis=1) & ((y == 0) | (y == 1))
         for ids in s:
             ok &= (ids >= 0).all(axis=1)
         for bad in np.flatnonzero(~ok):
             self._report(f"{prefix} row {int(lines[bad])}", "label not 0/1, non-finite dense or negative id")
-        return d[ok], [ids[ok] for ids in s], y[ok]
-
-    def _npy_rows(self, prefix: str, lines: np.ndarray) -> Rows:
-        """The given rows of one preprocessed day: memory-mapped slices, constant time in the position."""
-        dense, sparse, labels = self._day(prefix)
-        lo, hi, take = int(lines[0]), int(lines[-1]) + 1, lines - lines[0]
-        d = np.asarray(dense[lo:hi], dtype=np.float32).reshape(hi - lo, -1)[take]
-        s = np.asarray(sparse[lo:hi], dtype=np.int64).reshape(hi - lo, -1)[take]
-        y = np.asarray(labels[lo:hi]).reshape(-1).astype(np.float32)[take]
-        if d.shape[1] != NUM_DENSE_FEATURES or s.shape[1] != NUM_SPARSE_FEATURES:
-            raise ValueError(f"{prefix}_*.npy: expected {NUM_DENSE_FEATURES} dense and "
-                             f"{NUM_SPARSE_FEATURES} sparse columns, got {d.shape[1]} and {s.shape[1]}")
-        ok = np.isfinite(d).all(axis=1) & (s >= 0).all(axis=1) & ((y == 0) | (y == 1))
-        for bad in np.flatnonzero(~ok):
-            self._report(f"{prefix} row {int(lines[bad])}", "label not 0/1, non-finite dense or negative id")
-        return d[ok], s[ok], y[ok]
+        kept = [ids[ok] for ids in s]
+        return d[ok], kept if self.format == "npz" else kept[0], y[ok]

@@ -28,6 +28,11 @@ class BatchSource(Protocol):
         held-out samples every time and whatever the world size."""
         ...
 
+    def test_batches(self, count: int) -> Iterator[Batch]:
+        """This rank's slices of the first ``count`` global batches of the test set, scored
+        once at the end; none where the data has no test set."""
+        ...
+
 
 def make_source(cfg: TrainConfig, rank: int, world_size: int, batch_size: int) -> BatchSource:
     """``batch_size`` is per rank: the global batch (kept across resumes) over ``world_size``."""

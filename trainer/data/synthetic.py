@@ -118,3 +118,7 @@ class SyntheticSource:
     def eval_batches(self, count: int) -> Iterator[Batch]:
         for step in range(count):
             yield self.batch(EVAL, step)
+
+    def test_batches(self, count: int) -> Iterator[Batch]:
+        """Synthetic data has no test set: the eval split is its only held-out data."""
+        return iter(())
