@@ -87,6 +87,15 @@ class Machine:
         return round(self.network_gbps / 8 * FABRIC_FLOOR_FRACTION, 1)
 
     @property
+    def gcp_fast_socket(self) -> bool:
+        """Whether GKE's NCCL Fast Socket plugin fits this GCP GPU machine when GPUDirect is off:
+        where NCCL's inter-node traffic goes over gVNIC sockets (A2; A3 High and Mega without
+        GPUDirect). Not on RDMA machines (A3 Ultra, A4): their NCCL path is the gIB plugin over
+        the CX-7 NICs, and Google's A3 Ultra / A4 recipes (cluster-toolkit
+        examples/gke-a3-ultragpu, gke-a4) never turn Fast Socket on."""
+        return self.cloud == Cloud.GCP and self.has_gpus and self.interconnect != Interconnect.RDMA
+
+    @property
     def spot_usd_per_hour(self) -> float:
         return round(self.on_demand_usd_per_hour * (1.0 - self.typical_spot_discount), 4)
 

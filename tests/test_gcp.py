@@ -241,10 +241,14 @@ def test_the_main_vpc_carries_jumbo_frames(run):
 
 
 # --- cluster ---------------------------------------------------------------------------------
-def test_cluster_is_regional_with_nodes_only_in_the_gpu_zone(run, settings):
+def test_cluster_is_regional_and_its_zones_are_those_its_pools_use(run, settings):
+    """GKE moves every pool whose zones differ from a changed cluster list: the cluster starts
+    with the zones the pools use, so nothing drifts between the cluster and its pools."""
     cluster = run.one(CLUSTER)
     assert cluster.inputs["location"] == settings.region
-    assert cluster.inputs["nodeLocations"] == [settings.gpu_zones[0]]
+    assert cluster.inputs["nodeLocations"] == settings.zones
+    pool_zones = {z for pool in run.of_type(NODE_POOL) for z in pool.inputs["nodeLocations"]}
+    assert pool_zones == set(settings.zones)
     assert cluster.inputs["removeDefaultNodePool"] is True
     assert cluster.inputs["initialNodeCount"] == 1
     for pool in run.of_type(NODE_POOL):  # pools live at the cluster's location
@@ -404,6 +408,24 @@ def test_regional_filestore_lives_in_the_region():
     assert regional.one(FILESTORE).inputs["location"] == "us-central1"
 
 
+@pytest.mark.parametrize("tier, capacity_gib, expected", [
+    ("ZONAL", 2560, "nconnect=2"), ("REGIONAL", 9984, "nconnect=2"),
+    ("ZONAL", 10240, "nconnect=7"), ("HIGH_SCALE_SSD", 10240, "nconnect=7"),
+    ("BASIC_SSD", 2560, None), ("BASIC_HDD", 1024, None)])
+def test_filestore_mounts_with_the_connections_google_advises_for_its_tier_and_size(
+        tier, capacity_gib, expected):
+    from infra.gcp.filestore import mount_options
+    from infra.settings.model import FilestoreTier
+    options = mount_options(FilestoreTier(tier), capacity_gib)
+    assert [o for o in options if o.startswith("nconnect=")] == ([expected] if expected else [])
+    assert options[:2] == ["nfsvers=3", "hard"]
+
+
+def test_the_stacks_filestore_share_reaches_the_pods_with_nconnect(contract, settings):
+    assert settings.shared_file_system.capacity_gib < 10240  # the stack's 1-9.75 TiB share
+    assert "nconnect=2" in contract.shared_file_system.mount_options
+
+
 # --- checkpoints and identity ----------------------------------------------------------------
 def test_checkpoint_bucket_is_private_versioned_regional_and_kept(run, settings):
     bucket = run.one(BUCKET)
@@ -483,6 +505,18 @@ def test_trainer_image_is_built_into_artifact_registry(run, settings):
     reader = run.one("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")
     assert reader.inputs["role"] == "roles/artifactregistry.reader"
     assert reader.inputs["member"].endswith("nodes@my-gcp-project.iam.gserviceaccount.com")
+
+
+def test_the_job_waits_for_the_iam_it_needs(contract, a3_contract):
+    """Workload identity, checkpoint writes and image pulls are granted before any pod starts:
+    the workload layer depends on `ready`, and each grant is in it."""
+    import pulumi_gcp as gcp
+    kinds = {type(resource) for resource in contract.ready}
+    assert {gcp.serviceaccount.IAMMember, gcp.storage.BucketIAMMember,
+            gcp.artifactregistry.RepositoryIamMember} <= kinds
+    given_image = {type(resource) for resource in a3_contract.ready}  # nothing to pull-grant
+    assert gcp.artifactregistry.RepositoryIamMember not in given_image
+    assert gcp.storage.BucketIAMMember in given_image
 
 
 def test_a_given_image_builds_nothing(a3_run):
@@ -948,8 +982,10 @@ def test_contract_taint_is_the_one_on_the_pools(contract, run):
         assert taint.effect == "NoSchedule" and on_pool["effect"] == "NO_SCHEDULE"
 
 
-def test_a2_uses_nccl_fast_socket_and_a3_with_gpudirect_does_not(run, a3_run, a3_sockets_run):
-    for stack, fast in ((run, True), (a3_sockets_run, True), (a3_run, False)):
+def test_a2_uses_nccl_fast_socket_and_a3_with_gpudirect_or_rdma_nics_does_not(
+        run, a3_run, a3_sockets_run, reserved_ultra_run):
+    for stack, fast in ((run, True), (a3_sockets_run, True), (a3_run, False),
+                        (reserved_ultra_run, False)):
         for pool in stack.of_type(NODE_POOL):
             config = pool.inputs["nodeConfig"]
             if config.get("guestAccelerators"):

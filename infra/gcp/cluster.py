@@ -66,8 +66,12 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
     return gcp.container.Cluster(
         f"{prefix}-gke",
         location=settings.region,
-        # Where the default pool (removed at once) would have put nodes; pools name their own.
-        node_locations=[gpu_zone(settings)],
+        # The zones any pool uses (the GPU zone is one of them, rule zones_belong_to_the_region).
+        # GKE: changing a cluster's locations "will update the NodePool.Locations of all node
+        # pools" (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.
+        # locations.clusters, `locations`), so the pools own their zones after creation and this
+        # is ignored on later runs (below): a zone change moves the system pool, never the GPUs.
+        node_locations=list(settings.zones),
         network=network.network.id,
         subnetwork=network.subnetwork.id,
         remove_default_node_pool=True,
@@ -124,5 +128,5 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
         ),
         resource_labels=settings.tags,
         opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(ignore_changes=["node_config", "initial_node_count"])),
+            opts, pulumi.ResourceOptions(ignore_changes=["node_config", "initial_node_count", "node_locations"])),
     )

@@ -67,9 +67,13 @@ class GcpGpuCluster(pulumi.ComponentResource):
         _instance, shared = create_filestore(
             prefix, s.shared_file_system, region, zone, network.network, child)
 
-        job_account = create_job_account(
+        job_account, acts_as_job = create_job_account(
             prefix, project, s.job.namespace, s.job.service_account, [cluster], child)
-        bucket = create_checkpoint_bucket(prefix, region, s.checkpoints, job_account, child)
+        bucket, writes_checkpoints = create_checkpoint_bucket(
+            prefix, region, s.checkpoints, job_account, child)
+        # IAM the job needs before its first pod starts (IAM propagates in seconds to minutes;
+        # a pod that starts first gets 403s and a restart it did not need).
+        grants: list[pulumi.Resource] = [acts_as_job, writes_checkpoints]
         checkpoints = CheckpointStore(
             uri=pulumi.Output.concat("gs://", bucket.name, "/", s.job.name),
             bucket=bucket.name,
@@ -77,8 +81,11 @@ class GcpGpuCluster(pulumi.ComponentResource):
             pod_labels={},
         )
 
-        image: pulumi.Input[str] = s.job.image or create_trainer_image(
-            prefix, project, region, node_account, provider, self, child)
+        image: pulumi.Input[str] = s.job.image or ""
+        if not image:  # no image given: build it into this project's registry
+            image, pulls_images = create_trainer_image(
+                prefix, project, region, node_account, provider, self, child)
+            grants.append(pulls_images)
 
         kubeconfig = cluster_kubeconfig(cluster)
         ready: list[pulumi.Resource] = [*pools.all, network.nat, network.webhook_rule]
@@ -99,7 +106,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
             interconnect=interconnect_spec(
                 machine(Cloud.GCP, s.job_pool.machine_type), s.interconnect.fabric),
             trainer_image=image,
-            ready=[*ready, *fabric_objects],
+            ready=[*ready, *fabric_objects, *grants],
             kubernetes_version=version,
         )
         self.register_outputs({

@@ -9,16 +9,28 @@ from infra.contract import NfsVolumeSource, SharedFileSystem
 from infra.settings.model import Filestore, FilestoreTier
 
 # Filestore serves NFSv3 on every tier. `hard` retries rather than corrupting a checkpoint
-# write; Google recommends nconnect (up to 7) only for High Scale SSD.
+# write. nconnect: "up to 7 connections for High Scale tier and up to 2 connections for
+# Enterprise tier" (https://cloud.google.com/filestore/docs/performance); the Zonal and Regional
+# tiers' 10-100 TiB range replaces High Scale SSD and their 1-9.75 TiB range the Enterprise class
+# (https://cloud.google.com/filestore/docs/service-tiers), so they take 7 and 2
+# (https://cloud.google.com/filestore/docs/testing-performance). Basic tiers: none advised.
 BASE_MOUNT_OPTIONS = ["nfsvers=3", "hard", "timeo=600", "retrans=3"]
-NCONNECT = {FilestoreTier.HIGH_SCALE_SSD: 7}
+HIGH_CAPACITY_GIB = 10 * 1024  # where the Zonal / Regional higher capacity range starts
+NCONNECT_LOW, NCONNECT_HIGH = 2, 7
 
 
-def mount_options(tier: FilestoreTier) -> list[str]:
-    options = list(BASE_MOUNT_OPTIONS)
-    if tier in NCONNECT:
-        options.append(f"nconnect={NCONNECT[tier]}")
-    return options
+def nconnect(tier: FilestoreTier, capacity_gib: int) -> int | None:
+    """The TCP connections per client Google advises for this tier and size, or None."""
+    if tier == FilestoreTier.HIGH_SCALE_SSD:
+        return NCONNECT_HIGH
+    if tier in (FilestoreTier.ZONAL, FilestoreTier.REGIONAL):
+        return NCONNECT_HIGH if capacity_gib >= HIGH_CAPACITY_GIB else NCONNECT_LOW
+    return None
+
+
+def mount_options(tier: FilestoreTier, capacity_gib: int) -> list[str]:
+    connections = nconnect(tier, capacity_gib)
+    return BASE_MOUNT_OPTIONS + ([f"nconnect={connections}"] if connections else [])
 
 
 def filestore_location(fs: Filestore, region: str, zone: str) -> str:
@@ -51,7 +63,7 @@ def create_filestore(prefix: str, fs: Filestore, region: str, zone: str,
         ),
         capacity_gib=fs.capacity_gib,
         mount_path=fs.mount_path,
-        mount_options=mount_options(fs.tier),
+        mount_options=mount_options(fs.tier, fs.capacity_gib),
         file_system_id=instance.id,
         ready=instance,
     )

@@ -62,8 +62,10 @@ def create_node_account(prefix: str, project: str,
 
 def create_job_account(prefix: str, project: str, namespace: str, service_account: str,
                        after: list[pulumi.Resource],
-                       opts: pulumi.ResourceOptions) -> gcp.serviceaccount.Account:
-    """The job's identity; only `<namespace>/<service_account>` may act as it.
+                       opts: pulumi.ResourceOptions
+                       ) -> tuple[gcp.serviceaccount.Account, gcp.serviceaccount.IAMMember]:
+    """The job's identity and the binding that lets only `<namespace>/<service_account>` act
+    as it (the job waits for the binding: without it the pod's storage calls are refused).
 
     `after` holds the cluster: the workload pool exists only once a cluster enables it.
     """
@@ -73,11 +75,11 @@ def create_job_account(prefix: str, project: str, namespace: str, service_accoun
         display_name=f"{prefix} training job (workload identity)",
         opts=opts,
     )
-    gcp.serviceaccount.IAMMember(
+    binding = gcp.serviceaccount.IAMMember(
         f"{prefix}-job-workload-identity",
         service_account_id=account.name,
         role="roles/iam.workloadIdentityUser",
         member=kubernetes_member(project, namespace, service_account),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)),
     )
-    return account
+    return account, binding

@@ -157,8 +157,8 @@ def gpu_node_config(pool: NodePool, gpu: Machine, spot: bool,
     (the subnetwork has it), the Container File System API on (README) and the node account
     holding Service Usage Consumer (infra/gcp/identity.py)
     (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, "Requirements").
-    NCCL Fast Socket is GKE's NCCL network plugin for NCCL over gVNIC (A2, and A3 without
-    GPUDirect); it needs gVNIC, a COS node image, GKE 1.25.2-gke.1700+ and an accelerator pool
+    NCCL Fast Socket is GKE's NCCL network plugin for NCCL over gVNIC (A2, and A3 High/Mega
+    without GPUDirect; never A3 Ultra, catalog `gcp_fast_socket`); it needs gVNIC, a COS node image, GKE 1.25.2-gke.1700+ and an accelerator pool
     (https://cloud.google.com/kubernetes-engine/docs/how-to/nccl-fast-socket), and the pods load
     it from /usr/local/nvidia/lib64, first on the trainer image's LD_LIBRARY_PATH.
     """
@@ -266,7 +266,7 @@ def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster
                 gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
                 if settings.interconnect.placement else None),
             node_config=gpu_node_config(pool, gpu, spot, service_account, labels, version,
-                                        fast_socket=not gpudirect),
+                                        fast_socket=gpu.gcp_fast_socket and not gpudirect),
             network_config=gpu_network_config(gpu, settings.interconnect.fabric, gpu_networks),
             # The autoscaler owns the size after creation.
             opts=pulumi.ResourceOptions.merge(

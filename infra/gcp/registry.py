@@ -19,8 +19,11 @@ def registry_host(region: str) -> str:
 def create_trainer_image(prefix: str, project: str, region: str,
                          node_account: gcp.serviceaccount.Account,
                          provider: gcp.Provider, parent: pulumi.Resource,
-                         opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
-    """Build trainer/Dockerfile into `<region>-docker.pkg.dev/<project>/<repo>/trainer`.
+                         opts: pulumi.ResourceOptions
+                         ) -> tuple[pulumi.Output[str], gcp.artifactregistry.RepositoryIamMember]:
+    """Build trainer/Dockerfile into `<region>-docker.pkg.dev/<project>/<repo>/trainer`; the
+    image reference and the nodes' read grant (the job waits for it: without it every pull is
+    refused).
 
     The nodes may pull from this repository and nothing else (reader on it, not the project).
     """
@@ -32,7 +35,7 @@ def create_trainer_image(prefix: str, project: str, region: str,
         description="torchrec-cloud trainer images",
         opts=opts,
     )
-    gcp.artifactregistry.RepositoryIamMember(
+    pull = gcp.artifactregistry.RepositoryIamMember(
         f"{prefix}-images-nodes-read",
         repository=repository.name,
         location=region,
@@ -55,4 +58,4 @@ def create_trainer_image(prefix: str, project: str, region: str,
         parent=parent,
         depends_on=[repository],
     )
-    return image_reference(image)
+    return image_reference(image), pull

@@ -20,8 +20,10 @@ NONCURRENT_DAYS = 7
 
 def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
                              job_account: gcp.serviceaccount.Account,
-                             opts: pulumi.ResourceOptions) -> gcp.storage.Bucket:
-    """A regional bucket next to the GPUs; only the job's account gets object access."""
+                             opts: pulumi.ResourceOptions
+                             ) -> tuple[gcp.storage.Bucket, gcp.storage.BucketIAMMember]:
+    """A regional bucket next to the GPUs, and the grant that gives only the job's account
+    object access (the job waits for it: its first checkpoint write needs it)."""
     retain = checkpoints.retain_on_destroy
     bucket = gcp.storage.Bucket(
         f"{prefix}-checkpoints",  # auto-named with a random suffix: bucket names are global
@@ -37,11 +39,11 @@ def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
         force_destroy=not retain,  # destroy may empty it only when we do not keep it
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=retain)),
     )
-    gcp.storage.BucketIAMMember(
+    grant = gcp.storage.BucketIAMMember(
         f"{prefix}-checkpoints-job",
         bucket=bucket.name,
         role=CHECKPOINT_ROLE,
         member=job_account.member,
         opts=opts,
     )
-    return bucket
+    return bucket, grant
