@@ -5,12 +5,16 @@ import traceback
 
 from trainer.prepare.cli import parse
 from trainer.prepare.errors import UsageError
-from trainer.prepare.run import prepare
+from trainer.prepare.source import find
 
 
 def main(argv: list) -> int:
     try:
-        prepare(parse(argv))
+        opts = parse(argv)
+        found = find(opts.source, opts.dataset, opts.days)
+        from trainer.prepare.run import prepare  # after the checks: a bad flag exits at once
+
+        prepare(opts, found)
     except UsageError as err:
         print(f"python -m trainer.prepare: error: {err}", file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Callable, Iterator, List
+from typing import Callable, Iterator, List, Optional, Tuple
 
 from trainer.config import NUM_SPARSE_FEATURES
 from trainer.prepare import multi_hot, scan, source, vocab, write
@@ -27,17 +27,34 @@ def say(text: str) -> None:
     print(f"prepare: {text}", flush=True)
 
 
-def tasks(fn: Callable, calls: List[tuple], workers: int) -> Iterator[dict]:
-    """Results of ``fn(*call)`` as they finish: in this process for one worker, else in
-    ``workers`` spawned processes (spawn: an s3fs/gcsfs event loop thread must not be forked)."""
-    if workers == 1 or len(calls) <= 1:
-        for call in calls:
-            yield fn(*call)
-        return
-    with ProcessPoolExecutor(max_workers=min(workers, len(calls)),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
-        for future in as_completed([pool.submit(fn, *call) for call in calls]):
+class Workers:
+    """Runs tasks in this process for one worker, else in one pool of ``workers`` forked
+    processes kept for all passes. They are forked at the first task, when this process has
+    only listed the source: no Arrow thread pool yet, and fsspec makes a forked child build
+    its own event loop and filesystem objects (fsspec 2026.9.0 asyn.py
+    ``os.register_at_fork(after_in_child=reset_after_fork)``; spec.py ``_Cached`` clears its
+    instance cache when the pid changes). Spawned workers would each import torch through
+    trainer.data first (5-10 s apiece here)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool: ProcessPoolExecutor | None = None
+
+    def run(self, fn: Callable, calls: List[tuple]) -> Iterator[dict]:
+        """Results of ``fn(*call)`` as they finish."""
+        if self.workers == 1 or len(calls) <= 1:
+            for call in calls:
+                yield fn(*call)
+            return
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(max_workers=self.workers,
+                                            mp_context=multiprocessing.get_context("fork"))
+        for future in as_completed([self.pool.submit(fn, *call) for call in calls]):
             yield future.result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
 
 
 def _rate(result: dict) -> str:
@@ -48,8 +65,17 @@ def _rate(result: dict) -> str:
             f"worker peak {result['peak_rss_mib']:,} MiB")
 
 
-def prepare(opts: Options) -> dict:
-    dataset, files = source.find(opts.source, opts.dataset, opts.days)
+def prepare(opts: Options, found: Optional[Tuple[str, List[source.RawFile]]] = None) -> dict:
+    """Run every pass; ``found`` is ``source.find``'s answer when the caller has it already."""
+    workers = Workers(opts.workers)
+    try:
+        return _prepare(opts, found or source.find(opts.source, opts.dataset, opts.days), workers)
+    finally:
+        workers.close()
+
+
+def _prepare(opts: Options, found: Tuple[str, List[source.RawFile]], workers: Workers) -> dict:
+    dataset, files = found
     work = os.path.join(opts.output, ".prepare")
     os.makedirs(work, exist_ok=True)
     layout_path = os.path.join(opts.output, LAYOUT)
@@ -58,13 +84,13 @@ def prepare(opts: Options) -> dict:
     n = len(files)
     say(f"{dataset}: {n} file(s) from {opts.source} -> {opts.output}, {opts.workers} worker(s)")
 
-    for i, result in enumerate(tasks(scan.run, [(f, work) for f in files], opts.workers), 1):
+    for i, result in enumerate(workers.run(scan.run, [(f, work) for f in files]), 1):
         say(f"scan {i}/{n} {result['prefix']}: {result['rows']:,} rows, {_rate(result)}")
 
     scans = [scan.path(work, f.prefix) for f in files]
     vocab_settings = {"files": [[f.prefix, scan.load_meta(p)[3]] for f, p in zip(files, scans)],
                       "frequency_threshold": opts.frequency_threshold}
-    sizes = _vocabulary(work, scans, vocab_settings, opts.workers)
+    sizes = _vocabulary(work, scans, vocab_settings, workers)
     table_rows = vocab.table_sizes(sizes, opts.max_ind_range)
 
     write_settings = {"vocab": vocab_settings, "max_ind_range": opts.max_ind_range,
@@ -78,7 +104,7 @@ def prepare(opts: Options) -> dict:
         say(f"multi-hot lookup tables ready ({(time.monotonic() - start) / 60:.1f} min)")
     calls = [(f, work, opts.output, _day_settings(write_settings, f), tables, table_rows) for f in files]
     rows = {}
-    for i, result in enumerate(tasks(write.run, calls, opts.workers), 1):
+    for i, result in enumerate(workers.run(write.run, calls), 1):
         rows[result["prefix"]] = result["rows"]
         say(f"day {i}/{n} {result['prefix']} done, {result['rows']:,} rows, {_rate(result)}")
     shutil.rmtree(os.path.join(work, "multi_hot"), ignore_errors=True)
@@ -107,7 +133,7 @@ def _day_settings(settings: dict, raw: source.RawFile) -> dict:
     return {**settings, "source_size": raw.size}
 
 
-def _vocabulary(work: str, scans: List[str], settings: dict, workers: int) -> List[int]:
+def _vocabulary(work: str, scans: List[str], settings: dict, workers: Workers) -> List[int]:
     """Table sizes (before --max_ind_range), rebuilding the vocabulary if its inputs changed."""
     meta_path = os.path.join(work, "vocab", "vocab.json")
     try:
@@ -122,7 +148,7 @@ def _vocabulary(work: str, scans: List[str], settings: dict, workers: int) -> Li
         os.remove(meta_path)
     sizes = [0] * NUM_SPARSE_FEATURES
     calls = [(k, scans, settings["frequency_threshold"], work) for k in range(NUM_SPARSE_FEATURES)]
-    for i, result in enumerate(tasks(vocab.build_column, calls, workers), 1):
+    for i, result in enumerate(workers.run(vocab.build_column, calls), 1):
         sizes[result["column"]] = result["size"]
         say(f"vocabulary {i}/{NUM_SPARSE_FEATURES} column {result['column']}: {result['distinct']:,} "
             f"distinct ids, table {result['size']:,}, worker peak {result['peak_rss_mib']:,} MiB")

@@ -71,8 +71,10 @@ def _span(days: List[int]) -> str:
     return ",".join(map(str, days))
 
 
-def blocks(url: str, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
-    """The file's lines, ``block_bytes`` or so at a time, each block ending at a line end."""
+def blocks(url: str, block_bytes: Optional[int] = None) -> Iterator[bytes]:
+    """The file's lines, ``block_bytes`` (default BLOCK_BYTES) or so at a time, each block
+    ending at a line end."""
+    block_bytes = block_bytes or BLOCK_BYTES
     carry = b""
     with fsspec.open(url, "rb", compression="infer") as fh:
         while chunk := fh.read(block_bytes):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import zipfile
 from typing import Optional
 
 import numpy as np
@@ -54,9 +55,21 @@ def is_done(work: str, output: str, prefix: str, settings: dict) -> Optional[int
         return None
     if saved.get("settings") != settings:
         return None
-    if not all(os.path.exists(p) for p in outputs(output, prefix, bool(settings.get("multi_hot_sizes")))):
-        return None
-    return int(saved["rows"])
+    rows = int(saved["rows"])
+    files = outputs(output, prefix, bool(settings.get("multi_hot_sizes")))
+    return rows if all(_complete(p, rows) for p in files) else None
+
+
+def _complete(path: str, rows: int) -> bool:
+    """Whether a day file has its rows (an .npy whose data is all there, a zip whose central
+    directory, written last, lists 26 members): a copy or a disk cut short is redone."""
+    try:
+        if path.endswith(".npz"):
+            with zipfile.ZipFile(path) as archive:
+                return len(archive.namelist()) == NUM_SPARSE_FEATURES
+        return len(np.load(path, mmap_mode="r")) == rows
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return False
 
 
 def run(raw: source.RawFile, work: str, output: str, settings: dict,
