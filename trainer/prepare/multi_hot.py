@@ -29,7 +29,7 @@ from trainer.prepare.npyio import NpyFile, NpzFile
 
 SEED = 0
 PARETO_A = 0.25
-CHUNK_ROWS = 1 << 20
+CHUNK_ROWS = 1 << 16  # x size 100 x 8 bytes: about 50 MB a chunk
 
 
 def make_tables(work: str, sizes: List[int], table_rows: List[int], distribution: str) -> str:
@@ -69,7 +69,7 @@ def write_day(npz_path: str, sparse: np.ndarray, tables: str, sizes: List[int], 
         table = np.load(os.path.join(tables, f"table_{k}.npy"), mmap_mode="r")
         member = out.member(str(k), np.int32, (rows, size))
         for lo in range(0, rows, CHUNK_ROWS):
-            ids = np.asarray(sparse[lo:lo + CHUNK_ROWS, k], dtype=np.int64) % table_rows[k]
+            ids = (np.asarray(sparse[lo:lo + CHUNK_ROWS, k], dtype=np.int64) % table_rows[k]).astype(np.int32)
             member.append(np.concatenate([ids[:, None], table[ids]], axis=1))
     out.close()
     out.commit()
