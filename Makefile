@@ -10,7 +10,7 @@ CHECKOV_VERSION := 3.3.30
 AZURITE_VERSION := 3.35.0
 AZURITE_DIR := $(VENV)/azurite
 
-.PHONY: train test test-infra test-trainer bench bench-data settings-docs clean
+.PHONY: train test test-infra test-trainer bench bench-data prepare-sample settings-docs clean
 
 # Stamps re-run an install only when its requirements change, so the second run is quick.
 $(VENV)/.infra-installed: requirements.txt requirements-dev.txt
@@ -62,6 +62,12 @@ bench: $(VENV)/.trainer-installed
 bench-data: $(VENV)/.trainer-installed
 	$(BIN)/python bench/data_bench.py
 	$(BIN)/python bench/metric_bench.py
+
+## A small sample in Criteo's public TSV format (4 days of 5,000 rows) through
+## `python -m trainer.prepare` into out/prepare-sample/data, then a brief training run on it.
+prepare-sample: $(VENV)/.trainer-installed
+	rm -rf out/prepare-sample
+	$(BIN)/python -m trainer.prepare.sample out/prepare-sample
 
 ## Regenerate the settings table in README.md from infra/settings.
 settings-docs: $(VENV)/.infra-installed

@@ -1,0 +1,15 @@
+"""``python -m trainer.prepare``: raw Criteo TSV day files -> the layout the trainer reads.
+
+Three passes, each resumable, each spread over ``--workers`` processes:
+
+1. scan (per day, ``scan.py``): rows, the dense minimum torchrec's transform needs, and each
+   column's distinct ids with their counts and first row, saved per day;
+2. vocabulary (per column, ``vocab.py``): the days' counts merged into torchrec's contiguous
+   ids (``sparse_to_contiguous``: numbered by first appearance from 2, ids seen fewer than
+   ``--frequency_threshold`` times share id 1), capped by ``--max_ind_range`` (modulo);
+3. write (per day, ``write.py``): ``day_<i>_{dense,sparse,labels}.npy`` as torchrec's
+   ``tsv_to_npys`` then ``sparse_to_contiguous`` would leave them, plus MLPerf's
+   ``day_<i>_sparse_multi_hot.npz`` with ``--multi_hot_sizes`` (``multi_hot.py``).
+
+``layout.json`` is written last (``run.py``); see the README for the files and their dtypes.
+"""

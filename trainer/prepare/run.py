@@ -1,0 +1,158 @@
+"""The three passes in order, each task skipped when its saved result still holds; layout.json last.
+
+Work files live in ``<output>/.prepare/`` (scan/, vocab/, done/, multi_hot/); they make a
+rerun cheap and can be deleted once layout.json exists (the multi-hot lookup tables, the
+largest, are deleted by the run itself).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Callable, Iterator, List, Optional, Tuple
+
+from trainer.config import NUM_SPARSE_FEATURES
+from trainer.prepare import multi_hot, scan, source, vocab, write
+from trainer.prepare.cli import Options
+
+LAYOUT = "layout.json"
+FORMATS = {"criteo_1tb": "criteo-1tb-npy", "criteo_kaggle": "criteo-kaggle-npy"}
+
+
+def say(text: str) -> None:
+    print(f"prepare: {text}", flush=True)
+
+
+class Workers:
+    """Runs tasks in this process for one worker, else in one pool of ``workers`` forked
+    processes kept for all passes. They are forked at the first task, when this process has
+    only listed the source: no Arrow thread pool yet, and fsspec makes a forked child build
+    its own event loop and filesystem objects (fsspec 2026.9.0 asyn.py
+    ``os.register_at_fork(after_in_child=reset_after_fork)``; spec.py ``_Cached`` clears its
+    instance cache when the pid changes). Spawned workers would each import torch through
+    trainer.data first (5-10 s apiece here)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool: ProcessPoolExecutor | None = None
+
+    def run(self, fn: Callable, calls: List[tuple]) -> Iterator[dict]:
+        """Results of ``fn(*call)`` as they finish."""
+        if self.workers == 1 or len(calls) <= 1:
+            for call in calls:
+                yield fn(*call)
+            return
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(max_workers=self.workers,
+                                            mp_context=multiprocessing.get_context("fork"))
+        for future in as_completed([self.pool.submit(fn, *call) for call in calls]):
+            yield future.result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+def _rate(result: dict) -> str:
+    if result.get("skipped"):
+        return "skipped (done before)"
+    seconds = max(result["seconds"], 1e-9)
+    return (f"{result['seconds'] / 60:.1f} min, {result['rows'] / seconds:,.0f} rows/s, "
+            f"worker peak {result['peak_rss_mib']:,} MiB")
+
+
+def prepare(opts: Options, found: Optional[Tuple[str, List[source.RawFile]]] = None) -> dict:
+    """Run every pass; ``found`` is ``source.find``'s answer when the caller has it already."""
+    workers = Workers(opts.workers)
+    try:
+        return _prepare(opts, found or source.find(opts.source, opts.dataset, opts.days), workers)
+    finally:
+        workers.close()
+
+
+def _prepare(opts: Options, found: Tuple[str, List[source.RawFile]], workers: Workers) -> dict:
+    dataset, files = found
+    work = os.path.join(opts.output, ".prepare")
+    os.makedirs(work, exist_ok=True)
+    layout_path = os.path.join(opts.output, LAYOUT)
+    if os.path.exists(layout_path):
+        os.remove(layout_path)  # rewritten only when this run completes
+    n = len(files)
+    say(f"{dataset}: {n} file(s) from {opts.source} -> {opts.output}, {opts.workers} worker(s)")
+
+    for i, result in enumerate(workers.run(scan.run, [(f, work) for f in files]), 1):
+        say(f"scan {i}/{n} {result['prefix']}: {result['rows']:,} rows, {_rate(result)}")
+
+    scans = [scan.path(work, f.prefix) for f in files]
+    vocab_settings = {"files": [[f.prefix, scan.load_meta(p)[3]] for f, p in zip(files, scans)],
+                      "frequency_threshold": opts.frequency_threshold}
+    sizes = _vocabulary(work, scans, vocab_settings, workers)
+    table_rows = vocab.table_sizes(sizes, opts.max_ind_range)
+
+    write_settings = {"vocab": vocab_settings, "max_ind_range": opts.max_ind_range,
+                      "multi_hot_sizes": opts.multi_hot_sizes,
+                      "multi_hot_distribution_type": opts.multi_hot_distribution_type if opts.multi_hot_sizes else None}
+    todo = [f for f in files if write.is_done(work, opts.output, f.prefix, _day_settings(write_settings, f)) is None]
+    tables = None
+    if opts.multi_hot_sizes and todo:
+        start = time.monotonic()
+        tables = multi_hot.make_tables(work, opts.multi_hot_sizes, table_rows, opts.multi_hot_distribution_type)
+        say(f"multi-hot lookup tables ready ({(time.monotonic() - start) / 60:.1f} min)")
+    calls = [(f, work, opts.output, _day_settings(write_settings, f), tables, table_rows) for f in files]
+    rows = {}
+    for i, result in enumerate(workers.run(write.run, calls), 1):
+        rows[result["prefix"]] = result["rows"]
+        say(f"day {i}/{n} {result['prefix']} done, {result['rows']:,} rows, {_rate(result)}")
+    shutil.rmtree(os.path.join(work, "multi_hot"), ignore_errors=True)
+
+    layout = {
+        "format": FORMATS[dataset],
+        "days": [int(f.prefix.split("_")[1]) for f in files] if dataset == "criteo_1tb" else None,
+        "rows": [rows[f.prefix] for f in files],
+        "num_embeddings_per_feature": table_rows,
+        "multi_hot_sizes": opts.multi_hot_sizes,
+        "multi_hot_distribution_type": write_settings["multi_hot_distribution_type"],
+        "frequency_threshold": opts.frequency_threshold,
+        "max_ind_range": opts.max_ind_range,
+        "source": opts.source,
+        "version": 1,
+    }
+    with open(layout_path + ".tmp", "w") as fh:
+        json.dump(layout, fh, indent=1)
+    os.replace(layout_path + ".tmp", layout_path)
+    say(f"{LAYOUT} written: {sum(layout['rows']):,} rows, num_embeddings_per_feature="
+        f"{','.join(map(str, table_rows))}")
+    return layout
+
+
+def _day_settings(settings: dict, raw: source.RawFile) -> dict:
+    return {**settings, "source_size": raw.size}
+
+
+def _vocabulary(work: str, scans: List[str], settings: dict, workers: Workers) -> List[int]:
+    """Table sizes (before --max_ind_range), rebuilding the vocabulary if its inputs changed."""
+    meta_path = os.path.join(work, "vocab", "vocab.json")
+    try:
+        with open(meta_path) as fh:
+            saved = json.load(fh)
+        if saved["settings"] == settings:
+            say("vocabulary: skipped (built before from the same days and threshold)")
+            return saved["sizes"]
+    except (OSError, ValueError, KeyError):
+        pass
+    if os.path.exists(meta_path):
+        os.remove(meta_path)
+    sizes = [0] * NUM_SPARSE_FEATURES
+    calls = [(k, scans, settings["frequency_threshold"], work) for k in range(NUM_SPARSE_FEATURES)]
+    for i, result in enumerate(workers.run(vocab.build_column, calls), 1):
+        sizes[result["column"]] = result["size"]
+        say(f"vocabulary {i}/{NUM_SPARSE_FEATURES} column {result['column']}: {result['distinct']:,} "
+            f"distinct ids, table {result['size']:,}, worker peak {result['peak_rss_mib']:,} MiB")
+    with open(meta_path + ".tmp", "w") as fh:
+        json.dump({"settings": settings, "sizes": sizes}, fh)
+    os.replace(meta_path + ".tmp", meta_path)
+    return sizes
