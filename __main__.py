@@ -19,7 +19,7 @@ job = TrainingJob(
     TrainingJobArgs(cluster=cluster, job=settings.job, checkpoints=settings.checkpoints,
                     dataset=settings.dataset, save_estimate=estimated_save(settings),
                     kubernetes_version=kubernetes_version,
-                    interconnect=settings.interconnect),
+                    interconnect=settings.interconnect, system_pool=settings.system_pool),
 )
 
 pulumi.export("cloud", settings.cloud.value)

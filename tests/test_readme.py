@@ -31,3 +31,57 @@ def test_the_two_start_commands_are_make_targets() -> None:
 def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^make test$", ci, re.MULTILINE)
+
+
+def _walk_through_stacks() -> list[dict[str, object]]:
+    """The settings each `bash` block of "Real data" leaves the AWS stack with, applying its
+    `pulumi config set` lines (a whole object as JSON, or one --path value) to Pulumi.aws.yaml."""
+    import json
+    import shlex
+
+    from tests.harness import PROJECT, stack_config
+
+    section = README.split("## Real data", 1)[1].split("\n## ", 1)[0]
+    stacks = []
+    values = {k.removeprefix(f"{PROJECT}:"): v for k, v in stack_config("aws").items()}
+    for block in section.split("```bash")[1:]:
+        for line in block.split("```", 1)[0].splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:3] != ["pulumi", "config", "set"] or "--path" not in words:
+                if words[:3] == ["pulumi", "config", "set"] and words[-2].startswith(PROJECT):
+                    values[words[-2].removeprefix(f"{PROJECT}:")] = json.loads(words[-1])
+                continue
+            path, text = words[words.index("--path") + 1], words[-1]
+            if "$(" in line:
+                continue  # the user's own address
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                value = text
+            node = values
+            *parents, leaf = path.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        stacks.append(json.loads(json.dumps(values)))
+    return stacks
+
+
+def test_the_real_data_walk_throughs_make_valid_stacks_with_the_published_sizes() -> None:
+    from infra.settings import settings_from_mapping
+    from tests.harness import USER_API_CIDRS
+
+    one_hot, mlperf = _walk_through_stacks()
+    sizes = {}
+    for name, values in (("one-hot", one_hot), ("mlperf", mlperf)):
+        values["kubernetes"]["apiAccessCidrs"] = USER_API_CIDRS
+        settings = settings_from_mapping(values)
+        assert settings.dataset.prepare.enabled and settings.job.nodes == 2, name
+        tables = str(settings.job.trainer_args["num_embeddings_per_feature"]).split(",")
+        assert len(tables) == 26, name
+        sizes[name] = settings
+    assert sizes["one-hot"].dataset.prepare.frequency_threshold == 3
+    mlperf_settings = sizes["mlperf"]
+    assert mlperf_settings.dataset.prepare.max_ind_range == 40_000_000
+    assert sum(mlperf_settings.dataset.prepare.multi_hot_sizes or []) == 214
+    assert mlperf_settings.job.trainer_args["interaction"] == "dcn"

@@ -65,7 +65,8 @@ class WorkloadRun:
 
 
 def run_workload(flavour: str, job: Job, checkpoints: Checkpoints = Checkpoints(),
-                 dataset: Dataset = Dataset(), interconnect: Any = None) -> WorkloadRun:
+                 dataset: Dataset = Dataset(), interconnect: Any = None,
+                 system_pool: Any = None) -> WorkloadRun:
     """A program that is just a fake cluster and the TrainingJob, under the harness's mocks."""
     from workloads import TrainingJob, TrainingJobArgs
 
@@ -84,6 +85,8 @@ def run_workload(flavour: str, job: Job, checkpoints: Checkpoints = Checkpoints(
         cluster = fake_cluster(flavour)
         made.append(cluster)
         extra = {"interconnect": interconnect} if interconnect is not None else {}
+        if system_pool is not None:
+            extra["system_pool"] = system_pool
         component = TrainingJob("torchrec-training", TrainingJobArgs(
             cluster=cluster.contract, job=job, checkpoints=checkpoints, dataset=dataset, **extra))
         return pulumi.Output.all(component.job_name, component.watch_commands).apply(

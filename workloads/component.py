@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import pulumi
 
 from infra.contract import GpuCluster
-from infra.settings.model import Checkpoints, Dataset, Interconnect, Job, JobKind
+from infra.settings.model import Checkpoints, Dataset, Interconnect, Job, JobKind, NodePool
 from infra.preemption import SaveEstimate, stop_budget
-from workloads import identity, jobset, network_policy, pytorchjob, service, storage
+from workloads import identity, jobset, network_policy, prepare, pytorchjob, service, storage
 from workloads.command import job_command, pytorchjob_command
 from workloads.flags import trainer_flags
 from workloads.names import PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
@@ -35,6 +35,8 @@ class TrainingJobArgs:
     kubernetes_version: str | None = None
     # Whether the fabric is used and the fabric gate runs (settings' interconnect section).
     interconnect: Interconnect = field(default_factory=Interconnect)
+    # The CPU pool a dataset preparation with pool `cpu` runs on (settings' systemPool).
+    system_pool: NodePool | None = None
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -65,6 +67,16 @@ class TrainingJob(pulumi.ComponentResource):
         headless = service.headless_service(f"{name}-rendezvous-service", names, opts_for(ns))
         policy = network_policy.same_job_only(f"{name}-network-policy", names, opts_for(ns))
         before_job = [fs_ready, ns, account, volume, claim, headless, policy]
+        waits = []
+        if args.dataset.prepare.enabled:
+            # Created before the training job, which it does not hold up: pulumi-kubernetes
+            # skips awaiting it, and the training pods wait for its layout.json themselves.
+            no_ingress = network_policy.prepare_no_ingress(f"{name}-prepare-network-policy",
+                                                           names, opts_for(ns))
+            before_job.append(prepare.prepare_job(
+                f"{name}-dataset-prepare", names, cluster, job, args.dataset, args.system_pool,
+                opts_for(fs_ready, ns, account, claim, no_ingress)))
+            waits.append(prepare.layout_wait(cluster, args.dataset, names))
 
         budget = stop_budget(cluster.cloud, job_pool(cluster, job).spot, job.termination_grace_seconds,
                              args.kubernetes_version)
@@ -73,13 +85,14 @@ class TrainingJob(pulumi.ComponentResource):
         if job.kind == JobKind.PYTORCH_JOB:
             operator = pytorchjob.training_operator(f"{name}-training-operator", opts_for())
             template = pod_template(cluster, job, names, budget, ContainerSpec(
-                PYTORCHJOB_CONTAINER, pytorchjob_command(budget), flags, pytorchjob.PORT_NAME))
+                PYTORCHJOB_CONTAINER, pytorchjob_command(budget), flags, pytorchjob.PORT_NAME),
+                waits)
             workload: pulumi.CustomResource = pytorchjob.pytorch_job(
                 f"{name}-pytorchjob", names, job, template, opts_for(*before_job, operator))
         else:
             controller = jobset.jobset_controller(f"{name}-jobset-controller", opts_for())
             template = pod_template(cluster, job, names, budget, ContainerSpec(
-                TRAINER_CONTAINER, job_command(job, names, budget), flags, "rendezvous"))
+                TRAINER_CONTAINER, job_command(job, names, budget), flags, "rendezvous"), waits)
             workload = jobset.job_set(f"{name}-jobset", names, job, TRAINER_CONTAINER, template,
                                       opts_for(*before_job, controller))
 

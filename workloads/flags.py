@@ -16,6 +16,7 @@ from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
                                   TrainerArgValue)
 from workloads.pod import job_pool
+from workloads.prepare import trainer_data_flags
 
 STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                "checkpoint_write_mb_per_sec", "keep_checkpoints", "save_deadline_seconds",
@@ -74,6 +75,7 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
         ]
     if dataset.path:
         flags.append(f"--dataset_path={mount}/{dataset.path.strip('/')}")
+        flags += trainer_data_flags(dataset)  # on-the-fly multi-hot sizes, when prepared so
     flags += [
         f"--metrics_file={mount}/runs/{job.name}/metrics.jsonl",
         f"--tensorboard_dir={mount}/runs/{job.name}/tensorboard",

@@ -54,6 +54,24 @@ class JobNames:
                 f".svc.cluster.local:{RENDEZVOUS_PORT}")
 
     @property
+    def prepare_job(self) -> str:
+        """The dataset preparation Job (workloads/prepare.py)."""
+        return f"{self.job}-prepare"
+
+    @property
+    def prepare_network_policy(self) -> str:
+        return f"{self.job}-prepare-no-ingress"
+
+    @property
+    def prepare_selector(self) -> dict[str, str]:
+        """The preparation pod's labels: not the trainer's selector, so neither the headless
+        service nor the trainers' network policy takes it for a peer."""
+        return {
+            "app.kubernetes.io/name": "torchrec-prepare",
+            "app.kubernetes.io/instance": self.job,
+        }
+
+    @property
     def selector(self) -> dict[str, str]:
         """Labels every pod of this job carries, whichever controller (Job, PyTorchJob) made it."""
         return {

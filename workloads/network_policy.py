@@ -27,3 +27,22 @@ def same_job_only(name: str, names: JobNames, opts: pulumi.ResourceOptions) -> n
         ),
         opts=opts,
     )
+
+
+def prepare_no_ingress(name: str, names: JobNames,
+                       opts: pulumi.ResourceOptions) -> networking.NetworkPolicy:
+    """The dataset preparation pod serves nothing: no ingress at all. Egress stays open: it
+    reads the bucket (object store endpoints, the cloud's token service) and DNS, and writes
+    the shared file system (NFS or Lustre servers outside the namespace)."""
+    return networking.NetworkPolicy(
+        name,
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=names.prepare_network_policy,
+                                            namespace=names.namespace, labels=names.common_labels),
+        spec=networking.NetworkPolicySpecArgs(
+            pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=names.prepare_selector),
+            policy_types=["Ingress", "Egress"],
+            ingress=[],
+            egress=[networking.NetworkPolicyEgressRuleArgs()],  # one empty rule: all egress
+        ),
+        opts=opts,
+    )

@@ -103,7 +103,12 @@ def writable_dirs(cluster: GpuCluster, job: Job) -> list[str]:
 
 
 def shared_fs_preparer(cluster: GpuCluster, job: Job) -> core.ContainerArgs:
-    """Give the trainer's user its folders on the shared file system.
+    """Give the trainer's user its folders on the shared file system (folder_preparer)."""
+    return folder_preparer(cluster, writable_dirs(cluster, job))
+
+
+def folder_preparer(cluster: GpuCluster, folders: Sequence[str]) -> core.ContainerArgs:
+    """Make `folders` on the shared file system and give them to RUN_AS.
 
     A new volume's root belongs to root (FSx, Filestore: mode 755; Azure NetApp Files: 0770,
     which infra/azure/netapp.py sets to 0755 through the NetApp API so uid 1000 can pass the
@@ -112,12 +117,12 @@ def shared_fs_preparer(cluster: GpuCluster, job: Job) -> core.ContainerArgs:
     CHOWN (no DAC_OVERRIDE: it writes as the root's owner), with no privilege escalation and a
     read-only root file system; the folders go to RUN_AS, the uid the trainer runs or drops to.
     """
-    folders = " ".join(shlex.quote(d) for d in writable_dirs(cluster, job))
+    quoted = " ".join(shlex.quote(d) for d in folders)
     return core.ContainerArgs(
         name="prepare-shared-fs",
         image=cluster.trainer_image,
         image_pull_policy="Always",
-        command=["/bin/sh", "-c", f"mkdir -p {folders} && chown {RUN_AS}:{RUN_AS} {folders}"],
+        command=["/bin/sh", "-c", f"mkdir -p {quoted} && chown {RUN_AS}:{RUN_AS} {quoted}"],
         resources=core.ResourceRequirementsArgs(
             requests={"cpu": "100m", "memory": "64Mi"}, limits={"cpu": "100m", "memory": "64Mi"}),
         security_context=core.SecurityContextArgs(
@@ -161,8 +166,10 @@ def fabric_sidecars(cluster: GpuCluster) -> list[core.ContainerArgs]:
 
 
 def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBudget,
-                 container: ContainerSpec) -> core.PodTemplateSpecArgs:
-    """The pod both job kinds run; its grace is the pool's stop budget (infra/preemption.py)."""
+                 container: ContainerSpec,
+                 waits: Sequence[core.ContainerArgs] = ()) -> core.PodTemplateSpecArgs:
+    """The pod both job kinds run; its grace is the pool's stop budget (infra/preemption.py).
+    `waits`: init containers that hold the trainer until its input exists (workloads/prepare.py)."""
     pool = job_pool(cluster, job)
     size = pod_size(pool, cluster.interconnect)
     quantities = size.quantities()
@@ -190,9 +197,10 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBud
             annotations={**cluster.pod_annotations, **cluster.interconnect.pod_annotations}
             or None),
         spec=core.PodSpecArgs(
-            # The folder preparer runs to completion first; the sidecars then start, and the
-            # trainer once they have (after their startup probes, where they have one).
-            init_containers=[shared_fs_preparer(cluster, job), *fabric_sidecars(cluster)],
+            # The folder preparer runs to completion first, then any wait for the dataset; the
+            # sidecars then start, and the trainer once they have (after their startup probes,
+            # where they have one).
+            init_containers=[shared_fs_preparer(cluster, job), *waits, *fabric_sidecars(cluster)],
             containers=[trainer],
             service_account_name=names.service_account,
             # IRSA, Azure and GKE workload identity inject their own projected token (or use the

@@ -298,18 +298,98 @@ class Checkpoints(Section):
     keep: int = Field(3, ge=1, description="Newest complete checkpoints to keep.")
 
 
+class CriteoFormat(str, Enum):
+    CRITEO_1TB = "criteo_1tb"
+    CRITEO_KAGGLE = "criteo_kaggle"
+
+
+class MultiHotDistribution(str, Enum):
+    UNIFORM = "uniform"
+    PARETO = "pareto"
+
+
+class MultiHotMode(str, Enum):
+    MATERIALIZE = "materialize"
+    ON_THE_FLY = "onTheFly"
+
+
+class PreparePool(str, Enum):
+    CPU = "cpu"
+    GPU = "gpu"
+
+
+CRITEO_SPARSE_FEATURES = 26  # categorical columns of every Criteo layout (trainer/config.py)
+CRITEO_1TB_DAYS = 24  # day_0 .. day_23
+
+
+class DatasetPrepare(Section):
+    """A Kubernetes Job before training turns raw Criteo TSV files into the layout the trainer reads, at dataset.path (`python -m trainer.prepare`; the training pods wait for its layout.json). `prepare: true` is short for `prepare: {enabled: true}`."""  # noqa: E501 (one line: the README table row)
+
+    enabled: bool = Field(False, description="Run the preparation Job before training.")
+    source: str = Field(
+        "", description="Where the raw files are (day_0 .. day_23, optionally .gz, or Kaggle "
+        "train.txt): s3://bucket/prefix (aws), gs://bucket/prefix (gcp), "
+        "az://container/prefix (azure, the checkpoint storage account), read with the job's "
+        "workload identity; or a folder on the shared file system, relative to its mount.")
+    format: CriteoFormat = Field(
+        CriteoFormat.CRITEO_1TB, description="criteo_1tb (24 day files) or criteo_kaggle "
+        "(one train.txt).")
+    days: str = Field(
+        "", description="criteo_1tb only: the days to prepare, e.g. 0-23 or 0-3 (empty = all "
+        "24; the last one is split into validation and test).")
+    frequency_threshold: int = Field(
+        0, ge=0, description="Ids seen fewer times than this in the whole data share one row "
+        "(torchrec's contiguous_preproc_criteo; 3 gives torchrec's published table sizes); "
+        "0 = every id keeps its own row.")
+    max_ind_range: int = Field(
+        0, ge=0, description="Cap every table at this many rows (ids modulo it, as MLPerf's "
+        "40000000); 0 = no cap.")
+    multi_hot_sizes: list[int] | None = Field(
+        None, description=f"{CRITEO_SPARSE_FEATURES} ids per feature for MLPerf DLRM-DCNv2's "
+        "synthetic multi-hot data, e.g. [3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,"
+        "1,1]; null = one-hot.")
+    multi_hot_distribution: MultiHotDistribution = Field(
+        MultiHotDistribution.UNIFORM, description="uniform or pareto: how the extra multi-hot "
+        "ids are drawn (the reference's --multi_hot_distribution_type).")
+    multi_hot: MultiHotMode = Field(
+        MultiHotMode.MATERIALIZE, description="With multiHotSizes: materialize (the Job writes "
+        "MLPerf's day_<i>_sparse_multi_hot.npz, about 3.8 TB for 1TB) or onTheFly (the Job "
+        "writes one-hot data and the trainer draws the extra ids per batch, "
+        "--multi_hot_sizes).")
+    pool: PreparePool = Field(
+        PreparePool.CPU, description="cpu: the system pool (small: fine for Kaggle, days for "
+        "1TB); gpu: a node of the job's GPU pool (job.pool), all its CPUs and memory, no GPU. "
+        "gpu needs one node more than job.nodes in that pool's maxNodes, because the training "
+        "pods hold their nodes while they wait.")
+    workers: int = Field(
+        0, ge=0, description="Parallel workers of the preparation (0 = one per CPU of its pod).")
+    cpu: int = Field(0, ge=0, description="CPUs requested (0 = sized from the pool's machine).")
+    memory_gib: int = Field(
+        0, ge=0, description="Memory requested in GiB (0 = sized from the pool's machine).")
+    deadline_hours: int = Field(
+        48, ge=1, description="The Job fails after this long (activeDeadlineSeconds); a rerun "
+        "skips finished days.")
+
+
 class Dataset(Section):
     """Training data: synthetic unless a path is given."""
 
     path: str = Field(
         "",
         description="Criteo data on the shared file system, relative to its mount "
-        "(empty = synthetic data).",
+        "(empty = synthetic data); the output folder of dataset.prepare.",
     )
     import_uri: str = Field(
         "",
         description="AWS only: s3:// prefix linked to FSx as a data repository association.",
     )
+    prepare: DatasetPrepare = Field(default_factory=DatasetPrepare)
+
+    @field_validator("prepare", mode="before")
+    @classmethod
+    def _prepare_switch(cls, value: object) -> object:
+        """`prepare: true` is `prepare: {enabled: true}`."""
+        return {"enabled": value} if isinstance(value, bool) else value
 
 
 class JobKind(str, Enum):

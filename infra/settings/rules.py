@@ -23,6 +23,8 @@ from infra.kubernetes_versions import (
 from infra.preemption import estimated_save, stop_budget
 from infra.settings.errors import Problem
 from infra.settings.model import (
+    CRITEO_1TB_DAYS,
+    CRITEO_SPARSE_FEATURES,
     AzureNetAppFiles,
     JOBSET_REPLICATED_JOB,
     CheckpointLocation,
@@ -571,3 +573,157 @@ def aks_version_is_created_today(s: Settings, day: date | None = None) -> Iterat
 
 
 RULES = (*RULES, aks_version_is_created_today)
+
+
+# --- dataset.prepare: the preparation Job (workloads/prepare.py) ------------------------------
+# Bucket URIs the job's workload identity can read, per cloud: the checkpoint store's scheme
+# (infra/contract.py CheckpointStore.uri); adlfs reads az://<container>/<prefix> in the storage
+# account the job's identity is granted (AZURE_STORAGE_ACCOUNT_NAME).
+SOURCE_SCHEMES = {Cloud.AWS: "s3", Cloud.GCP: "gs", Cloud.AZURE: "az"}
+BUCKET_URI = re.compile(r"^(s3|gs|az)://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$")
+DAYS_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+# MLPerf DLRM-DCNv2's materialized multi-hot Criteo 1TB is "the 3.8 TB materialized multi-hot
+# dataset" (mlcommons/training recommendation_v2/torchrec_dlrm/README.MD); the one-hot layout it
+# is made from adds 13 float32 + 26 int32 + 1 int32 = 160 bytes per row, 4,195,197,692 training
+# rows (TOTAL_TRAINING_SAMPLES, same README) plus day 23: about 0.7 TB.
+MULTI_HOT_1TB_BYTES = 3.8e12 + 0.7e12
+GIB = 1024**3
+
+
+def _relative_folder(path: str) -> bool:
+    return bool(path) and not path.startswith("/") and ".." not in path.split("/")
+
+
+def _parts(path: str) -> list[str]:
+    return [part for part in path.split("/") if part]
+
+
+def prepare_days(text: str, fmt: str) -> list[int] | None:
+    """The days `dataset.prepare.days` names (criteo_1tb: all 24 when empty); None if malformed."""
+    if not text:
+        return list(range(CRITEO_1TB_DAYS)) if fmt == "criteo_1tb" else []
+    match = DAYS_RANGE.match(text)
+    if not match:
+        return None
+    first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+    return list(range(first, last + 1)) if first <= last < CRITEO_1TB_DAYS else None
+
+
+def prepare_has_an_output_and_a_source(s: Settings) -> Iterator[Problem]:
+    prepare = s.dataset.prepare
+    if not prepare.enabled:
+        return
+    if not s.dataset.path:
+        yield Problem("dataset.path", s.dataset.path,
+                      "dataset.prepare writes the trainer's layout here: a folder relative to "
+                      "the shared file system's mount, e.g. criteo/1tb-prepared")
+    source, scheme = prepare.source, SOURCE_SCHEMES[s.cloud]
+    if not source:
+        yield Problem("dataset.prepare.source", source,
+                      f"required with dataset.prepare: the raw files' {scheme}://bucket/prefix "
+                      "or a folder on the shared file system relative to its mount")
+    elif "://" in source:
+        if not source.startswith(f"{scheme}://"):
+            yield Problem("dataset.prepare.source", source,
+                          f"on {s.cloud.value} the job's workload identity reads {scheme}:// "
+                          f"URIs ({scheme}://bucket/prefix), or give a folder on the shared file "
+                          "system relative to its mount")
+        elif not BUCKET_URI.match(source):
+            yield Problem("dataset.prepare.source", source, f"a {scheme}://bucket/prefix URI")
+    elif not _relative_folder(source):
+        yield Problem("dataset.prepare.source", source,
+                      "a folder relative to the shared file system's mount, without '..', or a "
+                      f"{scheme}://bucket/prefix URI")
+    elif s.dataset.path and (
+            _parts(source)[:len(_parts(s.dataset.path))] == _parts(s.dataset.path)
+            or _parts(s.dataset.path)[:len(_parts(source))] == _parts(source)):
+        yield Problem("dataset.prepare.source", source,
+                      f"a folder apart from dataset.path ({s.dataset.path!r}), which the Job "
+                      "writes: neither may contain the other")
+
+
+def prepare_multi_hot_sizes_are_criteo_features(s: Settings) -> Iterator[Problem]:
+    sizes = s.dataset.prepare.multi_hot_sizes
+    if sizes is not None and (len(sizes) != CRITEO_SPARSE_FEATURES or min(sizes, default=0) < 1):
+        yield Problem("dataset.prepare.multiHotSizes", sizes,
+                      f"exactly {CRITEO_SPARSE_FEATURES} positive integers, one per categorical "
+                      f"feature (got {len(sizes)}), e.g. MLPerf's "
+                      "[3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1]")
+
+
+def prepare_days_fit_the_format(s: Settings) -> Iterator[Problem]:
+    prepare = s.dataset.prepare
+    if prepare.format.value == "criteo_kaggle" and prepare.days:
+        yield Problem("dataset.prepare.days", prepare.days,
+                      "criteo_kaggle is one file (train.txt): leave days empty")
+    elif prepare_days(prepare.days, prepare.format.value) is None:
+        yield Problem("dataset.prepare.days", prepare.days,
+                      "a day or a range of days of Criteo 1TB, FIRST-LAST within 0-23, e.g. "
+                      "0-23 (empty = all 24)")
+
+
+def prepare_owns_the_multi_hot_flags(s: Settings) -> Iterator[Problem]:
+    """With dataset.prepare.multiHotSizes the stack decides whether the trainer draws multi-hot
+    ids itself (onTheFly) or reads them (materialize); a trainerArgs value would disagree."""
+    if not (s.dataset.prepare.enabled and s.dataset.prepare.multi_hot_sizes):
+        return
+    for flag, setting in (("multi_hot_sizes", "dataset.prepare.multiHotSizes"),
+                          ("multi_hot_distribution_type", "dataset.prepare.multiHotDistribution")):
+        if flag in s.job.trainer_args:
+            yield Problem(f"job.trainerArgs.{flag}", s.job.trainer_args[flag],
+                          f"set by the stack from {setting} and dataset.prepare.multiHot; set "
+                          "those instead")
+
+
+def prepare_fits_its_pool(s: Settings) -> Iterator[Problem]:
+    prepare = s.dataset.prepare
+    if not prepare.enabled:
+        return
+    if prepare.pool.value == "gpu":
+        pool_path = "gpuPools.spot" if s.job.pool == PoolChoice.SPOT else "gpuPools.onDemand"
+        pool, machine_type = s.job_pool, s.job_pool.machine_type
+        if pool.max_nodes < s.job.nodes + 1:
+            # The training pods are created at once and hold their nodes while their init
+            # container waits for layout.json: with maxNodes == job.nodes the preparation pod
+            # could find no node left, and each side would wait for the other for ever.
+            yield Problem(f"{pool_path}.maxNodes", pool.max_nodes,
+                          f"dataset.prepare.pool gpu needs a node beside the job's "
+                          f"{s.job.nodes}: at least {s.job.nodes + 1} (the extra node is "
+                          "released when preparation ends), or set dataset.prepare.pool: cpu")
+    else:
+        machine_type = s.system_pool.machine_type
+    found = find_machine(s.cloud, machine_type)
+    if found is None:
+        return  # machines_are_in_the_catalog names it
+    if prepare.cpu >= found.vcpus:
+        yield Problem("dataset.prepare.cpu", prepare.cpu,
+                      f"fewer than the {found.vcpus} vCPUs of {found.name}, leaving room for "
+                      "the node's own daemons (0 = sized from the machine)")
+    if prepare.memory_gib >= found.memory_gib:
+        yield Problem("dataset.prepare.memoryGib", prepare.memory_gib,
+                      f"less than the {found.memory_gib:g} GiB of {found.name} (0 = sized from "
+                      "the machine)")
+
+
+def prepare_output_fits_the_file_system(s: Settings) -> Iterator[Problem]:
+    """Materialized multi-hot Criteo 1TB is about 4.5 TB; refuse a file system it cannot fit."""
+    prepare = s.dataset.prepare
+    if not (prepare.enabled and prepare.multi_hot_sizes
+            and prepare.multi_hot.value == "materialize" and prepare.format.value == "criteo_1tb"):
+        return
+    days = prepare_days(prepare.days, prepare.format.value) or []
+    need_gib = MULTI_HOT_1TB_BYTES * len(days) / CRITEO_1TB_DAYS / GIB
+    fs = s.shared_file_system
+    # FSx and Filestore size the file system; Azure NetApp Files the volume inside its pool.
+    key, size = (("volumeSizeGib", fs.volume_size_gib) if isinstance(fs, AzureNetAppFiles)
+                 else ("capacityGib", fs.capacity_gib))
+    if size < need_gib:
+        yield Problem(f"sharedFileSystem.{key}", size,
+                      f"materialized multi-hot Criteo 1TB ({len(days)} days) needs about "
+                      f"{need_gib:,.0f} GiB: a larger file system, or dataset.prepare.multiHot: "
+                      "onTheFly (one-hot on disk, about 0.7 TB; the trainer draws the extra ids)")
+
+
+RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_multi_hot_sizes_are_criteo_features,
+         prepare_days_fit_the_format, prepare_owns_the_multi_hot_flags, prepare_fits_its_pool,
+         prepare_output_fits_the_file_system)

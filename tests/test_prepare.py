@@ -1,0 +1,348 @@
+"""dataset.prepare: the settings' rules, the preparation Job, and the training pods' wait for it.
+
+The workload runs reuse tests/test_workloads.py's harness (a fake cluster per cloud flavour
+under mocks); the wait test runs the rendered init container's own command on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.catalog import Cloud, machine
+from infra.settings import SettingsError, settings_from_mapping
+from infra.settings.model import (Checkpoints, Dataset, DatasetPrepare, Job, JobKind,
+                                  PoolChoice, SystemPool)
+from tests.fake_cluster import FLAVOURS, IMAGE
+from tests.harness import USER_API_CIDRS, Captured
+from tests.k8s_manifests import validate_manifests, write_manifests
+from tests.test_workloads import ALLOWLIST, CHECKOV, KUBERNETES_VERSION, WorkloadRun, run_workload
+
+PREPARE_JOB = "kubernetes:batch/v1:Job"
+MLPERF_MULTI_HOT = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3,
+                    1, 1]
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+def settings_with(cloud: str, dataset: dict[str, Any], **extra: Any):
+    values: dict[str, Any] = {"cloud": cloud, "kubernetes": {"apiAccessCidrs": USER_API_CIDRS},
+                              "dataset": dataset, **extra}
+    if cloud == "gcp":
+        values["gcp"] = {"project": "my-project"}
+    return settings_from_mapping(values)
+
+
+def prepared(**prepare: Any) -> dict[str, Any]:
+    return {"path": "criteo/prepared",
+            "prepare": {"enabled": True, "source": "criteo/raw", **prepare}}
+
+
+def test_a_valid_preparation_needs_only_a_source_and_the_output_path():
+    settings = settings_with("aws", {"path": "criteo/prepared",
+                                     "prepare": {"enabled": True, "source": "s3://raw/criteo"}})
+    assert settings.dataset.prepare.enabled and settings.dataset.prepare.pool.value == "cpu"
+
+
+def test_prepare_true_is_short_for_enabled():
+    assert Dataset.model_validate({"prepare": True}).prepare.enabled is True
+    assert settings_with("aws", {"prepare": False}).dataset.prepare.enabled is False
+
+
+BAD: list[tuple[str, str, dict[str, Any], dict[str, Any], str, Any, str]] = [
+    # (id, cloud, dataset, other sections, path named, value named, fragment of what is allowed)
+    ("no-output", "aws", {"prepare": {"enabled": True, "source": "s3://raw/criteo"}}, {},
+     "dataset.path", "", "dataset.prepare writes the trainer's layout here"),
+    ("no-source", "aws", {"path": "criteo/prepared", "prepare": True}, {},
+     "dataset.prepare.source", "", "required with dataset.prepare"),
+    ("gs-on-aws", "aws", prepared(source="gs://raw/criteo"), {},
+     "dataset.prepare.source", "gs://raw/criteo", "on aws the job's workload identity reads s3://"),
+    ("s3-on-gcp", "gcp", prepared(source="s3://raw/criteo"), {},
+     "dataset.prepare.source", "s3://raw/criteo", "on gcp the job's workload identity reads gs://"),
+    ("s3-on-azure", "azure", prepared(source="s3://raw/criteo"), {},
+     "dataset.prepare.source", "s3://raw/criteo", "reads az://"),
+    ("absolute-path", "aws", prepared(source="/mnt/shared/raw"), {},
+     "dataset.prepare.source", "/mnt/shared/raw", "relative to the shared file system's mount"),
+    ("source-contains-output", "aws", prepared(source="criteo"), {},
+     "dataset.prepare.source", "criteo", "neither may contain the other"),
+    ("25-sizes", "aws", prepared(multiHotSizes=[1] * 25), {},
+     "dataset.prepare.multiHotSizes", [1] * 25, "exactly 26 positive integers"),
+    ("zero-size", "aws", prepared(multiHotSizes=[0] + [1] * 25), {},
+     "dataset.prepare.multiHotSizes", [0] + [1] * 25, "exactly 26 positive integers"),
+    ("day-24", "aws", prepared(days="0-24"), {},
+     "dataset.prepare.days", "0-24", "within 0-23"),
+    ("kaggle-days", "aws", prepared(format="criteo_kaggle", days="0-3"), {},
+     "dataset.prepare.days", "0-3", "criteo_kaggle is one file"),
+    ("gpu-pool-full", "aws", prepared(pool="gpu"), {},
+     "gpuPools.onDemand.maxNodes", 2, "at least 3"),
+    ("cpu-override-too-big", "aws", prepared(cpu=4), {},
+     "dataset.prepare.cpu", 4, "fewer than the 4 vCPUs of m6i.xlarge"),
+    ("memory-override-too-big", "gcp", prepared(memoryGib=16), {},
+     "dataset.prepare.memoryGib", 16, "less than the 16 GiB of e2-standard-4"),
+    ("multi-hot-twice", "aws", prepared(multiHotSizes=MLPERF_MULTI_HOT, multiHot="onTheFly"),
+     {"job": {"trainerArgs": {"multi_hot_sizes": MLPERF_MULTI_HOT}}},
+     "job.trainerArgs.multi_hot_sizes", MLPERF_MULTI_HOT, "set by the stack"),
+    ("materialized-multi-hot-on-2400-gib", "aws", prepared(multiHotSizes=MLPERF_MULTI_HOT), {},
+     "sharedFileSystem.capacityGib", 2400, "onTheFly"),
+    ("materialized-multi-hot-on-4-tib-anf", "azure",
+     prepared(multiHotSizes=MLPERF_MULTI_HOT), {},
+     "sharedFileSystem.volumeSizeGib", 4096, "needs about 4,191 GiB"),
+]
+
+
+@pytest.mark.parametrize(("cloud", "dataset", "other", "path", "value", "allowed"),
+                         [case[1:] for case in BAD], ids=[case[0] for case in BAD])
+def test_a_bad_preparation_setting_is_named_with_its_value_and_what_is_allowed(
+        cloud, dataset, other, path, value, allowed):
+    with pytest.raises(SettingsError) as raised:
+        settings_with(cloud, dataset, **other)
+    found = [p for p in raised.value.problems if p.path == path]
+    assert found, f"no problem for {path}: {raised.value}"
+    assert found[0].value == value and allowed in found[0].allowed, found[0]
+
+
+def test_materialized_multi_hot_fits_a_big_enough_file_system_and_a_few_days_fit_any():
+    settings_with("aws", prepared(multiHotSizes=MLPERF_MULTI_HOT),
+                  sharedFileSystem={"capacityGib": 4800})
+    settings_with("aws", prepared(multiHotSizes=MLPERF_MULTI_HOT, days="0-3"))
+    settings_with("aws", prepared(multiHotSizes=MLPERF_MULTI_HOT, multiHot="onTheFly"))
+
+
+def test_gpu_preparation_is_accepted_with_a_node_to_spare():
+    settings = settings_with("aws", prepared(pool="gpu"),
+                             gpuPools={"onDemand": {"maxNodes": 3}})
+    assert settings.dataset.prepare.pool.value == "gpu"
+
+
+# --- the rendered objects --------------------------------------------------------------------
+
+AWS_PREPARE = Dataset(path="criteo/mlperf", prepare=DatasetPrepare(
+    enabled=True, source="s3://raw-criteo/1tb", frequency_threshold=0, max_ind_range=40_000_000,
+    multi_hot_sizes=MLPERF_MULTI_HOT, pool="gpu"))
+AZURE_PREPARE = Dataset(path="criteo/one-hot", prepare=DatasetPrepare(
+    enabled=True, source="criteo/raw", frequency_threshold=3, days="0-3",
+    multi_hot_sizes=MLPERF_MULTI_HOT, multi_hot="onTheFly", multi_hot_distribution="pareto"))
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, WorkloadRun]:
+    """A JobSet preparing on its GPU pool (AWS) and a PyTorchJob preparing on the system pool
+    (Azure), each run once."""
+    return {
+        "aws": run_workload("aws", Job(trainer_args={"batch_size": 4096}), dataset=AWS_PREPARE),
+        "azure": run_workload("azure", Job(kind=JobKind.PYTORCH_JOB, pool=PoolChoice.SPOT),
+                              Checkpoints(), dataset=AZURE_PREPARE,
+                              system_pool=SystemPool(machine_type="Standard_D4s_v5")),
+    }
+
+
+def prepare_job(scenario: WorkloadRun) -> Captured:
+    (job,) = scenario.run.of_type(PREPARE_JOB)
+    return job
+
+
+def prepare_pod(scenario: WorkloadRun) -> dict[str, Any]:
+    return prepare_job(scenario).inputs["spec"]["template"]["spec"]
+
+
+def prepare_container(scenario: WorkloadRun) -> dict[str, Any]:
+    (container,) = prepare_pod(scenario)["containers"]
+    return container
+
+
+def prepare_flags(scenario: WorkloadRun) -> dict[str, str]:
+    return dict(arg[2:].split("=", 1) for arg in prepare_container(scenario)["args"])
+
+
+def test_the_job_runs_trainer_prepare_with_flags_from_the_settings(runs):
+    aws = prepare_container(runs["aws"])
+    assert aws["command"] == ["python", "-m", "trainer.prepare"]
+    assert aws["image"] == IMAGE
+    p4d = machine(Cloud.AWS, "p4d.24xlarge")
+    assert prepare_flags(runs["aws"]) == {
+        "source": "s3://raw-criteo/1tb", "output": "/mnt/shared/criteo/mlperf",
+        "dataset": "criteo_1tb", "workers": str(int(p4d.vcpus * 0.9)),
+        "max_ind_range": "40000000",
+        "multi_hot_sizes": ",".join(map(str, MLPERF_MULTI_HOT)),
+        "multi_hot_distribution_type": "uniform"}
+    # One-hot on disk when the trainer draws the multi-hot ids itself; a path source is the
+    # folder on the shared file system.
+    assert prepare_flags(runs["azure"]) == {
+        "source": "/mnt/shared/criteo/raw", "output": "/mnt/shared/criteo/one-hot",
+        "dataset": "criteo_1tb", "workers": "2", "days": "0-3", "frequency_threshold": "3"}
+
+
+def test_the_trainer_reads_the_prepared_folder_and_draws_multi_hot_only_on_the_fly(runs):
+    aws = runs["aws"].flags()
+    assert aws["dataset_path"] == "/mnt/shared/criteo/mlperf"
+    assert "multi_hot_sizes" not in aws and "num_embeddings_per_feature" not in aws
+    azure = runs["azure"].flags()
+    assert azure["dataset_path"] == "/mnt/shared/criteo/one-hot"
+    assert azure["multi_hot_sizes"] == ",".join(map(str, MLPERF_MULTI_HOT))
+    assert azure["multi_hot_distribution_type"] == "pareto"
+
+
+def test_the_job_reads_with_the_workload_identity_and_writes_the_shared_volume(runs):
+    for name, scenario in runs.items():
+        pod = prepare_pod(scenario)
+        assert pod["serviceAccountName"] == scenario.pod_spec()["serviceAccountName"] == "trainer"
+        assert pod["automountServiceAccountToken"] is False
+        assert {"name": "shared-fs", "persistentVolumeClaim": {"claimName": "dlrm-shared-fs"}} \
+            in pod["volumes"]
+        assert {"name": "shared-fs", "mountPath": "/mnt/shared"} \
+            in prepare_container(scenario)["volumeMounts"]
+        labels = prepare_job(scenario).inputs["spec"]["template"]["metadata"]["labels"]
+        assert FLAVOURS[name].pod_labels.items() <= labels.items()  # Azure: workload identity
+        env = {e["name"]: e["value"] for e in prepare_container(scenario)["env"]}
+        assert FLAVOURS[name].checkpoint_env.items() <= env.items()  # e.g. the storage account
+        # The non-root preparation gets its output folder from the root CHOWN-only helper.
+        (helper,) = pod["initContainers"]
+        assert prepare_flags(scenario)["output"] in helper["command"][-1]
+        assert helper["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+
+
+def test_the_job_is_placed_and_sized_for_its_pool(runs):
+    aws = prepare_pod(runs["aws"])
+    assert aws["nodeSelector"] == {"eks.amazonaws.com/nodegroup": "gpu"}  # the job's GPU pool
+    assert any(t["key"] == "nvidia.com/gpu" for t in aws["tolerations"])
+    p4d = machine(Cloud.AWS, "p4d.24xlarge")
+    resources = prepare_container(runs["aws"])["resources"]
+    assert resources["requests"] == resources["limits"] == {
+        "cpu": str(int(p4d.vcpus * 0.9)), "memory": f"{int(p4d.memory_gib * 0.9)}Gi"}
+    assert "nvidia.com/gpu" not in resources["limits"]  # no GPU: the trainers get them all
+    azure = prepare_pod(runs["azure"])  # cpu: half a system node, beside the add-ons
+    assert azure["nodeSelector"] == {"kubernetes.azure.com/agentpool": "system"}
+    assert "tolerations" not in azure
+    assert prepare_container(runs["azure"])["resources"]["limits"] == {"cpu": "2",
+                                                                      "memory": "8Gi"}
+
+
+def test_the_job_retries_a_few_times_within_its_deadline_and_skips_pulumi_s_await(runs):
+    job = prepare_job(runs["aws"]).inputs
+    assert job["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    assert job["metadata"]["name"] == "dlrm-prepare"
+    spec = job["spec"]
+    assert spec["backoffLimit"] == 3 and spec["activeDeadlineSeconds"] == 48 * 3600
+    rules = spec["podFailurePolicy"]["rules"]
+    assert rules[0] == {"action": "FailJob", "onExitCodes": {
+        "containerName": "prepare", "operator": "In", "values": [2]}}  # bad arguments
+    assert rules[1]["action"] == "Ignore"  # a drained or preempted node is not a failure
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_the_job_runs_locked_down(runs):
+    for scenario in runs.values():
+        context = prepare_container(scenario)["securityContext"]
+        assert context["runAsNonRoot"] is True and context["runAsUser"] == 1000
+        assert context["allowPrivilegeEscalation"] is False and context["privileged"] is False
+        assert context["readOnlyRootFilesystem"] is True
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        assert prepare_pod(scenario)["securityContext"]["seccompProfile"] == {
+            "type": "RuntimeDefault"}
+
+
+def test_training_pods_of_both_kinds_wait_for_layout_json_before_anything_else(runs):
+    for scenario in runs.values():
+        names = [c["name"] for c in scenario.pod_spec()["initContainers"]]
+        assert names == ["prepare-shared-fs", "wait-for-dataset"]
+        wait = scenario.pod_spec()["initContainers"][1]
+        assert wait["command"][-1] == f"{scenario.flags()['dataset_path']}/layout.json"
+        assert {"name": "shared-fs", "mountPath": "/mnt/shared", "readOnly": True} \
+            in wait["volumeMounts"]
+        assert wait["securityContext"]["runAsNonRoot"] is True
+        assert wait["resources"]["limits"] == {"cpu": "100m", "memory": "64Mi"}
+
+
+def test_the_training_job_depends_on_the_preparation_job(runs):
+    for scenario in runs.values():
+        job = prepare_job(scenario)
+        assert scenario.run.waits_for(scenario.workload(), job)
+        assert scenario.run.waits_for(job, scenario.run.named(scenario.cluster.file_system_name))
+        assert scenario.run.waits_for(job, scenario.run.one(
+            "kubernetes:core/v1:PersistentVolumeClaim"))
+
+
+def test_the_preparation_pod_takes_no_ingress_and_is_not_a_trainer_peer(runs):
+    scenario = runs["aws"]
+    policies = {p.inputs["metadata"]["name"]: p.inputs["spec"]
+                for p in scenario.run.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")}
+    pod_labels = prepare_job(scenario).inputs["spec"]["template"]["metadata"]["labels"]
+    own = policies["dlrm-prepare-no-ingress"]
+    assert own["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert own["policyTypes"] == ["Ingress", "Egress"]
+    assert not own.get("ingress") and own["egress"] == [{}]  # bucket, DNS, file system
+    trainers = policies["dlrm-same-job-only"]["podSelector"]["matchLabels"]
+    assert not trainers.items() <= pod_labels.items()
+    service = scenario.run.one("kubernetes:core/v1:Service").inputs["spec"]["selector"]
+    assert not service.items() <= pod_labels.items()  # never resolved as a rendezvous peer
+
+
+def test_no_preparation_no_job_and_no_wait():
+    plain = run_workload("gcp", Job(), dataset=Dataset(path="criteo/1tb"))
+    assert not plain.run.of_type(PREPARE_JOB)
+    assert [c["name"] for c in plain.pod_spec()["initContainers"]] == ["prepare-shared-fs"]
+
+
+def test_the_preparation_manifests_are_valid_and_pass_checkov(runs, tmp_path):
+    for scenario in runs.values():
+        kinds = {m["kind"] for m in validate_manifests(scenario.run, KUBERNETES_VERSION)}
+        assert "Job" in kinds
+    if not CHECKOV.exists():
+        pytest.fail(f"{CHECKOV} is missing: `make test` installs it")
+    allow = yaml.safe_load(ALLOWLIST.read_text())["skip"]
+    for key, scenario in runs.items():
+        write_manifests(scenario.run, tmp_path / key)
+    result = subprocess.run(
+        [str(CHECKOV), "-d", str(tmp_path), "--framework", "kubernetes", "--quiet", "--compact",
+         "-o", "json", "--skip-check", ",".join(entry["id"] for entry in allow)],
+        capture_output=True, text=True, timeout=300)
+    report = json.loads(result.stdout or "{}")
+    reports = report if isinstance(report, list) else [report]
+    failed = [f"{c['check_id']} {c['check_name']} in {c['file_path']} ({c['resource']})"
+              for r in reports for c in r.get("results", {}).get("failed_checks", [])]
+    assert not failed, "checkov failed checks:\n  " + "\n  ".join(failed)
+    assert any((tmp_path / "aws").glob("job-dlrm-prepare.yaml"))
+
+
+# --- the wait, run here -----------------------------------------------------------------------
+
+def test_the_rendered_wait_holds_until_layout_json_appears_then_exits_0(runs, tmp_path):
+    command = runs["aws"].pod_spec()["initContainers"][1]["command"]
+    layout = tmp_path / "criteo" / "mlperf" / "layout.json"
+    layout.parent.mkdir(parents=True)
+    argv = [*command[:-1], str(layout)]  # the same script, pointed at a folder here
+    env = {**os.environ, "LAYOUT_POLL_SECONDS": "0.1"}
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=env)
+    try:
+        time.sleep(0.6)
+        assert process.poll() is None, process.stdout.read()  # still waiting
+        layout.write_text(json.dumps({"format": "criteo-1tb-npy", "version": 1}))
+        output, _ = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, output
+    lines = output.splitlines()
+    assert sum(line.startswith(f"waiting for {layout}") for line in lines) >= 2
+    assert "kubectl -n torchrec logs -f job/dlrm-prepare" in lines[0]
+    assert lines[-1] == f"found {layout}: the dataset is prepared"
+
+
+def test_the_wait_ends_at_once_on_sigterm(runs, tmp_path):
+    """The kubelet's SIGTERM (a JobSet restart, a drain) must not sit out the pod's grace."""
+    command = runs["azure"].pod_spec()["initContainers"][1]["command"]
+    process = subprocess.Popen([*command[:-1], str(tmp_path / "layout.json")],
+                               stdout=subprocess.DEVNULL, env={**os.environ,
+                                                               "LAYOUT_POLL_SECONDS": "30"})
+    time.sleep(0.3)
+    started = time.monotonic()
+    process.terminate()
+    assert process.wait(timeout=5) == 143
+    assert time.monotonic() - started < 2

@@ -1,0 +1,250 @@
+"""Dataset preparation before training: one `batch/v1` Job running `python -m trainer.prepare`,
+and the init container that holds the training pods until its output is complete.
+
+Why the training pods wait in an init container and `pulumi up` does not wait for the Job:
+pulumi-kubernetes awaits a Job until its `Complete` condition, with a 10-minute default timeout
+(https://www.pulumi.com/registry/packages/kubernetes/api-docs/batch/v1/job/: "If the Job has not
+reached a Ready state after 10 minutes, it will time out and mark the resource update as
+Failed"), and preparing Criteo 1TB takes hours. With `pulumi.com/skipAwait` the Job counts as
+created once the API server has it; the JobSet or PyTorchJob still depends on it (created after
+it, deleted before it), and each training pod's `wait-for-dataset` init container polls for
+`<dataset.path>/layout.json`, which `trainer.prepare` writes last (../issue14-spec.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.catalog import Cloud, Machine, machine
+from infra.contract import GpuCluster
+from infra.settings.model import (Dataset, DatasetPrepare, Job, MultiHotMode, NodePool,
+                                  PreparePool)
+from trainer.exit_codes import CONFIG_ERROR
+from workloads.names import JobNames
+from workloads.pod import (RUN_AS, SHARED_VOLUME, folder_preparer, job_pool, node_affinity,
+                           tolerations)
+from workloads.sizing import NODE_SHARE
+
+core = k8s.core.v1
+PREPARE_CONTAINER = "prepare"
+WAIT_CONTAINER = "wait-for-dataset"
+LAYOUT_FILE = "layout.json"  # written last by trainer.prepare: its presence means complete
+POLL_SECONDS = 30
+# The system pool also runs the cluster's add-ons (DNS, CSI drivers, controllers): take half.
+SYSTEM_POOL_SHARE = 0.5
+# The label each cloud puts the system pool's name under: infra/aws/node_groups.py and
+# infra/gcp/node_pools.py label it torchrec-cloud/pool; AKS labels every node of an agent pool
+# kubernetes.azure.com/agentpool=<pool> itself (https://learn.microsoft.com/azure/aks/use-labels,
+# "Reserved system labels"), and infra/azure/cluster.py adds none to the system pool.
+SYSTEM_POOL_LABEL = {Cloud.AWS: "torchrec-cloud/pool", Cloud.GCP: "torchrec-cloud/pool",
+                     Cloud.AZURE: "kubernetes.azure.com/agentpool"}
+RETRIES = 3  # a rerun skips the days already complete, so a retry costs only the unfinished ones
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+
+
+def output_dir(cluster: GpuCluster, dataset: Dataset) -> str:
+    return f"{cluster.shared_file_system.mount_path}/{dataset.path.strip('/')}"
+
+
+def layout_path(cluster: GpuCluster, dataset: Dataset) -> str:
+    return f"{output_dir(cluster, dataset)}/{LAYOUT_FILE}"
+
+
+def source(cluster: GpuCluster, prepare: DatasetPrepare) -> str:
+    """A bucket URI as given (fsspec reads it with the workload identity), or the folder on the
+    shared file system."""
+    if "://" in prepare.source:
+        return prepare.source
+    return f"{cluster.shared_file_system.mount_path}/{prepare.source.strip('/')}"
+
+
+def materializes_multi_hot(prepare: DatasetPrepare) -> bool:
+    return bool(prepare.multi_hot_sizes) and prepare.multi_hot == MultiHotMode.MATERIALIZE
+
+
+def _join(values: list[int]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def prepare_flags(cluster: GpuCluster, dataset: Dataset, workers: int) -> list[str]:
+    """`python -m trainer.prepare` flags (../issue14-spec.md); a 0 setting means the program's
+    own default, so the flag is left out."""
+    prepare = dataset.prepare
+    flags = [f"--source={source(cluster, prepare)}", f"--output={output_dir(cluster, dataset)}",
+             f"--dataset={prepare.format.value}", f"--workers={workers}"]
+    if prepare.days:
+        flags.append(f"--days={prepare.days}")
+    if prepare.frequency_threshold:
+        flags.append(f"--frequency_threshold={prepare.frequency_threshold}")
+    if prepare.max_ind_range:
+        flags.append(f"--max_ind_range={prepare.max_ind_range}")
+    if materializes_multi_hot(prepare):
+        assert prepare.multi_hot_sizes is not None
+        flags += [f"--multi_hot_sizes={_join(prepare.multi_hot_sizes)}",
+                  f"--multi_hot_distribution_type={prepare.multi_hot_distribution.value}"]
+    return flags
+
+
+def trainer_data_flags(dataset: Dataset) -> list[str]:
+    """What the trainer needs beyond --dataset_path: table sizes come from layout.json, and
+    materialized multi-hot data says so itself; only on-the-fly multi-hot needs its sizes."""
+    prepare = dataset.prepare
+    if not (prepare.enabled and prepare.multi_hot_sizes) or materializes_multi_hot(prepare):
+        return []
+    return [f"--multi_hot_sizes={_join(prepare.multi_hot_sizes)}",
+            f"--multi_hot_distribution_type={prepare.multi_hot_distribution.value}"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the preparation pod runs and how much of that node it takes."""
+
+    machine: Machine
+    share: float
+    node_labels: dict[str, str]
+    tolerations: list[core.TolerationArgs]
+
+    def cpu(self, prepare: DatasetPrepare) -> int:
+        return prepare.cpu or max(1, math.floor(self.machine.vcpus * self.share))
+
+    def memory_gib(self, prepare: DatasetPrepare) -> int:
+        return prepare.memory_gib or max(1, math.floor(self.machine.memory_gib * self.share))
+
+
+def placement(cluster: GpuCluster, job: Job, prepare: DatasetPrepare,
+              system_pool: NodePool | None) -> Placement:
+    """gpu: a whole node of the job's GPU pool (no GPU requested); cpu: half a system node."""
+    if prepare.pool == PreparePool.GPU:
+        pool = job_pool(cluster, job)
+        return Placement(pool.machine, NODE_SHARE, dict(pool.node_labels), tolerations(pool))
+    if system_pool is None:
+        raise ValueError("TrainingJobArgs.system_pool is required for dataset.prepare.pool cpu")
+    return Placement(machine(cluster.cloud, system_pool.machine_type), SYSTEM_POOL_SHARE,
+                     {SYSTEM_POOL_LABEL[cluster.cloud]: system_pool.name}, [])
+
+
+def labels(names: JobNames) -> dict[str, str]:
+    """Not the trainer's selector: the headless service and the trainers' network policy must
+    not pick the preparation pod up (workloads/network_policy.py has its own policy for it)."""
+    return {**names.prepare_selector, "app.kubernetes.io/managed-by": "pulumi",
+            "app.kubernetes.io/part-of": "torchrec-cloud"}
+
+
+def _locked_down() -> core.SecurityContextArgs:
+    """The trainer's lock-down without the fabric's extras: the preparation needs no RDMA."""
+    return core.SecurityContextArgs(
+        allow_privilege_escalation=False, privileged=False, read_only_root_filesystem=True,
+        run_as_non_root=True, run_as_user=RUN_AS, run_as_group=RUN_AS,
+        capabilities=core.CapabilitiesArgs(drop=["ALL"]),
+        seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"))
+
+
+def _environment(cluster: GpuCluster) -> list[core.EnvVarArgs]:
+    values = {**cluster.checkpoints.env, "HOME": "/tmp", "PYTHONUNBUFFERED": "1"}
+    return [core.EnvVarArgs(name=k, value=v) for k, v in sorted(values.items())]
+
+
+def pod_failure_policy() -> dict[str, object]:
+    """Bad arguments fail at once; a drained or preempted node does not use up the retries."""
+    return {"rules": [
+        {"action": "FailJob", "onExitCodes": {"containerName": PREPARE_CONTAINER,
+                                              "operator": "In", "values": [CONFIG_ERROR]}},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+    ]}
+
+
+def prepare_job(name: str, names: JobNames, cluster: GpuCluster, job: Job, dataset: Dataset,
+                system_pool: NodePool | None, opts: pulumi.ResourceOptions) -> k8s.batch.v1.Job:
+    prepare = dataset.prepare
+    where = placement(cluster, job, prepare, system_pool)
+    cpu, memory = where.cpu(prepare), where.memory_gib(prepare)
+    quantities = {"cpu": str(cpu), "memory": f"{memory}Gi"}
+    mount = cluster.shared_file_system.mount_path
+    container = core.ContainerArgs(
+        name=PREPARE_CONTAINER,
+        image=cluster.trainer_image,
+        image_pull_policy="Always",
+        command=["python", "-m", "trainer.prepare"],
+        args=prepare_flags(cluster, dataset, prepare.workers or cpu),
+        env=_environment(cluster),
+        resources=core.ResourceRequirementsArgs(requests=quantities, limits=quantities),
+        security_context=_locked_down(),
+        volume_mounts=[core.VolumeMountArgs(name=SHARED_VOLUME, mount_path=mount),
+                       core.VolumeMountArgs(name="tmp", mount_path="/tmp")],
+    )
+    pod = core.PodTemplateSpecArgs(
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            labels={**labels(names), **cluster.checkpoints.pod_labels}),
+        spec=core.PodSpecArgs(
+            init_containers=[folder_preparer(cluster, [output_dir(cluster, dataset)])],
+            containers=[container],
+            service_account_name=names.service_account,  # the workload identity reads the bucket
+            automount_service_account_token=False,
+            enable_service_links=False,
+            restart_policy="Never",  # required by podFailurePolicy
+            node_selector=where.node_labels,
+            tolerations=where.tolerations or None,
+            security_context=core.PodSecurityContextArgs(
+                run_as_non_root=True, run_as_user=RUN_AS, run_as_group=RUN_AS, fs_group=RUN_AS,
+                seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
+            volumes=[
+                core.VolumeArgs(name=SHARED_VOLUME, persistent_volume_claim=(
+                    core.PersistentVolumeClaimVolumeSourceArgs(claim_name=names.claim))),
+                core.VolumeArgs(name="tmp", empty_dir=core.EmptyDirVolumeSourceArgs()),
+            ],
+        ),
+    )
+    return k8s.batch.v1.Job(
+        name,
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=names.prepare_job, namespace=names.namespace,
+                                            labels=labels(names), annotations=SKIP_AWAIT),
+        spec=k8s.batch.v1.JobSpecArgs(
+            backoff_limit=RETRIES,
+            active_deadline_seconds=prepare.deadline_hours * 3600,
+            pod_failure_policy=pod_failure_policy(),
+            template=pod,
+        ),
+        # A Job's pod template is immutable: a changed setting means delete, then create.
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            replace_on_changes=["spec"], delete_before_replace=True)),
+    )
+
+
+# $1 = the layout file. The trap and `sleep & wait` let the kubelet's SIGTERM end the wait at
+# once (a shell that is PID 1 ignores SIGTERM without a handler, and would hold the pod's grace).
+WAIT_SCRIPT = """\
+layout="$1"; every="${LAYOUT_POLL_SECONDS:-%d}"; started=$(date +%%s)
+trap 'exit 143' TERM INT
+while [ ! -f "$layout" ]; do
+  echo "waiting for $layout: dataset preparation running for $(( $(date +%%s) - started )) s; \
+its progress: %s"
+  sleep "$every" & wait $!
+done
+echo "found $layout: the dataset is prepared"
+"""
+
+
+def wait_command(cluster: GpuCluster, dataset: Dataset, names: JobNames) -> list[str]:
+    follow = f"kubectl -n {names.namespace} logs -f job/{names.prepare_job}"
+    script = WAIT_SCRIPT % (POLL_SECONDS, follow)
+    return ["/bin/sh", "-c", script, WAIT_CONTAINER, layout_path(cluster, dataset)]
+
+
+def layout_wait(cluster: GpuCluster, dataset: Dataset, names: JobNames) -> core.ContainerArgs:
+    """The training pods' init container: done when layout.json exists, a few bytes of shell."""
+    return core.ContainerArgs(
+        name=WAIT_CONTAINER,
+        image=cluster.trainer_image,
+        image_pull_policy="Always",
+        command=wait_command(cluster, dataset, names),
+        resources=core.ResourceRequirementsArgs(
+            requests={"cpu": "100m", "memory": "64Mi"}, limits={"cpu": "100m", "memory": "64Mi"}),
+        security_context=_locked_down(),
+        volume_mounts=[core.VolumeMountArgs(name=SHARED_VOLUME,
+                                            mount_path=cluster.shared_file_system.mount_path,
+                                            read_only=True)],
+    )
