@@ -1,8 +1,12 @@
-"""Turn arrays of rows into TorchRec ``Batch`` objects (one id or several per feature)."""
+"""Turn arrays of rows into TorchRec ``Batch`` objects (one id or several per feature).
+
+Two halves, so a reader process can do the first and the trainer the second:
+``batch_tensors`` (numpy rows -> four plain tensors, cheap to send between processes through
+shared memory) and ``assemble`` (tensors -> ``Batch`` with its ``KeyedJaggedTensor``)."""
 
 from __future__ import annotations
 
-from typing import List, Sequence, Union
+from typing import List, NamedTuple, Sequence, Union
 
 import numpy as np
 import torch
@@ -14,20 +18,47 @@ SPARSE_KEYS: List[str] = list(DEFAULT_CAT_NAMES)
 Sparse = Union[np.ndarray, Sequence[np.ndarray]]  # [B, 26] one-hot, or 26 arrays [B, size_k]
 
 
-def make_batch(dense: np.ndarray, sparse: Sparse, labels: np.ndarray) -> Batch:
+class BatchTensors(NamedTuple):
+    """A batch before its KJT: dense [B,13] f32, values (feature-major) i64, lengths
+    [26*B] i32 (the ids per feature and sample: the multi-hot sizes), labels [B] f32."""
+
+    dense: torch.Tensor
+    values: torch.Tensor
+    lengths: torch.Tensor
+    labels: torch.Tensor
+
+    def pin_memory(self) -> "BatchTensors":
+        return BatchTensors(*(t.pin_memory() for t in self))
+
+
+def batch_tensors(dense: np.ndarray, sparse: Sparse, labels: np.ndarray) -> BatchTensors:
     """dense [B,13] float, sparse ids (already hashed), labels [B] in {0,1}."""
     batch_size = len(labels)
-    if isinstance(sparse, np.ndarray):  # one-hot: the same as 26 features of size 1
-        sparse = [sparse[:, k:k + 1] for k in range(sparse.shape[1])]
-    # KJT values are feature-major: all of feature 0's ids (sample by sample), then feature 1's ...
-    values = torch.from_numpy(np.concatenate([f.reshape(-1) for f in sparse]).astype(np.int64))
-    lengths = np.repeat(np.array([f.shape[1] for f in sparse], dtype=np.int32), batch_size)
-    return Batch(
-        dense_features=torch.from_numpy(np.ascontiguousarray(dense, dtype=np.float32)),
-        sparse_features=KeyedJaggedTensor.from_lengths_sync(
-            keys=SPARSE_KEYS[:len(sparse)],
-            values=values,
-            lengths=torch.from_numpy(lengths),
-        ),
-        labels=torch.from_numpy(np.ascontiguousarray(labels, dtype=np.float32).reshape(-1)),
+    if isinstance(sparse, np.ndarray):  # one-hot: [B, 26] transposed is feature-major already
+        values = np.ascontiguousarray(sparse.T, dtype=np.int64).reshape(-1)
+        sizes = np.ones(sparse.shape[1], dtype=np.int32)
+    else:  # KJT values are feature-major: feature 0's ids (sample by sample), then feature 1's
+        values = np.concatenate([np.asarray(f, dtype=np.int64).reshape(-1) for f in sparse])
+        sizes = np.array([f.shape[1] for f in sparse], dtype=np.int32)
+    return BatchTensors(
+        torch.from_numpy(np.ascontiguousarray(dense, dtype=np.float32)),
+        torch.from_numpy(values),
+        torch.from_numpy(np.repeat(sizes, batch_size)),
+        torch.from_numpy(np.ascontiguousarray(labels, dtype=np.float32).reshape(-1)),
     )
+
+
+def assemble(t: BatchTensors) -> Batch:
+    """The ``Batch`` the model takes; keys are the first ``len(lengths) / B`` Criteo features."""
+    features = len(t.lengths) // max(len(t.labels), 1)
+    return Batch(
+        dense_features=t.dense,
+        sparse_features=KeyedJaggedTensor.from_lengths_sync(
+            keys=SPARSE_KEYS[:features], values=t.values, lengths=t.lengths),
+        labels=t.labels,
+    )
+
+
+def make_batch(dense: np.ndarray, sparse: Sparse, labels: np.ndarray) -> Batch:
+    """dense [B,13] float, sparse ids (already hashed), labels [B] in {0,1}."""
+    return assemble(batch_tensors(dense, sparse, labels))
