@@ -35,7 +35,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from trainer.config import parse_config  # noqa: E402
-from trainer.data.loader import BatchStream  # noqa: E402
+from trainer.data.loader import READERS, BatchStream  # noqa: E402
 from trainer.data.prefetch import share_the_gil_finely  # noqa: E402
 from trainer.data.source import make_source  # noqa: E402
 from trainer.train import AgreedBatches, StopFlag  # noqa: E402
@@ -141,17 +141,20 @@ def main() -> None:
                     print(f"{name:<6} {batch:>5}: too few rows for a measurement (--rows)")
                     continue
                 alone = reader_rate(path, batch, steps)
+                default = 0 if name == "npy" else READERS  # --data_workers unset
                 for workers in (0, 2):
                     rate, _ = measure(path, batch, steps, workers, None)
                     _, wait = measure(path, batch, steps, workers, time.sleep)
                     _, busy = measure(path, batch, steps, workers, _spin)
                     verdict = "PASS" if rate >= TARGET and wait < WAIT_LIMIT else "MISS"
                     why = "" if verdict == "PASS" else (" (rate)" if rate < TARGET else " (wait)")
-                    print(f"{name:<6} {batch:>5} {workers:>7} {alone:>10,.0f} {rate:>12,.0f} "
+                    mark = "*" if workers == default else " "
+                    print(f"{name:<6} {batch:>5} {workers:>6}{mark} {alone:>10,.0f} {rate:>12,.0f} "
                           f"{100 * wait:>12.1f}% {100 * busy:>13.1f}%  {verdict}{why}", flush=True)
         dist.destroy_process_group()
     print("npz: MLPerf's multi-hot layout (214 ids per sample), read memory-mapped; "
-          "workers 0 = a thread in the trainer process, 2 = two reader processes (--data_workers)")
+          "workers 0 = a thread in the trainer process, 2 = two reader processes (--data_workers); "
+          "* = the trainer's default for the format")
 
 
 if __name__ == "__main__":

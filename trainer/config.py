@@ -98,10 +98,12 @@ class TrainConfig:
         "How the extra multi-hot ids are drawn: 'uniform' over the table or 'pareto' (a=0.25), "
         "as the reference's --multi_hot_distribution_type.", default="uniform",
         meta={"choices": ("uniform", "pareto")})
-    data_workers: int = _help(
+    data_workers: Optional[int] = _help(
         "Reader processes per rank building the --dataset_path batches ahead, in order (started "
         "from a forkserver, never forked from the trainer); 0 = one thread in the trainer "
-        "process. Synthetic data is always generated in the trainer process.", default=2)
+        "process. Default: 0 for torchrec's one-hot .npy read as it is (slicing costs less than "
+        "handing a batch over), 2 for TSV and multi-hot data. Synthetic data is always "
+        "generated in the trainer process.", default=None)
     synthetic_steps_per_epoch: int = _help(
         "Steps (global batches) in one epoch of synthetic data.", default=1000
     )
@@ -197,7 +199,7 @@ class TrainConfig:
                                                  or min(self.multi_hot_sizes) < 1):
             bad("multi_hot_sizes", _join(self.multi_hot_sizes),
                 f"needs exactly {NUM_SPARSE_FEATURES} comma separated values, each at least 1")
-        if self.data_workers < 0:
+        if self.data_workers is not None and self.data_workers < 0:
             bad("data_workers", str(self.data_workers), "0 (a thread) or more reader processes")
         for name in ("dense_arch_layer_sizes", "over_arch_layer_sizes"):
             sizes = getattr(self, name)

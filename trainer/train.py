@@ -27,7 +27,7 @@ from torchrec.distributed import TrainPipelineSparseDist
 from trainer.checkpoint import CheckpointException, Checkpointer
 from trainer.config import TrainConfig
 from trainer.data import make_source
-from trainer.data.loader import BatchStream
+from trainer.data.loader import BatchStream, readers_for
 from trainer.data.prefetch import Prefetched
 from trainer.data.source import first_step
 from trainer.distributed import DistContext, shard_model
@@ -384,11 +384,11 @@ class Trainer:
         """This epoch's batches from the data position on. It stays positioned at the data
         position across segments: a segment takes exactly the batches it trains (its limit),
         and only the end of the epoch or a stop ends a stream."""
-        workers = self.cfg.data_workers if self.cfg.dataset_path else 0
         return BatchStream(self.source, self.cfg, self.ctx.rank, self.ctx.world_size,
                            self.source.batch_size, "train", self.progress.epoch,
                            first_step(self.progress.sample_in_epoch, self.progress.global_batch),
-                           workers=workers, pin=self.ctx.device.type == "cuda")
+                           workers=readers_for(self.cfg, self.source),
+                           pin=self.ctx.device.type == "cuda")
 
     def _run_segment(self, batches: AgreedBatches) -> None:
         """Pipelined steps until the stream ends; the pipeline drains what it holds."""

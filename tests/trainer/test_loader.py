@@ -71,3 +71,29 @@ def test_one_train_stream_per_epoch_across_evaluations_trains_the_same_samples(t
         for key in ("loss", "auc", "malformed_rows", "step"):
             if a.get(key) is not None:
                 assert np.isclose(a[key], b[key], rtol=1e-5), (key, a, b)
+
+
+def test_reader_processes_by_default_only_where_building_a_batch_costs_more_than_handing_it_over(tmp_path):
+    from trainer.data.loader import READERS, readers_for
+
+    npy, npz, tsv = tmp_path / "npy", tmp_path / "npz", tmp_path / "tsv"
+    for folder in (npy, npz, tsv):
+        folder.mkdir()
+    for part in ("dense.npy", "sparse.npy", "labels.npy"):
+        (npy / f"day_0_{part}").touch()
+        (npz / f"day_0_{part}").touch()
+    (npz / "day_0_sparse_multi_hot.npz").touch()
+    _write_tsv(tsv / "day_0", 10)
+
+    def readers(*flags):
+        cfg = parse_config(list(flags))
+        return readers_for(cfg, make_source(cfg, 0, 1, cfg.batch_size))
+
+    multi_hot = ["--multi_hot_sizes", ",".join(["2"] * 26)]
+    assert readers() == 0  # synthetic: generated in the trainer process
+    assert readers("--dataset_path", str(npy)) == 0  # one-hot .npy: a memory-map slice
+    assert readers("--dataset_path", str(npy), *multi_hot) == READERS == 2
+    assert readers("--dataset_path", str(npz)) == READERS
+    assert readers("--dataset_path", str(tsv)) == READERS
+    assert readers("--dataset_path", str(npy), "--data_workers", "3") == 3
+    assert readers("--dataset_path", str(tsv), "--data_workers", "0") == 0

@@ -48,6 +48,36 @@ def batch_tensors(dense: np.ndarray, sparse: Sparse, labels: np.ndarray) -> Batc
     )
 
 
+HEADER = 3  # int64: samples, values, lengths
+
+
+def pack(t: BatchTensors) -> torch.Tensor:
+    """The four tensors in one shared-memory byte buffer: a reader process sends one file
+    descriptor per batch instead of four (each costs the trainer ~0.4 ms to receive:
+    bench/data_bench.py's readers delivered 3x more with one). Layout: header, values (int64,
+    8-aligned), dense, lengths, labels (4-byte each)."""
+    parts = [t.values.numpy(), t.dense.numpy(), t.lengths.numpy(), t.labels.numpy()]
+    header = np.array([len(t.labels), len(t.values), len(t.lengths)], dtype=np.int64)
+    total = header.nbytes + sum(p.nbytes for p in parts)
+    buffer = torch.empty(total, dtype=torch.uint8).share_memory_()
+    raw, at = buffer.numpy(), 0
+    for part in (header, *parts):
+        raw[at:at + part.nbytes] = part.reshape(-1).view(np.uint8)
+        at += part.nbytes
+    return buffer
+
+
+def unpack(buffer: torch.Tensor) -> BatchTensors:
+    """Views into a ``pack``ed buffer (no copy)."""
+    samples, values, lengths = buffer[:8 * HEADER].view(torch.int64).tolist()
+    at, out = 8 * HEADER, []
+    for count, dtype, size in ((values, torch.int64, 8), (samples * 13, torch.float32, 4),
+                               (lengths, torch.int32, 4), (samples, torch.float32, 4)):
+        out.append(buffer[at:at + count * size].view(dtype))
+        at += count * size
+    return BatchTensors(out[1].view(samples, 13), out[0], out[2], out[3])
+
+
 def assemble(t: BatchTensors) -> Batch:
     """The ``Batch`` the model takes; keys are the first ``len(lengths) / B`` Criteo features."""
     features = len(t.lengths) // max(len(t.labels), 1)

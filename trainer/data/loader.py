@@ -9,9 +9,10 @@ over round-robin, reader 0, 1, ..., W-1, 0, ... (torch/utils/data/dataloader.py,
 ``_MultiProcessingDataLoaderIter``: tasks are sent to workers in turn and results returned in
 task order; a worker whose iterator ends is skipped). The stream is therefore exactly the
 in-process one: sample ``i`` and the resume position do not depend on W (tests/trainer/
-test_loader.py). Readers send four plain tensors (through shared memory) and the malformed
-rows they dropped since their last batch; the trainer builds the KeyedJaggedTensor, which is
-cheaper than pickling one.
+test_loader.py). Readers send one shared-memory buffer per batch holding its four plain
+tensors (trainer/data/batch.py ``pack``) and the malformed rows they dropped since their last
+batch; the trainer takes views of it and builds the KeyedJaggedTensor, which is cheaper than
+pickling one.
 
 Readers are started from a 'forkserver' process, never by fork() from the trainer: by the
 time the train stream opens, NCCL and libfabric (EFA / InfiniBand verbs) have registered
@@ -33,15 +34,18 @@ import multiprocessing
 import signal
 from typing import Iterator, Optional, Tuple
 
+import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from torchrec.datasets.utils import Batch
 
 from trainer.config import TrainConfig
-from trainer.data.batch import BatchTensors, assemble
+from trainer.data.batch import BatchTensors, assemble, pack, unpack
 from trainer.data.prefetch import Prefetched
 from trainer.data.source import BatchSource, make_source
 
 Item = Tuple[BatchTensors, int]  # a batch's tensors, malformed rows dropped since the last one
+Sent = Tuple[torch.Tensor, int]  # the same, packed into one shared-memory buffer
+READERS = 2  # per rank for TSV and multi-hot data unless --data_workers says otherwise
 AHEAD = 16  # batches built ahead per rank (as the old prefetch thread): smooths slow batches
 
 
@@ -56,14 +60,14 @@ class _Slices(IterableDataset):
         self.args = (cfg, rank, world_size, batch_size)
         self.part = (split, epoch, first, stop)
 
-    def __iter__(self) -> Iterator[Item]:
+    def __iter__(self) -> Iterator[Sent]:
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
         source = make_source(*self.args)
         split, epoch, first, stop = self.part
         counted = 0
         for tensors in source.tensors(split, epoch, first + worker, stop, stride=workers):
-            yield tensors, source.malformed_rows - counted
+            yield pack(tensors), source.malformed_rows - counted
             counted = source.malformed_rows
 
 
@@ -81,6 +85,18 @@ def reader_context() -> multiprocessing.context.BaseContext:
     return context
 
 
+def readers_for(cfg: TrainConfig, source: BatchSource) -> int:
+    """--data_workers, or its default: none for synthetic data and for one-hot .npy (a slice
+    of a memory map costs less than the hand-over: bench/data_bench.py), READERS otherwise
+    (parsing TSV, multi-hot ids)."""
+    if cfg.dataset_path is None:
+        return 0
+    if cfg.data_workers is not None:
+        return cfg.data_workers
+    one_hot_npy = getattr(source, "format", None) == "npy" and not cfg.multi_hot_sizes
+    return 0 if one_hot_npy else READERS
+
+
 class BatchStream(Iterator[Batch]):
     """This rank's batches of one split from global batch ``first`` on (below ``stop``),
     built ``AHEAD`` ahead by ``workers`` reader processes (0: by the thread below); pinned
@@ -95,7 +111,7 @@ class BatchStream(Iterator[Batch]):
                  batch_size: int, split: str, epoch: int, first: int,
                  stop: Optional[int] = None, workers: int = 0, pin: bool = False) -> None:
         self.source = source
-        self._readers: Optional[Iterator[Item]] = None
+        self._readers: Optional[Iterator[Sent]] = None
         if workers == 0:
             items: Iterator[Item] = ((t, 0) for t in source.tensors(split, epoch, first, stop))
         else:
@@ -104,7 +120,8 @@ class BatchStream(Iterator[Batch]):
                 batch_size=None, num_workers=workers, pin_memory=pin,
                 prefetch_factor=max(2, AHEAD // workers),
                 multiprocessing_context=reader_context(), worker_init_fn=_quiet_reader)
-            items = self._readers = iter(loader)  # starts the readers (from this thread)
+            self._readers = iter(loader)  # starts the readers (from this thread)
+            items = ((unpack(buffer), bad) for buffer, bad in self._readers)
             pin = False  # the DataLoader pins
         self._thread: Prefetched[Tuple[Batch, int]] = Prefetched(
             ((assemble(t.pin_memory() if pin else t), bad) for t, bad in items), depth=AHEAD)
