@@ -130,7 +130,7 @@ def main() -> None:
         started = time.perf_counter()
         npy, npz, tsv = write_days(folder, args.rows)
         print(f"wrote 2 days x {args.rows:,} rows per format in {time.perf_counter() - started:.0f}s; "
-              f"{os.cpu_count()} CPUs; target >= {TARGET:,} samples/s per rank, wait < "
+              f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; target >= {TARGET:,} samples/s per rank, wait < "
               f"{100 * WAIT_LIMIT:.0f}% of a GPU-like step")
         print(f"{'format':<6} {'batch':>5} {'workers':>7} {'reader/s':>10} {'delivered/s':>12} "
               f"{'wait GPU-like':>13} {'wait CPU-bound':>14}  verdict")
@@ -152,6 +152,8 @@ def main() -> None:
                     print(f"{name:<6} {batch:>5} {workers:>6}{mark} {alone:>10,.0f} {rate:>12,.0f} "
                           f"{100 * wait:>12.1f}% {100 * busy:>13.1f}%  {verdict}{why}", flush=True)
         dist.destroy_process_group()
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs "
+          "(above the CPU count: other work shared the machine and the figures are low)")
     print("npz: MLPerf's multi-hot layout (214 ids per sample), read memory-mapped; "
           "workers 0 = a thread in the trainer process, 2 = two reader processes (--data_workers); "
           "* = the trainer's default for the format")

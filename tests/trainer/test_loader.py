@@ -97,3 +97,23 @@ def test_reader_processes_by_default_only_where_building_a_batch_costs_more_than
     assert readers("--dataset_path", str(tsv)) == READERS
     assert readers("--dataset_path", str(npy), "--data_workers", "3") == 3
     assert readers("--dataset_path", str(tsv), "--data_workers", "0") == 0
+
+
+def test_readers_get_the_tsv_line_index_from_the_trainer_instead_of_rescanning(tmp_path, monkeypatch):
+    import pickle
+
+    from trainer.data import criteo
+    from trainer.data.batch import unpack
+    from trainer.data.loader import _Slices
+
+    data = tmp_path / "train.txt"
+    _write_tsv(data, 100)
+    cfg = parse_config(["--dataset_path", str(data), "--batch_size", "8", "--num_embeddings", "50"])
+    make_source(cfg, 0, 1, 8).warm("train")  # the trainer process indexes the file once
+    sent = pickle.dumps(_Slices(cfg, 0, 1, 8, "train", 0, 0, 2))
+    # A reader process: nothing cached, no sidecar (read-only data), and it may not scan.
+    monkeypatch.setattr(criteo.LineIndex, "_cache", {})
+    (tmp_path / "train.txt.lineindex.npy").unlink()
+    monkeypatch.setattr(criteo, "_scan_lines", lambda path: pytest.fail(f"rescanned {path}"))
+    read = list(pickle.loads(sent))
+    assert [len(unpack(buffer).labels) for buffer, _ in read] == [8, 8]

@@ -112,6 +112,18 @@ class LineIndex:
                 cls._cache[key] = found
         return found
 
+    @classmethod
+    def known(cls) -> Dict[Tuple[str, int, int], "LineIndex"]:
+        """This process's indexes, to hand to reader processes (a few MB for 1TB days): they
+        need not rescan a file whose sidecar could not be written (read-only data)."""
+        with cls._lock:
+            return dict(cls._cache)
+
+    @classmethod
+    def adopt(cls, indexes: Dict[Tuple[str, int, int], "LineIndex"]) -> None:
+        with cls._lock:
+            cls._cache.update(indexes)
+
     @staticmethod
     def _sidecar(path: str) -> str:
         return path + ".lineindex.npy"
@@ -316,6 +328,13 @@ class CriteoSource:
         del epoch  # one pass per epoch, same order: Criteo is usually trained unshuffled
         part = {"train": self._train, "val": self._eval, "test": self._test}[split]
         return self._batches(*part, first, stop, stride) if part else iter(())
+
+    def warm(self, split: str) -> None:
+        """Index the split's first TSV file here, before reader processes start: one scan,
+        handed to them (``LineIndex.known``), instead of one per reader."""
+        part = {"train": self._train, "val": self._eval, "test": self._test}[split]
+        if self.format == "tsv" and part:
+            LineIndex.of(part[0][0])
 
     # --- internals ---
     def _batches(self, files: List[str], holdout: Optional[str], first: int,

@@ -40,6 +40,7 @@ from torchrec.datasets.utils import Batch
 
 from trainer.config import TrainConfig
 from trainer.data.batch import BatchTensors, assemble, pack, unpack
+from trainer.data.criteo import LineIndex
 from trainer.data.prefetch import Prefetched
 from trainer.data.source import BatchSource, make_source
 
@@ -59,10 +60,12 @@ class _Slices(IterableDataset):
                  split: str, epoch: int, first: int, stop: Optional[int]) -> None:
         self.args = (cfg, rank, world_size, batch_size)
         self.part = (split, epoch, first, stop)
+        self.indexes = LineIndex.known()  # TSV line indexes the trainer process already has
 
     def __iter__(self) -> Iterator[Sent]:
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
+        LineIndex.adopt(self.indexes)
         source = make_source(*self.args)
         split, epoch, first, stop = self.part
         counted = 0
@@ -115,6 +118,9 @@ class BatchStream(Iterator[Batch]):
         if workers == 0:
             items: Iterator[Item] = ((t, 0) for t in source.tensors(split, epoch, first, stop))
         else:
+            warm = getattr(source, "warm", None)
+            if warm is not None:
+                warm(split)
             loader = DataLoader(
                 _Slices(cfg, rank, world_size, batch_size, split, epoch, first, stop),
                 batch_size=None, num_workers=workers, pin_memory=pin,
