@@ -141,7 +141,7 @@ def main() -> None:
                     print(f"{name:<6} {batch:>5}: too few rows for a measurement (--rows)")
                     continue
                 alone = reader_rate(path, batch, steps)
-                default = 0 if name == "npy" else READERS  # --data_workers unset
+                default = READERS if name == "tsv" else 0  # --data_workers unset
                 for workers in (0, 2):
                     rate, _ = measure(path, batch, steps, workers, None)
                     _, wait = measure(path, batch, steps, workers, time.sleep)

@@ -73,7 +73,7 @@ def test_one_train_stream_per_epoch_across_evaluations_trains_the_same_samples(t
                 assert np.isclose(a[key], b[key], rtol=1e-5), (key, a, b)
 
 
-def test_reader_processes_by_default_only_where_building_a_batch_costs_more_than_handing_it_over(tmp_path):
+def test_reader_processes_by_default_for_tsv_only_where_parsing_costs_more_than_the_hand_over(tmp_path):
     from trainer.data.loader import READERS, readers_for
 
     npy, npz, tsv = tmp_path / "npy", tmp_path / "npz", tmp_path / "tsv"
@@ -92,9 +92,9 @@ def test_reader_processes_by_default_only_where_building_a_batch_costs_more_than
     multi_hot = ["--multi_hot_sizes", ",".join(["2"] * 26)]
     assert readers() == 0  # synthetic: generated in the trainer process
     assert readers("--dataset_path", str(npy)) == 0  # one-hot .npy: a memory-map slice
-    assert readers("--dataset_path", str(npy), *multi_hot) == READERS == 2
-    assert readers("--dataset_path", str(npz)) == READERS
-    assert readers("--dataset_path", str(tsv)) == READERS
+    assert readers("--dataset_path", str(npy), *multi_hot) == 0
+    assert readers("--dataset_path", str(npz)) == 0  # MLPerf multi-hot: memory-mapped too
+    assert readers("--dataset_path", str(tsv)) == READERS == 2  # parsing: reader processes
     assert readers("--dataset_path", str(npy), "--data_workers", "3") == 3
     assert readers("--dataset_path", str(tsv), "--data_workers", "0") == 0
 
