@@ -541,6 +541,19 @@ def test_a_dataset_bucket_is_linked_and_readable_by_the_job() -> None:
     assert not run.of_type("aws:ecr/repository:Repository")  # image given: nothing built
 
 
+def test_a_preparation_source_bucket_is_readable_by_the_job_beside_the_import_prefix() -> None:
+    run = run_stack("aws", overrides={
+        "dataset": {"importUri": "s3://criteo-data/terabyte", "path": "criteo/prepared",
+                    "prepare": {"enabled": True, "source": "s3://raw-criteo/days/"}},
+        "job": {"image": "example.com/trainer:1"}})
+    policy = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "-job").inputs["policy"])
+    reads = {s["Resource"] for s in policy["Statement"] if s["Sid"].startswith("ReadDataset")}
+    assert reads == {"arn:aws:s3:::criteo-data/terabyte/*", "arn:aws:s3:::raw-criteo/days/*"}
+    listing = [s for s in policy["Statement"] if s["Sid"].startswith("ListDataset")]
+    assert {s["Condition"]["StringLike"]["s3:prefix"][1] for s in listing} == {"terabyte", "days"}
+    assert len({s["Sid"] for s in policy["Statement"]}) == len(policy["Statement"])
+
+
 def test_scratch_2_has_no_throughput_and_no_kms_key() -> None:
     run = run_stack("aws", overrides={"sharedFileSystem": {
         "deploymentType": "SCRATCH_2", "capacityGib": 1200, "throughputPerTib": None}})

@@ -18,7 +18,8 @@ import yaml
 from infra.azure.cluster import decode_kubeconfig
 from infra.azure.interconnect import ND_FABRICS, RDMA_HCA_MAX, interconnect_spec
 from infra.azure.node_pools import label_tag, resource_tag
-from infra.azure.identity import ACR_PULL, AKS_RBAC_CLUSTER_ADMIN, STORAGE_BLOB_DATA_CONTRIBUTOR
+from infra.azure.identity import (ACR_PULL, AKS_RBAC_CLUSTER_ADMIN, STORAGE_BLOB_DATA_CONTRIBUTOR,
+                                  STORAGE_BLOB_DATA_READER)
 from infra.azure.network import plan_subnets
 from infra.catalog import Cloud, Interconnect, MACHINES, machine
 from infra.settings import SettingsError
@@ -400,6 +401,23 @@ def test_blob_role_is_scoped_to_the_checkpoint_container_only(run: Run) -> None:
     assert role.inputs["roleDefinitionId"] == (
         f"/subscriptions/{fake.SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions/"
         f"{STORAGE_BLOB_DATA_CONTRIBUTOR}")
+
+
+def test_a_preparation_source_in_the_account_is_readable_by_the_job_and_waited_for() -> None:
+    """dataset.prepare reads az://<container>/<prefix> of the checkpoint account with the
+    job's identity: Storage Blob Data Reader on the account (the container comes later)."""
+    run = run_stack("azure", overrides={"dataset": {"path": "criteo/prepared", "prepare": {
+        "enabled": True, "source": "az://raw/criteo-1tb"}}})
+    role = _role(run, STORAGE_BLOB_DATA_READER)
+    assert role.inputs["principalId"] == fake.TRAINER_PRINCIPAL_ID
+    assert role.inputs["principalType"] == "ServicePrincipal"
+    assert "/providers/Microsoft.Storage/storageAccounts/" in role.inputs["scope"]
+    assert "/containers/" not in role.inputs["scope"]
+
+
+def test_no_bucket_source_no_read_grant(run: Run) -> None:
+    assert not [r for r in run.of_type(ROLE)
+                if r.inputs["roleDefinitionId"].endswith(STORAGE_BLOB_DATA_READER)]
 
 
 def test_federated_credential_names_exactly_the_jobs_service_account(run: Run) -> None:

@@ -519,6 +519,14 @@ def test_the_job_waits_for_the_iam_it_needs(contract, a3_contract):
     assert gcp.storage.BucketIAMMember in given_image
 
 
+def test_a_preparation_source_bucket_is_readable_by_the_job():
+    run = run_gcp({"dataset": {"path": "criteo/prepared", "prepare": {
+        "enabled": True, "source": "gs://raw-criteo/days"}}})
+    [read] = [m for m in run.of_type(BUCKET_MEMBER) if m.inputs["bucket"] == "raw-criteo"]
+    assert read.inputs["role"] == "roles/storage.objectViewer"
+    assert read.inputs["member"].startswith("serviceAccount:") and "job" in read.inputs["member"]
+
+
 def test_a_given_image_builds_nothing(a3_run):
     assert not a3_run.of_type("docker-build:index:Image")
     assert not a3_run.of_type("gcp:artifactregistry/repository:Repository")

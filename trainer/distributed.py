@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 import torch
 import torch.distributed as dist
@@ -31,6 +31,8 @@ from torchrec.optim.optimizers import in_backward_optimizer_filter
 from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from trainer.config import TrainConfig
+from trainer.data.batch import SPARSE_KEYS
+from trainer.data.layout import prepared_multi_hot_sizes
 
 # Sharding types whose fused row-wise optimizer state has the same keys and global shape
 # [rows] whatever the plan, so DCP reshards a checkpoint onto another world size. Not
@@ -40,6 +42,7 @@ from trainer.config import TrainConfig
 # On CPU TorchRec offers only table-wise of these; on GPU the planner also weighs row-wise.
 RESHARDABLE_SHARDING_TYPES = [ShardingType.TABLE_WISE.value, ShardingType.ROW_WISE.value,
                               ShardingType.TABLE_ROW_WISE.value]
+POOLING_FACTOR_ONE_HOT = 1.0  # one id per sample: torchrec's planner default
 
 
 @dataclass
@@ -112,15 +115,29 @@ def topology(ctx: DistContext) -> Topology:
     )
 
 
-def sharding_constraints(model: torch.nn.Module) -> dict[str, ParameterConstraints]:
+def pooling_factors(cfg: TrainConfig) -> Optional[List[int]]:
+    """Ids per sample of each feature where the data is multi-hot: on the fly
+    (--multi_hot_sizes) or materialized by trainer.prepare (layout.json); None for one-hot."""
+    return cfg.multi_hot_sizes or prepared_multi_hot_sizes(cfg.dataset_path)
+
+
+def sharding_constraints(model: torch.nn.Module, pooling: Optional[List[int]] = None
+                         ) -> dict[str, ParameterConstraints]:
     """Per table: a reshardable sharding type and the fused kernel, so the optimizer state in
-    a checkpoint does not depend on the world size that wrote it."""
+    a checkpoint does not depend on the world size that wrote it; with multi-hot data, the
+    feature's ids per sample as its pooling factor (the planner's default is 1.0), as MLPerf's
+    DLRM-DCNv2 reference does (recommendation_v2/torchrec_dlrm/dlrm_main.py,
+    ``pooling_factors=[args.multi_hot_sizes[i]]``): a table read 100 times per sample costs
+    the planner's estimates 100 times the lookups and all-to-all traffic."""
     ebc = model.model.sparse_arch.embedding_bag_collection
-    return {
-        table.name: ParameterConstraints(sharding_types=list(RESHARDABLE_SHARDING_TYPES),
-                                         compute_kernels=[EmbeddingComputeKernel.FUSED.value])
-        for table in ebc.embedding_bag_configs()
-    }
+    constraints = {}
+    for table in ebc.embedding_bag_configs():
+        feature = SPARSE_KEYS.index(table.feature_names[0])
+        constraints[table.name] = ParameterConstraints(
+            sharding_types=list(RESHARDABLE_SHARDING_TYPES),
+            compute_kernels=[EmbeddingComputeKernel.FUSED.value],
+            pooling_factors=[float(pooling[feature])] if pooling else [POOLING_FACTOR_ONE_HOT])
+    return constraints
 
 
 def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext) -> tuple[
@@ -138,7 +155,7 @@ def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext) -> t
     # Keep 20% of each device for dense weights, activations and the allocator's slack.
     planner = EmbeddingShardingPlanner(topology=topology(ctx), batch_size=cfg.batch_size,
                                        storage_reservation=FixedPercentageStorageReservation(0.2),
-                                       constraints=sharding_constraints(model))
+                                       constraints=sharding_constraints(model, pooling_factors(cfg)))
     plan = planner.collective_plan(model, get_default_sharders(), dist.GroupMember.WORLD)
     dmp = DistributedModelParallel(
         module=model,

@@ -26,8 +26,10 @@ from torchrec.distributed import TrainPipelineSparseDist
 
 from trainer.checkpoint import CheckpointException, Checkpointer
 from trainer.config import TrainConfig
-from trainer.data import make_source
+from trainer.data.source import make_source
+from trainer.data.loader import BatchStream, readers_for
 from trainer.data.prefetch import Prefetched
+from trainer.data.source import first_step
 from trainer.distributed import DistContext, shard_model
 from trainer.metrics import MetricsLogger, Window, auc, gather
 from trainer.model import build_model
@@ -68,14 +70,19 @@ class AgreedBatches:
 
     Ranks agree once per ``chunk`` batches (one all-reduce of [missing batches, stop]),
     not once per batch: a SIGTERM is acted on within ``chunk`` steps, and the all-reduce
-    stays off most steps. Batches are built ahead on a background thread."""
+    stays off most steps. Batches are built ahead: a ``BatchStream`` (the train stream,
+    owned by the trainer for a whole epoch and left open here), or any iterator, then on a
+    background thread closed with this object."""
 
     def __init__(self, batches: Iterator[Batch], limit: int, stop: StopFlag,
                  group: Optional[dist.ProcessGroup], chunk: int = 8, pin: bool = False,
                  save_due: Optional[Callable[[], bool]] = None) -> None:
-        if pin:  # page-locked host memory lets the pipeline's copy stream overlap compute
-            batches = (b.pin_memory() for b in batches)
-        self.batches = Prefetched(batches, depth=2 * chunk)
+        self.owned = not isinstance(batches, BatchStream)
+        if self.owned:
+            if pin:  # page-locked host memory lets the pipeline's copy stream overlap compute
+                batches = (b.pin_memory() for b in batches)
+            batches = Prefetched(batches, depth=2 * chunk)
+        self.batches: Any = batches
         self.left = limit
         self.stop = stop
         self.group = group
@@ -91,14 +98,15 @@ class AgreedBatches:
         return self
 
     def close(self) -> None:
-        """Stop the background thread (idempotent)."""
-        self.batches.close()
+        """Stop the background thread it started (idempotent); a stream passed in stays open."""
+        if self.owned:
+            self.batches.close()
 
     def __next__(self) -> Batch:
         if not self.ready and self.reason is None:
             self._refill()
         if not self.ready:
-            self.batches.close()
+            self.close()
             raise StopIteration
         self.left -= 1
         return self.ready.pop(0)
@@ -321,26 +329,30 @@ class Trainer:
         self.last_save_time = time.monotonic()
         reason = None
         self.model.train()
-        while self.progress.epoch < self.cfg.num_epochs and reason != "stop":
-            if self.cfg.max_steps is not None and self.progress.step >= self.cfg.max_steps:
-                break
-            batches = AgreedBatches(
-                self.source.train_batches(self.progress.epoch, self.progress.sample_in_epoch),
-                self._next_stop() - self.progress.step, self.stop, self.ctx.control_group,
-                pin=self.ctx.device.type == "cuda", save_due=self._save_due)
-            try:
+        stream: Optional[BatchStream] = None  # one per epoch, kept across evaluations
+        try:
+            while self.progress.epoch < self.cfg.num_epochs and reason != "stop":
+                if self.cfg.max_steps is not None and self.progress.step >= self.cfg.max_steps:
+                    break
+                if stream is None:
+                    stream = self._train_stream()
+                batches = AgreedBatches(stream, self._next_stop() - self.progress.step, self.stop,
+                                        self.ctx.control_group, save_due=self._save_due)
                 self._run_segment(batches)
-            finally:
-                batches.close()
-            reason = batches.reason
-            if reason == "exhausted":
-                if self.progress.sample_in_epoch == 0:
-                    raise RuntimeError("the training data has fewer rows than one global batch "
-                                       "(--batch_size x ranks); check --dataset_path and --batch_size")
-                self.progress.epoch += 1
-                self.progress.sample_in_epoch = 0
-            elif reason == "limit" and self.cfg.eval_every and self.progress.step % self.cfg.eval_every == 0:
-                self.evaluate()
+                reason = batches.reason
+                if reason == "exhausted":
+                    if self.progress.sample_in_epoch == 0:
+                        raise RuntimeError("the training data has fewer rows than one global batch "
+                                           "(--batch_size x ranks); check --dataset_path and --batch_size")
+                    self.progress.epoch += 1
+                    self.progress.sample_in_epoch = 0
+                    stream.close()
+                    stream = None
+                elif reason == "limit" and self.cfg.eval_every and self.progress.step % self.cfg.eval_every == 0:
+                    self.evaluate()
+        finally:
+            if stream is not None:
+                stream.close()
         preempted = reason == "stop"
         elapsed = time.perf_counter() - started
         if self.window.steps:
@@ -367,6 +379,16 @@ class Trainer:
         self.metrics.record("summary", self.progress.step, summary)
         self.metrics.close()
         return summary
+
+    def _train_stream(self) -> BatchStream:
+        """This epoch's batches from the data position on. It stays positioned at the data
+        position across segments: a segment takes exactly the batches it trains (its limit),
+        and only the end of the epoch or a stop ends a stream."""
+        return BatchStream(self.source, self.cfg, self.ctx.rank, self.ctx.world_size,
+                           self.source.batch_size, "train", self.progress.epoch,
+                           first_step(self.progress.sample_in_epoch, self.progress.global_batch),
+                           workers=readers_for(self.cfg, self.source),
+                           pin=self.ctx.device.type == "cuda")
 
     def _run_segment(self, batches: AgreedBatches) -> None:
         """Pipelined steps until the stream ends; the pipeline drains what it holds."""

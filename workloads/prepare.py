@@ -8,7 +8,7 @@ reached a Ready state after 10 minutes, it will time out and mark the resource u
 Failed"), and preparing Criteo 1TB takes hours. With `pulumi.com/skipAwait` the Job counts as
 created once the API server has it; the JobSet or PyTorchJob still depends on it (created after
 it, deleted before it), and each training pod's `wait-for-dataset` init container polls for
-`<dataset.path>/layout.json`, which `trainer.prepare` writes last (../issue14-spec.md).
+`<dataset.path>/layout.json`, which `trainer.prepare` writes last (trainer/prepare/README.md).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from infra.catalog import Cloud, Machine, machine
 from infra.contract import GpuCluster
 from infra.settings.model import (Dataset, DatasetPrepare, Job, MultiHotMode, NodePool,
                                   PreparePool)
+from trainer.data.layout import LAYOUT_FILE  # written last by trainer.prepare: present = complete
 from trainer.exit_codes import CONFIG_ERROR
 from workloads.names import JobNames
 from workloads.pod import (RUN_AS, SHARED_VOLUME, folder_preparer, job_pool, node_affinity,
@@ -32,7 +33,6 @@ from workloads.sizing import NODE_SHARE
 core = k8s.core.v1
 PREPARE_CONTAINER = "prepare"
 WAIT_CONTAINER = "wait-for-dataset"
-LAYOUT_FILE = "layout.json"  # written last by trainer.prepare: its presence means complete
 POLL_SECONDS = 30
 # The system pool also runs the cluster's add-ons (DNS, CSI drivers, controllers): take half.
 SYSTEM_POOL_SHARE = 0.5
@@ -71,7 +71,7 @@ def _join(values: list[int]) -> str:
 
 
 def prepare_flags(cluster: GpuCluster, dataset: Dataset, workers: int) -> list[str]:
-    """`python -m trainer.prepare` flags (../issue14-spec.md); a 0 setting means the program's
+    """`python -m trainer.prepare` flags (trainer/prepare/README.md); a 0 setting means the program's
     own default, so the flag is left out."""
     prepare = dataset.prepare
     flags = [f"--source={source(cluster, prepare)}", f"--output={output_dir(cluster, dataset)}",

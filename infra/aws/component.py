@@ -187,7 +187,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         job_policy = aws.iam.RolePolicy(
             f"{prefix}-job", role=job_role.name,
             policy=bucket.arn.apply(
-                lambda arn: identity.job_bucket_policy(arn, s.dataset.import_uri)),
+                lambda arn: identity.job_bucket_policy(arn, s.dataset.bucket_uris("s3"))),
             opts=pulumi.ResourceOptions.merge(aws_opts, pulumi.ResourceOptions(parent=job_role)))
 
         image: pulumi.Input[str] = s.job.image or trainer_image(prefix, key.arn, self, aws_opts)

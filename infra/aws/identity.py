@@ -7,9 +7,12 @@ role carries what kubelet itself needs and nothing a training pod could use to r
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_aws as aws
+
+from infra.settings.model import uri_parts
 
 # AWS managed policies (arn:aws partition; GovCloud/China would need another partition).
 WORKER_NODE_POLICY = "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"
@@ -68,14 +71,9 @@ def node_role(prefix: str, opts: pulumi.ResourceOptions) -> aws.iam.Role:
     return role
 
 
-def s3_uri_parts(uri: str) -> tuple[str, str]:
-    """'s3://bucket/some/prefix' -> ('bucket', 'some/prefix')."""
-    bucket, _, key_prefix = uri.removeprefix("s3://").partition("/")
-    return bucket, key_prefix.strip("/")
-
-
-def job_bucket_policy(bucket_arn: str, dataset_uri: str) -> str:
-    """Read/write the checkpoint bucket; read the dataset prefix if one is set."""
+def job_bucket_policy(bucket_arn: str, dataset_uris: Sequence[str]) -> str:
+    """Read/write the checkpoint bucket; read each dataset prefix (dataset.importUri, the
+    preparation's s3:// source: Dataset.bucket_uris)."""
     statements: list[dict] = [
         {"Sid": "ListCheckpoints", "Effect": "Allow",
          "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
@@ -84,13 +82,14 @@ def job_bucket_policy(bucket_arn: str, dataset_uri: str) -> str:
                     "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
          "Resource": f"{bucket_arn}/*"},
     ]
-    if dataset_uri:
-        bucket, key_prefix = s3_uri_parts(dataset_uri)
+    for n, dataset_uri in enumerate(dataset_uris):
+        bucket, key_prefix = uri_parts(dataset_uri)
         objects = f"arn:aws:s3:::{bucket}/{key_prefix}/*" if key_prefix else f"arn:aws:s3:::{bucket}/*"
-        listing: dict = {"Sid": "ListDataset", "Effect": "Allow", "Action": "s3:ListBucket",
+        suffix = str(n) if n else ""  # Sids are unique within a policy
+        listing: dict = {"Sid": f"ListDataset{suffix}", "Effect": "Allow", "Action": "s3:ListBucket",
                          "Resource": f"arn:aws:s3:::{bucket}"}
         if key_prefix:
             listing["Condition"] = {"StringLike": {"s3:prefix": [f"{key_prefix}/*", key_prefix]}}
-        statements += [listing, {"Sid": "ReadDataset", "Effect": "Allow",
+        statements += [listing, {"Sid": f"ReadDataset{suffix}", "Effect": "Allow",
                                  "Action": "s3:GetObject", "Resource": objects}]
     return json.dumps({"Version": "2012-10-17", "Statement": statements})

@@ -7,6 +7,7 @@ from pulumi_azure_native import authorization
 
 # Built-in role definition ids (the same in every subscription and tenant).
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # learn.microsoft.com azure/role-based-access-control/built-in-roles/storage
 ACR_PULL = "7f951dce-4414-4c5e-8dfe-0f3d1ab6b0b5"
 ACR_PUSH = "8311e382-0749-4cb8-b61a-304f252e45ec"
 AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import authorization, managedidentity, resources, storage
 
-from infra.azure.identity import STORAGE_BLOB_DATA_CONTRIBUTOR, assign_role
+from infra.azure.identity import STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER, assign_role
 from infra.contract import CheckpointStore
 from infra.settings.model import Settings
 
@@ -43,6 +43,7 @@ class Checkpoints:
     identity: managedidentity.UserAssignedIdentity
     credential: managedidentity.FederatedIdentityCredential
     role: authorization.RoleAssignment
+    dataset_read: authorization.RoleAssignment | None  # the preparation's az:// source
 
 
 def service_account_subject(settings: Settings) -> str:
@@ -143,8 +144,22 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
         subscription_id=subscription_id,
         opts=opts,
     )
+    # An az://container/prefix source of dataset.prepare lives in this account (the job's
+    # identity reaches no other, and its network rules admit the nodes). Reader on the
+    # account, not the container: the user creates that container after the account exists,
+    # and a role assignment needs its scope to exist when it is made.
+    dataset_read = assign_role(
+        f"{prefix}-trainer-dataset-reader",
+        role=STORAGE_BLOB_DATA_READER,
+        principal_id=identity.principal_id,
+        principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
+        scope=account.id,
+        subscription_id=subscription_id,
+        opts=opts,
+    ) if settings.dataset.bucket_uris("az") else None
     return Checkpoints(resource_group=group, account=account, container=container,
-                       identity=identity, credential=credential, role=role)
+                       identity=identity, credential=credential, role=role,
+                       dataset_read=dataset_read)
 
 
 def checkpoint_store(ckpt: Checkpoints, settings: Settings) -> CheckpointStore:

@@ -21,7 +21,7 @@ from infra.gcp.kubeconfig import cluster_kubeconfig, kubernetes_provider
 from infra.gcp.network import GPU_NODE_TAG, create_gpu_networks, create_network
 from infra.gcp.node_pools import create_pools
 from infra.gcp.registry import create_trainer_image
-from infra.gcp.storage import create_checkpoint_bucket
+from infra.gcp.storage import create_checkpoint_bucket, grant_dataset_reads
 from infra.gcp.versions import check_features, resolve_version
 from infra.settings.model import Filestore
 
@@ -73,7 +73,9 @@ class GcpGpuCluster(pulumi.ComponentResource):
             prefix, region, s.checkpoints, job_account, child)
         # IAM the job needs before its first pod starts (IAM propagates in seconds to minutes;
         # a pod that starts first gets 403s and a restart it did not need).
-        grants: list[pulumi.Resource] = [acts_as_job, writes_checkpoints]
+        grants: list[pulumi.Resource] = [
+            acts_as_job, writes_checkpoints,
+            *grant_dataset_reads(prefix, s.dataset.bucket_uris("gs"), job_account, child)]
         checkpoints = CheckpointStore(
             uri=pulumi.Output.concat("gs://", bucket.name, "/", s.job.name),
             bucket=bucket.name,

@@ -5,9 +5,12 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.settings.model import Checkpoints
+from infra.settings.model import Checkpoints, uri_parts
 
 CHECKPOINT_ROLE = "roles/storage.objectUser"  # read, write, list and delete objects; no IAM
+# Get and list objects, nothing else (https://cloud.google.com/storage/docs/access-control/
+# iam-roles): what gcsfs needs to list and stream the raw day files.
+DATASET_ROLE = "roles/storage.objectViewer"
 # Versioning keeps a checkpoint the trainer pruned or overwrote as a noncurrent version, which
 # is billed like a live one: noncurrent versions are deleted this many days after they stopped
 # being current (a week to undo a bad prune), as GCS's lifecycle docs advise for versioned
@@ -47,3 +50,14 @@ def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
         opts=opts,
     )
     return bucket, grant
+
+
+def grant_dataset_reads(prefix: str, uris: list[str], job_account: gcp.serviceaccount.Account,
+                        opts: pulumi.ResourceOptions) -> list[gcp.storage.BucketIAMMember]:
+    """Read access for the job on each dataset bucket (the preparation's gs:// source). Whole
+    buckets: GCS grants per bucket (a prefix would need IAM Conditions); the deployer needs
+    `storage.buckets.setIamPolicy` there, which a bucket in another project may not give."""
+    buckets = list(dict.fromkeys(uri_parts(uri)[0] for uri in uris))
+    return [gcp.storage.BucketIAMMember(
+        f"{prefix}-dataset-read-{n}", bucket=bucket, role=DATASET_ROLE,
+        member=job_account.member, opts=opts) for n, bucket in enumerate(buckets)]

@@ -391,6 +391,18 @@ class Dataset(Section):
         """`prepare: true` is `prepare: {enabled: true}`."""
         return {"enabled": value} if isinstance(value, bool) else value
 
+    def bucket_uris(self, scheme: str) -> list[str]:
+        """The `<scheme>://bucket/prefix` URIs the job's identity must read: AWS's importUri
+        and the preparation's source when it is in a bucket. Each cloud grants exactly these."""
+        uris = [self.import_uri, self.prepare.source if self.prepare.enabled else ""]
+        return list(dict.fromkeys(u for u in uris if u.startswith(f"{scheme}://")))
+
+
+def uri_parts(uri: str) -> tuple[str, str]:
+    """`scheme://bucket/some/prefix/` -> ("bucket", "some/prefix")."""
+    bucket, _, prefix = uri.split("://", 1)[1].partition("/")
+    return bucket, prefix.strip("/")
+
 
 class JobKind(str, Enum):
     JOB_SET = "JobSet"

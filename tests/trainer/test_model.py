@@ -81,3 +81,24 @@ def test_pooled_embeddings_are_read_by_feature_name_whatever_the_plan_order(inte
     permuted = ours(batch.dense_features, batch.sparse_features)
     assert torch.equal(permuted, stock(batch.dense_features, batch.sparse_features))  # TorchRec reads by name
     assert torch.equal(permuted, in_order)
+
+
+def test_the_planner_is_told_each_multi_hot_features_ids_per_sample():
+    """MLPerf's feature 20 reads 100 ids per sample, feature 0 three: the planner's cost
+    estimates (and so its plan) see that, as in the reference's dlrm_main.py; one-hot data
+    keeps torchrec's default of one."""
+    from trainer.distributed import pooling_factors, sharding_constraints
+    from trainer.data.batch import SPARSE_KEYS
+
+    sizes = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1]
+    cfg = parse_config(["--num_embeddings", "64", "--embedding_dim", "8",
+                        "--dense_arch_layer_sizes", "16,8", "--over_arch_layer_sizes", "8,1",
+                        "--multi_hot_sizes", ",".join(map(str, sizes))])
+    model = build_model(cfg, torch.device("cpu"))
+    constraints = sharding_constraints(model, pooling_factors(cfg))
+    for feature, size in zip(SPARSE_KEYS, sizes):
+        assert constraints[f"t_{feature}"].pooling_factors == [float(size)]
+    one_hot = parse_config(["--num_embeddings", "64", "--embedding_dim", "8",
+                            "--dense_arch_layer_sizes", "16,8", "--over_arch_layer_sizes", "8,1"])
+    assert pooling_factors(one_hot) is None
+    assert {c.pooling_factors[0] for c in sharding_constraints(model, None).values()} == {1.0}

@@ -212,3 +212,23 @@ def test_trainer_reads_the_prepared_days_within_their_tables(raw, tmp_path):
                                   np.load(tmp_path / "out" / "day_0_dense.npy")[:64])
     assert reader.malformed_rows == 0 and len(batch.labels) == 64
     shutil.rmtree(tmp_path / "out")
+
+
+def test_the_trainer_takes_its_table_sizes_from_layout_json_unless_given(raw, tmp_path):
+    """The stack passes no sizes (workloads/prepare.py): the model gets a row for every id
+    the preparation numbered, and a user's explicit sizes still win."""
+    from trainer.config import TrainConfig
+    from trainer.distributed import pooling_factors
+
+    layout, _ = run_prepare(raw, tmp_path / "out", "--frequency_threshold", 2,
+                            "--multi_hot_sizes", ",".join(map(str, MLPERF_SIZES)))
+    prepared = TrainConfig(dataset_path=str(tmp_path / "out"))
+    assert prepared.table_sizes == layout["num_embeddings_per_feature"]
+    assert pooling_factors(prepared) == MLPERF_SIZES  # the planner sees the npz's ids per sample
+    ids = np.load(tmp_path / "out" / "day_0_sparse.npy")
+    assert (ids.max(axis=0) < np.array(prepared.table_sizes)).all()
+    given = TrainConfig(dataset_path=str(tmp_path / "out"), num_embeddings_per_feature=[7] * 26)
+    assert given.table_sizes == [7] * 26
+    raw_tsv = TrainConfig(dataset_path=str(raw))
+    assert raw_tsv.table_sizes == [TrainConfig().num_embeddings] * 26
+    assert pooling_factors(raw_tsv) is None

@@ -1,5 +1,6 @@
-"""Training data: synthetic by default, Criteo (TSV or TorchRec .npy) from --dataset_path."""
+"""Training data: synthetic by default, Criteo (TSV or TorchRec .npy) from --dataset_path.
 
-from trainer.data.source import BatchSource, make_source
-
-__all__ = ["BatchSource", "make_source"]
+Importing the package costs nothing: ``trainer.prepare``'s worker processes and the workload
+layer read small modules of it (``layout``) without loading torch. ``make_source`` and
+``BatchSource`` come from ``trainer.data.source``.
+"""

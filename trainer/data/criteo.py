@@ -39,8 +39,9 @@ import numpy as np
 from torchrec.datasets.utils import Batch
 
 from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
-from trainer.data.batch import Sparse, make_batch
+from trainer.data.batch import BatchTensors, Sparse, assemble, batch_tensors
 from trainer.data.multi_hot import MultiHot, open_npz_members
+from trainer.data.source import first_step
 from trainer.data.tsv_parse import dense_minimum, parse_block
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,18 @@ class LineIndex:
                 found = cls._load(path, key) or cls._build(path, key)
                 cls._cache[key] = found
         return found
+
+    @classmethod
+    def known(cls) -> Dict[Tuple[str, int, int], "LineIndex"]:
+        """This process's indexes, to hand to reader processes (a few MB for 1TB days): they
+        need not rescan a file whose sidecar could not be written (read-only data)."""
+        with cls._lock:
+            return dict(cls._cache)
+
+    @classmethod
+    def adopt(cls, indexes: Dict[Tuple[str, int, int], "LineIndex"]) -> None:
+        with cls._lock:
+            cls._cache.update(indexes)
 
     @staticmethod
     def _sidecar(path: str) -> str:
@@ -265,6 +278,11 @@ class _Layout:
                 yield path, lo - self.starts[j], hi - self.starts[j]
 
 
+def _joined(parts: List[np.ndarray]) -> np.ndarray:
+    """One array of the parts; a single part is kept as it is (no copy)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 class CriteoSource:
     """This rank's share of each global batch of Criteo files; see the module docstring."""
 
@@ -295,44 +313,54 @@ class CriteoSource:
 
     # --- public stream API (shared with SyntheticSource) ---
     def train_batches(self, epoch: int, first_sample: int) -> Iterator[Batch]:
-        del epoch  # one pass per epoch, same order: Criteo is usually trained unshuffled
-        if first_sample % self.global_batch:
-            raise ValueError(f"data position {first_sample} is not a multiple of the global batch "
-                             f"{self.global_batch}")
-        return self._batches(*self._train, first_sample // self.global_batch, None)
+        return map(assemble, self.tensors("train", epoch, first_step(first_sample, self.global_batch)))
 
     def eval_batches(self, count: int) -> Iterator[Batch]:
-        return self._batches(*self._eval, 0, count)
+        return map(assemble, self.tensors("val", 0, 0, count))
 
     def test_batches(self, count: int) -> Iterator[Batch]:
         """The test set's first ``count`` global batches; none without a test set."""
-        return self._batches(*self._test, 0, count) if self._test else iter(())
+        return map(assemble, self.tensors("test", 0, 0, count))
+
+    def tensors(self, split: str, epoch: int, first: int, stop: Optional[int] = None,
+                stride: int = 1) -> Iterator[BatchTensors]:
+        """This rank's slices of global batches ``first, first + stride, ...`` (below ``stop``)
+        of ``split`` while they are complete: what one of ``stride`` reader processes builds."""
+        del epoch  # one pass per epoch, same order: Criteo is usually trained unshuffled
+        part = {"train": self._train, "val": self._eval, "test": self._test}[split]
+        return self._batches(*part, first, stop, stride) if part else iter(())
+
+    def warm(self, split: str) -> None:
+        """Index the split's first TSV file here, before reader processes start: one scan,
+        handed to them (``LineIndex.known``), instead of one per reader."""
+        part = {"train": self._train, "val": self._eval, "test": self._test}[split]
+        if self.format == "tsv" and part:
+            LineIndex.of(part[0][0])
 
     # --- internals ---
-    def _batches(self, files: List[str], holdout: Optional[str], first_step: int,
-                 steps: Optional[int]) -> Iterator[Batch]:
-        """This rank's slice of global batches ``first_step``.. while they are complete."""
+    def _batches(self, files: List[str], holdout: Optional[str], first: int,
+                 stop: Optional[int], stride: int) -> Iterator[BatchTensors]:
         layout = _Layout(files, lambda f: _samples_in(self._rows_in(f), holdout))
         cursor = _TsvCursor()
-        step = first_step
+        step = first
         try:
-            while (steps is None or step < first_step + steps) and layout.covers((step + 1) * self.global_batch):
+            while (stop is None or step < stop) and layout.covers((step + 1) * self.global_batch):
                 lo = step * self.global_batch + self.rank * self.batch_size
                 parts = [self._read(path, _lines_of(holdout, a, b, self._rows_in(path)), cursor)
                          for path, a, b in layout.pieces(lo, lo + self.batch_size)]
-                dense, labels = (np.concatenate([p[i] for p in parts]) for i in (0, 2))
+                dense, labels = (_joined([p[i] for p in parts]) for i in (0, 2))
                 if not len(labels):
                     raise RuntimeError(f"global samples {lo}..{lo + self.batch_size - 1} of "
                                        f"{files} are all malformed: the data is damaged")
                 if self.format == "npz":  # 26 arrays [n, size_k], each hashed into its table
-                    sparse = [np.concatenate([p[1][k] for p in parts]) % self.hashes[k]
+                    sparse = [_joined([p[1][k] for p in parts]) % self.hashes[k]
                               for k in range(NUM_SPARSE_FEATURES)]
-                    yield make_batch(dense, sparse, labels)
+                    yield batch_tensors(dense, sparse, labels)
                 else:
-                    ids = np.concatenate([p[1] for p in parts]) % self.hashes
-                    yield make_batch(dense, self.multi_hot.expand(ids) if self.multi_hot else ids,
-                                     labels)
-                step += 1
+                    ids = _joined([p[1] for p in parts]) % self.hashes
+                    yield batch_tensors(dense, self.multi_hot.expand(ids) if self.multi_hot else ids,
+                                        labels)
+                step += stride
         finally:
             cursor.close()
 
@@ -397,13 +425,15 @@ class CriteoSource:
 
     def _mapped_rows(self, prefix: str, lines: np.ndarray) -> Rows:
         """The given rows of one preprocessed day, torchrec's one-hot ``.npy`` or MLPerf's
-        multi-hot members: memory-mapped slices, constant time in the position."""
+        multi-hot members: memory-mapped slices, constant time in the position, one copy of
+        just the rows this rank needs."""
         dense, sparse, labels = self._day(prefix)
         columns = sparse if self.format == "npz" else [sparse]
-        lo, hi, take = int(lines[0]), int(lines[-1]) + 1, lines - lines[0]
-        d = np.asarray(dense[lo:hi], dtype=np.float32).reshape(hi - lo, -1)[take]
-        s = [np.asarray(c[lo:hi], dtype=np.int64).reshape(hi - lo, -1)[take] for c in columns]
-        y = np.asarray(labels[lo:hi]).reshape(-1).astype(np.float32)[take]
+        lo, hi, take = _span(lines)
+        y = _rows(labels, lo, hi, take, np.float32).reshape(-1)
+        d = _rows(dense, lo, hi, take, np.float32).reshape(len(y), -1)
+        # int32 or int64 as stored: hashed into int64 later.
+        s = [_rows(c, lo, hi, take, None).reshape(len(y), -1) for c in columns]
         sparse_columns = len(s) if self.format == "npz" else s[0].shape[1]
         if d.shape[1] != NUM_DENSE_FEATURES or sparse_columns != NUM_SPARSE_FEATURES:
             raise ValueError(f"{prefix}_*.npy: expected {NUM_DENSE_FEATURES} dense and "
@@ -411,7 +441,23 @@ class CriteoSource:
         ok = np.isfinite(d).all(axis=1) & ((y == 0) | (y == 1))
         for ids in s:
             ok &= (ids >= 0).all(axis=1)
-        for bad in np.flatnonzero(~ok):
-            self._report(f"{prefix} row {int(lines[bad])}", "label not 0/1, non-finite dense or negative id")
-        kept = [ids[ok] for ids in s]
-        return d[ok], kept if self.format == "npz" else kept[0], y[ok]
+        if not ok.all():
+            for bad in np.flatnonzero(~ok):
+                self._report(f"{prefix} row {int(lines[bad])}",
+                             "label not 0/1, non-finite dense or negative id")
+            d, y, s = d[ok], y[ok], [ids[ok] for ids in s]
+        return d, s if self.format == "npz" else s[0], y
+
+
+def _span(lines: np.ndarray) -> Tuple[int, int, Optional[np.ndarray]]:
+    """(first row, end row, which rows of that span to take; None = all of them)."""
+    lo, hi = int(lines[0]), int(lines[-1]) + 1
+    return lo, hi, None if hi - lo == len(lines) else lines - lo
+
+
+def _rows(mapped: np.ndarray, lo: int, hi: int, take: Optional[np.ndarray],
+          dtype: Optional[type]) -> np.ndarray:
+    """Rows ``[lo, hi)`` (``take`` of them) of a memory-mapped array, read once: only the rows
+    this rank needs leave the page cache, with a single copy into a private array."""
+    span = mapped[lo:hi] if take is None else mapped[lo:hi][take]
+    return np.array(span, dtype=dtype or span.dtype, copy=True)

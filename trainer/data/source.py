@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Protocol
+from typing import Iterator, Optional, Protocol
 
 from torchrec.datasets.utils import Batch
 
 from trainer.config import TrainConfig
+from trainer.data.batch import BatchTensors
 
 
 class BatchSource(Protocol):
@@ -17,6 +18,7 @@ class BatchSource(Protocol):
     covers samples ``[s*G, (s+1)*G)`` and rank ``r`` takes the ``r``-th slice of it."""
 
     malformed_rows: int
+    batch_size: int  # this rank's share of each global batch
 
     def train_batches(self, epoch: int, first_sample: int) -> Iterator[Batch]:
         """This rank's slices of the global batches of ``epoch`` from global sample
@@ -32,6 +34,21 @@ class BatchSource(Protocol):
         """This rank's slices of the first ``count`` global batches of the test set, scored
         once at the end; none where the data has no test set."""
         ...
+
+    def tensors(self, split: str, epoch: int, first: int, stop: Optional[int] = None,
+                stride: int = 1) -> Iterator[BatchTensors]:
+        """Global batches ``first, first + stride, ...`` (below ``stop``) of ``split``
+        ('train', 'val' or 'test'), this rank's slice of each, before their KJT: reader
+        process ``w`` of ``W`` builds ``first + w, first + w + W, ...`` (trainer/data/loader.py)."""
+        ...
+
+
+def first_step(first_sample: int, global_batch: int) -> int:
+    """The global batch a resume position starts; it must be a batch boundary."""
+    if first_sample % global_batch:
+        raise ValueError(f"data position {first_sample} is not a multiple of the global batch "
+                         f"{global_batch}")
+    return first_sample // global_batch
 
 
 def make_source(cfg: TrainConfig, rank: int, world_size: int, batch_size: int) -> BatchSource:

@@ -17,7 +17,8 @@ import numpy as np
 from torchrec.datasets.utils import Batch
 
 from trainer.config import NUM_DENSE_FEATURES
-from trainer.data.batch import make_batch
+from trainer.data.batch import BatchTensors, assemble, batch_tensors
+from trainer.data.source import first_step
 
 if TYPE_CHECKING:  # multi_hot imports this module's hash
     from trainer.data.multi_hot import MultiHot
@@ -93,6 +94,9 @@ class SyntheticSource:
 
     def samples(self, split: int, first: int, count: int) -> Batch:
         """Global samples ``[first, first + count)`` of ``split`` as one batch."""
+        return assemble(self.samples_tensors(split, first, count))
+
+    def samples_tensors(self, split: int, first: int, count: int) -> BatchTensors:
         parts: List[Rows] = []
         index = first
         while index < first + count:
@@ -101,24 +105,34 @@ class SyntheticSource:
             parts.append(tuple(a[offset:offset + take] for a in self._block(split, number)))  # type: ignore[misc]
             index += take
         dense, ids, labels = (np.concatenate(a) for a in zip(*parts))
-        return make_batch(dense, self.multi_hot.expand(ids) if self.multi_hot else ids, labels)
+        return batch_tensors(dense, self.multi_hot.expand(ids) if self.multi_hot else ids, labels)
 
     def batch(self, split: int, step: int) -> Batch:
         """This rank's slice of global batch number ``step`` of ``split``."""
-        return self.samples(split, step * self.global_batch + self.rank * self.batch_size, self.batch_size)
+        return assemble(self._slice(split, step))
+
+    def _slice(self, split: int, step: int) -> BatchTensors:
+        return self.samples_tensors(split, step * self.global_batch + self.rank * self.batch_size,
+                                    self.batch_size)
 
     def train_batches(self, epoch: int, first_sample: int) -> Iterator[Batch]:
         """Every epoch is fresh data: epoch ``e`` is the ``e``-th run of ``steps_per_epoch`` steps."""
-        if first_sample % self.global_batch:
-            raise ValueError(f"data position {first_sample} is not a multiple of the global batch "
-                             f"{self.global_batch}")
-        for step in range(first_sample // self.global_batch, self.steps_per_epoch):
-            yield self.batch(TRAIN, epoch * self.steps_per_epoch + step)
+        return map(assemble, self.tensors("train", epoch, first_step(first_sample, self.global_batch)))
 
     def eval_batches(self, count: int) -> Iterator[Batch]:
-        for step in range(count):
-            yield self.batch(EVAL, step)
+        return map(assemble, self.tensors("val", 0, 0, count))
 
     def test_batches(self, count: int) -> Iterator[Batch]:
         """Synthetic data has no test set: the eval split is its only held-out data."""
         return iter(())
+
+    def tensors(self, split: str, epoch: int, first: int, stop: Optional[int] = None,
+                stride: int = 1) -> Iterator[BatchTensors]:
+        """Global batches ``first, first + stride, ...`` below ``stop`` of ``split`` (no test set)."""
+        if split == "test":
+            return
+        end = self.steps_per_epoch if split == "train" else 1 << 62
+        end = end if stop is None else min(end, stop)
+        offset = epoch * self.steps_per_epoch if split == "train" else 0
+        for step in range(first, end, stride):
+            yield self._slice(TRAIN if split == "train" else EVAL, offset + step)

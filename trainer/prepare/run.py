@@ -19,7 +19,7 @@ from trainer.config import NUM_SPARSE_FEATURES
 from trainer.prepare import multi_hot, scan, source, vocab, write
 from trainer.prepare.cli import Options
 
-LAYOUT = "layout.json"
+from trainer.data.layout import LAYOUT_FILE as LAYOUT
 FORMATS = {"criteo_1tb": "criteo-1tb-npy", "criteo_kaggle": "criteo-kaggle-npy"}
 
 

@@ -12,7 +12,6 @@ trainer.prepare`` on it and trains briefly on the result with ``python -m traine
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -64,10 +63,8 @@ def main(argv: List[str]) -> int:
     print("$ " + " ".join(prepare), flush=True)
     if subprocess.call(prepare):
         return 1
-    with open(os.path.join(data, "layout.json")) as fh:
-        layout = json.load(fh)
+    # No --num_embeddings_per_feature: the trainer takes the table sizes from layout.json.
     train = [sys.executable, "-m", "trainer.local_run", "--dataset_path", data,
-             "--num_embeddings_per_feature", ",".join(map(str, layout["num_embeddings_per_feature"])),
              "--batch_size", "128", "--max_steps", "60", "--log_every", "20", "--eval_every", "60",
              "--eval_batches", "4", "--checkpoint_every", "60"]
     print("$ " + " ".join(train), flush=True)
