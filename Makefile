@@ -43,7 +43,7 @@ train: $(VENV)/.trainer-installed
 # (the three environments install side by side: separate folders)
 test:
 	$(MAKE) -j3 $(VENV)/.trainer-installed $(CHECKOV_VENV)/.installed $(AZURITE_DIR)/.installed
-	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest tests -q --durations=12
 
 test-infra: $(VENV)/.infra-installed $(CHECKOV_VENV)/.installed
 	$(BIN)/python -m pytest tests -q --ignore=tests/trainer
