@@ -35,7 +35,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from trainer.config import parse_config  # noqa: E402
-from trainer.data.loader import READERS, BatchStream  # noqa: E402
+from trainer.data.loader import READERS, BatchStream, cores_per_rank  # noqa: E402
 from trainer.data.prefetch import share_the_gil_finely  # noqa: E402
 from trainer.data.source import make_source  # noqa: E402
 from trainer.train import AgreedBatches, StopFlag  # noqa: E402
@@ -149,7 +149,8 @@ def main() -> None:
                     print(f"{name:<6} {batch:>5}: too few rows for a measurement (--rows)")
                     continue
                 alone = reader_rate(path, batch, steps)
-                default = READERS if name == "tsv" else 0  # --data_workers unset
+                # --data_workers unset (trainer/data/loader.py readers_for)
+                default = READERS if name == "tsv" and cores_per_rank() > READERS else 0
                 for workers in (0, 2):
                     rate, _ = measure(path, batch, steps, workers, None)
                     _, wait = measure(path, batch, steps, workers, time.sleep)

@@ -104,8 +104,9 @@ class TrainConfig:
     data_workers: Optional[int] = _help(
         "Reader processes per rank building the --dataset_path batches ahead, in order (started "
         "from a forkserver, never forked from the trainer); 0 = one thread in the trainer "
-        "process. Default: 2 for TSV, 0 for memory-mapped .npy/.npz days (a slice costs less "
-        "than handing a batch over; make bench-data). Synthetic data is always generated in "
+        "process. Default: 2 for TSV where the rank has 3 or more cores of its own, else 0; 0 for "
+        "memory-mapped .npy/.npz days (a slice costs less than handing a batch over; make "
+        "bench-data). Synthetic data is always generated in "
         "the trainer process.", default=None)
     synthetic_steps_per_epoch: int = _help(
         "Steps (global batches) in one epoch of synthetic data.", default=1000

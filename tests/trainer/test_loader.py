@@ -85,9 +85,9 @@ def test_reader_processes_by_default_for_tsv_only_where_parsing_costs_more_than_
     (npz / "day_0_sparse_multi_hot.npz").touch()
     _write_tsv(tsv / "day_0", 10)
 
-    def readers(*flags):
+    def readers(*flags, cores=16):
         cfg = parse_config(list(flags))
-        return readers_for(cfg, make_source(cfg, 0, 1, cfg.batch_size))
+        return readers_for(cfg, make_source(cfg, 0, 1, cfg.batch_size), cores=cores)
 
     multi_hot = ["--multi_hot_sizes", ",".join(["2"] * 26)]
     assert readers() == 0  # synthetic: generated in the trainer process
@@ -95,6 +95,9 @@ def test_reader_processes_by_default_for_tsv_only_where_parsing_costs_more_than_
     assert readers("--dataset_path", str(npy), *multi_hot) == 0
     assert readers("--dataset_path", str(npz)) == 0  # MLPerf multi-hot: memory-mapped too
     assert readers("--dataset_path", str(tsv)) == READERS == 2  # parsing: reader processes
+    # ... where the rank has a core per reader beside its own: not on a 2-core laptop.
+    assert readers("--dataset_path", str(tsv), cores=READERS) == 0
+    assert readers("--dataset_path", str(tsv), cores=READERS + 1) == READERS
     assert readers("--dataset_path", str(npy), "--data_workers", "3") == 3
     assert readers("--dataset_path", str(tsv), "--data_workers", "0") == 0
 
