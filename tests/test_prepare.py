@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 import pytest
-import yaml
 
 from infra.catalog import Cloud, machine
 from infra.settings import SettingsError, settings_from_mapping
@@ -21,8 +20,9 @@ from infra.settings.model import (Checkpoints, Dataset, DatasetPrepare, Job, Job
                                   PoolChoice, SystemPool)
 from tests.fake_cluster import FLAVOURS, IMAGE
 from tests.harness import USER_API_CIDRS, Captured
-from tests.k8s_manifests import validate_manifests, write_manifests
-from tests.test_workloads import ALLOWLIST, CHECKOV, KUBERNETES_VERSION, WorkloadRun, run_workload
+from tests.k8s_manifests import validate_manifests
+from tests.test_workloads import (KUBERNETES_VERSION, WorkloadRun, checkov_failures,
+                                  run_workload)
 
 PREPARE_JOB = "kubernetes:batch/v1:Job"
 MLPERF_MULTI_HOT = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3,
@@ -293,19 +293,7 @@ def test_the_preparation_manifests_are_valid_and_pass_checkov(runs, tmp_path):
     for scenario in runs.values():
         kinds = {m["kind"] for m in validate_manifests(scenario.run, KUBERNETES_VERSION)}
         assert "Job" in kinds
-    if not CHECKOV.exists():
-        pytest.fail(f"{CHECKOV} is missing: `make test` installs it")
-    allow = yaml.safe_load(ALLOWLIST.read_text())["skip"]
-    for key, scenario in runs.items():
-        write_manifests(scenario.run, tmp_path / key)
-    result = subprocess.run(
-        [str(CHECKOV), "-d", str(tmp_path), "--framework", "kubernetes", "--quiet", "--compact",
-         "-o", "json", "--skip-check", ",".join(entry["id"] for entry in allow)],
-        capture_output=True, text=True, timeout=300)
-    report = json.loads(result.stdout or "{}")
-    reports = report if isinstance(report, list) else [report]
-    failed = [f"{c['check_id']} {c['check_name']} in {c['file_path']} ({c['resource']})"
-              for r in reports for c in r.get("results", {}).get("failed_checks", [])]
+    failed = checkov_failures(runs, tmp_path)
     assert not failed, "checkov failed checks:\n  " + "\n  ".join(failed)
     assert any((tmp_path / "aws").glob("job-dlrm-prepare.yaml"))
 
