@@ -1116,10 +1116,16 @@ def test_capacity_settings_gke_would_refuse_are_refused_first(case):
         assert word in problem.allowed, problem
 
 
-def test_shared_reservations_of_another_project_are_named_by_path():
-    settings = stack_settings({"gpuPools": {"onDemand": {"reservation": {
-        "name": "projects/capacity-project/reservations/h100-block"}}}})
+def test_shared_reservations_of_another_project_are_named_by_path_without_placement():
+    shared = {"gpuPools": {"onDemand": {"reservation": {
+        "name": "projects/capacity-project/reservations/h100-block"}}}}
+    settings = stack_settings({**shared, "interconnect": {"placement": False}})
     assert settings.gpu_pools.on_demand.reservation.name.endswith("/h100-block")
+    # Compact placement works only with single-project reservations.
+    with pytest.raises(SettingsError) as refused:
+        stack_settings(shared)
+    assert "gpuPools.onDemand.reservation.name" in str(refused.value)
+    assert "interconnect.placement: false" in str(refused.value)
 
 
 def test_the_stack_reports_the_gke_build_it_created(run):

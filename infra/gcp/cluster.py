@@ -77,6 +77,11 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
         remove_default_node_pool=True,
         initial_node_count=1,
         deletion_protection=settings.gcp.deletion_protection,
+        # The version at creation; afterwards the release channel upgrades the cluster inside
+        # the maintenance window, and this is ignored (below): re-resolved on every run, a newer
+        # channel build would make the provider upgrade the control plane at once, outside the
+        # window (terraform-provider-google resource_container_cluster.go; cluster-toolkit
+        # gke-cluster ignores min_master_version the same way).
         min_master_version=version,
         release_channel=gcp.container.ClusterReleaseChannelArgs(channel=CHANNEL),
         networking_mode="VPC_NATIVE",
@@ -128,5 +133,6 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
         ),
         resource_labels=settings.tags,
         opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(ignore_changes=["node_config", "initial_node_count", "node_locations"])),
+            opts, pulumi.ResourceOptions(ignore_changes=["node_config", "initial_node_count", "node_locations",
+                                           "min_master_version"])),
     )

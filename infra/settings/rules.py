@@ -394,6 +394,15 @@ def gpu_capacity_options_fit_gcp(s: Settings) -> Iterator[Problem]:
                       "flex-start pools start empty and grow when the job's pods wait: "
                       "minNodes 0 and desiredNodes 0 (maxNodes bounds them)")
     reservation = pool.reservation
+    if (reservation is not None and s.interconnect.placement
+            and reservation.name.startswith("projects/")):
+        # Compact placement policies work "only with single-project reservations"; shared
+        # reservations are not supported (cloud.google.com/compute/docs/instances/
+        # define-instance-placement, restrictions); Google's reservation blueprints
+        # (cluster-toolkit examples/gke-a3-highgpu, gke-a3-megagpu) set no placement policy.
+        yield Problem(f"{path}.reservation.name", reservation.name,
+                      "a shared reservation (another project's) takes no compact placement: "
+                      "set interconnect.placement: false, or name a reservation of this project")
     if reservation is not None:
         if reservation.affinity.value == "specific" and not RESERVATION_NAME.match(reservation.name):
             yield Problem(f"{path}.reservation.name", reservation.name,
