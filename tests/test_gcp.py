@@ -852,10 +852,11 @@ def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
     env = {e["name"]: e["value"] for e in container["env"]}
     assert {k: env[k] for k in TCPX_ENV} == TCPX_ENV
     assert env["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"] == "/run/tcpx"  # where the socket is mounted
-    # The trainer itself stays locked down: only the sidecar holds NET_ADMIN, as root.
+    # The trainer itself stays locked down: only the sidecar holds NET_ADMIN, as root; the
+    # trainer adds only IPC_LOCK, as Google's unprivileged TCPX pod does, to pin its buffers.
     context = container["securityContext"]
     assert context["runAsUser"] == 1000 and context["readOnlyRootFilesystem"] is True
-    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert context["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
     namespace = a3_run.one("kubernetes:core/v1:Namespace").inputs["metadata"]["labels"]
     assert namespace["pod-security.kubernetes.io/enforce"] == "privileged"
 

@@ -612,7 +612,7 @@ def test_the_trainer_stays_locked_down_beside_the_root_sidecar(gpudirect_runs):
         context = scenario.container()["securityContext"]
         assert context["runAsUser"] == 1000 and context["runAsNonRoot"] is True
         assert context["readOnlyRootFilesystem"] is True and context["privileged"] is False
-        assert context["capabilities"] == {"drop": ["ALL"]}
+        assert context["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}  # pins buffers
         pod_context = scenario.pod_spec()["securityContext"]
         assert pod_context["runAsNonRoot"] is True and pod_context["runAsUser"] == 1000
         (_, rxdm) = scenario.pod_spec()["initContainers"]

@@ -302,5 +302,9 @@ def interconnect_spec(gpu: Machine, fabric: bool) -> InterconnectSpec:
         volumes=pod_volumes(direct),
         trainer_volume_mounts=trainer_volume_mounts(direct),
         sidecars=[rxdm_sidecar(direct)],
+        # Google's unprivileged TCPX pod gives its NCCL container IPC_LOCK (container-engine-
+        # accelerators gpudirect-tcpx/nccl-test-unprivileged-without-hostnetwork.yaml): the
+        # plugin pins the buffers it shares with the rxdm.
+        capabilities=("IPC_LOCK",),
         privileged_pod_security=True,
     )
