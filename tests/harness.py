@@ -107,6 +107,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             },
             retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
             protect=bool(getattr(request, "protect", False)),
+            outputs=self.mocks.outputs_by_name.get((request.type, request.name), {}),
         )
         with self.lock:
             self.captured[response.urn] = captured

@@ -97,6 +97,8 @@ def is_custom_resource(manifest: dict[str, Any]) -> bool:
 def manifest_of(resource: Captured) -> dict[str, Any]:
     api_version, kind = _api_version_and_kind(resource.type)
     body = clean(resource.inputs)
+    if "name" not in body.get("metadata", {}):  # auto-named by Pulumi: the name it was given
+        body.setdefault("metadata", {})["name"] = resource.outputs["metadata"]["name"]
     return {"apiVersion": body.pop("apiVersion", api_version), "kind": body.pop("kind", kind),
             **body}
 

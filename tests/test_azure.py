@@ -415,6 +415,21 @@ def test_a_preparation_source_in_the_account_is_readable_by_the_job_and_waited_f
     assert "/containers/" not in role.inputs["scope"]
 
 
+def test_a_preparation_source_in_an_existing_account_is_readable_on_its_container() -> None:
+    """The user's own account (az://<container>@<account>.blob.core.windows.net/...): Reader on
+    that container, by its ARM id, and the job waits for the grant."""
+    run = run_stack("azure", overrides={"dataset": {"path": "criteo/prepared", "prepare": {
+        "enabled": True, "source": "az://raw@criteodata.blob.core.windows.net/criteo-1tb",
+        "sourceResourceGroup": "data-rg"}}})
+    role = _role(run, STORAGE_BLOB_DATA_READER)
+    assert role.inputs["principalId"] == fake.TRAINER_PRINCIPAL_ID
+    assert role.inputs["scope"] == (
+        f"/subscriptions/{fake.SUBSCRIPTION}/resourceGroups/data-rg/providers/"
+        "Microsoft.Storage/storageAccounts/criteodata/blobServices/default/containers/raw")
+    job = run.one("kubernetes:batch/v1:Job")
+    assert run.waits_for(job, role)
+
+
 def test_no_bucket_source_no_read_grant(run: Run) -> None:
     assert not [r for r in run.of_type(ROLE)
                 if r.inputs["roleDefinitionId"].endswith(STORAGE_BLOB_DATA_READER)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from typing import Any
@@ -67,6 +68,16 @@ BAD: list[tuple[str, str, dict[str, Any], dict[str, Any], str, Any, str]] = [
      "dataset.prepare.source", "s3://raw/criteo", "on gcp the job's workload identity reads gs://"),
     ("s3-on-azure", "azure", prepared(source="s3://raw/criteo"), {},
      "dataset.prepare.source", "s3://raw/criteo", "reads az://"),
+    ("azure-container-with-underscore", "azure", prepared(source="az://raw_days/criteo"), {},
+     "dataset.prepare.source", "az://raw_days/criteo", "single hyphens"),
+    ("azure-account-without-its-group", "azure",
+     prepared(source="az://raw@criteodata.blob.core.windows.net/1tb"), {},
+     "dataset.prepare.sourceResourceGroup", "", "resource group of storage account 'criteodata'"),
+    ("azure-group-without-an-account", "azure",
+     prepared(source="az://raw/1tb", sourceResourceGroup="data-rg"), {},
+     "dataset.prepare.sourceResourceGroup", "data-rg", "only with a source naming its account"),
+    ("resource-group-on-aws", "aws", prepared(sourceResourceGroup="data-rg"), {},
+     "dataset.prepare.sourceResourceGroup", "data-rg", "Azure only"),
     ("absolute-path", "aws", prepared(source="/mnt/shared/raw"), {},
      "dataset.prepare.source", "/mnt/shared/raw", "relative to the shared file system's mount"),
     ("source-contains-output", "aws", prepared(source="criteo"), {},
@@ -172,10 +183,11 @@ def test_the_job_runs_trainer_prepare_with_flags_from_the_settings(runs):
         "multi_hot_sizes": ",".join(map(str, MLPERF_MULTI_HOT)),
         "multi_hot_distribution_type": "uniform"}
     # One-hot on disk when the trainer draws the multi-hot ids itself; a path source is the
-    # folder on the shared file system.
+    # folder on the shared file system. Half a D4s_v5 is 2 CPUs and 8 GiB: one worker, as
+    # many as the memory holds at WORKER_MEMORY_GIB each (a real 1TB day needs ~5 GB).
     assert prepare_flags(runs["azure"]) == {
         "source": "/mnt/shared/criteo/raw", "output": "/mnt/shared/criteo/one-hot",
-        "dataset": "criteo_1tb", "workers": "2", "days": "0-3", "frequency_threshold": "3"}
+        "dataset": "criteo_1tb", "workers": "1", "days": "0-3", "frequency_threshold": "3"}
 
 
 def test_the_trainer_reads_the_prepared_folder_and_draws_multi_hot_only_on_the_fly(runs):
@@ -199,8 +211,12 @@ def test_the_job_reads_with_the_workload_identity_and_writes_the_shared_volume(r
             in prepare_container(scenario)["volumeMounts"]
         labels = prepare_job(scenario).inputs["spec"]["template"]["metadata"]["labels"]
         assert FLAVOURS[name].pod_labels.items() <= labels.items()  # Azure: workload identity
-        env = {e["name"]: e["value"] for e in prepare_container(scenario)["env"]}
+        env = {e["name"]: e.get("value") or e["valueFrom"]
+               for e in prepare_container(scenario)["env"]}
         assert FLAVOURS[name].checkpoint_env.items() <= env.items()  # e.g. the storage account
+        # The run id it stamps its verdict with: its Job's uid, from the pod's own label.
+        assert env["PREPARE_RUN_ID"] == {"fieldRef": {
+            "fieldPath": "metadata.labels['batch.kubernetes.io/controller-uid']"}}
         # The non-root preparation gets its output folder from the root CHOWN-only helper.
         (helper,) = pod["initContainers"]
         assert prepare_flags(scenario)["output"] in helper["command"][-1]
@@ -224,16 +240,24 @@ def test_the_job_is_placed_and_sized_for_its_pool(runs):
 
 
 def test_the_job_retries_a_few_times_within_its_deadline_and_skips_pulumi_s_await(runs):
-    job = prepare_job(runs["aws"]).inputs
-    assert job["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-    assert job["metadata"]["name"] == "dlrm-prepare"
-    spec = job["spec"]
+    job = prepare_job(runs["aws"])
+    assert job.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    spec = job.inputs["spec"]
     assert spec["backoffLimit"] == 3 and spec["activeDeadlineSeconds"] == 48 * 3600
     rules = spec["podFailurePolicy"]["rules"]
+    # A bad flag, or a failure the process has retried already: final, the Job fails at once.
     assert rules[0] == {"action": "FailJob", "onExitCodes": {
-        "containerName": "prepare", "operator": "In", "values": [2]}}  # bad arguments
+        "containerName": "prepare", "operator": "In", "values": [1, 2]}}
     assert rules[1]["action"] == "Ignore"  # a drained or preempted node is not a failure
     assert spec["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_a_replaced_job_gets_a_new_name_so_it_never_meets_the_old_one_terminating(runs):
+    """skipAwait: the delete of the old Job is not awaited; a fixed name would collide."""
+    job = prepare_job(runs["aws"])
+    assert "name" not in job.inputs["metadata"]  # Pulumi auto-names it
+    assert re.fullmatch(r"dlrm-prepare-[0-9a-f]{8}", job.outputs["metadata"]["name"])
+    assert job.name == "dlrm-prepare"
 
 
 def test_the_job_runs_locked_down(runs):
@@ -247,16 +271,39 @@ def test_the_job_runs_locked_down(runs):
             "type": "RuntimeDefault"}
 
 
-def test_training_pods_of_both_kinds_wait_for_layout_json_before_anything_else(runs):
+def wait_container(scenario: WorkloadRun) -> dict[str, Any]:
+    return scenario.pod_spec()["initContainers"][1]
+
+
+def test_training_pods_of_both_kinds_wait_for_this_job_s_layout_json_before_anything_else(runs):
     for scenario in runs.values():
         names = [c["name"] for c in scenario.pod_spec()["initContainers"]]
         assert names == ["prepare-shared-fs", "wait-for-dataset"]
-        wait = scenario.pod_spec()["initContainers"][1]
-        assert wait["command"][-1] == f"{scenario.flags()['dataset_path']}/layout.json"
+        wait = wait_container(scenario)
+        layout, failed, run_id, limit = wait["command"][-4:]
+        assert layout == f"{scenario.flags()['dataset_path']}/layout.json"
+        assert failed == f"{scenario.flags()['dataset_path']}/prepare-failed.json"
+        assert run_id == prepare_job(scenario).outputs["metadata"]["uid"]
+        assert int(limit) == 48 * 3600 + 15 * 60  # past the Job's deadline
         assert {"name": "shared-fs", "mountPath": "/mnt/shared", "readOnly": True} \
             in wait["volumeMounts"]
         assert wait["securityContext"]["runAsNonRoot"] is True
         assert wait["resources"]["limits"] == {"cpu": "100m", "memory": "64Mi"}
+
+
+def test_a_failed_preparation_fails_the_jobset_at_once(runs):
+    """The wait's CONFIG_ERROR matches a FailJob rule, whose message JobSet's
+    ConfigurationOrFabricError rule turns into FailJobSet (workloads/jobset.py)."""
+    spec = runs["aws"].workload().inputs["spec"]
+    job = spec["replicatedJobs"][0]["template"]["spec"]
+    assert {"action": "FailJob", "onExitCodes": {"containerName": "wait-for-dataset",
+                                                 "operator": "In", "values": [2]}} \
+        in job["podFailurePolicy"]["rules"]
+    message = ("Container wait-for-dataset for pod torchrec/dlrm-trainer-0-0-x failed with exit "
+               "code 2 matching FailJob rule at index 1")
+    final = spec["failurePolicy"]["rules"][0]
+    assert final["action"] == "FailJobSet"
+    assert re.search(final["onJobFailureMessagePatterns"][0], message)
 
 
 def test_the_training_job_depends_on_the_preparation_job(runs):
@@ -295,40 +342,77 @@ def test_the_preparation_manifests_are_valid_and_pass_checkov(runs, tmp_path):
         assert "Job" in kinds
     failed = checkov_failures(runs, tmp_path)
     assert not failed, "checkov failed checks:\n  " + "\n  ".join(failed)
-    assert any((tmp_path / "aws").glob("job-dlrm-prepare.yaml"))
+    assert any((tmp_path / "aws").glob("job-dlrm-prepare-*.yaml"))
 
 
 # --- the wait, run here -----------------------------------------------------------------------
 
-def test_the_rendered_wait_holds_until_layout_json_appears_then_exits_0(runs, tmp_path):
-    command = runs["aws"].pod_spec()["initContainers"][1]["command"]
-    layout = tmp_path / "criteo" / "mlperf" / "layout.json"
-    layout.parent.mkdir(parents=True)
-    argv = [*command[:-1], str(layout)]  # the same script, pointed at a folder here
-    env = {**os.environ, "LAYOUT_POLL_SECONDS": "0.1"}
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=env)
+def start_wait(scenario: WorkloadRun, folder, limit: int = 3600,
+               poll: str = "0.1") -> subprocess.Popen:
+    """The rendered init container's own script, pointed at a folder here."""
+    command = wait_container(scenario)["command"]
+    argv = [*command[:-4], str(folder / "layout.json"), str(folder / "prepare-failed.json"),
+            command[-2], str(limit)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "LAYOUT_POLL_SECONDS": poll})
+
+
+def finish(process: subprocess.Popen) -> tuple[int, list[str]]:
     try:
-        time.sleep(0.6)
-        assert process.poll() is None, process.stdout.read()  # still waiting
-        layout.write_text(json.dumps({"format": "criteo-1tb-npy", "version": 1}))
         output, _ = process.communicate(timeout=10)
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 0, output
-    lines = output.splitlines()
+    return process.returncode, output.splitlines()
+
+
+def verdict(run_id: str | None, **fields: Any) -> str:
+    """As trainer.prepare writes it (json.dump, indent=1)."""
+    return json.dumps({**fields, "run_id": run_id}, indent=1)
+
+
+def test_the_rendered_wait_holds_until_this_run_s_layout_json_appears_then_exits_0(runs,
+                                                                                    tmp_path):
+    scenario = runs["aws"]
+    run_id = wait_container(scenario)["command"][-2]
+    layout = tmp_path / "layout.json"
+    layout.write_text(verdict("an-earlier-run", format="criteo-1tb-npy"))  # stale: not ours
+    (tmp_path / "prepare-failed.json").write_text(verdict(None, exit_status=1))  # by hand
+    process = start_wait(scenario, tmp_path)
+    time.sleep(0.6)
+    assert process.poll() is None, process.stdout.read()  # still waiting
+    layout.write_text(verdict(run_id, format="criteo-1tb-npy"))
+    code, lines = finish(process)
+    assert code == 0, lines
     assert sum(line.startswith(f"waiting for {layout}") for line in lines) >= 2
-    assert "kubectl -n torchrec logs -f job/dlrm-prepare" in lines[0]
+    assert ("kubectl -n torchrec logs -f -l app.kubernetes.io/instance=dlrm,"
+            "app.kubernetes.io/name=torchrec-prepare --tail=-1") in lines[0]
     assert lines[-1] == f"found {layout}: the dataset is prepared"
+
+
+def test_the_rendered_wait_fails_with_config_error_on_this_run_s_recorded_failure(runs,
+                                                                                 tmp_path):
+    scenario = runs["aws"]
+    run_id = wait_container(scenario)["command"][-2]
+    process = start_wait(scenario, tmp_path)
+    time.sleep(0.3)
+    (tmp_path / "prepare-failed.json").write_text(verdict(
+        run_id, exit_status=2, error="python -m trainer.prepare: error: --source=s3://x: not found"))
+    code, lines = finish(process)
+    assert code == 2  # CONFIG_ERROR: the rule above fails the training job at once
+    assert any(line.startswith("dataset preparation failed") for line in lines)
+    assert any("--source=s3://x: not found" in line for line in lines)
+
+
+def test_the_rendered_wait_gives_up_after_the_job_s_deadline(runs, tmp_path):
+    code, lines = finish(start_wait(runs["aws"], tmp_path, limit=1, poll="0.2"))
+    assert code == 2
+    assert "past its deadline (dataset.prepare.deadlineHours)" in lines[-1]
 
 
 def test_the_wait_ends_at_once_on_sigterm(runs, tmp_path):
     """The kubelet's SIGTERM (a JobSet restart, a drain) must not sit out the pod's grace."""
-    command = runs["azure"].pod_spec()["initContainers"][1]["command"]
-    process = subprocess.Popen([*command[:-1], str(tmp_path / "layout.json")],
-                               stdout=subprocess.DEVNULL, env={**os.environ,
-                                                               "LAYOUT_POLL_SECONDS": "30"})
+    process = start_wait(runs["azure"], tmp_path, poll="30")
     time.sleep(0.3)
     started = time.monotonic()
     process.terminate()

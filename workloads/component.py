@@ -73,10 +73,12 @@ class TrainingJob(pulumi.ComponentResource):
             # skips awaiting it, and the training pods wait for its layout.json themselves.
             no_ingress = network_policy.prepare_no_ingress(f"{name}-prepare-network-policy",
                                                            names, opts_for(ns))
-            before_job.append(prepare.prepare_job(
-                f"{name}-dataset-prepare", names, cluster, job, args.dataset, args.system_pool,
-                opts_for(fs_ready, ns, account, claim, no_ingress)))
-            waits.append(prepare.layout_wait(cluster, args.dataset, names))
+            preparation = prepare.prepare_job(
+                names, cluster, job, args.dataset, args.system_pool,
+                opts_for(fs_ready, ns, account, claim, no_ingress))
+            before_job.append(preparation)
+            waits.append(prepare.layout_wait(cluster, args.dataset, names,
+                                             prepare.job_uid(preparation)))
 
         budget = stop_budget(cluster.cloud, job_pool(cluster, job).spot, job.termination_grace_seconds,
                              args.kubernetes_version)
@@ -94,7 +96,8 @@ class TrainingJob(pulumi.ComponentResource):
             template = pod_template(cluster, job, names, budget, ContainerSpec(
                 TRAINER_CONTAINER, job_command(job, names, budget), flags, "rendezvous"), waits)
             workload = jobset.job_set(f"{name}-jobset", names, job, TRAINER_CONTAINER, template,
-                                      opts_for(*before_job, controller))
+                                      opts_for(*before_job, controller),
+                                      also_final=[w.name for w in waits])
 
         # Resolved once the job object exists, so a stack output never names a job not yet made.
         self.job_name = workload.id.apply(lambda _: names.job)

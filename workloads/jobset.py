@@ -23,11 +23,13 @@ How a pod's end becomes the job's fate (trainer/exit_codes.py, trainer/launch.py
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.settings.model import JOBSET_REPLICATED_JOB, Job
-from trainer.exit_codes import NO_RETRY, RESUME
+from trainer.exit_codes import CONFIG_ERROR, NO_RETRY, RESUME
 from workloads.names import JobNames
 
 # v0.10.1: built against Kubernetes 1.34 and supported on "one of the last 3 minor versions"
@@ -54,11 +56,16 @@ NO_RETRY_MESSAGE = (rf"failed with exit code ({'|'.join(str(c) for c in NO_RETRY
                     r"matching FailJob rule")
 
 
-def pod_failure_policy(container: str) -> dict[str, object]:
-    """The child Job's rules, first match wins (batch/v1 PodFailurePolicy)."""
+def pod_failure_policy(container: str, also_final: Sequence[str] = ()) -> dict[str, object]:
+    """The child Job's rules, first match wins (batch/v1 PodFailurePolicy). `also_final`: init
+    containers whose CONFIG_ERROR is final too (the dataset wait, workloads/prepare.py); a rule
+    may name an init container ("it should match one of the container or initContainer names in
+    the pod template", PodFailurePolicyOnExitCodesRequirement.containerName)."""
     return {"rules": [
         {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "In",
                                               "values": list(NO_RETRY)}},
+        *({"action": "FailJob", "onExitCodes": {"containerName": init, "operator": "In",
+                                                "values": [CONFIG_ERROR]}} for init in also_final),
         {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "In",
                                               "values": [RESUME]}},
         {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
@@ -86,8 +93,8 @@ def jobset_controller(name: str, opts: pulumi.ResourceOptions) -> k8s.yaml.v2.Co
 
 
 def job_set(name: str, names: JobNames, job: Job, container: str,
-            template: k8s.core.v1.PodTemplateSpecArgs,
-            opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+            template: k8s.core.v1.PodTemplateSpecArgs, opts: pulumi.ResourceOptions,
+            also_final: Sequence[str] = ()) -> k8s.apiextensions.CustomResource:
     return k8s.apiextensions.CustomResource(
         name,
         api_version=API_VERSION,
@@ -110,7 +117,7 @@ def job_set(name: str, names: JobNames, job: Job, container: str,
                         "completions": job.nodes,
                         "parallelism": job.nodes,
                         "backoffLimit": 0,  # one crash fails the Job; JobSet counts restarts
-                        "podFailurePolicy": pod_failure_policy(container),
+                        "podFailurePolicy": pod_failure_policy(container, also_final),
                         "template": template,
                     },
                 },

@@ -9,6 +9,22 @@ Failed"), and preparing Criteo 1TB takes hours. With `pulumi.com/skipAwait` the 
 created once the API server has it; the JobSet or PyTorchJob still depends on it (created after
 it, deleted before it), and each training pod's `wait-for-dataset` init container polls for
 `<dataset.path>/layout.json`, which `trainer.prepare` writes last (trainer/prepare/README.md).
+
+How the wait knows this Job's verdict (trainer/prepare/status.py): the Job's uid, a Pulumi output
+once the API server has the Job, is in the wait's arguments, and the preparation stamps its
+`layout.json` or its `prepare-failed.json` with the same uid (its pod's
+`batch.kubernetes.io/controller-uid` label, through the downward API). A verdict left by an
+earlier run is ignored; this run's failure ends the wait with CONFIG_ERROR, which fails the
+training job at once (its podFailurePolicy names this container); a preparation that leaves no
+verdict (its pod killed on every retry) ends the wait when the Job's deadline has passed.
+
+Why the Job has no fixed name: its pod template is immutable, so a changed setting or image
+replaces it, and pulumi-kubernetes does not await the delete of a skipAwait resource; a
+replacement under the same name would find the old one still terminating ("already exists").
+Pulumi names it `<job>-prepare-<random>` instead (https://www.pulumi.com/docs/iac/concepts/
+resources/names/: "using the logical name and a random suffix"), a new name on each replacement,
+and the old Job is still deleted first so that two preparations never write one folder. A new
+uid also means new wait arguments: the training job is replaced with it and waits for the new run.
 """
 
 from __future__ import annotations
@@ -24,6 +40,8 @@ from infra.contract import GpuCluster
 from infra.settings.model import (Dataset, DatasetPrepare, Job, MultiHotMode, NodePool,
                                   PreparePool)
 from trainer.data.layout import LAYOUT_FILE  # written last by trainer.prepare: present = complete
+from trainer.prepare import WORKER_MEMORY_GIB
+from trainer.prepare.status import FAILED_FILE, RUN_ID_ENV
 from trainer.exit_codes import CONFIG_ERROR
 from workloads.names import JobNames
 from workloads.pod import (RUN_AS, SHARED_VOLUME, folder_preparer, job_pool, node_affinity,
@@ -42,16 +60,22 @@ SYSTEM_POOL_SHARE = 0.5
 # "Reserved system labels"), and infra/azure/cluster.py adds none to the system pool.
 SYSTEM_POOL_LABEL = {Cloud.AWS: "torchrec-cloud/pool", Cloud.GCP: "torchrec-cloud/pool",
                      Cloud.AZURE: "kubernetes.azure.com/agentpool"}
-RETRIES = 3  # a rerun skips the days already complete, so a retry costs only the unfinished ones
+# Pod-level retries, for what the process cannot retry itself (its own OOM kill, a lost node
+# outside a disruption). A rerun skips the days already complete, so a retry costs only the
+# unfinished ones. Failures the process sees it retries itself, then exits 1 or 2: final.
+RETRIES = 3
+FINAL_EXIT_CODES = [1, CONFIG_ERROR]  # trainer/prepare/__main__.py
+# The Job's own label on its pods (Kubernetes 1.27+, "batch.kubernetes.io/controller-uid"):
+# https://kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiocontroller-uid
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+# The wait gives up this long after the Job's activeDeadlineSeconds, counted from its own start
+# (which is after the Job's): by then the Job has failed.
+WAIT_MARGIN_SECONDS = 15 * 60
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 
 def output_dir(cluster: GpuCluster, dataset: Dataset) -> str:
     return f"{cluster.shared_file_system.mount_path}/{dataset.path.strip('/')}"
-
-
-def layout_path(cluster: GpuCluster, dataset: Dataset) -> str:
-    return f"{output_dir(cluster, dataset)}/{LAYOUT_FILE}"
 
 
 def source(cluster: GpuCluster, prepare: DatasetPrepare) -> str:
@@ -114,6 +138,14 @@ class Placement:
     def memory_gib(self, prepare: DatasetPrepare) -> int:
         return prepare.memory_gib or max(1, math.floor(self.machine.memory_gib * self.share))
 
+    def workers(self, prepare: DatasetPrepare) -> int:
+        """As set, else one per CPU as far as the memory holds WORKER_MEMORY_GIB for each."""
+        return prepare.workers or default_workers(self.cpu(prepare), self.memory_gib(prepare))
+
+
+def default_workers(cpu: int, memory_gib: int) -> int:
+    return max(1, min(cpu, memory_gib // WORKER_MEMORY_GIB))
+
 
 def placement(cluster: GpuCluster, job: Job, prepare: DatasetPrepare,
               system_pool: NodePool | None) -> Placement:
@@ -145,20 +177,25 @@ def _locked_down() -> core.SecurityContextArgs:
 
 def _environment(cluster: GpuCluster) -> list[core.EnvVarArgs]:
     values = {**cluster.checkpoints.env, "HOME": "/tmp", "PYTHONUNBUFFERED": "1"}
-    return [core.EnvVarArgs(name=k, value=v) for k, v in sorted(values.items())]
+    run_id = core.EnvVarArgs(name=RUN_ID_ENV, value_from=core.EnvVarSourceArgs(
+        field_ref=core.ObjectFieldSelectorArgs(
+            field_path=f"metadata.labels['{CONTROLLER_UID_LABEL}']")))
+    return [*(core.EnvVarArgs(name=k, value=v) for k, v in sorted(values.items())), run_id]
 
 
 def pod_failure_policy() -> dict[str, object]:
-    """Bad arguments fail at once; a drained or preempted node does not use up the retries."""
+    """Bad arguments, and failures the process has retried already, fail at once; a drained or
+    preempted node does not use up the retries."""
     return {"rules": [
         {"action": "FailJob", "onExitCodes": {"containerName": PREPARE_CONTAINER,
-                                              "operator": "In", "values": [CONFIG_ERROR]}},
+                                              "operator": "In", "values": FINAL_EXIT_CODES}},
         {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
     ]}
 
 
-def prepare_job(name: str, names: JobNames, cluster: GpuCluster, job: Job, dataset: Dataset,
+def prepare_job(names: JobNames, cluster: GpuCluster, job: Job, dataset: Dataset,
                 system_pool: NodePool | None, opts: pulumi.ResourceOptions) -> k8s.batch.v1.Job:
+    """The Job, auto-named `<job>-prepare-<random>` (the module's docstring says why)."""
     prepare = dataset.prepare
     where = placement(cluster, job, prepare, system_pool)
     cpu, memory = where.cpu(prepare), where.memory_gib(prepare)
@@ -169,7 +206,7 @@ def prepare_job(name: str, names: JobNames, cluster: GpuCluster, job: Job, datas
         image=cluster.trainer_image,
         image_pull_policy="Always",
         command=["python", "-m", "trainer.prepare"],
-        args=prepare_flags(cluster, dataset, prepare.workers or cpu),
+        args=prepare_flags(cluster, dataset, where.workers(prepare)),
         env=_environment(cluster),
         resources=core.ResourceRequirementsArgs(requests=quantities, limits=quantities),
         security_context=_locked_down(),
@@ -199,48 +236,80 @@ def prepare_job(name: str, names: JobNames, cluster: GpuCluster, job: Job, datas
         ),
     )
     return k8s.batch.v1.Job(
-        name,
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=names.prepare_job, namespace=names.namespace,
-                                            labels=labels(names), annotations=SKIP_AWAIT),
+        names.prepare_job,
+        metadata=k8s.meta.v1.ObjectMetaArgs(namespace=names.namespace, labels=labels(names),
+                                            annotations=SKIP_AWAIT),
         spec=k8s.batch.v1.JobSpecArgs(
             backoff_limit=RETRIES,
             active_deadline_seconds=prepare.deadline_hours * 3600,
             pod_failure_policy=pod_failure_policy(),
             template=pod,
         ),
-        # A Job's pod template is immutable: a changed setting means delete, then create.
+        # A Job's pod template is immutable: a changed setting means delete, then create (under
+        # a new name); never two preparations writing one folder.
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
             replace_on_changes=["spec"], delete_before_replace=True)),
     )
 
 
-# $1 = the layout file. The trap and `sleep & wait` let the kubelet's SIGTERM end the wait at
-# once (a shell that is PID 1 ignores SIGTERM without a handler, and would hold the pod's grace).
+# $1 = the layout file, $2 = the failure file, $3 = the Job's uid, $4 = when to give up (s).
+# `grep -F '"<uid>"'` finds the run id in the JSON that trainer.prepare writes. The trap and
+# `sleep & wait` let the kubelet's SIGTERM end the wait at once (a shell that is PID 1 ignores
+# SIGTERM without a handler, and would hold the pod's grace).
 WAIT_SCRIPT = """\
-layout="$1"; every="${LAYOUT_POLL_SECONDS:-%d}"; started=$(date +%%s)
+layout="$1"; failed="$2"; run="$3"; limit="$4"
+every="${LAYOUT_POLL_SECONDS:-%(poll)d}"; started=$(date +%%s)
 trap 'exit 143' TERM INT
-while [ ! -f "$layout" ]; do
-  echo "waiting for $layout: dataset preparation running for $(( $(date +%%s) - started )) s; \
-its progress: %s"
+while :; do
+  if [ -f "$layout" ] && grep -qF "\\"$run\\"" "$layout"; then
+    echo "found $layout: the dataset is prepared"; exit 0
+  fi
+  if [ -f "$failed" ] && grep -qF "\\"$run\\"" "$failed"; then
+    echo "dataset preparation failed (its log: %(logs)s):"; cat "$failed"; exit %(fail)d
+  fi
+  waited=$(( $(date +%%s) - started ))
+  if [ "$waited" -ge "$limit" ]; then
+    echo "no $layout from preparation $run after $waited s: its Job is past its deadline \
+(dataset.prepare.deadlineHours); its log: %(logs)s"; exit %(fail)d
+  fi
+  echo "waiting for $layout: dataset preparation running for $waited s; its progress: %(logs)s"
   sleep "$every" & wait $!
 done
-echo "found $layout: the dataset is prepared"
 """
 
 
-def wait_command(cluster: GpuCluster, dataset: Dataset, names: JobNames) -> list[str]:
-    follow = f"kubectl -n {names.namespace} logs -f job/{names.prepare_job}"
-    script = WAIT_SCRIPT % (POLL_SECONDS, follow)
-    return ["/bin/sh", "-c", script, WAIT_CONTAINER, layout_path(cluster, dataset)]
+def logs_command(names: JobNames) -> str:
+    """The Job's name is Pulumi's; its labels are ours."""
+    selector = ",".join(f"{k}={v}" for k, v in sorted(names.prepare_selector.items()))
+    return f"kubectl -n {names.namespace} logs -f -l {selector} --tail=-1"
 
 
-def layout_wait(cluster: GpuCluster, dataset: Dataset, names: JobNames) -> core.ContainerArgs:
-    """The training pods' init container: done when layout.json exists, a few bytes of shell."""
+def wait_limit_seconds(prepare: DatasetPrepare) -> int:
+    return prepare.deadline_hours * 3600 + WAIT_MARGIN_SECONDS
+
+
+def wait_command(cluster: GpuCluster, dataset: Dataset, names: JobNames,
+                 run_id: pulumi.Input[str]) -> list[pulumi.Input[str]]:
+    script = WAIT_SCRIPT % {"poll": POLL_SECONDS, "logs": logs_command(names),
+                            "fail": CONFIG_ERROR}
+    out = output_dir(cluster, dataset)
+    return ["/bin/sh", "-c", script, WAIT_CONTAINER, f"{out}/{LAYOUT_FILE}",
+            f"{out}/{FAILED_FILE}", run_id, str(wait_limit_seconds(dataset.prepare))]
+
+
+def job_uid(prepare_job: k8s.batch.v1.Job) -> pulumi.Output[str]:
+    return prepare_job.metadata.apply(lambda meta: meta.uid)
+
+
+def layout_wait(cluster: GpuCluster, dataset: Dataset, names: JobNames,
+                run_id: pulumi.Input[str]) -> core.ContainerArgs:
+    """The training pods' init container: done when the Job `run_id` has written layout.json,
+    failed (CONFIG_ERROR) when it has recorded a failure or is past its deadline."""
     return core.ContainerArgs(
         name=WAIT_CONTAINER,
         image=cluster.trainer_image,
         image_pull_policy="Always",
-        command=wait_command(cluster, dataset, names),
+        command=wait_command(cluster, dataset, names, run_id),
         resources=core.ResourceRequirementsArgs(
             requests={"cpu": "100m", "memory": "64Mi"}, limits={"cpu": "100m", "memory": "64Mi"}),
         security_context=_locked_down(),

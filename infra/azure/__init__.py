@@ -120,8 +120,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
         # a 403 there is a crash the JobSet counts.
         ready: list[pulumi.Resource] = [*pools.values(), *addons, *access, ckpt.credential,
                                         ckpt.role]
-        if ckpt.dataset_read is not None:
-            ready.append(ckpt.dataset_read)
+        ready.extend(ckpt.dataset_reads)
         if s.job.image:
             trainer_image: pulumi.Input[str] = s.job.image
         else:

@@ -25,6 +25,7 @@ from pulumi_azure_native import authorization, managedidentity, resources, stora
 from infra.azure.identity import STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER, assign_role
 from infra.contract import CheckpointStore
 from infra.settings.model import Settings
+from infra.settings.rules import AZURE_SOURCE_URI
 
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 CHECKPOINT_CONTAINER = "checkpoints"
@@ -43,7 +44,7 @@ class Checkpoints:
     identity: managedidentity.UserAssignedIdentity
     credential: managedidentity.FederatedIdentityCredential
     role: authorization.RoleAssignment
-    dataset_read: authorization.RoleAssignment | None  # the preparation's az:// source
+    dataset_reads: list[authorization.RoleAssignment]  # the preparation's az:// source
 
 
 def service_account_subject(settings: Settings) -> str:
@@ -144,22 +145,45 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
         subscription_id=subscription_id,
         opts=opts,
     )
-    # An az://container/prefix source of dataset.prepare lives in this account (the job's
-    # identity reaches no other, and its network rules admit the nodes). Reader on the
-    # account, not the container: the user creates that container after the account exists,
-    # and a role assignment needs its scope to exist when it is made.
-    dataset_read = assign_role(
+    dataset_reads = [assign_role(
         f"{prefix}-trainer-dataset-reader",
         role=STORAGE_BLOB_DATA_READER,
         principal_id=identity.principal_id,
         principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
-        scope=account.id,
+        scope=scope,
         subscription_id=subscription_id,
         opts=opts,
-    ) if settings.dataset.bucket_uris("az") else None
+    ) for scope in dataset_read_scopes(settings, account.id, subscription_id)]
     return Checkpoints(resource_group=group, account=account, container=container,
                        identity=identity, credential=credential, role=role,
-                       dataset_read=dataset_read)
+                       dataset_reads=dataset_reads)
+
+
+def dataset_read_scopes(settings: Settings, stack_account_id: pulumi.Input[str],
+                        subscription_id: pulumi.Input[str]) -> list[pulumi.Input[str]]:
+    """Where the job's identity reads the preparation's az:// source (at most one scope).
+
+    az://<container>@<account>.blob.core.windows.net/...: that existing container, by its ARM
+    id (a role assignment's scope must exist; the user's data is already there). The account's
+    firewall must admit the cluster's nodes, whose subnet reaches storage through a
+    Microsoft.Storage service endpoint (infra/azure/network.py).
+    az://<container>/...: the stack's own account, which the pods' AZURE_STORAGE_ACCOUNT_NAME
+    names and whose network rules admit the nodes. The account, not the container: the user
+    creates that container after the account exists."""
+    scopes: list[pulumi.Input[str]] = []
+    for uri in settings.dataset.bucket_uris("az"):
+        match = AZURE_SOURCE_URI.match(uri)
+        if match is None:  # the settings rules refuse it before any resource exists
+            raise ValueError(f"dataset.prepare.source={uri!r} is no az:// source URI")
+        if match.group("account"):
+            scopes.append(pulumi.Output.concat(
+                "/subscriptions/", subscription_id, "/resourceGroups/",
+                settings.dataset.prepare.source_resource_group,
+                "/providers/Microsoft.Storage/storageAccounts/", match.group("account"),
+                "/blobServices/default/containers/", match.group("container")))
+        else:
+            scopes.append(stack_account_id)
+    return scopes
 
 
 def checkpoint_store(ckpt: Checkpoints, settings: Settings) -> CheckpointStore:

@@ -329,8 +329,14 @@ class DatasetPrepare(Section):
     source: str = Field(
         "", description="Where the raw files are (day_0 .. day_23, optionally .gz, or Kaggle "
         "train.txt): s3://bucket/prefix (aws), gs://bucket/prefix (gcp), "
-        "az://container/prefix (azure, the checkpoint storage account), read with the job's "
-        "workload identity; or a folder on the shared file system, relative to its mount.")
+        "az://container@account.blob.core.windows.net/prefix (azure, an existing account; see "
+        "sourceResourceGroup) or az://container/prefix (the stack's checkpoint account), read "
+        "with the job's workload identity; or a folder on the shared file system, relative to "
+        "its mount.")
+    source_resource_group: str = Field(
+        "", description="Azure, with an az://container@account... source: the account's resource "
+        "group in the stack's subscription; the stack grants the job's identity Storage Blob "
+        "Data Reader on that container.")
     format: CriteoFormat = Field(
         CriteoFormat.CRITEO_1TB, description="criteo_1tb (24 day files) or criteo_kaggle "
         "(one train.txt).")
@@ -362,7 +368,8 @@ class DatasetPrepare(Section):
         "gpu needs one node more than job.nodes in that pool's maxNodes, because the training "
         "pods hold their nodes while they wait.")
     workers: int = Field(
-        0, ge=0, description="Parallel workers of the preparation (0 = one per CPU of its pod).")
+        0, ge=0, description="Parallel workers of the preparation (0 = one per CPU of its pod, "
+        "as many as its memory holds at 6 GiB each: a real 1TB day's scan takes about 5 GB).")
     cpu: int = Field(0, ge=0, description="CPUs requested (0 = sized from the pool's machine).")
     memory_gib: int = Field(
         0, ge=0, description="Memory requested in GiB (0 = sized from the pool's machine).")

@@ -589,7 +589,18 @@ RULES = (*RULES, aks_version_is_created_today)
 # (infra/contract.py CheckpointStore.uri); adlfs reads az://<container>/<prefix> in the storage
 # account the job's identity is granted (AZURE_STORAGE_ACCOUNT_NAME).
 SOURCE_SCHEMES = {Cloud.AWS: "s3", Cloud.GCP: "gs", Cloud.AZURE: "az"}
-BUCKET_URI = re.compile(r"^(s3|gs|az)://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$")
+BUCKET_URI = re.compile(r"^(s3|gs)://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$")
+# Azure: container names are 3-63 lowercase letters, digits and single hyphens, starting and
+# ending with a letter or digit; account names 3-24 lowercase letters and digits
+# (https://learn.microsoft.com/rest/api/storageservices/naming-and-referencing-containers--blobs--and-metadata,
+# https://learn.microsoft.com/azure/storage/common/storage-account-overview#storage-account-name).
+# adlfs takes the account from the host of az://<container>@<account>.blob.core.windows.net/...
+# (adlfs spec.py _get_kwargs_from_urls); without one, AZURE_STORAGE_ACCOUNT_NAME (the stack's).
+AZURE_SOURCE_URI = re.compile(r"^az://(?P<container>[a-z0-9](?:-?[a-z0-9]){2,62})"
+                              r"(?:@(?P<account>[a-z0-9]{3,24})\.blob\.core\.windows\.net)?(/.*)?$")
+# Resource group names: 1-90 letters, digits, '_', '-', '.', '(' and ')', not ending in '.'
+# (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules).
+RESOURCE_GROUP = re.compile(r"^[\w\-.()]{0,89}[\w\-()]$")
 DAYS_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 # MLPerf DLRM-DCNv2's materialized multi-hot Criteo 1TB is "the 3.8 TB materialized multi-hot
 # dataset" (mlcommons/training recommendation_v2/torchrec_dlrm/README.MD); the one-hot layout it
@@ -637,6 +648,8 @@ def prepare_has_an_output_and_a_source(s: Settings) -> Iterator[Problem]:
                           f"on {s.cloud.value} the job's workload identity reads {scheme}:// "
                           f"URIs ({scheme}://bucket/prefix), or give a folder on the shared file "
                           "system relative to its mount")
+        elif s.cloud == Cloud.AZURE:
+            yield from _azure_source(s)
         elif not BUCKET_URI.match(source):
             yield Problem("dataset.prepare.source", source, f"a {scheme}://bucket/prefix URI")
     elif not _relative_folder(source):
@@ -649,6 +662,33 @@ def prepare_has_an_output_and_a_source(s: Settings) -> Iterator[Problem]:
         yield Problem("dataset.prepare.source", source,
                       f"a folder apart from dataset.path ({s.dataset.path!r}), which the Job "
                       "writes: neither may contain the other")
+
+
+def _azure_source(s: Settings) -> Iterator[Problem]:
+    prepare = s.dataset.prepare
+    match = AZURE_SOURCE_URI.match(prepare.source)
+    if not match:
+        yield Problem("dataset.prepare.source", prepare.source,
+                      "az://<container>@<account>.blob.core.windows.net/<prefix> (an existing "
+                      "account) or az://<container>/<prefix> (the stack's account); a container "
+                      "name is 3-63 lowercase letters, digits and single hyphens")
+    elif match.group("account") and not RESOURCE_GROUP.match(prepare.source_resource_group):
+        yield Problem("dataset.prepare.sourceResourceGroup", prepare.source_resource_group,
+                      f"the resource group of storage account {match.group('account')!r} (this "
+                      "subscription): the stack grants the job's identity Storage Blob Data "
+                      "Reader on its container")
+    elif not match.group("account") and prepare.source_resource_group:
+        yield Problem("dataset.prepare.sourceResourceGroup", prepare.source_resource_group,
+                      "only with a source naming its account, az://<container>@<account>"
+                      ".blob.core.windows.net/<prefix>; az://<container>/... is in the stack's "
+                      "own account")
+
+
+def prepare_source_resource_group_is_azure_only(s: Settings) -> Iterator[Problem]:
+    if s.cloud != Cloud.AZURE and s.dataset.prepare.source_resource_group:
+        yield Problem("dataset.prepare.sourceResourceGroup",
+                      s.dataset.prepare.source_resource_group,
+                      "Azure only (the resource group of an az:// source's storage account)")
 
 
 def prepare_multi_hot_sizes_are_criteo_features(s: Settings) -> Iterator[Problem]:
@@ -733,6 +773,7 @@ def prepare_output_fits_the_file_system(s: Settings) -> Iterator[Problem]:
                       "onTheFly (one-hot on disk, about 0.7 TB; the trainer draws the extra ids)")
 
 
-RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_multi_hot_sizes_are_criteo_features,
+RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_source_resource_group_is_azure_only,
+         prepare_multi_hot_sizes_are_criteo_features,
          prepare_days_fit_the_format, prepare_owns_the_multi_hot_flags, prepare_fits_its_pool,
          prepare_output_fits_the_file_system)

@@ -19,7 +19,7 @@ from torchrec.datasets.criteo import BinaryCriteoUtils
 from tests import emulators
 from tests.trainer.helpers import REPO, env
 from trainer.data.criteo import discover, open_npz_members
-from trainer.prepare import multi_hot, source
+from trainer.prepare import multi_hot, source, write
 from trainer.prepare.__main__ import main
 from trainer.prepare.cli import parse
 from trainer.prepare.run import prepare
@@ -232,3 +232,83 @@ def test_the_trainer_takes_its_table_sizes_from_layout_json_unless_given(raw, tm
     raw_tsv = TrainConfig(dataset_path=str(raw))
     assert raw_tsv.table_sizes == [TrainConfig().num_embeddings] * 26
     assert pooling_factors(raw_tsv) is None
+
+
+# --- how a run ends: retries, and the verdict the training pods read --------------------------
+
+def flaky(monkeypatch, failing_calls: set[int]) -> None:
+    """write.run fails the calls numbered in `failing_calls` (1 = the first) as a dropped
+    connection would, and works otherwise."""
+    real, calls = write.run, {"n": 0}
+
+    def run(*args):
+        calls["n"] += 1
+        if calls["n"] in failing_calls:
+            raise ConnectionResetError("connection reset by peer")
+        return real(*args)
+
+    monkeypatch.setattr(write, "run", run)
+
+
+def test_a_failure_is_retried_in_process_and_keeps_the_finished_days(raw, tmp_path, monkeypatch,
+                                                                     capsys):
+    monkeypatch.setenv("PREPARE_RUN_ID", "job-uid-1")
+    flaky(monkeypatch, failing_calls={2})  # the second day, once
+    out = tmp_path / "out"
+    assert main(["--source", str(raw), "--output", str(out), "--retry_seconds", "0"]) == 0
+    log = capsys.readouterr().out
+    assert "attempt 1 of 4 failed: connection reset by peer; retrying in 0 s" in log
+    assert "day 1/3 day_0 done, 600 rows, skipped (done before)" in log  # kept from attempt 1
+    layout = json.loads((out / "layout.json").read_text())
+    assert layout["run_id"] == "job-uid-1" and sum(layout["rows"]) == 3 * ROWS
+    assert not (out / "prepare-failed.json").exists()
+
+
+def test_a_failure_past_its_retries_exits_1_and_records_this_run_s_verdict(raw, tmp_path,
+                                                                            monkeypatch, capsys):
+    monkeypatch.setenv("PREPARE_RUN_ID", "job-uid-2")
+    working = write.run
+    flaky(monkeypatch, failing_calls=set(range(1, 100)))
+    out = tmp_path / "out"
+    assert main(["--source", str(raw), "--output", str(out), "--retries", "2",
+                 "--retry_seconds", "0"]) == 1
+    assert "attempt 2 of 3 failed" in capsys.readouterr().out
+    failed = json.loads((out / "prepare-failed.json").read_text())
+    assert failed == {"run_id": "job-uid-2", "exit_status": 1,
+                      "error": "prepare: failed: ConnectionResetError: connection reset by peer"}
+    assert not (out / "layout.json").exists()
+    # The next run (the Job recreated once the cause is fixed) starts with no verdict.
+    monkeypatch.setenv("PREPARE_RUN_ID", "job-uid-3")
+    monkeypatch.setattr(write, "run", working)
+    assert main(["--source", str(raw), "--output", str(out), "--retry_seconds", "0"]) == 0
+    assert not (out / "prepare-failed.json").exists()
+    assert json.loads((out / "layout.json").read_text())["run_id"] == "job-uid-3"
+
+
+def test_a_bad_flag_is_not_retried_and_is_recorded_with_exit_2(raw, tmp_path, monkeypatch):
+    monkeypatch.setenv("PREPARE_RUN_ID", "job-uid-4")
+    out = tmp_path / "out"
+    assert main(["--source", str(raw), "--output", str(out), "--days", "0-5"]) == 2
+    failed = json.loads((out / "prepare-failed.json").read_text())
+    assert failed["run_id"] == "job-uid-4" and failed["exit_status"] == 2
+    assert "--days=0,1,2,3,4,5" in failed["error"]
+
+
+def test_a_run_by_hand_stamps_no_run_id(raw, tmp_path, monkeypatch):
+    monkeypatch.delenv("PREPARE_RUN_ID", raising=False)
+    layout, _ = run_prepare(raw, tmp_path / "out")
+    assert layout["run_id"] is None
+
+
+def test_an_azure_source_keeps_its_account_in_every_file_url():
+    """adlfs lists `container/prefix/day_0` and takes the account from the URL's host only: the
+    workers must open the same account the listing read, not AZURE_STORAGE_ACCOUNT_NAME's."""
+    from adlfs import AzureBlobFileSystem
+
+    source_uri = "az://raw@criteodata.blob.core.windows.net/criteo/1tb"
+    root = AzureBlobFileSystem._strip_protocol(source_uri)
+    url = source._url(source_uri, root, f"{root}/day_0.gz")
+    assert url == "az://raw@criteodata.blob.core.windows.net/criteo/1tb/day_0.gz"
+    assert AzureBlobFileSystem._get_kwargs_from_urls(url) == {"account_name": "criteodata"}
+    assert source._url("s3://criteo-raw/days/", "criteo-raw/days", "criteo-raw/days/day_3") \
+        == "s3://criteo-raw/days/day_3"

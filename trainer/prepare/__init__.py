@@ -13,3 +13,8 @@ Three passes, each resumable, each spread over ``--workers`` processes:
 
 ``layout.json`` is written last (``run.py``); see the README for the files and their dtypes.
 """
+
+# Memory one worker may need on a real Criteo 1TB day: the README's estimate (about 4-5 GB for
+# a 195M-row day's scan, 5 GB for the vocabulary of MLPerf's largest column) with a margin. The
+# stack gives a pod no more workers than its memory holds at this size (workloads/prepare.py).
+WORKER_MEMORY_GIB = 6

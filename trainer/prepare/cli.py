@@ -28,6 +28,8 @@ class Options:
     multi_hot_sizes: Optional[List[int]]
     multi_hot_distribution_type: str
     workers: int
+    retries: int = 3
+    retry_seconds: float = 90.0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--multi_hot_distribution_type", default="uniform",
                    help=f"Synthetic multi-hot ids: {' or '.join(DISTRIBUTIONS)} (MLPerf multi_hot.py).")
     p.add_argument("--workers", default="1", help="Processes, each preparing one day (or column) at a time.")
+    p.add_argument("--retries", default="3", help="Attempts after a failure other than a bad flag (each skips "
+                                                  "the finished days).")
+    p.add_argument("--retry_seconds", default="90",
+                   help="Wait before the first retry, doubled for each next one (90: 1.5, 3, 6 min, past "
+                        "the minutes a new cloud role grant can take to apply).")
     return p
 
 
@@ -92,4 +99,15 @@ def parse(argv: Sequence[str]) -> Options:
         max_ind_range=_int("max_ind_range", args.max_ind_range, 0),
         multi_hot_sizes=sizes, multi_hot_distribution_type=args.multi_hot_distribution_type,
         workers=_int("workers", args.workers, 1),
+        retries=_int("retries", args.retries, 0), retry_seconds=_seconds(args.retry_seconds),
     )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise bad_flag("retry_seconds", text, "a number of seconds >= 0")
+    return value

@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Iterator, List, Optional, Tuple
 
 from trainer.config import NUM_SPARSE_FEATURES
-from trainer.prepare import multi_hot, scan, source, vocab, write
+from trainer.prepare import multi_hot, scan, source, status, vocab, write
 from trainer.prepare.cli import Options
 
 from trainer.data.layout import LAYOUT_FILE as LAYOUT
@@ -119,6 +119,7 @@ def _prepare(opts: Options, found: Tuple[str, List[source.RawFile]], workers: Wo
         "frequency_threshold": opts.frequency_threshold,
         "max_ind_range": opts.max_ind_range,
         "source": opts.source,
+        "run_id": status.run_id(),  # the Job that wrote it (trainer/prepare/status.py)
         "version": 1,
     }
     with open(layout_path + ".tmp", "w") as fh:

@@ -40,8 +40,7 @@ def find(source: str, dataset: Optional[str], days: Optional[List[int]]) -> tupl
     except (FileNotFoundError, NotADirectoryError):
         raise bad_flag("source", source, "a directory or bucket prefix holding day_<i>[.gz] or train.txt; "
                        "not found") from None
-    protocol = source.split("://", 1)[0] + "://" if "://" in source else ""
-    files = {entry["name"].rstrip("/").rsplit("/", 1)[-1]: (protocol + entry["name"], int(entry.get("size") or 0))
+    files = {entry["name"].rstrip("/").rsplit("/", 1)[-1]: (_url(source, root, entry["name"]), int(entry.get("size") or 0))
              for entry in listing if entry.get("type") == "file"}
     found_days = {}
     for name, where in sorted(files.items()):  # "day_3" sorts before "day_3.gz": plain text wins
@@ -65,6 +64,18 @@ def find(source: str, dataset: Optional[str], days: Optional[List[int]]) -> tupl
         raise bad_flag("days", _span(wanted), f"day files found in {source}: {_span(sorted(found_days))}; "
                        f"missing {_span(missing)}")
     return dataset, [RawFile(found_days[d][0], f"day_{d}", found_days[d][1]) for d in wanted]
+
+
+def _url(source: str, root: str, name: str) -> str:
+    """A listed file's URL as the source spells it, so that what the source's URL says beyond
+    the path (an Azure account: az://container@account.blob.core.windows.net/...) reaches the
+    workers that open the file."""
+    if "://" not in source:
+        return name
+    root = root.rstrip("/")
+    if name.startswith(root + "/"):
+        return source.rstrip("/") + name[len(root):]
+    return source.split("://", 1)[0] + "://" + name
 
 
 def _span(days: List[int]) -> str:
