@@ -330,6 +330,14 @@ def test_the_preparation_pod_takes_no_ingress_and_is_not_a_trainer_peer(runs):
     assert not service.items() <= pod_labels.items()  # never resolved as a rendezvous peer
 
 
+def test_the_watch_commands_start_with_the_preparation_s_log(runs):
+    for scenario in runs.values():
+        commands = scenario.outputs["watch_commands"]
+        assert commands[0] == ("kubectl -n torchrec logs -f -l app.kubernetes.io/instance=dlrm,"
+                               "app.kubernetes.io/name=torchrec-prepare --tail=-1")
+        assert len(commands) == 4  # then the training job's three
+
+
 def test_no_preparation_no_job_and_no_wait():
     plain = run_workload("gcp", Job(), dataset=Dataset(path="criteo/1tb"))
     assert not plain.run.of_type(PREPARE_JOB)

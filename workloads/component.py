@@ -101,5 +101,7 @@ class TrainingJob(pulumi.ComponentResource):
 
         # Resolved once the job object exists, so a stack output never names a job not yet made.
         self.job_name = workload.id.apply(lambda _: names.job)
-        self.watch_commands = workload.id.apply(lambda _: watch_commands(names, job.kind))
+        preparing = args.dataset.prepare.enabled
+        self.watch_commands = workload.id.apply(
+            lambda _: watch_commands(names, job.kind, preparing))
         self.register_outputs({"job_name": self.job_name, "watch_commands": self.watch_commands})

@@ -47,6 +47,7 @@ from workloads.names import JobNames
 from workloads.pod import (RUN_AS, SHARED_VOLUME, folder_preparer, job_pool, node_affinity,
                            tolerations)
 from workloads.sizing import NODE_SHARE
+from workloads.watch import prepare_logs_command
 
 core = k8s.core.v1
 PREPARE_CONTAINER = "prepare"
@@ -278,19 +279,13 @@ done
 """
 
 
-def logs_command(names: JobNames) -> str:
-    """The Job's name is Pulumi's; its labels are ours."""
-    selector = ",".join(f"{k}={v}" for k, v in sorted(names.prepare_selector.items()))
-    return f"kubectl -n {names.namespace} logs -f -l {selector} --tail=-1"
-
-
 def wait_limit_seconds(prepare: DatasetPrepare) -> int:
     return prepare.deadline_hours * 3600 + WAIT_MARGIN_SECONDS
 
 
 def wait_command(cluster: GpuCluster, dataset: Dataset, names: JobNames,
                  run_id: pulumi.Input[str]) -> list[pulumi.Input[str]]:
-    script = WAIT_SCRIPT % {"poll": POLL_SECONDS, "logs": logs_command(names),
+    script = WAIT_SCRIPT % {"poll": POLL_SECONDS, "logs": prepare_logs_command(names),
                             "fail": CONFIG_ERROR}
     out = output_dir(cluster, dataset)
     return ["/bin/sh", "-c", script, WAIT_CONTAINER, f"{out}/{LAYOUT_FILE}",

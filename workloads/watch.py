@@ -6,7 +6,19 @@ from infra.settings.model import JobKind
 from workloads.names import COMPLETION_INDEX_LABEL, JobNames
 
 
-def watch_commands(names: JobNames, kind: JobKind) -> list[str]:
+def prepare_logs_command(names: JobNames) -> str:
+    """The preparation Job's log (its name is Pulumi's, its labels ours), from the start."""
+    selector = ",".join(f"{k}={v}" for k, v in sorted(names.prepare_selector.items()))
+    return f"kubectl -n {names.namespace} logs -f -l {selector} --tail=-1"
+
+
+def watch_commands(names: JobNames, kind: JobKind, preparing: bool = False) -> list[str]:
+    """With dataset.prepare, the preparation's log comes first: training waits for it."""
+    first = [prepare_logs_command(names)] if preparing else []
+    return first + _job_commands(names, kind)
+
+
+def _job_commands(names: JobNames, kind: JobKind) -> list[str]:
     ns = f"kubectl -n {names.namespace}"
     if kind == JobKind.PYTORCH_JOB:
         pods = f"training.kubeflow.org/job-name={names.job}"
