@@ -428,6 +428,9 @@ def test_a_preparation_source_in_an_existing_account_is_readable_on_its_containe
         "Microsoft.Storage/storageAccounts/criteodata/blobServices/default/containers/raw")
     job = run.one("kubernetes:batch/v1:Job")
     assert run.waits_for(job, role)
+    # The subnet a virtual network rule on that account must admit (README): a stack output.
+    nodes = [s for s in run.of_type(SUBNET) if "nodes" in s.name]
+    assert len(nodes) == 1 and run.outputs["node_subnet_id"] == nodes[0].outputs["id"]
 
 
 def test_no_bucket_source_no_read_grant(run: Run) -> None:

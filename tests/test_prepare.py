@@ -45,6 +45,12 @@ def prepared(**prepare: Any) -> dict[str, Any]:
             "prepare": {"enabled": True, "source": "criteo/raw", **prepare}}
 
 
+def test_an_existing_azure_account_with_a_short_hyphenated_container_is_accepted():
+    settings = settings_with("azure", prepared(source="az://a-b@criteodata.blob.core.windows.net/1tb",
+                                               sourceResourceGroup="data-rg"))
+    assert settings.dataset.prepare.source_resource_group == "data-rg"
+
+
 def test_a_valid_preparation_needs_only_a_source_and_the_output_path():
     settings = settings_with("aws", {"path": "criteo/prepared",
                                      "prepare": {"enabled": True, "source": "s3://raw/criteo"}})
@@ -70,6 +76,10 @@ BAD: list[tuple[str, str, dict[str, Any], dict[str, Any], str, Any, str]] = [
      "dataset.prepare.source", "s3://raw/criteo", "reads az://"),
     ("azure-container-with-underscore", "azure", prepared(source="az://raw_days/criteo"), {},
      "dataset.prepare.source", "az://raw_days/criteo", "single hyphens"),
+    ("azure-container-of-64", "azure", prepared(source=f"az://{'a' * 64}/criteo"), {},
+     "dataset.prepare.source", f"az://{'a' * 64}/criteo", "3-63 lowercase letters"),
+    ("job-name-too-long-for-its-preparation", "aws", prepared(), {"job": {"name": "a" * 47}},
+     "job.name", "a" * 47, "at most 46 characters with dataset.prepare"),
     ("azure-account-without-its-group", "azure",
      prepared(source="az://raw@criteodata.blob.core.windows.net/1tb"), {},
      "dataset.prepare.sourceResourceGroup", "", "resource group of storage account 'criteodata'"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.settings.model import JOBSET_REPLICATED_JOB, Job
+from infra.settings.model import JOBSET_REPLICATED_JOB, PREPARE_JOB_SUFFIX, Job
 
 RENDEZVOUS_PORT = 29500  # torchrun's default c10d port
 TRAINER_CONTAINER = "trainer"
@@ -55,8 +55,8 @@ class JobNames:
 
     @property
     def prepare_job(self) -> str:
-        """The dataset preparation Job (workloads/prepare.py)."""
-        return f"{self.job}-prepare"
+        """The dataset preparation Job's logical name; Pulumi adds `-<8 random>` (workloads/prepare.py)."""
+        return f"{self.job}{PREPARE_JOB_SUFFIX}"
 
     @property
     def prepare_network_policy(self) -> str:

@@ -150,6 +150,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
             exports={
                 "storage_account": ckpt.account.name,
                 "checkpoint_resource_group": ckpt.resource_group.name,
+                # For a dataset source account's virtual network rule (README, "Reading the bucket").
+                "node_subnet_id": net.nodes_subnet.id,
                 **({} if s.job.image else {"registry": names["registry"]}),
             },
         )

@@ -418,6 +418,12 @@ class JobKind(str, Enum):
 
 # The JobSet's one replicated job; its pods are `<job.name>-node-0-<index>` (workloads/jobset.py).
 JOBSET_REPLICATED_JOB = "node"
+# The preparation Job's logical name is `<job.name>-prepare`; Pulumi names it that plus '-' and 8
+# random characters (pulumi-kubernetes provider/pkg/metadata/naming.go AssignNameIfAutonamable ->
+# resource.NewUniqueName(..., randlen 0), "if randlen <= 0 { randlen = 8 }"), and a Job's name
+# becomes a pod label value, at most 63 characters (workloads/prepare.py).
+PREPARE_JOB_SUFFIX = "-prepare"
+PULUMI_AUTONAME_SUFFIX = 1 + 8
 
 
 class PoolChoice(str, Enum):

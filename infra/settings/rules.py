@@ -27,6 +27,8 @@ from infra.settings.model import (
     CRITEO_SPARSE_FEATURES,
     AzureNetAppFiles,
     JOBSET_REPLICATED_JOB,
+    PREPARE_JOB_SUFFIX,
+    PULUMI_AUTONAME_SUFFIX,
     CheckpointLocation,
     JobKind,
     Filestore,
@@ -218,6 +220,13 @@ def kubernetes_names_are_valid(s: Settings) -> Iterator[Problem]:
                           f"a JobSet name starts with a letter and has at most "
                           f"{63 - len(longest) + len(s.job.name)} characters with "
                           f"{s.job.nodes} nodes (its pods are named {longest[:-6]}-xxxxx)")
+    if s.dataset.prepare.enabled:
+        prepare_job = f"{s.job.name}{PREPARE_JOB_SUFFIX}-{'x' * (PULUMI_AUTONAME_SUFFIX - 1)}"
+        if len(prepare_job) > 63:
+            yield Problem("job.name", s.job.name,
+                          f"at most {63 - len(prepare_job) + len(s.job.name)} characters with "
+                          f"dataset.prepare (its Job is named {prepare_job}, a label value of "
+                          "at most 63)")
 
 
 def trainer_args_are_flags(s: Settings) -> Iterator[Problem]:
@@ -596,7 +605,8 @@ BUCKET_URI = re.compile(r"^(s3|gs)://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$")
 # https://learn.microsoft.com/azure/storage/common/storage-account-overview#storage-account-name).
 # adlfs takes the account from the host of az://<container>@<account>.blob.core.windows.net/...
 # (adlfs spec.py _get_kwargs_from_urls); without one, AZURE_STORAGE_ACCOUNT_NAME (the stack's).
-AZURE_SOURCE_URI = re.compile(r"^az://(?P<container>[a-z0-9](?:-?[a-z0-9]){2,62})"
+AZURE_SOURCE_URI = re.compile(r"^az://(?=[a-z0-9-]{3,63}(?:[@/]|$))"
+                              r"(?P<container>[a-z0-9](?:-?[a-z0-9])*)"
                               r"(?:@(?P<account>[a-z0-9]{3,24})\.blob\.core\.windows\.net)?(/.*)?$")
 # Resource group names: 1-90 letters, digits, '_', '-', '.', '(' and ')', not ending in '.'
 # (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules).

@@ -257,7 +257,7 @@ def test_a_failure_is_retried_in_process_and_keeps_the_finished_days(raw, tmp_pa
     out = tmp_path / "out"
     assert main(["--source", str(raw), "--output", str(out), "--retry_seconds", "0"]) == 0
     log = capsys.readouterr().out
-    assert "attempt 1 of 4 failed: connection reset by peer; retrying in 0 s" in log
+    assert "attempt 1 of 5 failed: connection reset by peer; retrying in 0 s" in log
     assert "day 1/3 day_0 done, 600 rows, skipped (done before)" in log  # kept from attempt 1
     layout = json.loads((out / "layout.json").read_text())
     assert layout["run_id"] == "job-uid-1" and sum(layout["rows"]) == 3 * ROWS
@@ -292,6 +292,14 @@ def test_a_bad_flag_is_not_retried_and_is_recorded_with_exit_2(raw, tmp_path, mo
     failed = json.loads((out / "prepare-failed.json").read_text())
     assert failed["run_id"] == "job-uid-4" and failed["exit_status"] == 2
     assert "--days=0,1,2,3,4,5" in failed["error"]
+
+
+def test_a_flag_that_does_not_parse_is_recorded_too(raw, tmp_path, monkeypatch):
+    monkeypatch.setenv("PREPARE_RUN_ID", "job-uid-5")
+    out = tmp_path / "out"
+    assert main(["--source", str(raw), f"--output={out}", "--no_such_flag"]) == 2
+    failed = json.loads((out / "prepare-failed.json").read_text())
+    assert failed["exit_status"] == 2 and "--no_such_flag" in failed["error"]
 
 
 def test_a_run_by_hand_stamps_no_run_id(raw, tmp_path, monkeypatch):

@@ -28,8 +28,8 @@ class Options:
     multi_hot_sizes: Optional[List[int]]
     multi_hot_distribution_type: str
     workers: int
-    retries: int = 3
-    retry_seconds: float = 90.0
+    retries: int = 4
+    retry_seconds: float = 120.0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,11 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--multi_hot_distribution_type", default="uniform",
                    help=f"Synthetic multi-hot ids: {' or '.join(DISTRIBUTIONS)} (MLPerf multi_hot.py).")
     p.add_argument("--workers", default="1", help="Processes, each preparing one day (or column) at a time.")
-    p.add_argument("--retries", default="3", help="Attempts after a failure other than a bad flag (each skips "
+    p.add_argument("--retries", default="4", help="Attempts after a failure other than a bad flag (each skips "
                                                   "the finished days).")
-    p.add_argument("--retry_seconds", default="90",
-                   help="Wait before the first retry, doubled for each next one (90: 1.5, 3, 6 min, past "
-                        "the minutes a new cloud role grant can take to apply).")
+    p.add_argument("--retry_seconds", default="120",
+                   help="Wait before the first retry, doubled for each next one (120: 2, 4, 8, 16 min, "
+                        "past the minutes a new cloud role grant can take to apply).")
     return p
 
 
