@@ -26,6 +26,7 @@ from tests.test_workloads import (KUBERNETES_VERSION, WorkloadRun, checkov_failu
                                   run_workload)
 
 PREPARE_JOB = "kubernetes:batch/v1:Job"
+FILES = ("layout.json", "prepare-failed.json", "prepare-heartbeat.json")
 MLPERF_MULTI_HOT = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3,
                     1, 1]
 
@@ -260,6 +261,9 @@ def test_the_job_retries_a_few_times_within_its_deadline_and_skips_pulumi_s_awai
         "containerName": "prepare", "operator": "In", "values": [1, 2]}}
     assert rules[1]["action"] == "Ignore"  # a drained or preempted node is not a failure
     assert spec["template"]["spec"]["restartPolicy"] == "Never"
+    # Nothing to save on SIGTERM (resumable), and python as PID 1 ignores it: a short grace, so
+    # a replaced Job's pod does not run on beside its successor.
+    assert spec["template"]["spec"]["terminationGracePeriodSeconds"] == 5
 
 
 def test_a_replaced_job_gets_a_new_name_so_it_never_meets_the_old_one_terminating(runs):
@@ -285,20 +289,34 @@ def wait_container(scenario: WorkloadRun) -> dict[str, Any]:
     return scenario.pod_spec()["initContainers"][1]
 
 
-def test_training_pods_of_both_kinds_wait_for_this_job_s_layout_json_before_anything_else(runs):
-    for scenario in runs.values():
-        names = [c["name"] for c in scenario.pod_spec()["initContainers"]]
-        assert names == ["prepare-shared-fs", "wait-for-dataset"]
-        wait = wait_container(scenario)
-        layout, failed, run_id, limit = wait["command"][-4:]
-        assert layout == f"{scenario.flags()['dataset_path']}/layout.json"
-        assert failed == f"{scenario.flags()['dataset_path']}/prepare-failed.json"
-        assert run_id == prepare_job(scenario).outputs["metadata"]["uid"]
-        assert int(limit) == 48 * 3600 + 15 * 60  # past the Job's deadline
-        assert {"name": "shared-fs", "mountPath": "/mnt/shared", "readOnly": True} \
-            in wait["volumeMounts"]
-        assert wait["securityContext"]["runAsNonRoot"] is True
-        assert wait["resources"]["limits"] == {"cpu": "100m", "memory": "64Mi"}
+def test_jobset_pods_wait_for_this_job_s_layout_json_in_an_init_container(runs):
+    scenario = runs["aws"]
+    names = [c["name"] for c in scenario.pod_spec()["initContainers"]]
+    assert names == ["prepare-shared-fs", "wait-for-dataset"]
+    wait = wait_container(scenario)
+    layout, failed, beat, run_id, first, stale = wait["command"][-6:]
+    folder = scenario.flags()["dataset_path"]
+    assert (layout, failed, beat) == (f"{folder}/layout.json", f"{folder}/prepare-failed.json",
+                                      f"{folder}/prepare-heartbeat.json")
+    assert run_id == prepare_job(scenario).outputs["metadata"]["uid"]
+    assert (int(first), int(stale)) == (3600, 1800)
+    assert {"name": "shared-fs", "mountPath": "/mnt/shared", "readOnly": True} \
+        in wait["volumeMounts"]
+    assert wait["securityContext"]["runAsNonRoot"] is True
+    assert wait["resources"]["limits"] == {"cpu": "100m", "memory": "64Mi"}
+
+
+def test_pytorchjob_pods_wait_in_their_main_container_before_the_trainer(runs):
+    """training-operator v1.9.4 would recreate a pod failed by an init container forever."""
+    scenario = runs["azure"]
+    assert [c["name"] for c in scenario.pod_spec()["initContainers"]] == ["prepare-shared-fs"]
+    shell, flag, script, name = scenario.container()["command"]
+    run_id = prepare_job(scenario).outputs["metadata"]["uid"]
+    assert (shell, flag, name) == ("/bin/sh", "-c", "trainer")
+    assert script.startswith("layout=/mnt/shared/criteo/one-hot/layout.json; ")
+    assert f"run={run_id}; first=3600; stale=1800\n" in script
+    assert script.endswith("exec python -m trainer.launch " + script.split(
+        "exec python -m trainer.launch ", 1)[1])  # the trainer's own script comes last
 
 
 def test_a_failed_preparation_fails_the_jobset_at_once(runs):
@@ -344,7 +362,8 @@ def test_the_watch_commands_start_with_the_preparation_s_log(runs):
     for scenario in runs.values():
         commands = scenario.outputs["watch_commands"]
         assert commands[0] == ("kubectl -n torchrec logs -f -l app.kubernetes.io/instance=dlrm,"
-                               "app.kubernetes.io/name=torchrec-prepare --tail=-1")
+                               "app.kubernetes.io/name=torchrec-prepare --tail=-1 "
+                               "--max-log-requests=20")
         assert len(commands) == 4  # then the training job's three
 
 
@@ -365,12 +384,11 @@ def test_the_preparation_manifests_are_valid_and_pass_checkov(runs, tmp_path):
 
 # --- the wait, run here -----------------------------------------------------------------------
 
-def start_wait(scenario: WorkloadRun, folder, limit: int = 3600,
+def start_wait(scenario: WorkloadRun, folder, first: int = 3600, stale: int = 1800,
                poll: str = "0.1") -> subprocess.Popen:
     """The rendered init container's own script, pointed at a folder here."""
     command = wait_container(scenario)["command"]
-    argv = [*command[:-4], str(folder / "layout.json"), str(folder / "prepare-failed.json"),
-            command[-2], str(limit)]
+    argv = [*command[:-6], *(str(folder / f) for f in FILES), command[-3], str(first), str(stale)]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "LAYOUT_POLL_SECONDS": poll})
 
@@ -392,7 +410,7 @@ def verdict(run_id: str | None, **fields: Any) -> str:
 def test_the_rendered_wait_holds_until_this_run_s_layout_json_appears_then_exits_0(runs,
                                                                                     tmp_path):
     scenario = runs["aws"]
-    run_id = wait_container(scenario)["command"][-2]
+    run_id = wait_container(scenario)["command"][-3]
     layout = tmp_path / "layout.json"
     layout.write_text(verdict("an-earlier-run", format="criteo-1tb-npy"))  # stale: not ours
     (tmp_path / "prepare-failed.json").write_text(verdict(None, exit_status=1))  # by hand
@@ -404,14 +422,14 @@ def test_the_rendered_wait_holds_until_this_run_s_layout_json_appears_then_exits
     assert code == 0, lines
     assert sum(line.startswith(f"waiting for {layout}") for line in lines) >= 2
     assert ("kubectl -n torchrec logs -f -l app.kubernetes.io/instance=dlrm,"
-            "app.kubernetes.io/name=torchrec-prepare --tail=-1") in lines[0]
+            "app.kubernetes.io/name=torchrec-prepare --tail=-1 --max-log-requests=20") in lines[0]
     assert lines[-1] == f"found {layout}: the dataset is prepared"
 
 
 def test_the_rendered_wait_fails_with_config_error_on_this_run_s_recorded_failure(runs,
                                                                                  tmp_path):
     scenario = runs["aws"]
-    run_id = wait_container(scenario)["command"][-2]
+    run_id = wait_container(scenario)["command"][-3]
     process = start_wait(scenario, tmp_path)
     time.sleep(0.3)
     (tmp_path / "prepare-failed.json").write_text(verdict(
@@ -422,15 +440,51 @@ def test_the_rendered_wait_fails_with_config_error_on_this_run_s_recorded_failur
     assert any("--source=s3://x: not found" in line for line in lines)
 
 
-def test_the_rendered_wait_gives_up_after_the_job_s_deadline(runs, tmp_path):
-    code, lines = finish(start_wait(runs["aws"], tmp_path, limit=1, poll="0.2"))
-    assert code == 2
-    assert "past its deadline (dataset.prepare.deadlineHours)" in lines[-1]
+def test_the_rendered_wait_fails_when_this_run_s_heartbeat_falls_silent(runs, tmp_path):
+    run_id = wait_container(runs["aws"])["command"][-3]
+    beat = tmp_path / "prepare-heartbeat.json"
+    beat.write_text(json.dumps({"run_id": run_id}))
+    process = start_wait(runs["aws"], tmp_path, stale=60, poll="0.2")
+    time.sleep(0.5)
+    assert process.poll() is None  # beating: the preparation runs
+    an_hour_ago = time.time() - 3600
+    os.utime(beat, (an_hour_ago, an_hour_ago))  # killed an hour ago without a word
+    code, lines = finish(process)
+    assert code == 2 and "has been silent for" in lines[-1], lines
+
+
+def test_the_rendered_wait_fails_when_this_run_never_starts(runs, tmp_path):
+    (tmp_path / "prepare-heartbeat.json").write_text(json.dumps({"run_id": "an-earlier-run"}))
+    code, lines = finish(start_wait(runs["aws"], tmp_path, first=1, poll="0.2"))
+    assert code == 2 and "has not started after" in lines[-1], lines
+    assert "kubectl -n torchrec describe pods -l app.kubernetes.io/instance=dlrm," in lines[-1]
+
+
+def test_the_pytorchjob_script_waits_then_hands_over_to_the_trainer(runs, tmp_path):
+    """The main container's own script, its paths pointed here and the trainer's part echoed."""
+    script = runs["azure"].container()["command"][2]
+    run_id = prepare_job(runs["azure"]).outputs["metadata"]["uid"]
+    wait, _, _ = script.partition("python -c 'import sys; from trainer.config")
+    wait = wait.replace("/mnt/shared/criteo/one-hot", str(tmp_path))
+    env = {**os.environ, "LAYOUT_POLL_SECONDS": "0.1"}
+    process = subprocess.Popen(["/bin/sh", "-c", wait + 'echo "trainer $*"', "trainer", "--x=1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    time.sleep(0.3)
+    (tmp_path / "layout.json").write_text(verdict(run_id, format="criteo-1tb-npy"))
+    code, lines = finish(process)
+    assert code == 0 and lines[-2:] == [f"found {tmp_path}/layout.json: the dataset is prepared",
+                                        "trainer --x=1"], lines
+    (tmp_path / "layout.json").unlink()
+    (tmp_path / "prepare-failed.json").write_text(verdict(run_id, exit_status=1, error="boom"))
+    process = subprocess.Popen(["/bin/sh", "-c", wait + 'echo "trainer $*"', "trainer"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    code, lines = finish(process)
+    assert code == 2 and "trainer" not in lines[-1]  # exit 2: the operator fails the job
 
 
 def test_the_wait_ends_at_once_on_sigterm(runs, tmp_path):
     """The kubelet's SIGTERM (a JobSet restart, a drain) must not sit out the pod's grace."""
-    process = start_wait(runs["azure"], tmp_path, poll="30")
+    process = start_wait(runs["aws"], tmp_path, poll="30")
     time.sleep(0.3)
     started = time.monotonic()
     process.terminate()

@@ -53,9 +53,10 @@ class TrainingJob(pulumi.ComponentResource):
         ready = list(cluster.ready)
         fs_ready = cluster.shared_file_system.ready
 
-        def opts_for(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
+        def opts_for(*depends_on: pulumi.Resource,
+                     aliases: list[pulumi.Alias] | None = None) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(provider=cluster.provider, parent=self,
-                                          depends_on=[*ready, *depends_on])
+                                          depends_on=[*ready, *depends_on], aliases=aliases)
 
         ns = identity.namespace(f"{name}-namespace", names, cluster, opts_for())
         account = identity.service_account(f"{name}-service-account", names, cluster, ns,
@@ -67,7 +68,7 @@ class TrainingJob(pulumi.ComponentResource):
         headless = service.headless_service(f"{name}-rendezvous-service", names, opts_for(ns))
         policy = network_policy.same_job_only(f"{name}-network-policy", names, opts_for(ns))
         before_job = [fs_ready, ns, account, volume, claim, headless, policy]
-        waits = []
+        run_id: pulumi.Output[str] | None = None  # the preparation Job's uid, if there is one
         if args.dataset.prepare.enabled:
             # Created before the training job, which it does not hold up: pulumi-kubernetes
             # skips awaiting it, and the training pods wait for its layout.json themselves.
@@ -75,10 +76,10 @@ class TrainingJob(pulumi.ComponentResource):
                                                            names, opts_for(ns))
             preparation = prepare.prepare_job(
                 names, cluster, job, args.dataset, args.system_pool,
-                opts_for(fs_ready, ns, account, claim, no_ingress))
+                opts_for(fs_ready, ns, account, claim, no_ingress,
+                         aliases=[pulumi.Alias(name=f"{name}-dataset-prepare")]))
             before_job.append(preparation)
-            waits.append(prepare.layout_wait(cluster, args.dataset, names,
-                                             prepare.job_uid(preparation)))
+            run_id = prepare.job_uid(preparation)
 
         budget = stop_budget(cluster.cloud, job_pool(cluster, job).spot, job.termination_grace_seconds,
                              args.kubernetes_version)
@@ -86,13 +87,17 @@ class TrainingJob(pulumi.ComponentResource):
                               args.save_estimate, args.interconnect)
         if job.kind == JobKind.PYTORCH_JOB:
             operator = pytorchjob.training_operator(f"{name}-training-operator", opts_for())
+            command: list[pulumi.Input[str]] = pytorchjob_command(budget)
+            if run_id is not None:  # in the main container: workloads/prepare.py waiting_first
+                command = prepare.waiting_first(command, cluster, args.dataset, names, run_id)
             template = pod_template(cluster, job, names, budget, ContainerSpec(
-                PYTORCHJOB_CONTAINER, pytorchjob_command(budget), flags, pytorchjob.PORT_NAME),
-                waits)
+                PYTORCHJOB_CONTAINER, command, flags, pytorchjob.PORT_NAME))
             workload: pulumi.CustomResource = pytorchjob.pytorch_job(
                 f"{name}-pytorchjob", names, job, template, opts_for(*before_job, operator))
         else:
             controller = jobset.jobset_controller(f"{name}-jobset-controller", opts_for())
+            waits = ([] if run_id is None else
+                     [prepare.layout_wait(cluster, args.dataset, names, run_id)])
             template = pod_template(cluster, job, names, budget, ContainerSpec(
                 TRAINER_CONTAINER, job_command(job, names, budget), flags, "rendezvous"), waits)
             workload = jobset.job_set(f"{name}-jobset", names, job, TRAINER_CONTAINER, template,

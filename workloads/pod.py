@@ -31,7 +31,7 @@ class ContainerSpec:
     """What differs between the two job kinds: the container's name, command and port name."""
 
     name: str
-    command: list[str]
+    command: list[pulumi.Input[str]]
     args: pulumi.Input[list[pulumi.Input[str]]]
     port_name: str
 

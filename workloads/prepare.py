@@ -15,8 +15,10 @@ once the API server has the Job, is in the wait's arguments, and the preparation
 `layout.json` or its `prepare-failed.json` with the same uid (its pod's
 `batch.kubernetes.io/controller-uid` label, through the downward API). A verdict left by an
 earlier run is ignored; this run's failure ends the wait with CONFIG_ERROR, which fails the
-training job at once (its podFailurePolicy names this container); a preparation that leaves no
-verdict (its pod killed on every retry) ends the wait when the Job's deadline has passed.
+training job at once (the JobSet's podFailurePolicy names this init container; the PyTorchJob
+kind runs the wait in its main container, `waiting_first`); a preparation that leaves no verdict
+(its pod killed on every retry, past its deadline, never started) stops its heartbeat, and the
+wait fails when that has been silent too long.
 
 Why the Job has no fixed name: its pod template is immutable, so a changed setting or image
 replaces it, and pulumi-kubernetes does not await the delete of a skipAwait resource; a
@@ -30,6 +32,7 @@ uid also means new wait arguments: the training job is replaced with it and wait
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass
 
 import pulumi
@@ -41,7 +44,7 @@ from infra.settings.model import (Dataset, DatasetPrepare, Job, MultiHotMode, No
                                   PreparePool)
 from trainer.data.layout import LAYOUT_FILE  # written last by trainer.prepare: present = complete
 from trainer.prepare import WORKER_MEMORY_GIB
-from trainer.prepare.status import FAILED_FILE, RUN_ID_ENV
+from trainer.prepare.status import FAILED_FILE, HEARTBEAT_FILE, HEARTBEAT_SECONDS, RUN_ID_ENV
 from trainer.exit_codes import CONFIG_ERROR
 from workloads.names import JobNames
 from workloads.pod import (RUN_AS, SHARED_VOLUME, folder_preparer, job_pool, node_affinity,
@@ -69,9 +72,17 @@ FINAL_EXIT_CODES = [1, CONFIG_ERROR]  # trainer/prepare/__main__.py
 # The Job's own label on its pods (Kubernetes 1.27+, "batch.kubernetes.io/controller-uid"):
 # https://kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiocontroller-uid
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
-# The wait gives up this long after the Job's activeDeadlineSeconds, counted from its own start
-# (which is after the Job's): by then the Job has failed.
-WAIT_MARGIN_SECONDS = 15 * 60
+# A preparation that ends without a verdict (its pod OOM-killed on the last retry, its Job past
+# activeDeadlineSeconds, its pod never started) stops its heartbeat (trainer/prepare/status.py,
+# every HEARTBEAT_SECONDS). The wait fails when this run's heartbeat has been silent for
+# HEARTBEAT_STALE_SECONDS (room for a pod retry's backoff and a node scale-up) or has not
+# appeared FIRST_HEARTBEAT_SECONDS after the wait began (room for a GPU node's scale-up and the
+# image pull), instead of holding the GPU nodes until the Job's deadline.
+HEARTBEAT_STALE_SECONDS = 30 * 60
+FIRST_HEARTBEAT_SECONDS = 60 * 60
+# The preparation is resumable and saves nothing on SIGTERM; python as PID 1 ignores SIGTERM,
+# so a deleted Job's pod would otherwise run on for the default 30 s beside its replacement.
+PREPARE_GRACE_SECONDS = 5
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 
@@ -224,6 +235,7 @@ def prepare_job(names: JobNames, cluster: GpuCluster, job: Job, dataset: Dataset
             automount_service_account_token=False,
             enable_service_links=False,
             restart_policy="Never",  # required by podFailurePolicy
+            termination_grace_period_seconds=PREPARE_GRACE_SECONDS,
             node_selector=where.node_labels,
             tolerations=where.tolerations or None,
             security_context=core.PodSecurityContextArgs(
@@ -253,43 +265,74 @@ def prepare_job(names: JobNames, cluster: GpuCluster, job: Job, dataset: Dataset
     )
 
 
-# $1 = the layout file, $2 = the failure file, $3 = the Job's uid, $4 = when to give up (s).
-# `grep -F '"<uid>"'` finds the run id in the JSON that trainer.prepare writes. The trap and
-# `sleep & wait` let the kubelet's SIGTERM end the wait at once (a shell that is PID 1 ignores
+# Reads $layout, $failed, $beat (files), $run (the Job's uid), $first and $stale (seconds); ends
+# its loop when this run's layout.json exists, exits CONFIG_ERROR on this run's recorded failure
+# or a silent heartbeat. `grep -F '"<uid>"'` finds the run id in the JSON trainer.prepare writes;
+# `date -r` reads the heartbeat's mtime (GNU coreutils, as in the Ubuntu-based image). The trap
+# and `sleep & wait` let the kubelet's SIGTERM end the wait at once (a shell that is PID 1 ignores
 # SIGTERM without a handler, and would hold the pod's grace).
-WAIT_SCRIPT = """\
-layout="$1"; failed="$2"; run="$3"; limit="$4"
+WAIT_LOOP = """\
 every="${LAYOUT_POLL_SECONDS:-%(poll)d}"; started=$(date +%%s)
 trap 'exit 143' TERM INT
 while :; do
   if [ -f "$layout" ] && grep -qF "\\"$run\\"" "$layout"; then
-    echo "found $layout: the dataset is prepared"; exit 0
+    echo "found $layout: the dataset is prepared"; break
   fi
   if [ -f "$failed" ] && grep -qF "\\"$run\\"" "$failed"; then
     echo "dataset preparation failed (its log: %(logs)s):"; cat "$failed"; exit %(fail)d
   fi
-  waited=$(( $(date +%%s) - started ))
-  if [ "$waited" -ge "$limit" ]; then
-    echo "no $layout from preparation $run after $waited s: its Job is past its deadline \
-(dataset.prepare.deadlineHours); its log: %(logs)s"; exit %(fail)d
+  now=$(date +%%s); waited=$(( now - started ))
+  if [ -f "$beat" ] && grep -qF "\\"$run\\"" "$beat"; then
+    silent=$(( now - $(date -r "$beat" +%%s) ))
+    if [ "$silent" -ge "$stale" ]; then
+      echo "dataset preparation $run has been silent for $silent s: killed (out of memory?) \
+or past dataset.prepare.deadlineHours; its log: %(logs)s"; exit %(fail)d
+    fi
+  elif [ "$waited" -ge "$first" ]; then
+    echo "dataset preparation $run has not started after $waited s: its pod is pending or \
+fails before it runs (%(describe)s); its log: %(logs)s"; exit %(fail)d
   fi
-  echo "waiting for $layout: dataset preparation running for $waited s; its progress: %(logs)s"
+  echo "waiting for $layout: dataset preparation running, waited $waited s; its progress: %(logs)s"
   sleep "$every" & wait $!
 done
+trap - TERM INT
 """
+WAIT_ARGUMENTS = 'layout="$1"; failed="$2"; beat="$3"; run="$4"; first="$5"; stale="$6"\n'
 
 
-def wait_limit_seconds(prepare: DatasetPrepare) -> int:
-    return prepare.deadline_hours * 3600 + WAIT_MARGIN_SECONDS
+def wait_loop(names: JobNames) -> str:
+    selector = ",".join(f"{k}={v}" for k, v in sorted(names.prepare_selector.items()))
+    describe = f"kubectl -n {names.namespace} describe pods -l {selector}"
+    return WAIT_LOOP % {"poll": POLL_SECONDS, "logs": prepare_logs_command(names),
+                        "describe": describe, "fail": CONFIG_ERROR}
+
+
+def _watched_files(cluster: GpuCluster, dataset: Dataset) -> list[str]:
+    out = output_dir(cluster, dataset)
+    return [f"{out}/{LAYOUT_FILE}", f"{out}/{FAILED_FILE}", f"{out}/{HEARTBEAT_FILE}"]
 
 
 def wait_command(cluster: GpuCluster, dataset: Dataset, names: JobNames,
                  run_id: pulumi.Input[str]) -> list[pulumi.Input[str]]:
-    script = WAIT_SCRIPT % {"poll": POLL_SECONDS, "logs": prepare_logs_command(names),
-                            "fail": CONFIG_ERROR}
-    out = output_dir(cluster, dataset)
-    return ["/bin/sh", "-c", script, WAIT_CONTAINER, f"{out}/{LAYOUT_FILE}",
-            f"{out}/{FAILED_FILE}", run_id, str(wait_limit_seconds(dataset.prepare))]
+    """The init container's command: the loop, its inputs as arguments."""
+    return ["/bin/sh", "-c", WAIT_ARGUMENTS + wait_loop(names), WAIT_CONTAINER,
+            *_watched_files(cluster, dataset), run_id, str(FIRST_HEARTBEAT_SECONDS),
+            str(HEARTBEAT_STALE_SECONDS)]
+
+
+def waiting_first(command: list[str], cluster: GpuCluster, dataset: Dataset, names: JobNames,
+                  run_id: pulumi.Input[str]) -> list[pulumi.Input[str]]:
+    """`command` (`/bin/sh -c SCRIPT NAME`, its "$@" the container's args) with the wait run
+    first in the same container: for the PyTorchJob kind, whose operator recreates a pod failed
+    by an init container without end (training-operator v1.9.4 pkg/controller.v1/common/pod.go
+    reads the exit code of the main container only, 0xbeef when it never ran, and 0xbeef >= 128
+    is "retryable" under restartPolicy ExitCode), while the main container's exit 2 fails the job."""
+    shell, flag, script, *rest = command
+    layout, failed, beat = (shlex.quote(f) for f in _watched_files(cluster, dataset))
+    inputs = pulumi.Output.concat(
+        f"layout={layout}; failed={failed}; beat={beat}; run=", run_id,
+        f"; first={FIRST_HEARTBEAT_SECONDS}; stale={HEARTBEAT_STALE_SECONDS}\n")
+    return [shell, flag, pulumi.Output.concat(inputs, wait_loop(names), script), *rest]
 
 
 def job_uid(prepare_job: k8s.batch.v1.Job) -> pulumi.Output[str]:
@@ -298,8 +341,8 @@ def job_uid(prepare_job: k8s.batch.v1.Job) -> pulumi.Output[str]:
 
 def layout_wait(cluster: GpuCluster, dataset: Dataset, names: JobNames,
                 run_id: pulumi.Input[str]) -> core.ContainerArgs:
-    """The training pods' init container: done when the Job `run_id` has written layout.json,
-    failed (CONFIG_ERROR) when it has recorded a failure or is past its deadline."""
+    """The training pods' init container (JobSet kind): done when the Job `run_id` has written
+    layout.json, failed (CONFIG_ERROR) when it has recorded a failure or its heartbeat is silent."""
     return core.ContainerArgs(
         name=WAIT_CONTAINER,
         image=cluster.trainer_image,

@@ -7,9 +7,10 @@ from workloads.names import COMPLETION_INDEX_LABEL, JobNames
 
 
 def prepare_logs_command(names: JobNames) -> str:
-    """The preparation Job's log (its name is Pulumi's, its labels ours), from the start."""
+    """The preparation Job's log (its name is Pulumi's, its labels ours), from the start; its
+    retried pods count against kubectl's default of 5 followed pods."""
     selector = ",".join(f"{k}={v}" for k, v in sorted(names.prepare_selector.items()))
-    return f"kubectl -n {names.namespace} logs -f -l {selector} --tail=-1"
+    return f"kubectl -n {names.namespace} logs -f -l {selector} --tail=-1 --max-log-requests=20"
 
 
 def watch_commands(names: JobNames, kind: JobKind, preparing: bool = False) -> list[str]:

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 
 import numpy as np
@@ -261,6 +262,7 @@ def test_a_failure_is_retried_in_process_and_keeps_the_finished_days(raw, tmp_pa
     assert "day 1/3 day_0 done, 600 rows, skipped (done before)" in log  # kept from attempt 1
     layout = json.loads((out / "layout.json").read_text())
     assert layout["run_id"] == "job-uid-1" and sum(layout["rows"]) == 3 * ROWS
+    assert json.loads((out / "prepare-heartbeat.json").read_text())["run_id"] == "job-uid-1"
     assert not (out / "prepare-failed.json").exists()
 
 
@@ -320,3 +322,20 @@ def test_an_azure_source_keeps_its_account_in_every_file_url():
     assert AzureBlobFileSystem._get_kwargs_from_urls(url) == {"account_name": "criteodata"}
     assert source._url("s3://criteo-raw/days/", "criteo-raw/days", "criteo-raw/days/day_3") \
         == "s3://criteo-raw/days/day_3"
+
+
+def test_the_heartbeat_beats_while_the_run_lives_and_stops_with_it(tmp_path, monkeypatch):
+    from trainer.prepare.status import Heartbeat
+
+    monkeypatch.setenv("PREPARE_RUN_ID", "job-uid-6")
+    beat = tmp_path / "prepare-heartbeat.json"
+    with Heartbeat(str(tmp_path), every=0.05):
+        first = beat.stat().st_mtime_ns
+        deadline = time.monotonic() + 5
+        while beat.stat().st_mtime_ns == first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert beat.stat().st_mtime_ns > first  # beating
+    assert json.loads(beat.read_text())["run_id"] == "job-uid-6"
+    last = beat.stat().st_mtime_ns
+    time.sleep(0.2)
+    assert beat.stat().st_mtime_ns == last  # stopped with the run

@@ -66,7 +66,11 @@ def main(argv: list) -> int:
     if output is not None:
         status.clear_failure(output)
     try:
-        run_with_retries(argv)
+        if output is None:  # parse() names the missing flag
+            run_with_retries(argv)
+        else:
+            with status.Heartbeat(output):
+                run_with_retries(argv)
         return 0
     except UsageError as err:
         code, message = BAD_FLAG, f"python -m trainer.prepare: error: {err}"

@@ -10,17 +10,24 @@ this run's.
 - success: `layout.json` (trainer/data/layout.py) with `"run_id": "<uid>"`, written last;
 - failure that no retry can mend: `prepare-failed.json` with the run id, the exit status and
   the error's last line. The Job fails at once on those statuses (its podFailurePolicy), so the
-  file is the Job's last word. Removed at the start of every run.
+  file is the Job's last word. Removed at the start of every run;
+- alive: `prepare-heartbeat.json` with the run id, rewritten every HEARTBEAT_SECONDS while the
+  process runs (its mtime is the beat), so a run killed without a word (out of memory, past its
+  deadline) is told from a slow one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from typing import Optional
 
 RUN_ID_ENV = "PREPARE_RUN_ID"
 FAILED_FILE = "prepare-failed.json"
+HEARTBEAT_FILE = "prepare-heartbeat.json"
+HEARTBEAT_SECONDS = 60
 
 
 def run_id() -> Optional[str]:
@@ -51,3 +58,35 @@ def record_failure(output: str, exit_status: int, error: str) -> None:
         os.replace(failed_path(output) + ".tmp", failed_path(output))
     except OSError as err:
         print(f"prepare: could not record the failure in {failed_path(output)}: {err}", flush=True)
+
+
+class Heartbeat:
+    """A daemon thread that rewrites the heartbeat file every `every` seconds until stopped."""
+
+    def __init__(self, output: str, every: float = HEARTBEAT_SECONDS) -> None:
+        self.path = os.path.join(output, HEARTBEAT_FILE)
+        self.every = every
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="prepare-heartbeat", daemon=True)
+
+    def __enter__(self) -> "Heartbeat":
+        self.beat()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=5)
+
+    def beat(self) -> None:
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(self.path + ".tmp", "w") as fh:
+                json.dump({"run_id": run_id(), "pid": os.getpid(), "at": time.time()}, fh)
+            os.replace(self.path + ".tmp", self.path)
+        except OSError as err:  # a full or flaky file system: the run itself will say more
+            print(f"prepare: heartbeat not written to {self.path}: {err}", flush=True)
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.every):
+            self.beat()
