@@ -50,7 +50,7 @@ from workloads.names import JobNames
 from workloads.pod import (RUN_AS, SHARED_VOLUME, folder_preparer, job_pool, node_affinity,
                            tolerations)
 from workloads.sizing import NODE_SHARE
-from workloads.watch import prepare_logs_command
+from workloads.watch import on_prepare_pods, prepare_logs_command
 
 core = k8s.core.v1
 PREPARE_CONTAINER = "prepare"
@@ -301,8 +301,7 @@ WAIT_ARGUMENTS = 'layout="$1"; failed="$2"; beat="$3"; run="$4"; first="$5"; sta
 
 
 def wait_loop(names: JobNames) -> str:
-    selector = ",".join(f"{k}={v}" for k, v in sorted(names.prepare_selector.items()))
-    describe = f"kubectl -n {names.namespace} describe pods -l {selector}"
+    describe = on_prepare_pods(names, "describe pods")
     return WAIT_LOOP % {"poll": POLL_SECONDS, "logs": prepare_logs_command(names),
                         "describe": describe, "fail": CONFIG_ERROR}
 

@@ -6,11 +6,16 @@ from infra.settings.model import JobKind
 from workloads.names import COMPLETION_INDEX_LABEL, JobNames
 
 
-def prepare_logs_command(names: JobNames) -> str:
-    """The preparation Job's log (its name is Pulumi's, its labels ours), from the start; its
-    retried pods count against kubectl's default of 5 followed pods."""
+def on_prepare_pods(names: JobNames, verb: str) -> str:
+    """`kubectl <verb>` on the preparation Job's pods: its name is Pulumi's, its labels ours."""
     selector = ",".join(f"{k}={v}" for k, v in sorted(names.prepare_selector.items()))
-    return f"kubectl -n {names.namespace} logs -f -l {selector} --tail=-1 --max-log-requests=20"
+    return f"kubectl -n {names.namespace} {verb} -l {selector}"
+
+
+def prepare_logs_command(names: JobNames) -> str:
+    """The preparation Job's log from the start; its retried pods count against kubectl's
+    default of 5 followed pods."""
+    return f"{on_prepare_pods(names, 'logs -f')} --tail=-1 --max-log-requests=20"
 
 
 def watch_commands(names: JobNames, kind: JobKind, preparing: bool = False) -> list[str]:

@@ -25,6 +25,7 @@ from typing import List
 
 import numpy as np
 
+from trainer.prepare.jsonfile import write_json
 from trainer.prepare.npyio import NpyFile, NpzFile
 
 SEED = 0
@@ -55,9 +56,7 @@ def make_tables(work: str, sizes: List[int], table_rows: List[int], distribution
             out.array.append(part.astype(np.int32))
         out.close()
         out.commit()
-    with open(marker + ".tmp", "w") as fh:
-        json.dump(settings, fh)
-    os.replace(marker + ".tmp", marker)
+    write_json(marker, settings)
     return where
 
 

@@ -18,6 +18,7 @@ from typing import Callable, Iterator, List, Optional, Tuple
 from trainer.config import NUM_SPARSE_FEATURES
 from trainer.prepare import multi_hot, scan, source, status, vocab, write
 from trainer.prepare.cli import Options
+from trainer.prepare.jsonfile import write_json
 
 from trainer.data.layout import LAYOUT_FILE as LAYOUT
 FORMATS = {"criteo_1tb": "criteo-1tb-npy", "criteo_kaggle": "criteo-kaggle-npy"}
@@ -122,9 +123,7 @@ def _prepare(opts: Options, found: Tuple[str, List[source.RawFile]], workers: Wo
         "run_id": status.run_id(),  # the Job that wrote it (trainer/prepare/status.py)
         "version": 1,
     }
-    with open(layout_path + ".tmp", "w") as fh:
-        json.dump(layout, fh, indent=1)
-    os.replace(layout_path + ".tmp", layout_path)
+    write_json(layout_path, layout, indent=1)
     say(f"{LAYOUT} written: {sum(layout['rows']):,} rows, num_embeddings_per_feature="
         f"{','.join(map(str, table_rows))}")
     return layout
@@ -153,7 +152,5 @@ def _vocabulary(work: str, scans: List[str], settings: dict, workers: Workers) -
         sizes[result["column"]] = result["size"]
         say(f"vocabulary {i}/{NUM_SPARSE_FEATURES} column {result['column']}: {result['distinct']:,} "
             f"distinct ids, table {result['size']:,}, worker peak {result['peak_rss_mib']:,} MiB")
-    with open(meta_path + ".tmp", "w") as fh:
-        json.dump({"settings": settings, "sizes": sizes}, fh)
-    os.replace(meta_path + ".tmp", meta_path)
+    write_json(meta_path, {"settings": settings, "sizes": sizes})
     return sizes

@@ -18,11 +18,12 @@ this run's.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from typing import Optional
+
+from trainer.prepare.jsonfile import write_json
 
 RUN_ID_ENV = "PREPARE_RUN_ID"
 FAILED_FILE = "prepare-failed.json"
@@ -53,9 +54,7 @@ def record_failure(output: str, exit_status: int, error: str) -> None:
     body = {"run_id": run_id(), "exit_status": exit_status, "error": error}
     try:
         os.makedirs(output, exist_ok=True)
-        with open(failed_path(output) + ".tmp", "w") as fh:
-            json.dump(body, fh, indent=1)
-        os.replace(failed_path(output) + ".tmp", failed_path(output))
+        write_json(failed_path(output), body, indent=1)
     except OSError as err:
         print(f"prepare: could not record the failure in {failed_path(output)}: {err}", flush=True)
 
@@ -81,9 +80,7 @@ class Heartbeat:
     def beat(self) -> None:
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(self.path + ".tmp", "w") as fh:
-                json.dump({"run_id": run_id(), "pid": os.getpid(), "at": time.time()}, fh)
-            os.replace(self.path + ".tmp", self.path)
+            write_json(self.path, {"run_id": run_id(), "pid": os.getpid(), "at": time.time()})
         except OSError as err:  # a full or flaky file system: the run itself will say more
             print(f"prepare: heartbeat not written to {self.path}: {err}", flush=True)
 

@@ -25,6 +25,7 @@ import numpy as np
 from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
 from trainer.data.tsv_parse import parse_block
 from trainer.prepare import multi_hot, scan, source
+from trainer.prepare.jsonfile import write_json
 from trainer.prepare.npyio import NpyFile
 from trainer.prepare.vocab import Mapping
 
@@ -102,9 +103,7 @@ def run(raw: source.RawFile, work: str, output: str, settings: dict,
     for f in files:
         f.commit()
     os.makedirs(os.path.dirname(marker(work, raw.prefix)), exist_ok=True)
-    with open(marker(work, raw.prefix) + ".tmp", "w") as fh:
-        json.dump({"rows": rows, "settings": settings}, fh)
-    os.replace(marker(work, raw.prefix) + ".tmp", marker(work, raw.prefix))
+    write_json(marker(work, raw.prefix), {"rows": rows, "settings": settings})
     seconds = time.monotonic() - start
     return {"prefix": raw.prefix, "rows": rows, "skipped": False, "seconds": seconds,
             "peak_rss_mib": scan.peak_rss_mib()}
