@@ -17,6 +17,7 @@ import http.client
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -46,7 +47,10 @@ class Emulator:
         self.port = port
         self.env = env
         self.url = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        # Its log goes to a file, not a pipe: moto logs every request, and a pipe nobody reads
+        # fills at 64 KiB and stops the server mid-request.
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         deadline = time.monotonic() + 30
         while True:
@@ -57,10 +61,15 @@ class Emulator:
                 return  # it answers (an error status is still an answer)
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    err = self.proc.stderr.read().decode()[-2000:] if self.proc.stderr else ""
                     self.stop()
+                    err = self.log_tail()
                     raise RuntimeError(f"emulator {argv[0]} did not start: {err}")
                 time.sleep(0.1)
+
+    def log_tail(self, size: int = 2000) -> str:
+        self.log.seek(0, 2)
+        self.log.seek(max(0, self.log.tell() - size))
+        return self.log.read().decode(errors="replace")
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -12,6 +12,7 @@ trainer.prepare`` on it and trains briefly on the result with ``python -m traine
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -54,7 +55,11 @@ def write_sample(directory: str, days: int = 3, rows: int = 4000) -> List[str]:
 
 
 def main(argv: List[str]) -> int:
-    root = argv[0] if argv else os.path.join("out", "prepare-sample")
+    parser = argparse.ArgumentParser(prog="python -m trainer.prepare.sample",
+                                     description="Write a small Criteo TSV sample, prepare it, train briefly on it.")
+    parser.add_argument("dir", nargs="?", default=os.path.join("out", "prepare-sample"),
+                        help="Where raw/ and data/ go (default: out/prepare-sample).")
+    root = parser.parse_args(argv).dir
     raw, data = os.path.join(root, "raw"), os.path.join(root, "data")
     write_sample(raw, days=4, rows=5000)
     print(f"sample: 4 Criteo TSV days of 5,000 rows in {raw}", flush=True)
