@@ -58,10 +58,12 @@ bench: $(VENV)/.trainer-installed
 	$(BIN)/python bench/checkpoint_bench.py
 
 ## Data delivered to a training loop per format and batch (target 150k samples/s per rank, under
-## 2% of the step waiting), then the training metrics' cost against the training step.
+## 2% of the step waiting), then the training metrics' cost against the training step, then the
+## dataset preparation's rows/s and memory per worker and pass.
 bench-data: $(VENV)/.trainer-installed
 	$(BIN)/python bench/data_bench.py
 	$(BIN)/python bench/metric_bench.py
+	$(BIN)/python bench/prepare_bench.py
 
 ## A small sample in Criteo's public TSV format (4 days of 5,000 rows) through
 ## `python -m trainer.prepare` into out/prepare-sample/data, then a brief training run on it.

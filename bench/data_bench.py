@@ -17,7 +17,7 @@ reader processes handing batches over in order) and prints, per format, batch si
 PASS needs delivered >= 150k samples/s and a GPU-like-step wait under 2% (issue 14; 16 GPUs
 at 1M samples/s need 62.5k per rank).
 
-    python bench/data_bench.py [--rows 1000000] [--steps 60]
+    python bench/data_bench.py [--rows 1000000] [--steps 200]
 """
 
 from __future__ import annotations
@@ -130,7 +130,8 @@ def measure(path: str, batch: int, steps: int, workers: int,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows per day file")
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=200,
+                        help="measured steps per setting (fewer where a day has fewer batches)")
     args = parser.parse_args()
     share_the_gil_finely()  # as the trainer does
     with tempfile.TemporaryDirectory() as folder:
