@@ -112,6 +112,18 @@ BAD: list[tuple[str, str, dict[str, Any], dict[str, Any], str, Any, str]] = [
      "job.trainerArgs.multi_hot_sizes", MLPERF_MULTI_HOT, "set by the stack"),
     ("materialized-multi-hot-on-2400-gib", "aws", prepared(multiHotSizes=MLPERF_MULTI_HOT), {},
      "sharedFileSystem.capacityGib", 2400, "onTheFly"),
+    # Half an m6i.xlarge runs one worker: 24 days' 4.37 billion rows take >= 20.2 h to scan
+    # and write at the measured 120k rows/s per pass (trainer/prepare least_hours).
+    ("deadline-before-one-worker-ends", "aws", prepared(deadlineHours=12), {},
+     "dataset.prepare.deadlineHours", 12, "on 1 worker(s) (half a m6i.xlarge of the system "
+     "pool) take at least 20.2 h"),
+    # More workers than day files do not help: 4 multi-hot days on 86 p4d workers still take
+    # a day file's 1.05 h.
+    ("deadline-shorter-than-a-day-file", "aws",
+     prepared(pool="gpu", days="0-3", multiHotSizes=MLPERF_MULTI_HOT, deadlineHours=1),
+     {"gpuPools": {"onDemand": {"maxNodes": 3}}},
+     "dataset.prepare.deadlineHours", 1, "in 4 file(s) on 86 worker(s) (a p4d.24xlarge of the "
+     "GPU pool) take at least 1.1 h"),
     ("materialized-multi-hot-on-4-tib-anf", "azure",
      prepared(multiHotSizes=MLPERF_MULTI_HOT), {},
      "sharedFileSystem.volumeSizeGib", 4096, "needs about 4,191 GiB"),
@@ -134,6 +146,13 @@ def test_materialized_multi_hot_fits_a_big_enough_file_system_and_a_few_days_fit
                   sharedFileSystem={"capacityGib": 4800})
     settings_with("aws", prepared(multiHotSizes=MLPERF_MULTI_HOT, days="0-3"))
     settings_with("aws", prepared(multiHotSizes=MLPERF_MULTI_HOT, multiHot="onTheFly"))
+
+
+def test_the_default_deadline_holds_criteo_1tb_on_one_worker_and_kaggle_in_an_hour():
+    # 20.2 h (one-hot) and 25.3 h (materialized multi-hot) on half a system node, under 48.
+    settings_with("gcp", prepared(multiHotSizes=MLPERF_MULTI_HOT),
+                  sharedFileSystem={"capacityGib": 4352})
+    settings_with("aws", prepared(format="criteo_kaggle", deadlineHours=1))
 
 
 def test_gpu_preparation_is_accepted_with_a_node_to_spare():

@@ -31,7 +31,6 @@ uid also means new wait arguments: the training job is replaced with it and wait
 
 from __future__ import annotations
 
-import math
 import shlex
 from dataclasses import dataclass
 
@@ -40,24 +39,21 @@ import pulumi_kubernetes as k8s
 
 from infra.catalog import Cloud, Machine, machine
 from infra.contract import GpuCluster
+from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
 from infra.settings.model import (Dataset, DatasetPrepare, Job, MultiHotMode, NodePool,
                                   PreparePool)
 from trainer.data.layout import LAYOUT_FILE  # written last by trainer.prepare: present = complete
-from trainer.prepare import WORKER_MEMORY_GIB
 from trainer.prepare.status import FAILED_FILE, HEARTBEAT_FILE, HEARTBEAT_SECONDS, RUN_ID_ENV
 from trainer.exit_codes import CONFIG_ERROR
 from workloads.names import JobNames
 from workloads.pod import (RUN_AS, SHARED_VOLUME, folder_preparer, job_pool, node_affinity,
                            tolerations)
-from workloads.sizing import NODE_SHARE
 from workloads.watch import on_prepare_pods, prepare_logs_command
 
 core = k8s.core.v1
 PREPARE_CONTAINER = "prepare"
 WAIT_CONTAINER = "wait-for-dataset"
 POLL_SECONDS = 30
-# The system pool also runs the cluster's add-ons (DNS, CSI drivers, controllers): take half.
-SYSTEM_POOL_SHARE = 0.5
 # The label each cloud puts the system pool's name under: infra/aws/node_groups.py and
 # infra/gcp/node_pools.py label it torchrec-cloud/pool; AKS labels every node of an agent pool
 # kubernetes.azure.com/agentpool=<pool> itself (https://learn.microsoft.com/azure/aks/use-labels,
@@ -144,19 +140,9 @@ class Placement:
     node_labels: dict[str, str]
     tolerations: list[core.TolerationArgs]
 
-    def cpu(self, prepare: DatasetPrepare) -> int:
-        return prepare.cpu or max(1, math.floor(self.machine.vcpus * self.share))
-
-    def memory_gib(self, prepare: DatasetPrepare) -> int:
-        return prepare.memory_gib or max(1, math.floor(self.machine.memory_gib * self.share))
-
-    def workers(self, prepare: DatasetPrepare) -> int:
-        """As set, else one per CPU as far as the memory holds WORKER_MEMORY_GIB for each."""
-        return prepare.workers or default_workers(self.cpu(prepare), self.memory_gib(prepare))
-
-
-def default_workers(cpu: int, memory_gib: int) -> int:
-    return max(1, min(cpu, memory_gib // WORKER_MEMORY_GIB))
+    def size(self, prepare: DatasetPrepare) -> PrepareSize:
+        return PrepareSize.of(self.machine, self.share, prepare.cpu, prepare.memory_gib,
+                              prepare.workers)
 
 
 def placement(cluster: GpuCluster, job: Job, prepare: DatasetPrepare,
@@ -210,15 +196,15 @@ def prepare_job(names: JobNames, cluster: GpuCluster, job: Job, dataset: Dataset
     """The Job, auto-named `<job>-prepare-<random>` (the module's docstring says why)."""
     prepare = dataset.prepare
     where = placement(cluster, job, prepare, system_pool)
-    cpu, memory = where.cpu(prepare), where.memory_gib(prepare)
-    quantities = {"cpu": str(cpu), "memory": f"{memory}Gi"}
+    size = where.size(prepare)
+    quantities = {"cpu": str(size.cpu), "memory": f"{size.memory_gib}Gi"}
     mount = cluster.shared_file_system.mount_path
     container = core.ContainerArgs(
         name=PREPARE_CONTAINER,
         image=cluster.trainer_image,
         image_pull_policy="Always",
         command=["python", "-m", "trainer.prepare"],
-        args=prepare_flags(cluster, dataset, where.workers(prepare)),
+        args=prepare_flags(cluster, dataset, size.workers),
         env=_environment(cluster),
         resources=core.ResourceRequirementsArgs(requests=quantities, limits=quantities),
         security_context=_locked_down(),

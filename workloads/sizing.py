@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from infra.catalog import Machine
 from infra.contract import GpuPool, InterconnectSpec
+from infra.pod_share import NODE_SHARE
 
-NODE_SHARE = 0.9  # fraction of the node's vCPUs and memory the trainer may use
 SHM_FRACTION = 0.25  # /dev/shm counts against the memory limit: NCCL and data loaders use it
 SHM_MAX_GIB = 64
 
@@ -44,3 +44,4 @@ def pod_size(pool: GpuPool, interconnect: InterconnectSpec) -> PodSize:
         gpus=machine.gpu_count,
         devices=dict(interconnect.pod_resources),
     )
+

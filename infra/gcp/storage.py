@@ -55,8 +55,11 @@ def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
 def grant_dataset_reads(prefix: str, uris: list[str], job_account: gcp.serviceaccount.Account,
                         opts: pulumi.ResourceOptions) -> list[gcp.storage.BucketIAMMember]:
     """Read access for the job on each dataset bucket (the preparation's gs:// source). Whole
-    buckets: GCS grants per bucket (a prefix would need IAM Conditions); the deployer needs
-    `storage.buckets.setIamPolicy` there, which a bucket in another project may not give."""
+    buckets: GCS grants per bucket (a prefix would need IAM Conditions); the binding reads and
+    writes the bucket's policy, so the deployer needs `storage.buckets.get`, `getIamPolicy` and
+    `setIamPolicy` there ("Set and manage IAM policies on buckets",
+    https://cloud.google.com/storage/docs/access-control/using-iam-permissions), which a bucket
+    in another project may not give."""
     buckets = list(dict.fromkeys(uri_parts(uri)[0] for uri in uris))
     return [gcp.storage.BucketIAMMember(
         f"{prefix}-dataset-read-{n}", bucket=bucket, role=DATASET_ROLE,

@@ -7,6 +7,7 @@ problem, so one run of `pulumi up` names everything to fix.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, timezone
@@ -20,6 +21,7 @@ from infra.kubernetes_versions import (
     eks_support_on,
     in_standard_support,
 )
+from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
 from infra.preemption import estimated_save, stop_budget
 from infra.settings.errors import Problem
 from infra.settings.model import (
@@ -39,6 +41,7 @@ from infra.settings.model import (
     PoolChoice,
     Settings,
 )
+from trainer.prepare import CRITEO_1TB_ROWS, CRITEO_KAGGLE_ROWS, least_hours
 
 Rule = Callable[[Settings], Iterator[Problem]]
 
@@ -764,6 +767,36 @@ def prepare_fits_its_pool(s: Settings) -> Iterator[Problem]:
                       "the machine)")
 
 
+def prepare_ends_before_its_deadline(s: Settings) -> Iterator[Problem]:
+    """A preparation that cannot end within deadlineHours fails when Kubernetes stops it, after
+    the training job has held its GPU nodes all that time: refuse it now, from the least time its
+    scan and write passes take at the measured rates (trainer/prepare least_hours)."""
+    prepare = s.dataset.prepare
+    if not prepare.enabled:
+        return
+    gpu = prepare.pool.value == "gpu"
+    found = find_machine(s.cloud, s.job_pool.machine_type if gpu else s.system_pool.machine_type)
+    if found is None:
+        return  # machines_are_in_the_catalog names it
+    workers = PrepareSize.of(found, NODE_SHARE if gpu else SYSTEM_POOL_SHARE, prepare.cpu,
+                             prepare.memory_gib, prepare.workers).workers
+    if prepare.format.value == "criteo_1tb":
+        files = len(prepare_days(prepare.days, "criteo_1tb") or [])
+        rows = CRITEO_1TB_ROWS * files // CRITEO_1TB_DAYS
+    else:
+        files, rows = 1, CRITEO_KAGGLE_ROWS
+    multi_hot = bool(prepare.multi_hot_sizes) and prepare.multi_hot.value == "materialize"
+    hours = least_hours(rows, files, workers, multi_hot)
+    if files and hours > prepare.deadline_hours:
+        where = f"a {found.name} of the GPU pool" if gpu else f"half a {found.name} of the system pool"
+        yield Problem("dataset.prepare.deadlineHours", prepare.deadline_hours,
+                      f"{rows:,} rows in {files} file(s) on {workers} worker(s) ({where}) take at "
+                      f"least {hours:.1f} h to scan and write at the measured rates "
+                      "(bench/prepare_bench.py; the vocabulary pass and the source's reads come "
+                      f"on top): well above {math.ceil(hours)}, or more workers "
+                      "(dataset.prepare.pool: gpu, or cpu/memoryGib/workers) or fewer days")
+
+
 def prepare_output_fits_the_file_system(s: Settings) -> Iterator[Problem]:
     """Materialized multi-hot Criteo 1TB is about 4.5 TB; refuse a file system it cannot fit."""
     prepare = s.dataset.prepare
@@ -786,4 +819,4 @@ def prepare_output_fits_the_file_system(s: Settings) -> Iterator[Problem]:
 RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_source_resource_group_is_azure_only,
          prepare_multi_hot_sizes_are_criteo_features,
          prepare_days_fit_the_format, prepare_owns_the_multi_hot_flags, prepare_fits_its_pool,
-         prepare_output_fits_the_file_system)
+         prepare_ends_before_its_deadline, prepare_output_fits_the_file_system)

@@ -170,6 +170,38 @@ def test_source_in_an_s3_bucket_read_by_two_worker_processes(raw, tmp_path, monk
         assert (tmp_path / "s3" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
 
 
+def test_a_retry_reaches_the_bucket_with_what_the_pod_has_by_then(raw, tmp_path, monkeypatch,
+                                                                   capsys):
+    """A retry builds its own file system object: one cached from a failed attempt would keep
+    that attempt's endpoint or credentials (gcsfs falls back to anonymous when workload
+    identity is not yet bound) and fail every retry the same way."""
+    import trainer.prepare.__main__ as entry
+
+    for key in list(os.environ):
+        if key.startswith(("AWS_",)):
+            monkeypatch.delenv(key)
+    for server in emulators.running(emulators.moto_s3()):
+        emulators.apply_env(monkeypatch, server.env)
+        import s3fs
+
+        fs = s3fs.S3FileSystem(skip_instance_cache=True)
+        fs.mkdir("criteo-raw")
+        for day in range(3):
+            fs.put(str(raw / f"day_{day}"), f"criteo-raw/days/day_{day}")
+        # The first attempt sees a closed port (nothing answers yet); the bucket's endpoint
+        # reaches the pod before the retry.
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{emulators.free_port()}")
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+        monkeypatch.setattr(entry.time, "sleep",
+                            lambda _: os.environ.update(AWS_ENDPOINT_URL_S3=server.url))
+        out = tmp_path / "out"
+        assert main(["--source", "s3://criteo-raw/days", "--output", str(out),
+                     "--retry_seconds", "0"]) == 0
+    log = capsys.readouterr().out
+    assert "attempt 1 of 5 failed" in log and "attempt 2 of" not in log
+    assert json.loads((out / "layout.json").read_text())["rows"] == [ROWS] * 3
+
+
 def test_kaggle_train_txt_becomes_train_npys(tmp_path):
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "train.txt").write_text("".join(sample_lines(0, 300)))

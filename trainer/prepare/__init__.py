@@ -18,3 +18,29 @@ Three passes, each resumable, each spread over ``--workers`` processes:
 # a 195M-row day's scan, 5 GB for the vocabulary of MLPerf's largest column) with a margin. The
 # stack gives a pod no more workers than its memory holds at this size (workloads/prepare.py).
 WORKER_MEMORY_GIB = 6
+
+# Rows of the raw data: Criteo 1TB's days 0-22 hold 4,195,197,692 (TOTAL_TRAINING_SAMPLES,
+# mlcommons/training recommendation_v2/torchrec_dlrm/README.MD) and day 23 178,274,637 (the row
+# count NVIDIA's MLPerf Inference DLRMv2 harness asserts for day_23, CriteoDay23Dataset); Kaggle's
+# train.txt 45,840,617 lines (Criteo's Display Advertising Challenge data).
+CRITEO_1TB_ROWS = 4_195_197_692 + 178_274_637
+CRITEO_KAGGLE_ROWS = 45_840_617
+# Rows/s of one worker, the lower ends measured by bench/prepare_bench.py on 2 shared cores
+# (README "Memory and speed"): a lower bound on the time, as the vocabulary pass, the source's
+# read speed and gzip come on top.
+SCAN_ROWS_PER_SECOND = 120_000
+WRITE_ROWS_PER_SECOND = 120_000
+WRITE_MULTI_HOT_ROWS_PER_SECOND = 80_000
+
+
+def default_workers(cpu: int, memory_gib: int) -> int:
+    """One worker per CPU, as far as the memory holds WORKER_MEMORY_GIB for each."""
+    return max(1, min(cpu, memory_gib // WORKER_MEMORY_GIB))
+
+
+def least_hours(rows: int, files: int, workers: int, multi_hot: bool) -> float:
+    """The least time the scan and write passes take: each file is one worker's task, so more
+    workers than files do not shorten them."""
+    write = WRITE_MULTI_HOT_ROWS_PER_SECOND if multi_hot else WRITE_ROWS_PER_SECOND
+    per_row = 1 / SCAN_ROWS_PER_SECOND + 1 / write
+    return rows * per_row / max(1, min(workers, files)) / 3600

@@ -35,7 +35,10 @@ class RawFile:
 def find(source: str, dataset: Optional[str], days: Optional[List[int]]) -> tuple[str, List[RawFile]]:
     """(dataset, files to prepare), or UsageError naming the flag that does not fit."""
     try:
-        fs, root = fsspec.core.url_to_fs(source)
+        # A new file system object per attempt (and per file below): fsspec caches them per
+        # process, and one cached by a failed attempt keeps that attempt's endpoint or
+        # credentials (gcsfs falls back to anonymous before workload identity is bound).
+        fs, root = fsspec.core.url_to_fs(source, skip_instance_cache=True)
         listing = fs.ls(root, detail=True)
     except (FileNotFoundError, NotADirectoryError):
         raise bad_flag("source", source, "a directory or bucket prefix holding day_<i>[.gz] or train.txt; "
@@ -87,7 +90,7 @@ def blocks(url: str, block_bytes: Optional[int] = None) -> Iterator[bytes]:
     ending at a line end."""
     block_bytes = block_bytes or BLOCK_BYTES
     carry = b""
-    with fsspec.open(url, "rb", compression="infer") as fh:
+    with fsspec.open(url, "rb", compression="infer", skip_instance_cache=True) as fh:
         while chunk := fh.read(block_bytes):
             whole, newline, rest = (carry + chunk).rpartition(b"\n")
             if newline:
