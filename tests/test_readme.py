@@ -71,7 +71,9 @@ def test_the_real_data_walk_throughs_make_valid_stacks_with_the_published_sizes(
     from infra.settings import settings_from_mapping
     from tests.harness import USER_API_CIDRS
 
-    one_hot, mlperf = _walk_through_stacks()
+    suspended, one_hot, mlperf = _walk_through_stacks()
+    # The block that keeps the GPU nodes free while preparing ends with the job unsuspended.
+    assert suspended["job"]["suspend"] is False
     sizes = {}
     for name, values in (("one-hot", one_hot), ("mlperf", mlperf)):
         values["kubernetes"]["apiAccessCidrs"] = USER_API_CIDRS

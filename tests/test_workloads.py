@@ -23,6 +23,7 @@ from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Job,
 from tests.fake_cluster import FLAVOURS, IMAGE, FakeCluster, fake_cluster
 from tests.harness import ROOT, Captured, RecordingMocks, RecordingMonitor, Run
 from tests.k8s_manifests import manifests_of, validate_manifests, write_manifests
+from workloads.pytorchjob import TRAINING_OPERATOR_MANIFESTS
 
 KUBERNETES_VERSION = "1.33"
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
@@ -465,6 +466,24 @@ def test_pytorchjob_is_elastic_and_waits_for_the_training_operator(runs):
     crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
     assert "pytorchjobs.kubeflow.org" in crds
     assert scenario.run.waits_for(job, operator)
+
+
+def test_a_suspended_job_creates_no_pods_until_set_back(runs):
+    """job.suspend: JobSet's spec.suspend and the training operator's runPolicy.suspend (the
+    Job controller creates no pods); absent otherwise, so upgrading never changes a running
+    job's spec."""
+    assert "suspend" not in runs["aws"].workload().inputs["spec"]
+    assert "suspend" not in runs["gcp-pytorchjob"].workload().inputs["spec"]["runPolicy"]
+    jobset = run_workload("aws", Job(suspend=True))
+    assert jobset.workload().inputs["spec"]["suspend"] is True
+    assert validate_manifests(jobset.run, KUBERNETES_VERSION)  # against JobSet's CRD schema
+    pytorch = run_workload("gcp", Job(kind=JobKind.PYTORCH_JOB, suspend=True))
+    assert pytorch.workload().inputs["spec"]["runPolicy"]["suspend"] is True
+    docs = yaml.safe_load_all(TRAINING_OPERATOR_MANIFESTS.read_text())
+    [crd] = [d for d in docs if d and d["kind"] == "CustomResourceDefinition"
+             and d["metadata"]["name"] == "pytorchjobs.kubeflow.org"]
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["runPolicy"]["properties"]["suspend"]["type"] == "boolean"
 
 
 def test_pytorchjob_shares_the_pod_template_of_the_indexed_job(runs):

@@ -102,6 +102,8 @@ def job_set(name: str, names: JobNames, job: Job, container: str,
         metadata=k8s.meta.v1.ObjectMetaArgs(name=names.job, namespace=names.namespace,
                                             labels=names.common_labels, annotations=SKIP_AWAIT),
         spec={
+            # Only when asked: a new key in a running JobSet's spec would replace it.
+            **({"suspend": True} if job.suspend else {}),
             "failurePolicy": failure_policy(job),
             "successPolicy": {"operator": "All"},
             # Our own headless service (workloads/service.py) has this name, so JobSet uses it.

@@ -60,7 +60,9 @@ def pytorch_job(name: str, names: JobNames, job: Job,
                 # must not join a half-torn gang (trainer/launch.py, ../shared/TESTING.md).
                 "maxRestarts": 0,
             },
-            "runPolicy": {"backoffLimit": job.backoff_limit, "cleanPodPolicy": "None"},
+            # suspend only when asked: a new key in a running job's spec would replace it.
+            "runPolicy": {"backoffLimit": job.backoff_limit, "cleanPodPolicy": "None",
+                          **({"suspend": True} if job.suspend else {})},
             "pytorchReplicaSpecs": {
                 "Worker": {
                     "replicas": job.nodes,

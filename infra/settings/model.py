@@ -455,6 +455,10 @@ class Job(Section):
         120, ge=30,
         description="On-demand pools: the pod's time from SIGTERM to SIGKILL on a drain. "
         "Spot pools take it from the cloud's notice (infra/catalog.py).")
+    suspend: bool = Field(
+        False, description="Create the training job suspended: no pods, so the GPU pools stay "
+        "at their minimum, e.g. while dataset.prepare runs for hours; set it back to false and "
+        "`pulumi up` to start training.")
     trainer_args: dict[str, TrainerArgValue] = Field(
         default_factory=lambda: {"batch_size": 2048, "embedding_dim": 128},
         description="Trainer flags without dashes, e.g. {batch_size: 2048}.",
