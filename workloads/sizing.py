@@ -44,4 +44,3 @@ def pod_size(pool: GpuPool, interconnect: InterconnectSpec) -> PodSize:
         gpus=machine.gpu_count,
         devices=dict(interconnect.pod_resources),
     )
-

@@ -33,7 +33,8 @@ class Workers:
     processes kept for all passes. Spawned, not forked: a fork copies whatever locks the
     parent's other threads hold at that instant (fsspec's event loop, botocore's pools, a
     test's emulator client), and a child that needs one waits for ever. A spawned worker
-    starts a clean interpreter with the parent's environment and imports only ``trainer.prepare`` (0.3 s here: no torch), once for the whole run."""
+    starts a clean interpreter with the parent's environment and imports only
+    ``trainer.prepare`` (0.3 s here: no torch), once for the whole run."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
