@@ -112,18 +112,27 @@ BAD: list[tuple[str, str, dict[str, Any], dict[str, Any], str, Any, str]] = [
      "job.trainerArgs.multi_hot_sizes", MLPERF_MULTI_HOT, "set by the stack"),
     ("materialized-multi-hot-on-2400-gib", "aws", prepared(multiHotSizes=MLPERF_MULTI_HOT), {},
      "sharedFileSystem.capacityGib", 2400, "onTheFly"),
-    # Half an m6i.xlarge runs one worker: 24 days' 4.37 billion rows take >= 20.2 h to scan
-    # and write at the measured 120k rows/s per pass (trainer/prepare least_hours).
+    # Half an m6i.xlarge runs one worker: 24 days' 4.37 billion rows take about 20.2 h to scan
+    # and write at the measured 120k rows/s per pass (trainer.prepare.estimated_hours).
     ("deadline-before-one-worker-ends", "aws", prepared(deadlineHours=12), {},
      "dataset.prepare.deadlineHours", 12, "on 1 worker(s) (half a m6i.xlarge of the system "
-     "pool) take at least 20.2 h"),
+     "pool) take about 20.2 h"),
+    # Each pass ends with its last day: 24 days on 10 workers are 3 rounds, not 2.4 days' time.
+    ("deadline-shorter-than-three-rounds", "aws",
+     prepared(pool="gpu", cpu=10, memoryGib=60, deadlineHours=2),
+     {"gpuPools": {"onDemand": {"maxNodes": 3}}},
+     "dataset.prepare.deadlineHours", 2, "on 10 worker(s) (a p4d.24xlarge of the GPU pool) take "
+     "about 2.5 h"),
+    # Workers beyond the pod's CPUs or its memory at 6 GiB each are refused, not counted on.
+    ("workers-beyond-the-pod-s-memory", "aws", prepared(workers=2), {},
+     "dataset.prepare.workers", 2, "at most 1: the pod has 2 CPUs and 8 GiB"),
     # More workers than day files do not help: 4 multi-hot days on 86 p4d workers still take
     # a day file's 1.05 h.
     ("deadline-shorter-than-a-day-file", "aws",
      prepared(pool="gpu", days="0-3", multiHotSizes=MLPERF_MULTI_HOT, deadlineHours=1),
      {"gpuPools": {"onDemand": {"maxNodes": 3}}},
      "dataset.prepare.deadlineHours", 1, "in 4 file(s) on 86 worker(s) (a p4d.24xlarge of the "
-     "GPU pool) take at least 1.1 h"),
+     "GPU pool) take about 1.1 h"),
     ("materialized-multi-hot-on-4-tib-anf", "azure",
      prepared(multiHotSizes=MLPERF_MULTI_HOT), {},
      "sharedFileSystem.volumeSizeGib", 4096, "needs about 4,191 GiB"),

@@ -459,7 +459,8 @@ class Job(Section):
     suspend: bool = Field(
         False, description="Create the training job suspended: no pods, so the GPU pools stay "
         "at their minimum, e.g. while dataset.prepare runs for hours; set it back to false and "
-        "`pulumi up` to start training.")
+        "`pulumi up` to start training. Either change recreates the job: set on a running job, "
+        "it deletes it (training resumes from its checkpoint when set back).")
     trainer_args: dict[str, TrainerArgValue] = Field(
         default_factory=lambda: {"batch_size": 2048, "embedding_dim": 128},
         description="Trainer flags without dashes, e.g. {batch_size: 2048}.",

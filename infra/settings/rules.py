@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, timezone
 
-from infra.catalog import Cloud, Interconnect, find_machine, machine_names
+from infra.catalog import Cloud, Interconnect, Machine, find_machine, machine_names
 from infra.kubernetes_versions import (
     AKS_CALENDAR_DATE,
     AKS_KUBERNETES_VERSIONS,
@@ -41,7 +41,8 @@ from infra.settings.model import (
     PoolChoice,
     Settings,
 )
-from trainer.prepare import CRITEO_1TB_ROWS, CRITEO_KAGGLE_ROWS, least_hours
+from trainer.prepare import (CRITEO_1TB_ROWS, CRITEO_KAGGLE_ROWS, WORKER_MEMORY_GIB,
+                             estimated_hours)
 
 Rule = Callable[[Settings], Iterator[Problem]]
 
@@ -767,34 +768,60 @@ def prepare_fits_its_pool(s: Settings) -> Iterator[Problem]:
                       "the machine)")
 
 
-def prepare_ends_before_its_deadline(s: Settings) -> Iterator[Problem]:
-    """A preparation that cannot end within deadlineHours fails when Kubernetes stops it, after
-    the training job has held its GPU nodes all that time: refuse it now, from the least time its
-    scan and write passes take at the measured rates (trainer/prepare least_hours)."""
+def _prepare_size(s: Settings) -> tuple[Machine, PrepareSize] | None:
+    """The machine the preparation pod lands on and its size there, as workloads/prepare.py
+    requests it; None when the machine is not in the catalog (another rule names it)."""
     prepare = s.dataset.prepare
-    if not prepare.enabled:
-        return
     gpu = prepare.pool.value == "gpu"
     found = find_machine(s.cloud, s.job_pool.machine_type if gpu else s.system_pool.machine_type)
     if found is None:
-        return  # machines_are_in_the_catalog names it
-    workers = PrepareSize.of(found, NODE_SHARE if gpu else SYSTEM_POOL_SHARE, prepare.cpu,
-                             prepare.memory_gib, prepare.workers).workers
+        return None
+    return found, PrepareSize.of(found, NODE_SHARE if gpu else SYSTEM_POOL_SHARE, prepare.cpu,
+                                 prepare.memory_gib, prepare.workers)
+
+
+def prepare_workers_fit_their_pod(s: Settings) -> Iterator[Problem]:
+    """More workers than CPUs only share them; more than the memory holds at WORKER_MEMORY_GIB
+    each (a real 1TB day's scan takes 4-5 GB) get the pod killed for memory on every retry."""
+    prepare = s.dataset.prepare
+    sized = _prepare_size(s) if prepare.enabled and prepare.workers else None
+    if sized is None:
+        return
+    size = sized[1]
+    most = min(size.cpu, size.memory_gib // WORKER_MEMORY_GIB)
+    if prepare.workers > most:
+        yield Problem("dataset.prepare.workers", prepare.workers,
+                      f"at most {max(1, most)}: the pod has {size.cpu} CPUs and {size.memory_gib} "
+                      f"GiB, and each worker needs one CPU and {WORKER_MEMORY_GIB} GiB (0 = that "
+                      "many); for more, dataset.prepare.pool: gpu or a larger cpu/memoryGib")
+
+
+def prepare_ends_before_its_deadline(s: Settings) -> Iterator[Problem]:
+    """A preparation that cannot end within deadlineHours fails when Kubernetes stops it, after
+    the training job has held its GPU nodes all that time: refuse it now, from the time its scan
+    and write passes take at the measured rates (trainer.prepare.estimated_hours)."""
+    prepare = s.dataset.prepare
+    sized = _prepare_size(s) if prepare.enabled else None
+    if sized is None:
+        return
+    found, size = sized
     if prepare.format.value == "criteo_1tb":
         files = len(prepare_days(prepare.days, "criteo_1tb") or [])
         rows = CRITEO_1TB_ROWS * files // CRITEO_1TB_DAYS
     else:
         files, rows = 1, CRITEO_KAGGLE_ROWS
     multi_hot = bool(prepare.multi_hot_sizes) and prepare.multi_hot.value == "materialize"
-    hours = least_hours(rows, files, workers, multi_hot)
-    if files and hours > prepare.deadline_hours:
+    workers = min(size.workers, size.cpu)
+    hours = estimated_hours(rows, files, workers, multi_hot)
+    if hours > prepare.deadline_hours:
+        gpu = prepare.pool.value == "gpu"
         where = f"a {found.name} of the GPU pool" if gpu else f"half a {found.name} of the system pool"
         yield Problem("dataset.prepare.deadlineHours", prepare.deadline_hours,
-                      f"{rows:,} rows in {files} file(s) on {workers} worker(s) ({where}) take at "
-                      f"least {hours:.1f} h to scan and write at the measured rates "
-                      "(bench/prepare_bench.py; the vocabulary pass and the source's reads come "
+                      f"{rows:,} rows in {files} file(s) on {workers} worker(s) ({where}) take "
+                      f"about {hours:.1f} h to scan and write at the rates measured in "
+                      "bench/prepare_bench.py (the vocabulary pass and the source's reads come "
                       f"on top): well above {math.ceil(hours)}, or more workers "
-                      "(dataset.prepare.pool: gpu, or cpu/memoryGib/workers) or fewer days")
+                      "(dataset.prepare.pool: gpu, or a larger cpu/memoryGib) or fewer days")
 
 
 def prepare_output_fits_the_file_system(s: Settings) -> Iterator[Problem]:
@@ -819,4 +846,5 @@ def prepare_output_fits_the_file_system(s: Settings) -> Iterator[Problem]:
 RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_source_resource_group_is_azure_only,
          prepare_multi_hot_sizes_are_criteo_features,
          prepare_days_fit_the_format, prepare_owns_the_multi_hot_flags, prepare_fits_its_pool,
-         prepare_ends_before_its_deadline, prepare_output_fits_the_file_system)
+         prepare_workers_fit_their_pod, prepare_ends_before_its_deadline,
+         prepare_output_fits_the_file_system)

@@ -14,6 +14,8 @@ Three passes, each resumable, each spread over ``--workers`` processes:
 ``layout.json`` is written last (``run.py``); see the README for the files and their dtypes.
 """
 
+import math
+
 # Memory one worker may need on a real Criteo 1TB day: the README's estimate (about 4-5 GB for
 # a 195M-row day's scan, 5 GB for the vocabulary of MLPerf's largest column) with a margin. The
 # stack gives a pod no more workers than its memory holds at this size (workloads/prepare.py).
@@ -26,8 +28,7 @@ WORKER_MEMORY_GIB = 6
 CRITEO_1TB_ROWS = 4_195_197_692 + 178_274_637
 CRITEO_KAGGLE_ROWS = 45_840_617
 # Rows/s of one worker, the lower ends measured by bench/prepare_bench.py on 2 shared cores
-# (README "Memory and speed"): a lower bound on the time, as the vocabulary pass, the source's
-# read speed and gzip come on top.
+# (README "Memory and speed"); the vocabulary pass, the source's read speed and gzip come on top.
 SCAN_ROWS_PER_SECOND = 120_000
 WRITE_ROWS_PER_SECOND = 120_000
 WRITE_MULTI_HOT_ROWS_PER_SECOND = 80_000
@@ -38,9 +39,10 @@ def default_workers(cpu: int, memory_gib: int) -> int:
     return max(1, min(cpu, memory_gib // WORKER_MEMORY_GIB))
 
 
-def least_hours(rows: int, files: int, workers: int, multi_hot: bool) -> float:
-    """The least time the scan and write passes take: each file is one worker's task, so more
-    workers than files do not shorten them."""
+def estimated_hours(rows: int, files: int, workers: int, multi_hot: bool) -> float:
+    """The scan and write passes at the measured rates: each file is one worker's task and each
+    pass ends with its last file, so a pass takes ceil(files / workers) files' time."""
     write = WRITE_MULTI_HOT_ROWS_PER_SECOND if multi_hot else WRITE_ROWS_PER_SECOND
     per_row = 1 / SCAN_ROWS_PER_SECOND + 1 / write
-    return rows * per_row / max(1, min(workers, files)) / 3600
+    rounds = math.ceil(files / max(1, workers)) if files else 0
+    return rounds * (rows / max(1, files)) * per_row / 3600
