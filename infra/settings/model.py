@@ -364,7 +364,7 @@ class DatasetPrepare(Section):
         "--multi_hot_sizes).")
     pool: PreparePool = Field(
         PreparePool.CPU, description="cpu: half a system node (one worker on the default "
-        "machines: fine for Kaggle, at least 20 h for all of 1TB, with the GPU nodes held); "
+        "machines: fine for Kaggle, about 20 h for all of 1TB, with the GPU nodes held); "
         "gpu: a node of the job's GPU pool (job.pool), all its CPUs and memory, no GPU. "
         "gpu needs one node more than job.nodes in that pool's maxNodes, because the training "
         "pods hold their nodes while they wait.")
