@@ -744,7 +744,7 @@ def prepare_fits_its_pool(s: Settings) -> Iterator[Problem]:
         return
     if prepare.pool.value == "gpu":
         pool_path = "gpuPools.spot" if s.job.pool == PoolChoice.SPOT else "gpuPools.onDemand"
-        pool, machine_type = s.job_pool, s.job_pool.machine_type
+        pool = s.job_pool
         if pool.max_nodes < s.job.nodes + 1:
             # The training pods are created at once and hold their nodes while their init
             # container waits for layout.json: with maxNodes == job.nodes the preparation pod
@@ -753,11 +753,10 @@ def prepare_fits_its_pool(s: Settings) -> Iterator[Problem]:
                           f"dataset.prepare.pool gpu needs a node beside the job's "
                           f"{s.job.nodes}: at least {s.job.nodes + 1} (the extra node is "
                           "released when preparation ends), or set dataset.prepare.pool: cpu")
-    else:
-        machine_type = s.system_pool.machine_type
-    found = find_machine(s.cloud, machine_type)
-    if found is None:
+    sized = _prepare_size(s)
+    if sized is None:
         return  # machines_are_in_the_catalog names it
+    found = sized[0]
     if prepare.cpu >= found.vcpus:
         yield Problem("dataset.prepare.cpu", prepare.cpu,
                       f"fewer than the {found.vcpus} vCPUs of {found.name}, leaving room for "
