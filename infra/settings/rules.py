@@ -42,7 +42,7 @@ from infra.settings.model import (
     Settings,
 )
 from trainer.prepare import (CRITEO_1TB_ROWS, CRITEO_KAGGLE_ROWS, WORKER_MEMORY_GIB,
-                             estimated_hours)
+                             default_workers, estimated_hours)
 
 Rule = Callable[[Settings], Iterator[Problem]]
 
@@ -787,10 +787,10 @@ def prepare_workers_fit_their_pod(s: Settings) -> Iterator[Problem]:
     if sized is None:
         return
     size = sized[1]
-    most = min(size.cpu, size.memory_gib // WORKER_MEMORY_GIB)
+    most = default_workers(size.cpu, size.memory_gib)  # what 0 would run
     if prepare.workers > most:
         yield Problem("dataset.prepare.workers", prepare.workers,
-                      f"at most {max(1, most)}: the pod has {size.cpu} CPUs and {size.memory_gib} "
+                      f"at most {most}: the pod has {size.cpu} CPUs and {size.memory_gib} "
                       f"GiB, and each worker needs one CPU and {WORKER_MEMORY_GIB} GiB (0 = that "
                       "many); for more, dataset.prepare.pool: gpu or a larger cpu/memoryGib")
 

@@ -18,7 +18,8 @@ import math
 
 # Memory one worker may need on a real Criteo 1TB day: the README's estimate (about 4-5 GB for
 # a 195M-row day's scan, 5 GB for the vocabulary of MLPerf's largest column) with a margin. The
-# stack gives a pod no more workers than its memory holds at this size (workloads/prepare.py).
+# stack gives a pod no more workers than its memory holds at this size (default_workers below;
+# the settings refuse a larger dataset.prepare.workers).
 WORKER_MEMORY_GIB = 6
 
 # Rows of the raw data: Criteo 1TB's days 0-22 hold 4,195,197,692 (TOTAL_TRAINING_SAMPLES,
