@@ -106,8 +106,8 @@ class TrainConfig:
         "from a forkserver, never forked from the trainer); 0 = one thread in the trainer "
         "process. Default: 2 for TSV where the rank has 3 or more cores of its own, else 0; 0 for "
         "memory-mapped .npy/.npz days (a slice costs less than handing a batch over; make "
-        "bench-data). Synthetic data is always generated in "
-        "the trainer process.", default=None)
+        "bench-data). Synthetic data: 0 unless set (one thread draws about 1M samples/s; a GPU "
+        "at a large batch needs readers).", default=None)
     synthetic_steps_per_epoch: int = _help(
         "Steps (global batches) in one epoch of synthetic data.", default=1000
     )

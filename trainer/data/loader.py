@@ -98,16 +98,17 @@ def cores_per_rank() -> int:
 
 def readers_for(cfg: TrainConfig, source: BatchSource, cores: Optional[int] = None) -> int:
     """--data_workers, or its default: READERS for TSV (parsing is the costly part) where the
-    rank has a core for each reader beside its own, none for synthetic data and memory-mapped
-    .npy/.npz days, where a slice costs less than handing the batch over from another process
+    rank has a core for each reader beside its own, none for synthetic data (a GPU step at a
+    large batch outruns one thread drawing it: bench/train_throughput.py gives readers there)
+    and memory-mapped .npy/.npz days, where a slice costs less than handing the batch over from another process
     (bench/data_bench.py on 2 cores: one-hot .npy 2.9M samples/s through the thread vs 0.44M
     through 2 readers; MLPerf multi-hot .npz 0.73M vs 0.24M; TSV at batch 8192 0.30M vs
     0.45M). Readers without cores of their own take them from the training loop: on 2 cores,
     TSV at batch 2048 waited 3.1% of a GPU-like step with 2 readers and 0.9% with the thread."""
-    if cfg.dataset_path is None:
-        return 0
     if cfg.data_workers is not None:
         return cfg.data_workers
+    if cfg.dataset_path is None:
+        return 0
     if getattr(source, "format", None) != "tsv":
         return 0
     return READERS if (cores or cores_per_rank()) > READERS else 0
