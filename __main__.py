@@ -2,18 +2,23 @@
 
 import pulumi
 
-from infra.clouds import build_cluster, hourly_cost
+from infra.clouds import build_cluster, hourly_cost, resolve_release
 from infra.contract import GpuClusterArgs
 from infra.naming import name_prefix
 from infra.preemption import estimated_save
-from infra.settings import load_settings
+from infra.previous_run import read_previous_run
+from infra.settings import load_settings, with_kubernetes_minor
 from workloads import TrainingJob, TrainingJobArgs
 
 settings = load_settings()  # a bad stack file stops here, before any resource exists
-args = GpuClusterArgs(settings=settings, name_prefix=name_prefix())
+previous = read_previous_run()  # this stack's outputs from its last `pulumi up`, if any
+# The cloud's version today, or the one the live cluster runs; refused before any resource.
+release = resolve_release(settings, previous)
+settings = with_kubernetes_minor(settings, release.minor)
+args = GpuClusterArgs(settings=settings, name_prefix=name_prefix(), release=release,
+                      previous=previous)
 cluster = build_cluster(args)
-# The exact control-plane version where the cloud resolves one (GKE), else the settings' minor.
-kubernetes_version = cluster.kubernetes_version or settings.kubernetes.version
+kubernetes_version = cluster.kubernetes_version or release.version
 job = TrainingJob(
     f"{args.name_prefix}-training",
     TrainingJobArgs(cluster=cluster, job=settings.job, checkpoints=settings.checkpoints,

@@ -6,12 +6,33 @@ import importlib
 
 from infra.catalog import Cloud, machine
 from infra.contract import GpuCluster, GpuClusterArgs
+from infra.kubernetes_release import Release, choose_release
+from infra.previous_run import PreviousRun
+from infra.settings.model import Settings
 
 COMPONENTS = {
     Cloud.AWS: ("infra.aws", "AwsGpuCluster"),
     Cloud.AZURE: ("infra.azure", "AzureGpuCluster"),
     Cloud.GCP: ("infra.gcp", "GcpGpuCluster"),
 }
+
+# Each cloud's module that asks it which Kubernetes versions it creates today
+# (`offered_versions(settings) -> Offered`) and which one a live cluster runs
+# (`live_version(settings, previous) -> str | None`).
+VERSIONS = {
+    Cloud.AWS: "infra.aws.versions",
+    Cloud.AZURE: "infra.azure.versions",
+    Cloud.GCP: "infra.gcp.versions",
+}
+
+
+def resolve_release(settings: Settings, previous: PreviousRun) -> Release:
+    """The Kubernetes version for this run (infra/kubernetes_release.py), asked of the
+    settings' cloud before any resource is registered."""
+    versions = importlib.import_module(VERSIONS[settings.cloud])
+    live = versions.live_version(settings, previous) if previous.live else None
+    return choose_release(settings.kubernetes.version, live,
+                          lambda: versions.offered_versions(settings))
 
 
 def build_cluster(args: GpuClusterArgs) -> GpuCluster:

@@ -132,8 +132,8 @@ class GpuCluster:
     # Annotations every training pod carries for the cloud's node lifecycle, e.g. AWS: Cluster
     # Autoscaler must not remove a node while a training pod runs on it.
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
-    # The exact version the control plane is created at, where the cloud resolves one when the
-    # program runs (GKE: infra/gcp/versions.py); None: the settings' minor is all there is.
+    # The control plane's version on this run (infra/kubernetes_release.py): the exact build
+    # where the cloud names one, else the minor.
     kubernetes_version: str | None = None
     # Stack outputs a cloud adds, e.g. Azure's derived globally unique names
     # ({"storage_account": ..., "registry": ...}), which the user's CLI commands need.
@@ -144,8 +144,12 @@ class GpuCluster:
 class GpuClusterArgs:
     """What every cloud component is built from: the validated settings and a name prefix."""
 
-    settings: "Settings"
+    settings: "Settings"  # kubernetes.version holds the minor chosen for this run
     name_prefix: str  # "<project>-<stack>", so two stacks can live in one account
+    release: "Release"  # the Kubernetes version for this run: asked of the cloud, or kept
+    previous: "PreviousRun"  # the stack's outputs from its last update (empty: first run)
 
 
+from infra.kubernetes_release import Release  # noqa: E402
+from infra.previous_run import PreviousRun  # noqa: E402
 from infra.settings.model import Settings  # noqa: E402  (typing only; avoids an import cycle)

@@ -23,12 +23,14 @@ import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.proto import resource_pb2
 
+from infra.previous_run import READ_STACK_OUTPUTS
 from tests.fakes import azure as azure_fakes
 from tests.fakes import fake_call, fake_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "torchrec-cloud"
 STACKS = ("aws", "azure", "gcp")
+ORGANIZATION = "organization"  # the local backend's name for it
 
 
 @dataclass
@@ -54,11 +56,13 @@ class Captured:
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    """Answers every resource and invoke with realistic fake outputs (tests/fakes)."""
+    """Answers every resource and invoke with realistic fake outputs (tests/fakes); the stack's
+    own earlier outputs (infra/previous_run.py) are `previous_outputs` (empty: a first run)."""
 
-    def __init__(self) -> None:
+    def __init__(self, previous_outputs: dict[str, Any] | None = None) -> None:
         self.lock = threading.Lock()
         self.outputs_by_name: dict[tuple[str, str], dict[str, Any]] = {}
+        self.previous_outputs = dict(previous_outputs or {})
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
         outputs = {"name": args.name, **args.inputs, **fake_outputs(args)}
@@ -68,6 +72,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return resource_id, outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        if args.token == READ_STACK_OUTPUTS:
+            return {"name": args.args.get("name"), "outputs": self.previous_outputs,
+                    "secretOutputNames": []}
         return fake_call(args)
 
 
@@ -234,14 +241,18 @@ def config_for(stack: str, overrides: dict[str, Any] | None = None,
 
 
 def run_stack(stack: str, overrides: dict[str, Any] | None = None,
-              remove: Iterable[str] = (), expect_error: bool = False) -> Run:
-    """Run __main__.py for a stack under mocks; raise its error unless expect_error."""
+              remove: Iterable[str] = (), expect_error: bool = False,
+              previous_outputs: dict[str, Any] | None = None) -> Run:
+    """Run __main__.py for a stack under mocks; raise its error unless expect_error.
+    `previous_outputs`: the stack outputs of an earlier `pulumi up` (a later run); None, a
+    first run or one after `pulumi destroy`."""
     pulumi.runtime.settings.set_root_resource(None)
     asyncio.set_event_loop(asyncio.new_event_loop())
-    mocks = RecordingMocks()
+    mocks = RecordingMocks(previous_outputs)
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_all_config(config_for(stack, overrides, remove))
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor,
+                             organization=ORGANIZATION)
 
     outputs: dict[str, Any] = {}
     secret_outputs: set[str] = set()

@@ -16,8 +16,6 @@ CLOUD_DEFAULTS: dict[Cloud, dict[str, Any]] = {
         "region": "us-east-1",
         "zones": ["us-east-1a", "us-east-1b"],
         "gpuZones": ["us-east-1a"],
-        # Inside EKS standard support until 2027-03-27 (infra/kubernetes_versions.py).
-        "kubernetes": {"version": "1.35"},
         "systemPool": {"machineType": "m6i.xlarge"},
         "gpuPools": {
             "onDemand": {"machineType": "p4d.24xlarge"},
@@ -36,8 +34,6 @@ CLOUD_DEFAULTS: dict[Cloud, dict[str, Any]] = {
             "spot": {"machineType": "Standard_ND96asr_v4"},
         },
         "sharedFileSystem": {"kind": "azure-netapp-files"},
-        # A version AKS creates without Long-Term Support (infra/kubernetes_versions.py).
-        "kubernetes": {"version": "1.35"},
         # AKSInfinibandSupport keeps each GPU pool on one InfiniBand network; a proximity
         # placement group on top only narrows where Azure may find ND capacity (README, Azure).
         "interconnect": {"placement": False},
@@ -47,9 +43,6 @@ CLOUD_DEFAULTS: dict[Cloud, dict[str, Any]] = {
         "region": "us-central1",
         "zones": ["us-central1-a"],
         "gpuZones": ["us-central1-a"],
-        # The program resolves GKE's REGULAR build of this minor and refuses a minor the channel
-        # no longer offers (infra/gcp/versions.py).
-        "kubernetes": {"version": "1.34"},
         "systemPool": {"machineType": "e2-standard-4"},
         "gpuPools": {
             "onDemand": {"machineType": "a2-highgpu-8g"},

@@ -143,3 +143,14 @@ def _all_project_config() -> dict[str, Any]:
 def load_settings() -> Settings:
     """The stack's settings, validated; raises SettingsError listing every bad value."""
     return settings_from_mapping(_all_project_config())
+
+
+def with_kubernetes_minor(settings: Settings, minor: str) -> Settings:
+    """The settings with the minor the program chose (infra/kubernetes_release.py), every rule
+    checked again: a rule that depends on the version (a spot node's notice) judges the real one."""
+    kubernetes = settings.kubernetes.model_copy(update={"version": minor})
+    chosen = settings.model_copy(update={"kubernetes": kubernetes})
+    problems = check_all(chosen)
+    if problems:
+        raise SettingsError(problems)
+    return chosen

@@ -125,11 +125,11 @@ FIND_YOUR_ADDRESS = (
 class Kubernetes(Section):
     """The control plane."""
 
-    version: str = Field(
-        "1.33", description="Kubernetes minor version, e.g. 1.33. On GCP the program takes "
-        "GKE's REGULAR channel build of it and refuses a minor the channel no longer offers; on "
-        "Azure, one AKS creates on the day of `pulumi up` (its release calendar, "
-        "infra/kubernetes_versions.py), past community support only with azure.longTermSupport.")
+    version: str | None = Field(
+        None, description="Kubernetes minor, e.g. 1.35; unset: the cloud's default on the first "
+        "`pulumi up` (EKS, GKE's REGULAR channel, AKS in the region, asked when the program "
+        "runs). A set minor must be one the cloud offers that day. Once the cluster exists, "
+        "later runs keep the version it runs; a newer minor here upgrades it, one minor at a time.")
     extended_support: bool = Field(
         False,
         description=(
@@ -148,7 +148,9 @@ class Kubernetes(Section):
 
     @field_validator("version")
     @classmethod
-    def _version_shape(cls, value: str) -> str:
+    def _version_shape(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
         parts = value.split(".")
         if len(parts) != 2 or not all(p.isdigit() for p in parts):
             raise ValueError("must be a minor version like '1.33'")

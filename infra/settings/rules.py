@@ -10,17 +10,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator
-from datetime import date, datetime, timezone
 
 from infra.catalog import Cloud, Interconnect, Machine, find_machine, machine_names
-from infra.kubernetes_versions import (
-    AKS_CALENDAR_DATE,
-    AKS_KUBERNETES_VERSIONS,
-    EKS_SUPPORT,
-    SupportPeriod,
-    eks_support_on,
-    in_standard_support,
-)
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
 from infra.preemption import estimated_save, stop_budget
 from infra.settings.errors import Problem
@@ -46,7 +37,6 @@ from trainer.prepare import (CRITEO_1TB_ROWS, CRITEO_KAGGLE_ROWS, WORKER_MEMORY_
 
 Rule = Callable[[Settings], Iterator[Problem]]
 
-SUPPORTED_KUBERNETES = (30, 35)  # minor versions all three managed services offer (1.30-1.35)
 AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 # AWS zone ids, e.g. use1-az4 (https://docs.aws.amazon.com/ram/latest/userguide/working-with-az-ids.html).
 AWS_ZONE_ID = re.compile(r"^[a-z]{2,}[0-9]+-az[0-9]+$")
@@ -120,19 +110,6 @@ def machines_are_in_the_catalog(s: Settings) -> Iterator[Problem]:
             yield Problem(f"{path}.machineType", pool.machine_type,
                           f"has no GPUs; GPU pools need one of: "
                           f"{', '.join(machine_names(s.cloud, gpu=True))}")
-
-
-def kubernetes_version_is_offered(s: Settings) -> Iterator[Problem]:
-    """EKS and AKS: a static range. GKE's channels change every few weeks, so a GCP stack's
-    version is checked against GKE's own offer when the program runs (infra/gcp/versions.py),
-    before any cloud resource exists; offline only its format is (the model)."""
-    if s.cloud == Cloud.GCP:
-        return
-    minor = int(s.kubernetes.version.split(".")[1])
-    low, high = SUPPORTED_KUBERNETES
-    if s.kubernetes.version.split(".")[0] != "1" or not low <= minor <= high:
-        yield Problem("kubernetes.version", s.kubernetes.version,
-                      f"a version EKS, AKS and GKE all offer: 1.{low} to 1.{high}")
 
 
 def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
@@ -342,7 +319,6 @@ RULES: tuple[Rule, ...] = (
     pool_sizes_are_ordered,
     pool_names_fit_the_cloud,
     machines_are_in_the_catalog,
-    kubernetes_version_is_offered,
     zones_belong_to_the_region,
     placement_needs_one_zone,
     fabric_needs_a_machine_that_has_it,
@@ -503,30 +479,6 @@ def spot_save_fits_the_notice(s: Settings) -> Iterator[Problem]:
 RULES = (*RULES, spot_save_fits_the_notice)
 
 
-def today() -> date:
-    """The day (UTC) the rules judge support dates by (a function, so tests can pin it)."""
-    return datetime.now(timezone.utc).date()
-
-
-def kubernetes_version_is_supported_on_eks(s: Settings) -> Iterator[Problem]:
-    """EKS creates clusters on versions in standard or extended support (infra/kubernetes_versions.py);
-    extended support is billed per cluster hour, so it must be asked for."""
-    if s.cloud != Cloud.AWS:
-        return
-    day = today()
-    period = eks_support_on(s.kubernetes.version, day)
-    standard = ", ".join(in_standard_support(day)) or "none listed: update infra/kubernetes_versions.py"
-    if period == SupportPeriod.EXTENDED and not s.kubernetes.extended_support:
-        yield Problem("kubernetes.version", s.kubernetes.version,
-                      f"left EKS standard support on "
-                      f"{EKS_SUPPORT[s.kubernetes.version].standard_until}; use one in standard "
-                      f"support ({standard}) or set kubernetes.extendedSupport: true (extra cost "
-                      "per cluster hour)")
-    elif period in (SupportPeriod.ENDED, SupportPeriod.UNKNOWN):
-        yield Problem("kubernetes.version", s.kubernetes.version,
-                      f"not offered by EKS on {day}; in standard support: {standard}")
-
-
 def extended_support_is_aws_only(s: Settings) -> Iterator[Problem]:
     if s.cloud != Cloud.AWS and s.kubernetes.extended_support:
         yield Problem("kubernetes.extendedSupport", True,
@@ -553,48 +505,8 @@ def aws_gpu_groups_share_one_zone(s: Settings) -> Iterator[Problem]:
                       "one zone on AWS: the GPU groups and FSx for Lustre (single-AZ) share it")
 
 
-RULES = (*RULES, kubernetes_version_is_supported_on_eks, extended_support_is_aws_only,
+RULES = (*RULES, extended_support_is_aws_only,
          capacity_reservation_fits_the_pool, aws_gpu_groups_share_one_zone)
-
-
-# --- AKS: versions it creates today, and Long-Term Support (infra/kubernetes_versions.py) ----
-
-def aks_versions_in_community_support(today: date) -> list[str]:
-    """What AKS creates without LTS today, among the versions every cloud here offers."""
-    low, high = SUPPORTED_KUBERNETES
-    return [v for v, row in AKS_KUBERNETES_VERSIONS.items()
-            if row.ga <= today <= row.end_of_life and low <= int(v.split(".")[1]) <= high]
-
-
-def aks_version_is_created_today(s: Settings, day: date | None = None) -> Iterator[Problem]:
-    """The version must be one AKS creates on the day `pulumi up` runs: in community support, or
-    in Long-Term Support when azure.longTermSupport asks for it."""
-    if s.cloud != Cloud.AZURE or s.azure is None:
-        return
-    on = day or today()
-    version, lts = s.kubernetes.version, s.azure.long_term_support
-    row = AKS_KUBERNETES_VERSIONS.get(version)
-    current = ", ".join(aks_versions_in_community_support(on)) or "none in the table"
-    if row is None:
-        yield Problem("kubernetes.version", version,
-                      f"not in AKS's release calendar of {AKS_CALENDAR_DATE} "
-                      f"({min(AKS_KUBERNETES_VERSIONS)} to {max(AKS_KUBERNETES_VERSIONS)}); "
-                      f"in community support today: {current}")
-    elif on < row.ga:
-        yield Problem("kubernetes.version", version,
-                      f"not generally available on AKS until {row.ga}; today: {current}")
-    elif on > row.lts_end_of_life:
-        yield Problem("kubernetes.version", version,
-                      f"AKS ended its Long-Term Support on {row.lts_end_of_life}; use one of "
-                      f"{current}")
-    elif on > row.end_of_life and not lts:
-        yield Problem("kubernetes.version", version,
-                      f"AKS ended community support on {row.end_of_life} and creates it only "
-                      f"with Long-Term Support (set azure.longTermSupport: true: Premium tier, "
-                      f"until {row.lts_end_of_life}); or use one of {current}")
-
-
-RULES = (*RULES, aks_version_is_created_today)
 
 
 # --- dataset.prepare: the preparation Job (workloads/prepare.py) ------------------------------
