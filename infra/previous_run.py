@@ -43,12 +43,16 @@ def this_stack() -> str:
 
 
 def read_previous_run() -> PreviousRun:
-    """This stack's outputs as its last update left them. A backend that cannot answer (a
-    stack never updated has no checkpoint) counts as a first run, with a warning."""
+    """This stack's outputs as its last update left them (a stack never updated has none).
+
+    A backend that cannot answer stops the run: taken for a first run, a live stack would be
+    judged by what the cloud offers today and would adopt its own checkpoint store as a kept
+    one, so nothing is registered without the answer."""
     try:
         result = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": this_stack()}).value
     except Exception as error:  # noqa: BLE001 (the engine reports any backend error here)
-        pulumi.log.warn(f"could not read this stack's earlier outputs ({error}); "
-                        "treating this run as the first")
-        return PreviousRun()
+        raise pulumi.RunError(
+            f"could not read this stack's own outputs ({this_stack()}: {error}); the program "
+            "needs them to keep the cluster's version and its checkpoint store. Nothing was "
+            "created; check `pulumi stack output` works, then run again") from error
     return PreviousRun(dict((result or {}).get("outputs") or {}))
