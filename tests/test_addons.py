@@ -193,12 +193,17 @@ def test_azure_installs_the_table_versions_for_its_minor(minor: str, warnings: l
     assert any(w.startswith("gpu-operator ") for w in warnings) == (minor == "1.36")
 
 
-@pytest.mark.parametrize("minor", ["1.33", "1.37"])
-def test_gcp_installs_the_table_versions_for_its_minor(minor: str, warnings: list[str],
+@pytest.mark.parametrize(("minor", "machine"), [("1.33", "a3-highgpu-8g"),
+                                                 ("1.37", "a3-megagpu-8g")])
+def test_gcp_installs_the_table_versions_for_its_minor(minor: str, machine: str,
+                                                       warnings: list[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    run = _run(Cloud.GCP, minor, monkeypatch)
+    run = _run(Cloud.GCP, minor, monkeypatch,
+               gpuPools={"onDemand": {"machineType": machine}, "spot": {"machineType": machine}},
+               interconnect={"placement": False, "fabric": True})
     assert _jobset_url(run).endswith(f"/{choose('jobset', minor).row.version}/manifests.yaml")
     installers = [d for d in run.of_type("kubernetes:apps/v1:DaemonSet") if "installer" in d.name]
+    assert len(installers) == 1  # GPUDirect-TCPX on A3 High, -TCPXO on A3 Mega
     for installer in installers:
         image = installer.inputs["spec"]["template"]["spec"]["initContainers"][-1]["image"]
         addon = "gpudirect-tcpx" if "nccl-tcpx-installer" in installer.name else "gpudirect-tcpxo"
