@@ -10,7 +10,7 @@ CHECKOV_VERSION := 3.3.30
 AZURITE_VERSION := 3.35.0
 AZURITE_DIR := $(VENV)/azurite
 
-.PHONY: train test test-infra test-trainer bench bench-data prepare-sample settings-docs clean
+.PHONY: train test test-infra test-trainer check-tables bench bench-data prepare-sample settings-docs clean
 
 # Stamps re-run an install only when its requirements change, so the second run is quick.
 $(VENV)/.infra-installed: requirements.txt requirements-dev.txt
@@ -50,6 +50,11 @@ test-infra: $(VENV)/.infra-installed $(CHECKOV_VENV)/.installed
 
 test-trainer: $(VENV)/.trainer-installed $(AZURITE_DIR)/.installed
 	$(BIN)/python -m pytest tests/trainer -q
+
+## Warn (exit 0) when the add-on table or the Kubernetes calendars were last checked more than
+## six months ago. Not part of `make test`: for a scheduled job.
+check-tables: $(VENV)/.infra-installed
+	$(BIN)/python -m infra.table_age
 
 ## Global samples/s of our trainer and TorchRec's reference DLRM, side by side; then checkpoint
 ## save time, training stall (sync vs async), throughput, MLPerf projection and resume time.

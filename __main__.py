@@ -2,6 +2,7 @@
 
 import pulumi
 
+from infra.addon_versions import check_minor
 from infra.clouds import build_cluster, hourly_cost, resolve_release
 from infra.contract import GpuClusterArgs
 from infra.naming import name_prefix
@@ -15,6 +16,7 @@ previous = read_previous_run()  # this stack's outputs from its last `pulumi up`
 # The cloud's version today, or the one the live cluster runs; refused before any resource.
 release = resolve_release(settings, previous)
 settings = with_kubernetes_minor(settings, release.minor)
+check_minor(settings.cloud, release.minor)  # a minor older than an add-on supports: refused here
 args = GpuClusterArgs(settings=settings, name_prefix=name_prefix(), release=release,
                       previous=previous)
 cluster = build_cluster(args)

@@ -24,8 +24,9 @@ POD_TEMPLATE_PATHS = {  # where a custom resource without a schema here keeps it
                              m["spec"].get("pytorchReplicaSpecs", {}).values()],
 }
 # Custom resources whose CRD schema is vendored (tests/schemas): checked whole, and their
-# embedded batch/v1 Job templates against Kubernetes' own Job schema.
-CRD_SCHEMAS = {"JobSet": Path(__file__).with_name("schemas") / "jobset-v0.10.1.json"}
+# embedded batch/v1 Job templates against Kubernetes' own Job schema. JobSet: the newest release in
+# infra/addon_versions.py (the older ones lack only fields this program does not use).
+CRD_SCHEMAS = {"JobSet": Path(__file__).with_name("schemas") / "jobset-v0.12.0.json"}
 
 
 def _jobset_jobs(manifest: dict[str, Any]) -> list[dict[str, Any]]:

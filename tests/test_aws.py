@@ -223,7 +223,10 @@ def test_vpc_cni_comes_before_nodes_and_coredns_after(run: Run) -> None:
 
 def test_helm_charts_are_pinned(run: Run) -> None:
     releases = {r.inputs["chart"]: r.inputs for r in run.of_type(HELM)}
-    for chart, version, repo in (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, FSX_CSI_DRIVER):
+    from infra.addon_versions import choose
+    minor = run.one("eks:index:Cluster").inputs["version"]
+    for chart, repo in (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, FSX_CSI_DRIVER):
+        version = choose(chart, minor).row.version  # the table's pick for the cluster's minor
         assert releases[chart]["version"] == version
         assert releases[chart]["repositoryOpts"]["repo"] == repo
         assert version and not any(c in version for c in "^~*x>")
@@ -723,12 +726,11 @@ def test_the_autoscaler_chart_and_image_are_pinned_to_the_clusters_kubernetes_mi
 
 
 def test_every_version_eks_offers_has_an_autoscaler_image_of_its_minor() -> None:
-    from infra.aws.autoscaler import IMAGE_TAG_BY_KUBERNETES
+    from infra.aws.autoscaler import image_tag
     from infra.kubernetes_versions import EKS_SUPPORT
 
-    assert set(IMAGE_TAG_BY_KUBERNETES) == set(EKS_SUPPORT)
-    for version, tag in IMAGE_TAG_BY_KUBERNETES.items():
-        assert tag.startswith(f"v{version}."), tag
+    for version in EKS_SUPPORT:  # from the add-on table (infra/addon_versions.py)
+        assert image_tag(version).startswith(f"v{version}."), version
 
 
 def test_the_autoscaler_discovers_this_clusters_groups_and_keeps_gpu_groups_apart(run: Run) -> None:

@@ -86,7 +86,9 @@ class TrainingJob(pulumi.ComponentResource):
         flags = trainer_flags(cluster, job, args.checkpoints, args.dataset, budget,
                               args.save_estimate, args.interconnect)
         if job.kind == JobKind.PYTORCH_JOB:
-            operator = pytorchjob.training_operator(f"{name}-training-operator", opts_for())
+            operator = pytorchjob.training_operator(
+                f"{name}-training-operator",
+                args.kubernetes_version or cluster.kubernetes_version, opts_for())
             command: list[pulumi.Input[str]] = pytorchjob_command(budget)
             if run_id is not None:  # in the main container: workloads/prepare.py waiting_first
                 command = prepare.waiting_first(command, cluster, args.dataset, names, run_id)
@@ -95,7 +97,9 @@ class TrainingJob(pulumi.ComponentResource):
             workload: pulumi.CustomResource = pytorchjob.pytorch_job(
                 f"{name}-pytorchjob", names, job, template, opts_for(*before_job, operator))
         else:
-            controller = jobset.jobset_controller(f"{name}-jobset-controller", opts_for())
+            controller = jobset.jobset_controller(
+                f"{name}-jobset-controller",
+                args.kubernetes_version or cluster.kubernetes_version, opts_for())
             waits = ([] if run_id is None else
                      [prepare.layout_wait(cluster, args.dataset, names, run_id)])
             template = pod_template(cluster, job, names, budget, ContainerSpec(

@@ -28,23 +28,34 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.addon_versions import ADDON_VERSIONS, version_for
+from infra.kubernetes_release import minor_key, minor_of
 from infra.settings.model import JOBSET_REPLICATED_JOB, Job
 from trainer.exit_codes import CONFIG_ERROR, NO_RETRY, RESUME
 from workloads.names import JobNames
 
-# v0.10.1: built against Kubernetes 1.34 and supported on "one of the last 3 minor versions"
-# (1.32-1.34): GCP's default 1.34; the AWS and Azure defaults are 1.35 (what EKS and AKS create
-# in standard support today), one minor past that window, within client-go's one-minor skew.
-# v0.12.0 needs 1.34+, which would drop the 1.32/1.33 clusters extended support and AKS LTS
-# still allow. The version GCP's cluster-toolkit
-# pins (pkg/orchestrator/gke/infra_manager.go). It has every field used here:
-# onJobFailureMessagePatterns (since v0.10.0), BlockingRecreate, publishNotReadyAddresses.
-# Move it forward together with kubernetes.version.
-JOBSET_VERSION = "v0.10.1"
-# The install command of JobSet's own guide (kubectl apply --server-side -f <this>):
-# https://github.com/kubernetes-sigs/jobset/blob/v0.10.1/site/content/en/docs/installation/_index.md
-JOBSET_MANIFESTS = (f"https://github.com/kubernetes-sigs/jobset/releases/download/"
-                    f"{JOBSET_VERSION}/manifests.yaml")
+# The version follows the cluster's Kubernetes minor: infra/addon_versions.py, rows "jobset"
+# (v0.10.1 for 1.32-1.34, v0.11.1 for 1.33-1.35, v0.12.0 for 1.34-1.36; each supports "the last
+# 3 Kubernetes minor versions" from the Kubernetes it is built against). Every version there has
+# every field used here: onJobFailureMessagePatterns (since v0.10.0), BlockingRecreate,
+# publishNotReadyAddresses (tests/schemas/jobset-v0.12.0.json; v0.12.0 only added fields).
+ADDON = "jobset"
+
+
+def manifests_url(version: str) -> str:
+    """The install command of JobSet's own guide (kubectl apply --server-side -f <this>):
+    https://github.com/kubernetes-sigs/jobset/blob/v0.12.0/site/content/en/docs/installation/_index.md"""
+    return f"https://github.com/kubernetes-sigs/jobset/releases/download/{version}/manifests.yaml"
+
+
+def controller_version(kubernetes_version: str | None) -> str:
+    """The JobSet release for the cluster's version ("1.35" or an exact build); with none known
+    (a job built without a cluster version), the newest in the table."""
+    if kubernetes_version is None:
+        return max(ADDON_VERSIONS[ADDON], key=lambda row: minor_key(row.newest)).version
+    return version_for(ADDON, minor_of(kubernetes_version))
+
+
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 # pulumi-kubernetes would otherwise wait for the training to finish.
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
@@ -87,9 +98,12 @@ def failure_policy(job: Job) -> dict[str, object]:
     }
 
 
-def jobset_controller(name: str, opts: pulumi.ResourceOptions) -> k8s.yaml.v2.ConfigFile:
-    """JobSet's CRD, webhook and controller (namespace jobset-system), pinned to a release."""
-    return k8s.yaml.v2.ConfigFile(name, file=JOBSET_MANIFESTS, opts=opts)
+def jobset_controller(name: str, kubernetes_version: str | None,
+                      opts: pulumi.ResourceOptions) -> k8s.yaml.v2.ConfigFile:
+    """JobSet's CRD, webhook and controller (namespace jobset-system), at the release for the
+    cluster's Kubernetes version."""
+    return k8s.yaml.v2.ConfigFile(
+        name, file=manifests_url(controller_version(kubernetes_version)), opts=opts)
 
 
 def job_set(name: str, names: JobNames, job: Job, container: str,

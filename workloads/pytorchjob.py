@@ -25,20 +25,40 @@ import pulumi_kubernetes as k8s
 
 from pathlib import Path
 
+from infra.addon_versions import ADDON_VERSIONS, version_for
+from infra.kubernetes_release import minor_key, minor_of
 from infra.settings.model import Job
 from workloads.jobset import SKIP_AWAIT
 from workloads.names import JobNames
 
-TRAINING_OPERATOR_VERSION = "v1.9.4"
-TRAINING_OPERATOR_MANIFESTS = (Path(__file__).parent / "manifests"
-                               / f"training-operator-{TRAINING_OPERATOR_VERSION}.yaml")
+# Versions: infra/addon_versions.py rows "training-operator"; each one vendored here.
+ADDON = "training-operator"
+MANIFESTS_DIR = Path(__file__).parent / "manifests"
+
+
+def manifests_for(version: str) -> Path:
+    return MANIFESTS_DIR / f"training-operator-{version}.yaml"
+
+
+def operator_version(kubernetes_version: str | None) -> str:
+    """The operator release for the cluster's version; with none known, the newest listed."""
+    if kubernetes_version is None:
+        return max(ADDON_VERSIONS[ADDON], key=lambda row: minor_key(row.newest)).version
+    return version_for(ADDON, minor_of(kubernetes_version))
+
+
+# The newest vendored release (what a job without a known cluster version gets).
+TRAINING_OPERATOR_MANIFESTS = manifests_for(operator_version(None))
 PORT_NAME = "pytorchjob-port"  # the operator reads the rendezvous port from this port name
 
 
-def training_operator(name: str, opts: pulumi.ResourceOptions) -> k8s.yaml.v2.ConfigFile:
-    """CRDs, RBAC, webhook and the controller in namespace `kubeflow`, from the vendored file
-    (applied server-side: the provider is built with server-side apply, as the docs ask)."""
-    return k8s.yaml.v2.ConfigFile(name, file=str(TRAINING_OPERATOR_MANIFESTS), opts=opts)
+def training_operator(name: str, kubernetes_version: str | None,
+                      opts: pulumi.ResourceOptions) -> k8s.yaml.v2.ConfigFile:
+    """CRDs, RBAC, webhook and the controller in namespace `kubeflow`, from the vendored file of
+    the release for the cluster's version (applied server-side: the provider is built with
+    server-side apply, as the docs ask)."""
+    path = manifests_for(operator_version(kubernetes_version))
+    return k8s.yaml.v2.ConfigFile(name, file=str(path), opts=opts)
 
 
 def pytorch_job(name: str, names: JobNames, job: Job,

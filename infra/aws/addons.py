@@ -1,7 +1,8 @@
 """EKS managed add-ons and the Helm charts GPU training needs (device plugins, FSx CSI driver).
 
 EKS add-on versions are left to EKS: it picks the default build for the cluster's Kubernetes
-version, which a fixed pin would break on every version bump. Helm charts are pinned below.
+version, which a fixed pin would break on every version bump. Helm charts: names and repositories here, versions from infra/addon_versions.py for the
+cluster's Kubernetes minor.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from infra.addon_versions import version_for
 from infra.contract import Taint
 
-# Pinned Helm charts, each read in its repository at that version:
+# Helm charts, each read in its repository at the version infra/addon_versions.py lists:
 # - nvidia-device-plugin 0.17.1: NVIDIA/k8s-device-plugin tag v0.17.1,
 #   deployments/helm/nvidia-device-plugin (values `affinity`, `tolerations`).
 # - aws-efa-k8s-device-plugin v0.5.30 (image v0.5.20): aws/eks-charts @ 5239609,
@@ -25,10 +27,11 @@ from infra.contract import Taint
 # - aws-fsx-csi-driver 1.17.0 (driver 1.9.0): kubernetes-sigs/aws-fsx-csi-driver tag
 #   helm-chart-aws-fsx-csi-driver-1.17.0, charts/aws-fsx-csi-driver (values
 #   `controller.region`, `controller.serviceAccount`, `node.tolerateAllTaints`, `node.tolerations`).
-# Bump with `helm search repo <chart> --versions` and reread the values.
-NVIDIA_DEVICE_PLUGIN = ("nvidia-device-plugin", "0.17.1", "https://nvidia.github.io/k8s-device-plugin")
-EFA_DEVICE_PLUGIN = ("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts")
-FSX_CSI_DRIVER = ("aws-fsx-csi-driver", "1.17.0", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver")
+# Bump with `helm search repo <chart> --versions`, reread the values, add a table row.
+# (chart name = add-on name in infra/addon_versions.py, repository)
+NVIDIA_DEVICE_PLUGIN = ("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin")
+EFA_DEVICE_PLUGIN = ("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts")
+FSX_CSI_DRIVER = ("aws-fsx-csi-driver", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver")
 SYSTEM_NAMESPACE = "kube-system"
 
 # Needed before nodes can become Ready (pod networking): created before node groups. No Pod
@@ -75,6 +78,12 @@ def gpu_node_affinity(label: str) -> dict:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [
             {"key": label, "operator": "In", "values": ["true"]}]}]}}}
+
+
+def chart_for(chart: tuple[str, str], minor: str) -> tuple[str, str, str]:
+    """(name, version, repository): the chart's version for the cluster's Kubernetes minor."""
+    name, repo = chart
+    return name, version_for(name, minor), repo
 
 
 def helm_release(prefix: str, chart: tuple[str, str, str], values: dict,

@@ -31,25 +31,25 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_aws as aws
 
+from infra.addon_versions import version_for
 from infra.aws import identity
 
 # (name, version, repository) as infra/aws/addons.helm_release installs it, into kube-system.
-# 9.59.0: appVersion 1.35.0; the image below is pinned per Kubernetes minor.
+# 9.59.0: appVersion 1.35.0; the image tag is chosen per Kubernetes minor (image_tag).
 CHART = ("cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler")
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
 IMAGE = "registry.k8s.io/autoscaling/cluster-autoscaler"
-# "We recommend using Cluster Autoscaler with the Kubernetes control plane version for which it
-# was meant" (cluster-autoscaler/README.md, "Releases"): the newest patch of each minor, from the
-# repository's tags cluster-autoscaler-1.<minor>.<patch>.
-IMAGE_TAG_BY_KUBERNETES = {
-    "1.30": "v1.30.7",
-    "1.31": "v1.31.5",
-    "1.32": "v1.32.7",
-    "1.33": "v1.33.6",
-    "1.34": "v1.34.5",
-    "1.35": "v1.35.2",
-}
+ADDON = "cluster-autoscaler"  # its rows in infra/addon_versions.py: one image tag per minor
+
+
+def image_tag(kubernetes_version: str) -> str:
+    """"We recommend using Cluster Autoscaler with the Kubernetes control plane version for which
+    it was meant" (cluster-autoscaler/README.md, "Releases"): the newest patch of the cluster's
+    minor from the table; past the table, the newest image with a warning (never a KeyError)."""
+    return version_for(ADDON, kubernetes_version)
+
+
 # The pod annotation that keeps a node from being scaled down while the pod runs (FAQ.md,
 # "What types of pods can prevent CA from removing a node?"); the training pods carry it.
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -126,7 +126,7 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
         "cloudProvider": "aws",
         "awsRegion": region,
         "autoDiscovery": {"clusterName": cluster_name},
-        "image": {"repository": IMAGE, "tag": IMAGE_TAG_BY_KUBERNETES[kubernetes_version]},
+        "image": {"repository": IMAGE, "tag": image_tag(kubernetes_version)},
         "rbac": {"serviceAccount": {
             "create": True, "name": SERVICE_ACCOUNT,
             "annotations": {"eks.amazonaws.com/role-arn": role_arn}}},

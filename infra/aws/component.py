@@ -141,6 +141,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
                                         depends_on=[*all_groups, *early_addons, *late_addons]))
         helm_opts = pulumi.ResourceOptions(parent=self, provider=k8s_provider)
         taints = [t for plan in plans for t in plan.pool.taints]
+        minor = s.kubernetes.version  # the minor chosen for this run: add-on versions follow it
         fsx_role = identity.irsa_role(f"{prefix}-fsx-csi-controller", oidc_arn, oidc_issuer,
                                       addons.SYSTEM_NAMESPACE, addons.FSX_CSI_CONTROLLER_SA,
                                       aws_opts)
@@ -149,10 +150,10 @@ class AwsGpuCluster(pulumi.ComponentResource):
             policy=addons.fsx_csi_controller_policy(),
             opts=pulumi.ResourceOptions.merge(aws_opts, pulumi.ResourceOptions(parent=fsx_role)))
         charts = [
-            addons.helm_release(prefix, addons.NVIDIA_DEVICE_PLUGIN,
+            addons.helm_release(prefix, addons.chart_for(addons.NVIDIA_DEVICE_PLUGIN, minor),
                                 addons.nvidia_device_plugin_values(node_groups.GPU_LABEL, taints),
                                 helm_opts),
-            addons.helm_release(prefix, addons.FSX_CSI_DRIVER,
+            addons.helm_release(prefix, addons.chart_for(addons.FSX_CSI_DRIVER, minor),
                                 addons.fsx_csi_values(s.region, taints, fsx_role.arn),
                                 pulumi.ResourceOptions.merge(
                                     helm_opts, pulumi.ResourceOptions(depends_on=[fsx_policy]))),
@@ -161,7 +162,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
                                                     oidc_issuer, aws_opts)
         charts.append(addons.helm_release(
             prefix, autoscaler.CHART,
-            autoscaler.values(cluster_name, s.region, s.kubernetes.version, ca_role.arn,
+            autoscaler.values(cluster_name, s.region, minor, ca_role.arn,
                               {node_groups.POOL_LABEL: s.system_pool.name}),
             pulumi.ResourceOptions.merge(helm_opts, pulumi.ResourceOptions(depends_on=[ca_policy]))))
         charts.append(interruption.create_handler(
@@ -169,11 +170,12 @@ class AwsGpuCluster(pulumi.ComponentResource):
             interruption.handler_values(
                 notices.queue.url, s.region, nth_role.arn, cluster_name,
                 {node_groups.POOL_LABEL: s.system_pool.name}),
+            minor,
             pulumi.ResourceOptions.merge(helm_opts, pulumi.ResourceOptions(
                 depends_on=[*notices.ready, nth_policy]))))
         if any(plan.efa for plan in plans):
             charts.append(addons.helm_release(
-                prefix, addons.EFA_DEVICE_PLUGIN,
+                prefix, addons.chart_for(addons.EFA_DEVICE_PLUGIN, minor),
                 addons.efa_device_plugin_values(node_groups.GPU_LABEL, taints), helm_opts))
 
         # --- shared file system and checkpoints ----------------------------------------------

@@ -41,13 +41,14 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from infra.addon_versions import version_for
 from infra.aws import identity
 
 # https://github.com/aws/aws-node-termination-handler/blob/v1.25.6/config/helm/aws-node-termination-handler/Chart.yaml
 # (chart 0.27.6 = app v1.25.6, the newest release); the chart is published only as an OCI
 # artifact (README "Helm": oci://public.ecr.aws/aws-ec2/helm/aws-node-termination-handler).
 NTH_CHART = "oci://public.ecr.aws/aws-ec2/helm/aws-node-termination-handler"
-NTH_CHART_VERSION = "0.27.6"
+# Its version: infra/addon_versions.py, row "aws-node-termination-handler".
 NTH_RELEASE = "aws-node-termination-handler"
 NTH_NAMESPACE = "kube-system"
 NTH_SERVICE_ACCOUNT = "aws-node-termination-handler"
@@ -184,11 +185,13 @@ def handler_values(queue_url: pulumi.Input[str], region: str, role_arn: pulumi.I
     }
 
 
-def create_handler(prefix: str, values: dict, opts: pulumi.ResourceOptions
-                   ) -> k8s.helm.v3.Release:
+def create_handler(prefix: str, values: dict, kubernetes_version: str,
+                   opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    """The chart at the version infra/addon_versions.py gives the cluster's minor."""
     return k8s.helm.v3.Release(
         f"{prefix}-{NTH_RELEASE}",
         k8s.helm.v3.ReleaseArgs(
-            name=NTH_RELEASE, chart=NTH_CHART, version=NTH_CHART_VERSION,
+            name=NTH_RELEASE, chart=NTH_CHART,
+            version=version_for(NTH_RELEASE, kubernetes_version),
             namespace=NTH_NAMESPACE, values=values, atomic=True, cleanup_on_fail=True),
         opts=opts)

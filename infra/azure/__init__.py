@@ -106,7 +106,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
         rdma = any(uses_infiniband(s, pool.machine) for pool in gpu_pools.values())
         taints = [taint for pool in gpu_pools.values() for taint in pool.taints]
         addons = create_addons(
-            prefix, rdma, taints, pulumi.ResourceOptions(parent=self, provider=addons_provider))
+            prefix, rdma, taints, s.kubernetes.version,
+            pulumi.ResourceOptions(parent=self, provider=addons_provider))
 
         anf = create_netapp(prefix, fs, group, net.netapp_subnet.id, net.plan.nodes,
                             list(s.gpu_zones), tags, child)

@@ -1,28 +1,40 @@
 """Cluster add-ons on the GPU nodes: the NVIDIA GPU Operator and, for InfiniBand, the NVIDIA
 Network Operator with its RDMA shared device plugin (Azure's AKS RDMA/InfiniBand guidance).
 
-Versions are pinned; the operator and NicClusterPolicy image tags go together (NVIDIA's
-Network Operator platform support table), so bump them as a set.
+Versions come from infra/addon_versions.py for the cluster's Kubernetes minor; the Network
+Operator and its NicClusterPolicy image tags go together (NVIDIA's Network Operator platform
+support table), so NIC_POLICY_IMAGES holds the tags of each operator version the table lists.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.addon_versions import version_for
 from infra.azure.interconnect import RDMA_HCA_MAX, RDMA_RESOURCE_NAME, RDMA_RESOURCE_PREFIX
 from infra.contract import Taint
 
 NVIDIA_HELM_REPO = "https://helm.ngc.nvidia.com/nvidia"
-GPU_OPERATOR_CHART = "gpu-operator"
-GPU_OPERATOR_VERSION = "v25.10.0"
+GPU_OPERATOR_CHART = "gpu-operator"  # = its add-on name in infra/addon_versions.py
 NETWORK_OPERATOR_CHART = "network-operator"
-NETWORK_OPERATOR_VERSION = "25.10.0"
-DOCA_DRIVER_VERSION = "doca3.2.0-25.10-1.2.8.0-2"
-RDMA_PLUGIN_VERSION = "network-operator-v25.10.0"
+
+
+@dataclass(frozen=True)
+class NicPolicyImages:
+    doca_driver: str  # nvcr.io/nvidia/mellanox/doca-driver tag
+    rdma_plugin: str  # nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin tag
+
+
+# Per Network Operator version (its release notes' component table).
+NIC_POLICY_IMAGES: dict[str, NicPolicyImages] = {
+    "25.10.0": NicPolicyImages(doca_driver="doca3.2.0-25.10-1.2.8.0-2",
+                               rdma_plugin="network-operator-v25.10.0"),
+}
 MELLANOX_VENDOR_ID = "15b3"  # PCI vendor of the ConnectX InfiniBand HCAs
 
 
@@ -68,7 +80,7 @@ def network_operator_values(taints: Sequence[Taint]) -> dict:
     }
 
 
-def nic_cluster_policy_spec(taints: Sequence[Taint]) -> dict:
+def nic_cluster_policy_spec(taints: Sequence[Taint], images: NicPolicyImages) -> dict:
     """OFED driver plus the RDMA shared device plugin on nodes with a Mellanox NIC."""
     # resourcePrefix/resourceName make the pods' resource rdma/ib (Mellanox/k8s-rdma-shared-dev-plugin
     # README, "Configuration"): no "_", so the GPU pools can declare it for the autoscaler.
@@ -86,7 +98,7 @@ def nic_cluster_policy_spec(taints: Sequence[Taint]) -> dict:
         "ofedDriver": {
             "repository": "nvcr.io/nvidia/mellanox",
             "image": "doca-driver",
-            "version": DOCA_DRIVER_VERSION,
+            "version": images.doca_driver,
             # Azure's own NicClusterPolicy for this driver tag (Azure/aks-rdma-infiniband
             # configs/nicclusterpolicy/base/nic.yaml, PR #55): works around
             # Mellanox/doca-driver-build#52 (`openibd restart` failing on NDm A100 v4).
@@ -99,7 +111,7 @@ def nic_cluster_policy_spec(taints: Sequence[Taint]) -> dict:
         "rdmaSharedDevicePlugin": {
             "repository": "nvcr.io/nvidia/mellanox",
             "image": "k8s-rdma-shared-dev-plugin",
-            "version": RDMA_PLUGIN_VERSION,
+            "version": images.rdma_plugin,
             "config": json.dumps(plugin_config),
         },
     }
@@ -116,18 +128,20 @@ def _privileged_namespace(prefix: str, name: str, opts: pulumi.ResourceOptions
     )
 
 
-def create_addons(prefix: str, rdma: bool, taints: Sequence[Taint],
+def create_addons(prefix: str, rdma: bool, taints: Sequence[Taint], kubernetes_version: str,
                   opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
-    """Install the operators; returns what the job must wait for."""
+    """Install the operators at the versions for the cluster's minor; returns what the job
+    must wait for."""
     ready: list[pulumi.Resource] = []
     network_ready: list[pulumi.Resource] = []
     if rdma:
+        network_version = version_for(NETWORK_OPERATOR_CHART, kubernetes_version)
         namespace = _privileged_namespace(prefix, "network-operator", opts)
         network_operator = k8s.helm.v3.Release(
             f"{prefix}-network-operator",
             name="network-operator",
             chart=NETWORK_OPERATOR_CHART,
-            version=NETWORK_OPERATOR_VERSION,
+            version=network_version,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=NVIDIA_HELM_REPO),
             namespace=namespace.metadata.name,
             values=network_operator_values(taints),
@@ -139,7 +153,7 @@ def create_addons(prefix: str, rdma: bool, taints: Sequence[Taint],
             api_version="mellanox.com/v1alpha1",
             kind="NicClusterPolicy",
             metadata=k8s.meta.v1.ObjectMetaArgs(name="nic-cluster-policy"),
-            spec=nic_cluster_policy_spec(taints),
+            spec=nic_cluster_policy_spec(taints, NIC_POLICY_IMAGES[network_version]),
             opts=pulumi.ResourceOptions.merge(
                 opts, pulumi.ResourceOptions(depends_on=[network_operator])),
         )
@@ -150,7 +164,7 @@ def create_addons(prefix: str, rdma: bool, taints: Sequence[Taint],
         f"{prefix}-gpu-operator",
         name="gpu-operator",
         chart=GPU_OPERATOR_CHART,
-        version=GPU_OPERATOR_VERSION,
+        version=version_for(GPU_OPERATOR_CHART, kubernetes_version),
         repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=NVIDIA_HELM_REPO),
         namespace=gpu_namespace.metadata.name,
         values=gpu_operator_values(rdma, taints),

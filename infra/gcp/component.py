@@ -94,7 +94,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
         k8s_provider = kubernetes_provider(
             prefix, kubeconfig, ready, pulumi.ResourceOptions(parent=self))
         fabric_objects = create_gpudirect_objects(
-            prefix, gpudirect, gpu_networks,
+            prefix, gpudirect, gpu_networks, s.kubernetes.version,
             pulumi.ResourceOptions(parent=self, provider=k8s_provider))
 
         self.contract = GpuCluster(

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.addon_versions import version_for
 from infra.catalog import Cloud, Interconnect, machine
 from infra.gcp.interconnect import GPUDIRECT, GpuDirect, gpu_network_name, gpudirect_for
 from infra.gcp.network import GpuNetwork
@@ -45,6 +46,22 @@ NSENTER_IMAGE = "ubuntu:24.04"
 
 INSTALLER_NAMES = {Interconnect.GPUDIRECT_TCPX: "nccl-tcpx-installer",
                    Interconnect.GPUDIRECT_TCPXO: "nccl-tcpxo-installer"}
+# Each flavour's rows in infra/addon_versions.py (the installer image's tag).
+ADDON_NAMES = {Interconnect.GPUDIRECT_TCPX: "gpudirect-tcpx",
+               Interconnect.GPUDIRECT_TCPXO: "gpudirect-tcpxo"}
+
+
+def installer_image(direct: GpuDirect, kubernetes_version: str) -> str:
+    """The installer image at the tag the table gives the cluster's minor. The pod's rxdm
+    sidecar (direct.rxdm_image) is coupled to that tag ("The tcpxo-daemon version is coupled
+    with the NCCL plugin installer version"), so a second row needs its own GpuDirect pair."""
+    tag = version_for(ADDON_NAMES[direct.interconnect], kubernetes_version)
+    repository, pinned = direct.installer_image.rsplit(":", 1)
+    if tag != pinned:
+        raise ValueError(f"infra/addon_versions.py picks {repository}:{tag} for Kubernetes "
+                         f"{kubernetes_version}, but infra/gcp/interconnect.py pairs its rxdm "
+                         f"image with {pinned} only")
+    return f"{repository}:{tag}"
 
 # nccl-tcpxo-installer.yaml.tftpl, "pre-installation": opens the node's firewall to TCP, loads
 # the dmabuf import helper, and exposes the NICs' aperture BARs (PCI id 1ae0:0084) under
@@ -118,7 +135,7 @@ def _requests() -> core.ResourceRequirementsArgs:
     return core.ResourceRequirementsArgs(requests={"cpu": "150m"})
 
 
-def nccl_installer_spec(direct: GpuDirect, accelerators: Sequence[str]
+def nccl_installer_spec(direct: GpuDirect, accelerators: Sequence[str], image: str
                         ) -> k8s.apps.v1.DaemonSetSpecArgs:
     """The NCCL plugin installer: init containers copy the libraries to the node, then a pause
     container keeps the pod (and the DaemonSet's readiness) in place."""
@@ -132,7 +149,7 @@ def nccl_installer_spec(direct: GpuDirect, accelerators: Sequence[str]
         volumes.append(_host("tcpx-run", "/run/tcpx"))
     installer = core.ContainerArgs(
         name=name,
-        image=direct.installer_image,
+        image=image,
         resources=_requests(),
         security_context=_privileged(),
         volume_mounts=mounts,
@@ -190,7 +207,7 @@ def gpu_nics_needed(in_use: Mapping[Interconnect, Sequence[str]]) -> int:
 
 
 def create_gpudirect_objects(prefix: str, in_use: Mapping[Interconnect, Sequence[str]],
-                             gpu_networks: Sequence[GpuNetwork],
+                             gpu_networks: Sequence[GpuNetwork], kubernetes_version: str,
                              opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
     """Everything above for the GPUDirect flavours in use (gpudirect_in_use); the job waits
     for all of them (contract `ready`)."""
@@ -218,7 +235,8 @@ def create_gpudirect_objects(prefix: str, in_use: Mapping[Interconnect, Sequence
             f"{prefix}-{name}",
             metadata=meta.ObjectMetaArgs(name=name, namespace=NAMESPACE,
                                          labels={"k8s-app": name}),
-            spec=nccl_installer_spec(direct, accelerators),
+            spec=nccl_installer_spec(direct, accelerators,
+                                     installer_image(direct, kubernetes_version)),
             opts=opts))
     if in_use:
         every = sorted({a for accelerators in in_use.values() for a in accelerators})
