@@ -95,11 +95,10 @@ def offered_versions(settings: Settings) -> Offered:
         standard_minors = sorted((v.minor for v in versions if v.status == STANDARD), key=minor_key)
         default = standard_minors[-1] if standard_minors else ""
     chosen = pinned or default
-    row = next((v for v in offered if minor_key(v.minor) == minor_key(chosen)), None) \
-        if chosen else None
-    if row is not None:
-        for line in advice(row, today()):
-            pulumi.log.warn(line)
+    for row in offered:
+        if chosen and minor_key(row.minor) == minor_key(chosen):
+            for line in advice(row, today()):
+                pulumi.log.warn(line)
     return Offered(minors=tuple(v.minor for v in offered), default=default,
                    where=f"EKS in {region}", how_to_list=how_to_list(region))
 
