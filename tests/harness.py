@@ -49,6 +49,7 @@ class Captured:
     outputs: dict[str, Any] = field(default_factory=dict)
     retain_on_delete: bool = False
     protect: bool = False
+    ignore_changes: list[str] = field(default_factory=list)
 
     @property
     def provider_urn(self) -> str:
@@ -114,6 +115,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             },
             retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
             protect=bool(getattr(request, "protect", False)),
+            ignore_changes=list(getattr(request, "ignoreChanges", [])),
             outputs=self.mocks.outputs_by_name.get((request.type, request.name), {}),
         )
         with self.lock:

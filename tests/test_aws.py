@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import re
 import json
+import os
+import subprocess
+import sys
+from datetime import date, datetime, timezone
 from typing import Any
 
+import pulumi
 import pytest
+import time_machine
 
 from infra.aws.addons import EFA_DEVICE_PLUGIN, FSX_CSI_DRIVER, NVIDIA_DEVICE_PLUGIN
 from infra.aws.interconnect import efa_interconnect, hugepages
 from infra.aws.network import subnet_cidrs
 from infra.catalog import Cloud, machine
+from infra.settings.errors import SettingsError
 from tests import harness
 from tests.fakes import aws as aws_fake
 from tests.harness import JOBSET, Run, run_stack, training_pod_template
@@ -725,12 +732,20 @@ def test_the_autoscaler_chart_and_image_are_pinned_to_the_clusters_kubernetes_mi
     assert image["tag"].startswith(f"v{version}.")  # CA minor == Kubernetes minor
 
 
-def test_every_version_eks_offers_has_an_autoscaler_image_of_its_minor() -> None:
-    from infra.aws.autoscaler import image_tag
-    from infra.kubernetes_versions import EKS_SUPPORT
+@pytest.mark.parametrize("day", [date(2026, 11, 26), date(2027, 6, 1), date(2028, 6, 1)])
+def test_every_minor_eks_lists_has_an_autoscaler_image(day: date) -> None:
+    """Of its own minor where the add-on table has one (infra/addon_versions.py); past the
+    table, the newest image (with a warning), never a KeyError."""
+    from infra.addon_versions import choose
+    from infra.aws.autoscaler import ADDON, image_tag
 
-    for version in EKS_SUPPORT:  # from the add-on table (infra/addon_versions.py)
-        assert image_tag(version).startswith(f"v{version}."), version
+    for row in aws_fake.eks_listing(day):
+        minor = row["clusterVersion"]
+        chosen = choose(ADDON, minor)
+        if chosen.warning:
+            assert image_tag(minor) == chosen.row.version, (day, minor)
+        else:
+            assert image_tag(minor).startswith(f"v{minor}."), (day, minor)
 
 
 def test_the_autoscaler_discovers_this_clusters_groups_and_keeps_gpu_groups_apart(run: Run) -> None:
@@ -954,3 +969,316 @@ def test_an_ended_capacity_block_is_refused() -> None:
 
 def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+# --- Kubernetes versions from EKS itself (infra/aws/versions.py) ----------------------------
+CLUSTER = "eks:index:Cluster"
+CLUSTER_NAME = f"{PREFIX}-eks"
+LISTING = "aws:eks/getClusterVersions:getClusterVersions"
+# The days the suite looks at: today's pinned clock, and two later ones (the fake EKS lists
+# what its calendar offers on each: tests/fakes/aws.py EKS_CALENDAR).
+DAYS = [date(2026, 11, 26), date(2027, 6, 1), date(2028, 6, 1)]
+
+
+def _on(day: date, monkeypatch: pytest.MonkeyPatch) -> time_machine.travel:
+    """The program's clock and EKS' answer both on `day`."""
+    monkeypatch.setattr(aws_fake, "LISTING_DAY", day)
+    return time_machine.travel(datetime(day.year, day.month, day.day, 12, tzinfo=timezone.utc))
+
+
+def _standard(day: date) -> list[str]:
+    return [r["clusterVersion"] for r in aws_fake.eks_listing(day)
+            if r["versionStatus"] == "STANDARD_SUPPORT"]
+
+
+def _default(day: date) -> str:
+    (default,) = [r["clusterVersion"] for r in aws_fake.eks_listing(day) if r["defaultVersion"]]
+    return default
+
+
+def _versions(run: Run) -> set[str]:
+    """The control plane's version and every node group's: one minor, all following it."""
+    return {run.one(CLUSTER).inputs["version"], *(g.inputs["version"] for g in run.of_type(MNG))}
+
+
+@pytest.fixture
+def listing_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """Every DescribeClusterVersions the program makes."""
+    from tests import fakes
+
+    calls: list[dict] = []
+    answer = fakes.CALLS[LISTING]
+
+    def recorded(args: pulumi.runtime.MockCallArgs) -> Any:
+        calls.append(dict(args.args))
+        return answer(args)
+
+    monkeypatch.setitem(fakes.CALLS, LISTING, recorded)
+    return calls
+
+
+@pytest.fixture
+def warnings_logged(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    logged: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *a, **k: logged.append(message))
+    return logged
+
+
+@pytest.mark.parametrize("day", DAYS, ids=str)
+def test_the_shipped_stack_creates_the_cluster_at_the_version_eks_offers_that_day(
+        day: date, monkeypatch: pytest.MonkeyPatch, listing_calls: list[dict]) -> None:
+    with _on(day, monkeypatch):
+        run = run_stack("aws")
+    assert _versions(run) == {_default(day)} and _default(day) in _standard(day)
+    assert run.outputs["kubernetes_version"] == _default(day)
+    assert listing_calls == [{"clusterType": "eks", "region": "us-east-1"}]
+    image = run.one(HELM, CA).inputs["values"]["image"]["tag"]
+    from infra.aws.autoscaler import image_tag
+    assert image == image_tag(_default(day))  # the add-on table's image for that minor
+
+
+@pytest.mark.parametrize("day", DAYS, ids=str)
+def test_a_pinned_minor_eks_no_longer_offers_is_refused_naming_the_offered_ones(
+        day: date, monkeypatch: pytest.MonkeyPatch) -> None:
+    with _on(day, monkeypatch):
+        run = run_stack("aws", overrides={"kubernetes": {"version": "1.30"}}, expect_error=True)
+    assert isinstance(run.error, SettingsError), run.error
+    message = str(run.error)
+    assert "kubernetes.version" in message and "Nothing was created" in message
+    assert f"EKS in us-east-1 creates today: {', '.join(_standard(day))}" in message
+    assert "aws eks describe-cluster-versions --region us-east-1" in message
+    assert run.resources == [], [r.name for r in run.resources]
+
+
+def test_a_minor_in_extended_support_only_needs_extended_support_accepted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # On 2026-11-26 EKS keeps 1.33 in extended support (billed per cluster hour).
+    with _on(DAYS[0], monkeypatch):
+        refused = run_stack("aws", overrides={"kubernetes": {"version": "1.33"}}, expect_error=True)
+    assert isinstance(refused.error, SettingsError), refused.error
+    assert "kubernetes.extendedSupport: true" in str(refused.error)
+    assert "extended support only" in str(refused.error) and "1.34, 1.35" in str(refused.error)
+    assert refused.resources == []
+
+
+def test_a_minor_in_extended_support_is_created_with_a_billing_warning_when_accepted(
+        monkeypatch: pytest.MonkeyPatch, warnings_logged: list[str]) -> None:
+    with _on(DAYS[0], monkeypatch):
+        run = run_stack("aws", overrides={"kubernetes": {"version": "1.33",
+                                                         "extendedSupport": True}})
+    assert _versions(run) == {"1.33"}
+    assert run.one(CLUSTER).inputs["upgradePolicy"] == {"supportType": "EXTENDED"}
+    assert any("1.33 is in EKS extended support, billed per cluster hour, until 2027-07-29" in w
+               for w in warnings_logged), warnings_logged
+
+
+def test_standard_support_ending_soon_is_advice_not_a_refusal(
+        monkeypatch: pytest.MonkeyPatch, warnings_logged: list[str]) -> None:
+    # 1.34 leaves standard support on 2026-12-02, six days after the pinned day.
+    with _on(DAYS[0], monkeypatch):
+        run = run_stack("aws", overrides={"kubernetes": {"version": "1.34"}})
+    assert _versions(run) == {"1.34"}
+    assert any("1.34 leaves EKS standard support on 2026-12-02 (in 6 days)" in w
+               for w in warnings_logged), warnings_logged
+
+
+def _later_run(first: Run, **changes: Any) -> dict[str, Any]:
+    """The stack outputs a later `pulumi up` reads: the first run's, with `changes`."""
+    return {**first.outputs, **changes}
+
+
+@pytest.fixture(scope="module")
+def first_run() -> Run:
+    return run_stack("aws")
+
+
+def test_a_live_cluster_on_an_older_minor_keeps_it_without_asking_what_eks_offers(
+        first_run: Run, monkeypatch: pytest.MonkeyPatch, listing_calls: list[dict]) -> None:
+    # Created in 2026 at 1.33; in 2028 EKS lists no 1.33 at all, and nothing is upgraded.
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.33"})
+    with _on(DAYS[2], monkeypatch):
+        run = run_stack("aws", previous_outputs=_later_run(first_run, kubernetes_version="1.33"))
+    assert _versions(run) == {"1.33"}
+    assert run.outputs["kubernetes_version"] == "1.33"
+    assert listing_calls == []
+
+
+def test_a_cluster_eks_upgraded_itself_is_kept_at_the_version_it_runs(
+        first_run: Run, monkeypatch: pytest.MonkeyPatch, listing_calls: list[dict]) -> None:
+    # The last run recorded 1.33; at the end of its support EKS moved the control plane to 1.34.
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.34"})
+    run = run_stack("aws", previous_outputs=_later_run(first_run, kubernetes_version="1.33"))
+    assert _versions(run) == {"1.34"} and listing_calls == []
+
+
+def test_when_eks_cannot_describe_the_cluster_the_recorded_version_is_kept(
+        first_run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {})
+    run = run_stack("aws", previous_outputs=_later_run(first_run, kubernetes_version="1.33"))
+    assert _versions(run) == {"1.33"}
+
+
+def test_upgrades_go_one_minor_at_a_time_and_the_node_groups_follow(
+        first_run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.34"})
+    previous = _later_run(first_run, kubernetes_version="1.34")
+    skipped = run_stack("aws", overrides={"kubernetes": {"version": "1.36"}},
+                        previous_outputs=previous, expect_error=True)
+    assert isinstance(skipped.error, SettingsError)
+    assert "the next upgrade is to 1.35" in str(skipped.error) and skipped.resources == []
+    upgraded = run_stack("aws", overrides={"kubernetes": {"version": "1.35"}},
+                         previous_outputs=previous)
+    assert _versions(upgraded) == {"1.35"}
+    for group in upgraded.of_type(MNG):  # nodes upgrade after the control plane
+        assert upgraded.waits_for(group, upgraded.one(CLUSTER))
+
+
+def test_advice_uses_the_dates_eks_lists() -> None:
+    from infra.aws.versions import EksVersion, advice
+
+    soon = EksVersion("1.35", "STANDARD_SUPPORT", True, date(2027, 3, 27), date(2028, 3, 27))
+    assert advice(soon, date(2026, 11, 26)) == []  # 121 days away
+    (line,) = advice(soon, date(2027, 1, 1))
+    assert "leaves EKS standard support on 2027-03-27 (in 85 days)" in line
+    extended = EksVersion("1.33", "EXTENDED_SUPPORT", False, date(2026, 7, 29), date(2027, 7, 29))
+    (line,) = advice(extended, date(2026, 11, 26))
+    assert "billed per cluster hour, until 2027-07-29" in line
+
+
+# --- the checkpoint bucket is found again after `pulumi destroy` (infra/aws/storage.py) ------
+CHECKPOINT_BUCKET = f"{PREFIX}-ckpt-{aws_fake.ACCOUNT}-us-east-1"
+BUCKET_SETTINGS = ("aws:s3/bucketVersioning:BucketVersioning",
+                   "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+                   "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+                   "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+                   "aws:s3/bucketOwnershipControls:BucketOwnershipControls")
+
+
+def _job_checkpoint_uri(run: Run) -> str:
+    """The URI the training pods are given (not only the stack output)."""
+    (uri,) = {a.removeprefix("--checkpoint_dir=")
+              for c in training_pod_template(run)["spec"]["containers"]
+              for a in c.get("args") or [] if a.startswith("--checkpoint_dir=")}
+    return uri
+
+
+def test_the_bucket_name_is_one_per_stack_account_and_region_and_fits_s3s_rules() -> None:
+    from infra.aws.storage import checkpoint_bucket_name
+
+    assert checkpoint_bucket_name(PREFIX, "123456789012", "us-east-1") == CHECKPOINT_BUCKET
+    longest = checkpoint_bucket_name("a" * 24, "123456789012", "ap-southeast-5")
+    long_prefix = checkpoint_bucket_name("x" * 60 + "-", "123456789012", "us-gov-west-1")
+    for name in (CHECKPOINT_BUCKET, longest, long_prefix):
+        assert 3 <= len(name) <= 63 and re.fullmatch(r"[a-z0-9][a-z0-9-]*[a-z0-9]", name), name
+    assert long_prefix.endswith("-ckpt-123456789012-us-gov-west-1")
+
+
+def test_a_first_run_creates_the_bucket_under_its_stack_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", set())
+    run = run_stack("aws")
+    bucket = run.one(BUCKET).inputs
+    assert bucket["bucket"] == CHECKPOINT_BUCKET and "bucketPrefix" not in bucket
+    assert run.outputs["checkpoint_uri"] == f"s3://{CHECKPOINT_BUCKET}/dlrm"
+    assert run.outputs["checkpoint_store_adopted"] is False
+
+
+def test_destroy_then_up_adopts_the_kept_bucket_and_the_job_keeps_its_checkpoint_uri(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", set())
+    before = run_stack("aws")
+    assert before.one(BUCKET).retain_on_delete  # `pulumi destroy` keeps it ...
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {CHECKPOINT_BUCKET})  # ... and S3 has it
+    after = run_stack("aws")  # no earlier outputs: destroy removed them
+    assert after.outputs["checkpoint_uri"] == before.outputs["checkpoint_uri"]
+    assert _job_checkpoint_uri(after) == _job_checkpoint_uri(before) == before.outputs["checkpoint_uri"]
+    assert after.outputs["checkpoint_store_adopted"] is True
+    # Read, not created or changed: no bucket and none of its settings are registered ...
+    assert not after.of_type(BUCKET) and not [r for r in after.resources if r.type in BUCKET_SETTINGS]
+    # ... and what belongs to the stack, the job's access to it, is made again.
+    policy = json.loads(after.one("aws:iam/rolePolicy:RolePolicy", f"{PREFIX}-job").inputs["policy"])
+    resources = {r for s in policy["Statement"] for r in _as_list(s["Resource"])}
+    assert f"arn:aws:s3:::{CHECKPOINT_BUCKET}" in resources
+
+
+def _as_list(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def test_an_adopted_bucket_stays_adopted_on_later_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {CHECKPOINT_BUCKET})
+    adopted = run_stack("aws")
+    later = run_stack("aws", previous_outputs=adopted.outputs)
+    assert not later.of_type(BUCKET) and later.outputs["checkpoint_store_adopted"] is True
+    assert later.outputs["checkpoint_uri"] == adopted.outputs["checkpoint_uri"]
+
+
+def test_a_created_bucket_stays_created_on_later_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", set())
+    created = run_stack("aws")
+    # S3 now has it (this stack made it): a later run must not turn it into a read.
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {CHECKPOINT_BUCKET})
+    later = run_stack("aws", previous_outputs=created.outputs)
+    assert later.one(BUCKET).inputs["bucket"] == CHECKPOINT_BUCKET
+    assert later.outputs["checkpoint_store_adopted"] is False
+
+
+def test_a_stack_from_the_previous_program_keeps_its_suffixed_bucket_without_replacement(
+        first_run: Run) -> None:
+    # The previous program named the bucket with bucket_prefix (S3 added a suffix) and exported
+    # no checkpoint_store_adopted.
+    old_uri = f"s3://{PREFIX}-ckpt-20250101/dlrm"
+    previous = {k: v for k, v in first_run.outputs.items() if k != "checkpoint_store_adopted"}
+    run = run_stack("aws", previous_outputs={**previous, "checkpoint_uri": old_uri})
+    bucket = run.one(BUCKET)
+    assert bucket.inputs["bucketPrefix"] == f"{PREFIX}-ckpt-" and "bucket" not in bucket.inputs
+    assert {"bucket", "bucketPrefix"} <= set(bucket.ignore_changes)  # never a replacement
+    assert run.outputs["checkpoint_uri"] == old_uri == _job_checkpoint_uri(run)
+    assert run.outputs["checkpoint_store_adopted"] is False
+
+
+def _real_clock(env: dict[str, str]) -> dict[str, str]:
+    """The trainer process on the operating system's clock, as tests/conftest.py keeps every
+    real process beside the suite. Observed: under `faketime '2027-06-01'` (libfaketime
+    preloaded into every child) the trainer hung after its last save until killed."""
+    for key in [k for k in env if k.startswith("FAKETIME")]:
+        del env[key]
+    preload = [p for p in env.get("LD_PRELOAD", "").split(":") if p and "faketime" not in p]
+    return {"LD_PRELOAD": ":".join(preload)}
+
+
+def test_the_trainer_resumes_across_destroy_from_the_kept_bucket_on_moto_s3(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests import emulators
+    from tests.trainer.helpers import REPO, TINY, summary
+
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", set())
+    first = run_stack("aws")
+    pod_env = {e["name"]: str(e["value"]) for c in training_pod_template(first)["spec"]["containers"]
+               for e in c.get("env") or [] if "value" in e}
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {CHECKPOINT_BUCKET})  # kept by destroy
+    second = run_stack("aws")
+    uris = (_job_checkpoint_uri(first), _job_checkpoint_uri(second))
+    assert second.outputs["checkpoint_store_adopted"] is True
+    host = ("AWS_", "AZURE_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "GCSFS_", "CLOUDSDK_")
+    for server in emulators.running(emulators.moto_s3()):
+        import boto3
+
+        s3 = boto3.client("s3", region_name=pod_env["AWS_REGION"], endpoint_url=server.url,
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+        s3.create_bucket(Bucket=CHECKPOINT_BUCKET)  # the first `pulumi up` creates it
+        env = {k: v for k, v in os.environ.items() if not k.startswith(host)}
+        env.update(_real_clock(env))
+        env.update(pod_env)
+        env.update(server.env)
+        env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), HOME=str(tmp_path))
+        metrics = tmp_path / "metrics.jsonl"
+        # Before the destroy: 4 steps to the first run's URI; after: on to 6 from the second's.
+        for uri, steps in zip(uris, ("4", "6")):
+            proc = subprocess.run([sys.executable, "-m", "trainer", *TINY, "--max_steps", steps,
+                                   "--checkpoint_every", "2", "--checkpoint_dir", uri,
+                                   "--metrics_file", str(metrics)],
+                                  cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        final = summary(metrics)
+        assert final["resumed_from"] == 4 and final["step"] == 6

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from infra.catalog import find_machine
-from infra.kubernetes_versions import SupportPeriod, eks_support_on, in_standard_support
 from infra.settings import rules
 from infra.settings import SettingsError, settings_from_mapping
 from infra.settings.model import Settings
@@ -148,7 +147,7 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("job-on-disabled-spot", "gcp", {"job": {"pool": "spot"}, "gpuPools": {"spot": {"enabled": False}}},
      "job.pool", "spot pool is disabled"),
     ("kubernetes-version", "aws", {"kubernetes": {"version": "1.22"}},
-     "kubernetes.version", "1.30 to 1.35"),
+     "kubernetes.version", "a minor EKS in us-east-1 creates today: 1.34, 1.35"),
     ("kubernetes-version-shape", "azure", {"kubernetes": {"version": "latest"}},
      "kubernetes.version", "minor version like '1.33'"),
     ("api-open-to-world", "gcp", {"kubernetes": {"apiAccessCidrs": ["0.0.0.0/0"]}},
@@ -332,43 +331,4 @@ def test_default_tables_fit_every_cloud_s_spot_notice(stack: str) -> None:
         assert estimated_save(settings).seconds < budget.save_deadline_seconds, location
 
 
-# --- EKS support calendar (infra/kubernetes_versions.py) -----------------------------------
-ISSUE_DAY = date(2026, 11, 22)  # the day this table was last checked
-
-
-def test_eks_support_periods_follow_the_dated_table() -> None:
-    assert eks_support_on("1.33", date(2026, 7, 29)) == SupportPeriod.STANDARD
-    assert eks_support_on("1.33", date(2026, 7, 30)) == SupportPeriod.EXTENDED
-    assert eks_support_on("1.30", date(2026, 7, 24)) == SupportPeriod.ENDED
-    assert eks_support_on("1.29", ISSUE_DAY) == SupportPeriod.UNKNOWN
-    assert in_standard_support(ISSUE_DAY) == ["1.34", "1.35"]
-
-
-def test_the_aws_default_version_is_in_eks_standard_support(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rules, "today", lambda: ISSUE_DAY)
-    for values in (stack_values("aws"), {"cloud": "aws", "kubernetes": {"apiAccessCidrs": USER_API_CIDRS}}):
-        settings = settings_from_mapping(values)
-        assert eks_support_on(settings.kubernetes.version, ISSUE_DAY) == SupportPeriod.STANDARD
-
-
-def test_a_version_past_eks_standard_support_needs_extended_support_accepted(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rules, "today", lambda: ISSUE_DAY)
-    values = stack_values("aws")
-    values["kubernetes"] = {**values["kubernetes"], "version": "1.33"}
-    with pytest.raises(SettingsError) as caught:
-        settings_from_mapping(values)
-    assert "left EKS standard support on 2026-07-29" in str(caught.value)
-    assert "kubernetes.extendedSupport: true" in str(caught.value)
-    values["kubernetes"]["extendedSupport"] = True
-    assert settings_from_mapping(values).kubernetes.extended_support is True
-
-
-def test_a_version_eks_no_longer_offers_is_refused_even_with_extended_support(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rules, "today", lambda: ISSUE_DAY)
-    values = stack_values("aws")
-    values["kubernetes"] = {**values["kubernetes"], "version": "1.30", "extendedSupport": True}
-    with pytest.raises(SettingsError) as caught:
-        settings_from_mapping(values)
-    assert "not offered by EKS on 2026-11-22; in standard support: 1.34, 1.35" in str(caught.value)
+# EKS support: asked of EKS at run time (infra/aws/versions.py), tested in tests/test_aws.py.

@@ -109,8 +109,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
             component_opts,
             pulumi.ResourceOptions(depends_on=[*early_addons, *net.ready, *groups.rules]))
         system_group = node_groups.system_node_group(
-            prefix, cluster, s.system_pool, node_role.arn, private_ids, instance_tags, aws_opts,
-            node_opts)
+            prefix, cluster, s.system_pool, node_role.arn, private_ids, instance_tags,
+            s.kubernetes.version, aws_opts, node_opts)
         gpu_node_sgs = [cluster.cluster_security_group_id, groups.gpu_nodes.id]
         plans = [node_groups.gpu_pool_plan(
             key.value, pool, machine(Cloud.AWS, pool.machine_type), spot=key == PoolChoice.SPOT,
@@ -121,7 +121,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         for plan in plans:
             group, _placement = node_groups.gpu_node_group(
                 prefix, cluster, plan, node_role.arn, net.private_subnets[gpu_zone].id,
-                gpu_zone, gpu_node_sgs, instance_tags, aws_opts, node_opts)
+                gpu_zone, gpu_node_sgs, instance_tags, s.kubernetes.version, aws_opts, node_opts)
             gpu_groups.append(group)
             # Scale from zero for GPU + EFA pods (infra/aws/autoscaler.py).
             node_groups.tag_auto_scaling_group(prefix, cluster_name, plan, group, aws_opts)
@@ -183,7 +183,14 @@ class AwsGpuCluster(pulumi.ComponentResource):
         lustre, association = storage.create_lustre(
             prefix, fs_settings, net.private_subnets[gpu_zone].id, groups, key.arn,
             s.dataset.import_uri, aws_opts)
-        bucket = storage.create_checkpoint_bucket(prefix, s.checkpoints, aws_opts)
+        # One name per stack, account and region, so a bucket `pulumi destroy` kept is found
+        # again and adopted by the next `pulumi up` (infra/aws/storage.py).
+        lookup = pulumi.InvokeOptions(provider=provider)
+        account_id = aws.get_caller_identity(opts=lookup).account_id
+        bucket_plan = storage.plan_checkpoint_bucket(
+            storage.checkpoint_bucket_name(prefix, account_id, s.region), args.previous,
+            lambda name: storage.bucket_exists(name, lookup))
+        bucket = storage.checkpoint_bucket(prefix, bucket_plan, s.checkpoints, aws_opts)
         job_role = identity.irsa_role(f"{prefix}-job", oidc_arn, oidc_issuer, s.job.namespace,
                                       s.job.service_account, aws_opts)
         job_policy = aws.iam.RolePolicy(
@@ -224,6 +231,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
             trainer_image=image,
             ready=[*all_groups, *early_addons, *late_addons, *charts, job_policy],
             pod_annotations={autoscaler.SAFE_TO_EVICT: "false"},
+            kubernetes_version=args.release.version,
+            exports={storage.ADOPTED_OUTPUT: bucket_plan.mode == storage.BucketMode.ADOPT},
         )
         self.register_outputs({
             "clusterName": self.contract.name,

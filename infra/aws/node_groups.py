@@ -44,6 +44,12 @@ ROOT_DEVICE = "/dev/xvda"  # AL2023 root volume
 # Cluster Autoscaler's ASG tag prefixes for scaling up from zero nodes (AWS README above).
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 SYSTEM_ROOT_GIB = 50
+# Node group versions: every group names the control plane's minor (`version`). EKS creates
+# a group without one at the cluster's version and never moves it after a control-plane
+# upgrade; the AMI (ami_type, no image id) is EKS' latest release of that minor. Named, the
+# groups follow the minor this run chose (infra/kubernetes_release.py): unchanged on a kept
+# cluster, the next minor on an upgrade, after the control plane (the groups depend on it)
+# (https://docs.aws.amazon.com/eks/latest/userguide/update-managed-node-group.html).
 GPU_ROOT_GIB = 200  # CUDA images are large; the dataset lives on FSx, not here
 
 
@@ -235,15 +241,18 @@ def _template_ref(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTe
 
 def system_node_group(prefix: str, cluster: eks.Cluster, pool: NodePool,
                       node_role_arn: pulumi.Input[str], subnet_ids: list,
-                      instance_tags: Mapping[str, str], resource_opts: pulumi.ResourceOptions,
+                      instance_tags: Mapping[str, str], kubernetes_version: str,
+                      resource_opts: pulumi.ResourceOptions,
                       opts: pulumi.ResourceOptions) -> eks.ManagedNodeGroup:
-    """`resource_opts` for the AWS resources, `opts` for the pulumi-eks component."""
+    """`resource_opts` for the AWS resources, `opts` for the pulumi-eks component.
+    `kubernetes_version`: the control plane's minor on this run (see "Node group versions" above)."""
     template = system_launch_template(prefix, instance_tags, resource_opts)
     return eks.ManagedNodeGroup(
         f"{prefix}-{pool.name}",
         eks.ManagedNodeGroupArgs(
             cluster=cluster, node_role_arn=node_role_arn,
             ami_type=eks.AmiType.AL2023_X86_64_STANDARD, instance_types=[pool.machine_type],
+            version=kubernetes_version,
             capacity_type="ON_DEMAND",
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=pool.min_nodes, desired_size=pool.desired_nodes,
@@ -305,6 +314,7 @@ def tag_auto_scaling_group(prefix: str, cluster_name: str, plan: NodeGroupPlan,
 def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
                    node_role_arn: pulumi.Input[str], subnet_id: pulumi.Input[str], zone: str,
                    security_group_ids: list, instance_tags: Mapping[str, str],
+                   kubernetes_version: str,
                    resource_opts: pulumi.ResourceOptions, opts: pulumi.ResourceOptions
                    ) -> tuple[eks.ManagedNodeGroup, aws.ec2.PlacementGroup | None]:
     """One GPU group in the GPU zone's private subnet, in its own cluster placement group."""
@@ -322,6 +332,7 @@ def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
             cluster=cluster, node_role_arn=node_role_arn,
             node_group_name=gpu_node_group_name(prefix, plan),
             ami_type=eks.AmiType.AL2023_X86_64_NVIDIA,
+            version=kubernetes_version,
             # A Capacity Block names its instance type in the launch template (_reservation).
             instance_types=None if plan.capacity_type == "CAPACITY_BLOCK" else [pool.machine.name],
             capacity_type=plan.capacity_type,

@@ -1,12 +1,17 @@
-"""FSx for Lustre (shared data) and the S3 checkpoint bucket (kept on destroy by default)."""
+"""FSx for Lustre (shared data) and the S3 checkpoint bucket (kept on destroy by default, and
+found again by the next `pulumi up` of the same stack)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 
 import pulumi
 import pulumi_aws as aws
 
+from infra.previous_run import PreviousRun
 from infra.settings.model import Checkpoints, FsxDeploymentType, FsxLustre
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # Lustre: LNet (988) and its 1018-1023 range
@@ -110,20 +115,106 @@ def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
     return lustre, association
 
 
-def create_checkpoint_bucket(prefix: str, checkpoints: Checkpoints,
+# --- the checkpoint bucket: one name per stack, account and region, found again after destroy --
+# S3 bucket names: 3-63 characters, lowercase letters, digits, '-' and '.', starting and ending
+# with a letter or digit, globally unique
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+BUCKET_NAME_MAX = 63
+ADOPTED_OUTPUT = "checkpoint_store_adopted"  # stack output: True when the bucket was found kept
+
+
+class BucketMode(str, Enum):
+    CREATE = "create"  # the stack creates (and owns) the bucket with its deterministic name
+    ADOPT = "adopt"  # a bucket an earlier `pulumi up` kept on destroy: read, never changed
+    LEGACY = "legacy"  # made by an earlier version of this program with a random suffix
+
+
+@dataclass(frozen=True)
+class BucketPlan:
+    mode: BucketMode
+    name: str  # the bucket's name (for LEGACY, the one the stack's state already holds)
+
+
+def checkpoint_bucket_name(prefix: str, account_id: str, region: str) -> str:
+    """'<prefix>-ckpt-<account>-<region>': the same on every `pulumi up` of a stack, before and
+    after `pulumi destroy`, so a kept bucket is found again; the account id keeps the global
+    name from colliding with another account's stack of the same name. The prefix is cut
+    first when the name would pass 63 characters."""
+    tail = f"-ckpt-{account_id}-{region}".lower()
+    head = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")
+    head = head[:BUCKET_NAME_MAX - len(tail)].rstrip("-")
+    return f"{head}{tail}"
+
+
+def bucket_of(uri: str | None) -> str | None:
+    """'s3://bucket/prefix' -> 'bucket'."""
+    if not uri or not uri.startswith("s3://"):
+        return None
+    return uri.removeprefix("s3://").split("/", 1)[0] or None
+
+
+def plan_checkpoint_bucket(name: str, previous: PreviousRun,
+                           exists: Callable[[str], bool]) -> BucketPlan:
+    """What this run does with the checkpoint bucket.
+
+    A live stack (earlier outputs) keeps doing what its last run did: an adopted bucket stays
+    adopted, a created one stays created, and a bucket an earlier version of this program made
+    with a random suffix (its name only in the `checkpoint_uri` output) keeps that name. A
+    first run, or the first after `pulumi destroy`, asks S3 whether the bucket of this stack's
+    name was kept (`exists`, asked only then) and adopts it, or creates it.
+    """
+    if previous.live:
+        if previous.outputs.get(ADOPTED_OUTPUT) in (True, "true", "True"):
+            return BucketPlan(BucketMode.ADOPT, bucket_of(previous.text("checkpoint_uri")) or name)
+        recorded = bucket_of(previous.text("checkpoint_uri"))
+        if recorded is not None and recorded != name:
+            return BucketPlan(BucketMode.LEGACY, recorded)
+        return BucketPlan(BucketMode.CREATE, name)
+    return BucketPlan(BucketMode.ADOPT if exists(name) else BucketMode.CREATE, name)
+
+
+def bucket_exists(name: str, opts: pulumi.InvokeOptions) -> bool:
+    """HeadBucket through the provider's bucket data source, which fails when S3 has no such
+    bucket (or, for another account's bucket of that name, refuses: then this stack cannot
+    create it either, and the create reports that)."""
+    try:
+        aws.s3.get_bucket(bucket=name, opts=opts)
+    except Exception:  # noqa: BLE001 (not found: the provider reports it as an error)
+        return False
+    return True
+
+
+def checkpoint_bucket(prefix: str, plan: BucketPlan, checkpoints: Checkpoints,
+                      opts: pulumi.ResourceOptions) -> aws.s3.Bucket:
+    """The bucket the plan names: read as it is (ADOPT), or created with its settings."""
+    if plan.mode == BucketMode.ADOPT:
+        # Read only: its versioning, encryption, lifecycle and access block were set by the
+        # run that created it and were kept with it; this stack neither changes nor deletes it.
+        return aws.s3.Bucket.get(f"{prefix}-checkpoints", plan.name, opts=opts)
+    return create_checkpoint_bucket(prefix, plan, checkpoints, opts)
+
+
+def create_checkpoint_bucket(prefix: str, plan: BucketPlan, checkpoints: Checkpoints,
                              opts: pulumi.ResourceOptions) -> aws.s3.Bucket:
     """Versioned, encrypted, private, owner-enforced; retained on destroy unless asked.
 
     Encrypted with S3-managed keys (SSE-S3), not the stack's KMS key: a retained bucket must
     stay readable after `pulumi destroy` schedules that key for deletion.
+
+    A LEGACY bucket keeps the inputs it was created with (bucket_prefix) and ignores changes
+    to its name: `bucket` and `bucketPrefix` replace the bucket when they change.
     """
     retain = checkpoints.retain_on_destroy
+    legacy = plan.mode == BucketMode.LEGACY
     bucket = aws.s3.Bucket(
         f"{prefix}-checkpoints",
-        bucket_prefix=f"{prefix}-ckpt-",
+        bucket=None if legacy else plan.name,
+        bucket_prefix=f"{prefix}-ckpt-" if legacy else None,
         force_destroy=not retain,
         tags={"Name": f"{prefix}-checkpoints"},
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=retain)),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            retain_on_delete=retain,
+            ignore_changes=["bucket", "bucketPrefix"] if legacy else None)),
     )
     child = pulumi.ResourceOptions.merge(
         opts, pulumi.ResourceOptions(parent=bucket, retain_on_delete=retain))

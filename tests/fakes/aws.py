@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import date
 from typing import Any
 
 import pulumi
@@ -57,7 +58,9 @@ def _lustre(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
 
 
 def _bucket(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
-    name = args.inputs.get("bucket") or f"{args.inputs.get('bucketPrefix', args.name)}20250101"
+    # Created with a name, with a prefix (S3 adds a suffix), or read by id (Bucket.get).
+    name = (args.inputs.get("bucket") or args.resource_id
+            or f"{args.inputs.get('bucketPrefix', args.name)}20250101")
     return {"id": name, "bucket": name, "arn": f"arn:aws:s3:::{name}"}
 
 
@@ -143,6 +146,90 @@ def _capacity_block(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
             "totalInstanceCount": 2, "tags": {}}
 
 
+# --- EKS versions (infra/aws/versions.py) -------------------------------------------------
+# EKS' calendar as DescribeClusterVersions reports it: release, end of standard support, end of
+# extended support. 1.30-1.35 are EKS' published dates; 1.36-1.38 are projected (14 months of
+# standard support, 12 of extended) so the suite can look ahead to 2027 and 2028.
+EKS_CALENDAR: dict[str, tuple[date, date, date]] = {
+    "1.30": (date(2024, 5, 23), date(2025, 7, 23), date(2026, 7, 23)),
+    "1.31": (date(2024, 9, 26), date(2025, 11, 26), date(2026, 11, 26)),
+    "1.32": (date(2025, 1, 23), date(2026, 3, 23), date(2027, 3, 23)),
+    "1.33": (date(2025, 5, 29), date(2026, 7, 29), date(2027, 7, 29)),
+    "1.34": (date(2025, 10, 2), date(2026, 12, 2), date(2027, 12, 2)),
+    "1.35": (date(2026, 1, 27), date(2027, 3, 27), date(2028, 3, 27)),
+    "1.36": (date(2027, 1, 20), date(2028, 3, 20), date(2029, 3, 20)),
+    "1.37": (date(2027, 5, 20), date(2028, 7, 20), date(2029, 7, 20)),
+    "1.38": (date(2027, 9, 20), date(2028, 11, 20), date(2029, 11, 20)),
+}
+# The day the fake EKS answers for: tests that look ahead set it (monkeypatch).
+LISTING_DAY = date(2026, 11, 26)
+
+
+def eks_listing(day: date) -> list[dict[str, Any]]:
+    """DescribeClusterVersions on `day` (supported minors only; the newest is the default)."""
+    rows = []
+    for minor, (released, standard, extended) in EKS_CALENDAR.items():
+        if not released <= day <= extended:
+            continue
+        rows.append({
+            "clusterType": "eks", "clusterVersion": minor, "defaultPlatformVersion": "eks.1",
+            "defaultVersion": False, "kubernetesPatchVersion": f"{minor}.0",
+            "releaseDate": f"{released.isoformat()}T00:00:00Z",
+            "endOfStandardSupportDate": f"{standard.isoformat()}T00:00:00Z",
+            "endOfExtendedSupportDate": f"{extended.isoformat()}T00:00:00Z",
+            "versionStatus": "STANDARD_SUPPORT" if day <= standard else "EXTENDED_SUPPORT",
+            "controlPlaneComponentConfigs": [], "controlPlaneScalingTiers": []})
+    standard_rows = [r for r in rows if r["versionStatus"] == "STANDARD_SUPPORT"]
+    if standard_rows:
+        standard_rows[-1]["defaultVersion"] = True
+    return rows
+
+
+def _cluster_versions(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    return {"id": REGION, "region": args.args.get("region") or REGION,
+            "clusterType": args.args.get("clusterType"), "clusterVersions": eks_listing(LISTING_DAY),
+            "clusterVersionsOnlies": [], "defaultOnly": False, "includeAll": False,
+            "versionStatus": ""}
+
+
+# The EKS clusters that exist, by name -> the version each runs (a later run's live cluster).
+LIVE_CLUSTERS: dict[str, str] = {}
+
+
+def not_found(what: str) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """A data source's "not found": the engine hands it back to the program as the invoke's
+    error (a real engine as a gRPC error, the mock monitor as a failure), which the program may
+    catch; an exception raised here instead would fail the whole run under mocks."""
+    return {}, [("", f"reading {what}: couldn't find resource")]
+
+
+def _cluster(args: pulumi.runtime.MockCallArgs) -> Any:
+    name = args.args["name"]
+    if name not in LIVE_CLUSTERS:
+        return not_found(f"EKS Cluster ({name})")
+    return {"id": name, "name": name, "version": LIVE_CLUSTERS[name], "status": "ACTIVE",
+            "arn": f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{name}", "platformVersion": "eks.9",
+            "upgradePolicies": [{"supportType": "STANDARD"}]}
+
+
+def _caller_identity(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    return {"id": ACCOUNT, "accountId": ACCOUNT, "userId": "AIDAEXAMPLE",
+            "arn": f"arn:aws:iam::{ACCOUNT}:user/deployer"}
+
+
+# Buckets in the account, e.g. one a `pulumi destroy` kept (tests add names).
+EXISTING_BUCKETS: set[str] = set()
+
+
+def _get_bucket(args: pulumi.runtime.MockCallArgs) -> Any:
+    name = args.args["bucket"]
+    if name not in EXISTING_BUCKETS:
+        return not_found(f"S3 Bucket ({name})")
+    return {"id": name, "bucket": name, "arn": f"arn:aws:s3:::{name}", "region": REGION,
+            "bucketDomainName": f"{name}.s3.amazonaws.com", "hostedZoneId": "Z3AQBSTGFYJSTF",
+            "bucketRegionalDomainName": f"{name}.s3.{REGION}.amazonaws.com"}
+
+
 OUTPUTS: dict[str, Any] = {
     "eks:index:Cluster": _eks_cluster,
     "aws:iam/role:Role": _arn("iam", "role"),
@@ -162,4 +249,8 @@ CALLS: dict[str, Any] = {
     "aws:index/getAvailabilityZones:getAvailabilityZones": _availability_zones,
     "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": _instance_type_offerings,
     "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation": _capacity_block,
+    "aws:eks/getClusterVersions:getClusterVersions": _cluster_versions,
+    "aws:eks/getCluster:getCluster": _cluster,
+    "aws:index/getCallerIdentity:getCallerIdentity": _caller_identity,
+    "aws:s3/getBucket:getBucket": _get_bucket,
 }
