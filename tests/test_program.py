@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from infra.catalog import find_machine
+from infra.kubernetes_release import minor_of
 from infra.settings import settings_from_mapping
 from tests.harness import PROJECT, STACKS, Run, run_stack, stack_config
 from tests.k8s_manifests import validate_manifests
@@ -99,7 +100,7 @@ def test_kubernetes_provider_waits_for_the_gpu_pools(run: Run) -> None:
 
 
 def test_every_kubernetes_object_is_valid_for_the_cluster_version(run: Run) -> None:
-    validate_manifests(run, settings_of(run.stack).kubernetes.version)
+    validate_manifests(run, minor_of(run.outputs["kubernetes_version"]))
 
 
 def test_every_resource_is_inside_a_component(run: Run) -> None:
