@@ -49,6 +49,7 @@ class Captured:
     outputs: dict[str, Any] = field(default_factory=dict)
     retain_on_delete: bool = False
     protect: bool = False
+    import_id: str = ""  # the `import` option: an existing resource adopted, not created
 
     @property
     def provider_urn(self) -> str:
@@ -114,6 +115,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             },
             retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
             protect=bool(getattr(request, "protect", False)),
+            import_id=str(getattr(request, "importId", "") or ""),
             outputs=self.mocks.outputs_by_name.get((request.type, request.name), {}),
         )
         with self.lock:
@@ -275,7 +277,8 @@ def run_stack(stack: str, overrides: dict[str, Any] | None = None,
 
     error: BaseException | None = None
     try:
-        with unittest.mock.patch("infra.azure.acr_login.post_form", azure_fakes.acr_exchange):
+        with unittest.mock.patch("infra.azure.acr_login.post_form", azure_fakes.acr_exchange), \
+                unittest.mock.patch("infra.azure.versions.get_json", azure_fakes.aks_versions_get):
             program()
     except BaseException as caught:  # noqa: BLE001 (the program's own error is the result)
         if not expect_error:
