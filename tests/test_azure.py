@@ -958,6 +958,112 @@ def test_without_retention_destroy_deletes_the_checkpoints_too(no_placement_loca
         assert resource.urn in deleted
 
 
+# --- found again: destroy, then up, with the kept checkpoint store --------------------------------
+def _kept_after_destroy(run: Run) -> None:
+    """The fake subscription after `pulumi destroy` of `run`: what destroy cannot reach remains."""
+    deleted = _destroy_deletes(run)
+    group, account, container = run.one(GROUP, "ckpt"), run.one(ACCOUNT), run.one(CONTAINER)
+    assert not {group.urn, account.urn, container.urn} & deleted
+    fake.keep_store(group.inputs["resourceGroupName"], account.inputs["accountName"],
+                    container.inputs["containerName"])
+
+
+def test_destroy_then_up_imports_the_kept_store_and_keeps_the_checkpoint_location(
+        run: Run, cloud: SimpleNamespace) -> None:
+    assert run.outputs["checkpoint_store_adopted"] is False
+    assert not [r for r in run.resources if r.import_id]  # a first run creates everything
+    _kept_after_destroy(run)
+    with cloud.on("2026-11-26"):
+        again = run_stack("azure")  # after destroy: no previous outputs
+    group, account, container = again.one(GROUP, "ckpt"), again.one(ACCOUNT), again.one(CONTAINER)
+    kept_group = run.one(GROUP, "ckpt").inputs["resourceGroupName"]
+    name = run.outputs["storage_account"]
+    # Imported (adopted), never created: no "already exists" from azure-native.
+    assert group.import_id == fake.group_id(kept_group)
+    assert account.import_id == fake.account_id(kept_group, name)
+    assert container.import_id == fake.container_id(kept_group, name, "checkpoints")
+    assert {r.name for r in again.resources if r.import_id} == {group.name, account.name,
+                                                                 container.name}
+    # The same place for the job, still kept by the next destroy.
+    for key in ("checkpoint_uri", "storage_account", "checkpoint_resource_group"):
+        assert again.outputs[key] == run.outputs[key], key
+    assert again.outputs["checkpoint_store_adopted"] is True
+    assert all(r.retain_on_delete for r in (group, account, container))
+    # What belongs to the stack is made again: the identity's role on the container, and the
+    # account's rule for the new node subnet (Azure dropped it with the old subnet).
+    role = _role(again, STORAGE_BLOB_DATA_CONTRIBUTOR)
+    assert not role.import_id and role.inputs["scope"] == fake.container_id(
+        kept_group, name, "checkpoints")
+    (rule,) = account.inputs["networkRuleSet"]["virtualNetworkRules"]
+    assert rule["virtualNetworkResourceId"] == again.outputs["node_subnet_id"]
+
+
+def test_a_partly_kept_store_imports_what_is_there_and_creates_the_rest(
+        run: Run, cloud: SimpleNamespace) -> None:
+    group = run.one(GROUP, "ckpt").inputs["resourceGroupName"]
+    fake.EXISTING.add(fake.group_id(group).lower())  # the account was deleted by hand
+    with cloud.on("2026-11-26"):
+        again = run_stack("azure")
+    assert again.one(GROUP, "ckpt").import_id == fake.group_id(group)
+    assert not again.one(ACCOUNT).import_id and not again.one(CONTAINER).import_id
+
+
+def test_a_live_stack_neither_looks_up_nor_imports_its_store(run: Run, cloud: SimpleNamespace
+                                                             ) -> None:
+    _kept_after_destroy(run)  # the store exists, and is in the stack's state
+    previous = {**_live(run, "1.35.2"), "checkpoint_store_adopted": True}
+    with cloud.on("2026-11-26"):
+        later = run_stack("azure", previous_outputs=previous)
+    assert not [r.name for r in later.resources if r.import_id]
+    assert later.outputs["checkpoint_store_adopted"] is True  # what the earlier run did
+
+
+def _trainer_env(run: Run, emulator_env: dict[str, str]) -> dict[str, str]:
+    """The trainer container's environment from the stack's JobSet, plus the emulator's
+    endpoint, and nothing of the developer's shell credentials."""
+    from tests.trainer.helpers import env
+
+    (trainer,) = [c for c in training_pod_template(run)["spec"]["containers"]
+                  if c["name"] == "trainer"]
+    pod = {e["name"]: str(e["value"]) for e in trainer.get("env") or [] if "value" in e}
+    shell = {k: v for k, v in env().items()
+             if not k.startswith(("AWS_", "AZURE_", "GOOGLE_", "STORAGE_EMULATOR_HOST"))}
+    return {**shell, **pod, **emulator_env}
+
+
+def test_the_trainer_resumes_after_destroy_and_up_from_the_kept_checkpoints(
+        run: Run, cloud: SimpleNamespace, tmp_path: Path) -> None:
+    import subprocess
+
+    from tests import emulators
+    from tests.trainer.helpers import TINY, REPO, summary, trainer_cmd
+
+    _kept_after_destroy(run)
+    with cloud.on("2026-11-26"):
+        again = run_stack("azure")
+    assert again.outputs["checkpoint_store_adopted"] is True
+    for server in emulators.running(emulators.azurite()):
+        from azure.storage.blob import BlobServiceClient
+
+        before, after = run.outputs["checkpoint_uri"], again.outputs["checkpoint_uri"]
+        service = BlobServiceClient.from_connection_string(
+            server.env["AZURE_STORAGE_CONNECTION_STRING"])
+        service.create_container(before.split("://", 1)[1].split("/", 1)[0])  # the first up
+
+        def train(uri: str, env: dict[str, str], *flags: str) -> None:
+            proc = subprocess.run(trainer_cmd([*TINY, "--checkpoint_dir", uri, *flags]),
+                                  cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stderr[-4000:]
+
+        # Before the destroy: the job saves at steps 3 and 6.
+        train(before, _trainer_env(run, server.env), "--max_steps", "6", "--checkpoint_every", "3")
+        # After destroy + up: the new job, with the adopting run's URI and environment.
+        metrics = tmp_path / "metrics.jsonl"
+        train(after, _trainer_env(again, server.env), "--max_steps", "8",
+              "--metrics_file", str(metrics))
+        assert summary(metrics)["resumed_from"] == 6
+
+
 # --- the shared volume is usable by the uid-1000 trainer -----------------------------------------
 def _may(mode: int, who: str, bits: int) -> bool:
     shift = {"owner": 6, "group": 3, "other": 0}[who]
