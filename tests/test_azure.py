@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -1031,13 +1032,28 @@ def _trainer_env(run: Run, emulator_env: dict[str, str]) -> dict[str, str]:
     return {**shell, **pod, **emulator_env}
 
 
+def _real_clock_for_children(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Azurite and the trainer are processes of their own and run on the system clock, as in
+    the trainer's own tests: with libfaketime preloaded (`faketime ... pytest`) this test hung
+    until pytest-timeout (observed), so neither child inherits it."""
+    for key in [k for k in os.environ if k.startswith("FAKETIME")]:
+        monkeypatch.delenv(key)
+    preload = [lib for lib in os.environ.get("LD_PRELOAD", "").split(":")
+               if lib and "faketime" not in lib]
+    if preload:
+        monkeypatch.setenv("LD_PRELOAD", ":".join(preload))
+    else:
+        monkeypatch.delenv("LD_PRELOAD", raising=False)
+
+
 def test_the_trainer_resumes_after_destroy_and_up_from_the_kept_checkpoints(
-        run: Run, cloud: SimpleNamespace, tmp_path: Path) -> None:
+        run: Run, cloud: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
 
     from tests import emulators
     from tests.trainer.helpers import TINY, REPO, summary, trainer_cmd
 
+    _real_clock_for_children(monkeypatch)
     _kept_after_destroy(run)
     with cloud.on("2026-11-26"):
         again = run_stack("azure")
@@ -1051,8 +1067,10 @@ def test_the_trainer_resumes_after_destroy_and_up_from_the_kept_checkpoints(
         service.create_container(before.split("://", 1)[1].split("/", 1)[0])  # the first up
 
         def train(uri: str, env: dict[str, str], *flags: str) -> None:
+            # No subprocess timeout: this module's pinned clock (time-machine) makes
+            # monotonic deadlines meaningless here; pytest-timeout bounds the test instead.
             proc = subprocess.run(trainer_cmd([*TINY, "--checkpoint_dir", uri, *flags]),
-                                  cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+                                  cwd=REPO, env=env, capture_output=True, text=True)
             assert proc.returncode == 0, proc.stderr[-4000:]
 
         # Before the destroy: the job saves at steps 3 and 6.
