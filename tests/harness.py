@@ -50,6 +50,7 @@ class Captured:
     retain_on_delete: bool = False
     protect: bool = False
     ignore_changes: list[str] = field(default_factory=list)
+    import_id: str = ""  # the `import` option: an existing resource adopted, not created
 
     @property
     def provider_urn(self) -> str:
@@ -116,6 +117,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
             protect=bool(getattr(request, "protect", False)),
             ignore_changes=list(getattr(request, "ignoreChanges", [])),
+            import_id=str(getattr(request, "importId", "") or ""),
             outputs=self.mocks.outputs_by_name.get((request.type, request.name), {}),
         )
         with self.lock:
@@ -277,7 +279,8 @@ def run_stack(stack: str, overrides: dict[str, Any] | None = None,
 
     error: BaseException | None = None
     try:
-        with unittest.mock.patch("infra.azure.acr_login.post_form", azure_fakes.acr_exchange):
+        with unittest.mock.patch("infra.azure.acr_login.post_form", azure_fakes.acr_exchange), \
+                unittest.mock.patch("infra.azure.versions.get_json", azure_fakes.aks_versions_get):
             program()
     except BaseException as caught:  # noqa: BLE001 (the program's own error is the result)
         if not expect_error:

@@ -8,11 +8,14 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
+import os
+from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import time_machine
 import yaml
 
 from infra.azure.cluster import decode_kubeconfig
@@ -157,7 +160,7 @@ def test_cluster_uses_azure_cni_overlay_and_the_settings_version(run: Run) -> No
     cluster = run.one(CLUSTER).inputs
     assert cluster["networkProfile"]["networkPlugin"] == "azure"
     assert cluster["networkProfile"]["networkPluginMode"] == "overlay"
-    assert cluster["kubernetesVersion"] == "1.35"  # the Azure default: AKS creates it without LTS
+    assert cluster["kubernetesVersion"] == "1.35"  # AKS's default in the fake listing
     assert cluster["nodeResourceGroup"] == "torchrec-cloud-azure-aks-nodes"
     pod = ipaddress.ip_network(cluster["networkProfile"]["podCidr"])
     assert not pod.overlaps(ipaddress.ip_network("10.1.0.0/16"))
@@ -689,87 +692,207 @@ def test_a_resource_name_with_an_underscore_cannot_be_declared() -> None:
     assert label_tag(TEMPLATE + "label_", "cpu_arch/x") == TEMPLATE + "label_cpu~2arch_x"
 
 
-# --- Kubernetes version: what AKS creates today, LTS as a choice ---------------------------------
-def _azure_settings(**kubernetes_and_azure: Any):
-    from infra.settings import settings_from_mapping
-    from tests.harness import stack_config
-
-    raw = {k.split(":", 1)[1]: v for k, v in stack_config("azure").items()}
-    raw["kubernetes"] = {**raw["kubernetes"], **kubernetes_and_azure.get("kubernetes", {})}
-    raw["azure"] = kubernetes_and_azure.get("azure", {})
-    return raw, settings_from_mapping
-
-
-def _version_problems(version: str, lts: bool, today: str) -> list[str]:
-    from datetime import date
-
-    from infra.settings.rules import aks_version_is_created_today
-
-    raw, load = _azure_settings(kubernetes={"version": "1.35"}, azure={"longTermSupport": lts})
-    settings = load(raw).model_copy(update={"kubernetes": load(raw).kubernetes.model_copy(
-        update={"version": version})})
-    return [p.allowed for p in aks_version_is_created_today(settings, date.fromisoformat(today))]
+# --- Kubernetes version: what AKS lists when the program runs, kept once live ---------------------
+UTC = timezone.utc
+# What ARM's kubernetesVersions would answer in the stack's region on each day the suite pins
+# (community minors, LTS-only minors, preview), from the AKS calendar in
+# infra/kubernetes_versions.py; 2028 as the issue states it (only 1.36-1.38).
+LISTINGS = {
+    "2026-11-26": fake.AKS_LISTING,
+    "2027-06-01": fake.aks_listing(official=["1.36", "1.37", "1.38"], default="1.37",
+                                   lts_only=["1.33", "1.34", "1.35"], preview=["1.39"]),
+    "2028-06-01": fake.aks_listing(official=["1.36", "1.37", "1.38"], default="1.37"),
+}
 
 
-def test_the_default_version_is_one_aks_creates_without_lts_today(run: Run) -> None:
-    from datetime import date
+@pytest.fixture
+def cloud(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """The fake subscription, reset per test: AKS's listing, live clusters, kept resources."""
+    monkeypatch.setattr(fake, "LIVE_CLUSTERS", {})
+    monkeypatch.setattr(fake, "EXISTING", set())
+    monkeypatch.setattr(fake, "AKS_REQUESTS", [])
 
-    from infra.settings.rules import AKS_KUBERNETES_VERSIONS
+    def on(day: str) -> Any:
+        monkeypatch.setattr(fake, "AKS_LISTING", LISTINGS[day])
+        return time_machine.travel(datetime.fromisoformat(day).replace(hour=12, tzinfo=UTC),
+                                   tick=True)
+    return SimpleNamespace(on=on)
 
+
+def _offered(day: str) -> set[str]:
+    return {v["version"] for v in LISTINGS[day]["values"]
+            if "KubernetesOfficial" in v["capabilities"]["supportPlan"] and not v.get("isPreview")}
+
+
+def _default(day: str) -> str:
+    return next(v["version"] for v in LISTINGS[day]["values"] if v.get("isDefault"))
+
+
+def _versions(run: Run) -> dict[str, str]:
+    """The control plane's and every pool's requested version."""
     cluster = run.one(CLUSTER).inputs
-    row = AKS_KUBERNETES_VERSIONS[cluster["kubernetesVersion"]]
-    assert row.ga <= date.today() <= row.end_of_life
+    found = {"cluster": cluster["kubernetesVersion"]}
+    found.update({p["name"]: p["orchestratorVersion"] for p in cluster["agentPoolProfiles"]})
+    found.update({name: pool.inputs["orchestratorVersion"] for name, pool in _pools(run).items()})
+    return found
+
+
+@pytest.mark.parametrize("day", sorted(LISTINGS))
+def test_the_shipped_stack_creates_the_cluster_at_the_version_aks_lists_that_day(
+        cloud: SimpleNamespace, day: str) -> None:
+    with cloud.on(day):
+        run = run_stack("azure")
+    versions = _versions(run)
+    assert set(versions.values()) == {_default(day)} and _default(day) in _offered(day)
+    cluster = run.one(CLUSTER).inputs
     assert cluster["supportPlan"] == "KubernetesOfficial"
-    assert cluster["sku"] == {"name": "Base", "tier": "Standard"}  # SLA, not Free
+    assert cluster["sku"] == {"name": "Base", "tier": "Standard"}  # SLA, not Free; no LTS bill
+    assert run.outputs["kubernetes_version"] == _default(day)
+    # Asked of ARM with the deployer's own token, for the stack's region.
+    ((url, token),) = fake.AKS_REQUESTS
+    assert token == fake.ENTRA_ACCESS_TOKEN
+    assert url == (f"https://management.azure.com/subscriptions/{fake.SUBSCRIPTION}/providers/"
+                   "Microsoft.ContainerService/locations/eastus/kubernetesVersions"
+                   "?api-version=2025-09-01")
 
 
-@pytest.mark.parametrize(("version", "lts", "today", "expected"), [
-    ("1.33", False, "2026-11-22", "only with Long-Term Support"),  # the K8sVersionNotSupported case
-    ("1.33", True, "2026-11-22", None),
-    ("1.34", False, "2026-11-30", None),
-    ("1.34", False, "2026-12-01", "ended community support on 2026-11-30"),
-    ("1.31", True, "2026-12-01", "ended its Long-Term Support on 2026-11-30"),
-    ("1.35", False, "2026-02-15", "not generally available on AKS until 2026-03-31"),
-    ("1.28", True, "2026-11-22", "not in AKS's release calendar"),
-])
-def test_versions_follow_the_aks_release_calendar(version: str, lts: bool, today: str,
-                                                   expected: str | None) -> None:
-    problems = _version_problems(version, lts, today)
-    if expected is None:
-        assert problems == []
-    else:
-        assert len(problems) == 1 and expected in problems[0], problems
-
-
-def _lts_only_version() -> str:
-    """A version AKS creates today only with LTS (1.33 on 2026-11-22), from the dated table."""
-    from datetime import date
-
-    from infra.settings.rules import AKS_KUBERNETES_VERSIONS, SUPPORTED_KUBERNETES
-
-    low, high = SUPPORTED_KUBERNETES
-    today = date.today()
-    return next(v for v, row in AKS_KUBERNETES_VERSIONS.items()
-                if row.end_of_life < today <= row.lts_end_of_life
-                and low <= int(v.split(".")[1]) <= high)
-
-
-def test_a_version_past_community_support_is_refused_before_any_resource() -> None:
-    version = _lts_only_version()
-    run = run_stack("azure", overrides={"kubernetes": {"version": version}}, expect_error=True)
-    assert isinstance(run.error, SettingsError)
+def test_a_pinned_minor_aks_does_not_list_is_refused_before_any_resource(cloud: SimpleNamespace
+                                                                         ) -> None:
+    with cloud.on("2028-06-01"):
+        run = run_stack("azure", overrides={"kubernetes": {"version": "1.35"}}, expect_error=True)
+    assert isinstance(run.error, SettingsError) and not run.resources
     (problem,) = [p for p in run.error.problems if p.path == "kubernetes.version"]
-    assert "azure.longTermSupport: true" in problem.allowed and not run.resources
+    assert "1.36, 1.37, 1.38" in problem.allowed and "az aks get-versions" in problem.allowed
 
 
-def test_long_term_support_is_an_explicit_choice_with_the_premium_tier() -> None:
-    version = _lts_only_version()
-    run = run_stack("azure", overrides={"kubernetes": {"version": version},
-                                        "azure": {"longTermSupport": True}})
+def test_a_pinned_minor_aks_lists_is_created(cloud: SimpleNamespace) -> None:
+    with cloud.on("2027-06-01"):
+        run = run_stack("azure", overrides={"kubernetes": {"version": "1.38"}})
+    assert set(_versions(run).values()) == {"1.38"}
+
+
+def test_a_preview_minor_is_never_offered(cloud: SimpleNamespace) -> None:
+    with cloud.on("2027-06-01"):
+        run = run_stack("azure", overrides={"kubernetes": {"version": "1.39"}}, expect_error=True)
+    assert isinstance(run.error, SettingsError) and not run.resources
+
+
+def test_a_minor_aks_creates_only_with_lts_is_refused_without_long_term_support(
+        cloud: SimpleNamespace) -> None:
+    with cloud.on("2026-11-26"):
+        run = run_stack("azure", overrides={"kubernetes": {"version": "1.33"}}, expect_error=True)
+    assert isinstance(run.error, SettingsError) and not run.resources
+    (problem,) = [p for p in run.error.problems if p.path == "kubernetes.version"]
+    assert "azure.longTermSupport: true" in problem.allowed and "Premium" in problem.allowed
+    assert "1.34, 1.35, 1.36, 1.37" in problem.allowed
+
+
+def test_long_term_support_is_an_explicit_choice_with_the_premium_tier(cloud: SimpleNamespace
+                                                                       ) -> None:
+    with cloud.on("2026-11-26"):
+        run = run_stack("azure", overrides={"kubernetes": {"version": "1.33"},
+                                            "azure": {"longTermSupport": True}})
     cluster = run.one(CLUSTER).inputs
-    assert cluster["kubernetesVersion"] == version
+    assert set(_versions(run).values()) == {"1.33"}
     assert cluster["supportPlan"] == "AKSLongTermSupport"
     assert cluster["sku"]["tier"] == "Premium"
+
+
+def _live(run: Run, control_plane: str, pools: dict[str, str] | None = None) -> dict[str, Any]:
+    """AKS runs the stack's cluster at `control_plane`, every pool at it unless `pools` says;
+    returns the stack outputs the run left (what the next run reads)."""
+    names = [name for name in _versions(run) if name != "cluster"]
+    fake.live_cluster(run.outputs["cluster_name"], control_plane,
+                      {name: (pools or {}).get(name, control_plane) for name in names})
+    return dict(run.outputs)
+
+
+def test_a_live_cluster_on_an_older_minor_keeps_it(run: Run, cloud: SimpleNamespace) -> None:
+    previous = _live(run, "1.34.7")
+    with cloud.on("2028-06-01"):  # AKS no longer creates 1.34
+        later = run_stack("azure", previous_outputs=previous)
+    assert set(_versions(later).values()) == {"1.34"}  # the minor: the input it was created with
+    assert later.outputs["kubernetes_version"] == "1.34.7"
+    assert fake.AKS_REQUESTS == []  # nothing asked of the listing for a cluster that exists
+
+
+def test_a_pool_behind_the_control_plane_is_not_upgraded_unasked(run: Run, cloud: SimpleNamespace
+                                                                 ) -> None:
+    gpu_pool = next(iter(_pools(run)))
+    previous = _live(run, "1.35.2", pools={gpu_pool: "1.34.9"})
+    with cloud.on("2026-11-26"):
+        later = run_stack("azure", previous_outputs=previous)
+    versions = _versions(later)
+    assert versions.pop(gpu_pool) == "1.34"
+    assert set(versions.values()) == {"1.35"}
+
+
+def test_setting_the_next_minor_upgrades_the_control_plane_then_the_pools(
+        run: Run, cloud: SimpleNamespace) -> None:
+    previous = _live(run, "1.35.2")
+    with cloud.on("2027-06-01"):
+        refused = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
+                            previous_outputs=previous, expect_error=True)  # two minors at once
+    assert isinstance(refused.error, SettingsError) and not refused.resources
+    previous = _live(run, "1.36.2")
+    with cloud.on("2027-06-01"):
+        later = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
+                          previous_outputs=previous)
+    assert set(_versions(later).values()) == {"1.37"}
+    cluster = later.one(CLUSTER)
+    assert all(later.waits_for(pool, cluster) for pool in _pools(later).values())
+
+
+def test_a_cluster_gone_from_aks_keeps_the_version_the_last_run_recorded(
+        run: Run, cloud: SimpleNamespace) -> None:
+    previous = {**run.outputs, "kubernetes_version": "1.34.7"}  # no live cluster in the fake
+    with cloud.on("2028-06-01"):
+        later = run_stack("azure", previous_outputs=previous)
+    assert set(_versions(later).values()) == {"1.34"}
+
+
+def test_the_version_listing_retries_5xx_and_network_errors_but_not_4xx() -> None:
+    import urllib.error
+    from unittest import mock
+
+    from infra.azure import versions
+
+    def failing(*codes: int):  # noqa: ANN202
+        answers = [urllib.error.HTTPError("u", c, "x", None, None) if c else  # type: ignore[arg-type]
+                   urllib.error.URLError("dns") for c in codes]
+        answers.append({"values": []})  # type: ignore[arg-type]
+        return mock.Mock(side_effect=answers)
+
+    sleeps: list[float] = []
+    with mock.patch.object(versions, "get_json", failing(503, 0, 500)):
+        assert versions._get_with_retries("u", "t", sleeps.append) == {"values": []}
+    assert sleeps == [2.0, 4.0, 8.0]
+    with mock.patch.object(versions, "get_json", failing(403)), \
+            pytest.raises(urllib.error.HTTPError):
+        versions._get_with_retries("u", "t", sleeps.append)
+
+
+def test_the_calendar_gives_advice_and_never_refuses() -> None:
+    from datetime import date
+
+    from infra.kubernetes_versions import aks_advice
+
+    (soon,) = aks_advice("1.34", date(2026, 11, 26), False)
+    assert "leaves AKS community support on 2026-11-30" in soon
+    (ended,) = aks_advice("1.34", date(2027, 1, 5), False)
+    assert "left AKS community support on 2026-11-30" in ended
+    billed, lts = aks_advice("1.33", date(2026, 11, 26), True)
+    assert "Premium tier" in billed and "Long-Term Support ends on 2027-07-31" in lts
+    assert aks_advice("1.37", date(2026, 11, 26), False) == []
+    assert aks_advice("1.99", date(2030, 1, 1), False) == []  # not in the table: no word
+
+
+def test_the_versions_module_reads_the_listing_shape_of_the_rest_spec() -> None:
+    from infra.azure.versions import parse_listing
+
+    rows = {r.minor: r for r in parse_listing(LISTINGS["2027-06-01"])}
+    assert rows["1.35"].lts_only and not rows["1.36"].lts_only
+    assert rows["1.39"].preview and rows["1.37"].default
 
 
 # --- globally unique names -----------------------------------------------------------------------
@@ -834,6 +957,129 @@ def test_without_retention_destroy_deletes_the_checkpoints_too(no_placement_loca
     deleted = _destroy_deletes(run)
     for resource in (run.one(GROUP, "ckpt"), run.one(ACCOUNT), run.one(CONTAINER)):
         assert resource.urn in deleted
+
+
+# --- found again: destroy, then up, with the kept checkpoint store --------------------------------
+def _kept_after_destroy(run: Run) -> None:
+    """The fake subscription after `pulumi destroy` of `run`: what destroy cannot reach remains."""
+    deleted = _destroy_deletes(run)
+    group, account, container = run.one(GROUP, "ckpt"), run.one(ACCOUNT), run.one(CONTAINER)
+    assert not {group.urn, account.urn, container.urn} & deleted
+    fake.keep_store(group.inputs["resourceGroupName"], account.inputs["accountName"],
+                    container.inputs["containerName"])
+
+
+def test_destroy_then_up_imports_the_kept_store_and_keeps_the_checkpoint_location(
+        run: Run, cloud: SimpleNamespace) -> None:
+    assert run.outputs["checkpoint_store_adopted"] is False
+    assert not [r for r in run.resources if r.import_id]  # a first run creates everything
+    _kept_after_destroy(run)
+    with cloud.on("2026-11-26"):
+        again = run_stack("azure")  # after destroy: no previous outputs
+    group, account, container = again.one(GROUP, "ckpt"), again.one(ACCOUNT), again.one(CONTAINER)
+    kept_group = run.one(GROUP, "ckpt").inputs["resourceGroupName"]
+    name = run.outputs["storage_account"]
+    # Imported (adopted), never created: no "already exists" from azure-native.
+    assert group.import_id == fake.group_id(kept_group)
+    assert account.import_id == fake.account_id(kept_group, name)
+    assert container.import_id == fake.container_id(kept_group, name, "checkpoints")
+    assert {r.name for r in again.resources if r.import_id} == {group.name, account.name,
+                                                                 container.name}
+    # The same place for the job, still kept by the next destroy.
+    for key in ("checkpoint_uri", "storage_account", "checkpoint_resource_group"):
+        assert again.outputs[key] == run.outputs[key], key
+    assert again.outputs["checkpoint_store_adopted"] is True
+    assert all(r.retain_on_delete for r in (group, account, container))
+    # What belongs to the stack is made again: the identity's role on the container, and the
+    # account's rule for the new node subnet (Azure dropped it with the old subnet).
+    role = _role(again, STORAGE_BLOB_DATA_CONTRIBUTOR)
+    assert not role.import_id and role.inputs["scope"] == fake.container_id(
+        kept_group, name, "checkpoints")
+    (rule,) = account.inputs["networkRuleSet"]["virtualNetworkRules"]
+    assert rule["virtualNetworkResourceId"] == again.outputs["node_subnet_id"]
+
+
+def test_a_partly_kept_store_imports_what_is_there_and_creates_the_rest(
+        run: Run, cloud: SimpleNamespace) -> None:
+    group = run.one(GROUP, "ckpt").inputs["resourceGroupName"]
+    fake.EXISTING.add(fake.group_id(group).lower())  # the account was deleted by hand
+    with cloud.on("2026-11-26"):
+        again = run_stack("azure")
+    assert again.one(GROUP, "ckpt").import_id == fake.group_id(group)
+    assert not again.one(ACCOUNT).import_id and not again.one(CONTAINER).import_id
+
+
+def test_a_live_stack_neither_looks_up_nor_imports_its_store(run: Run, cloud: SimpleNamespace
+                                                             ) -> None:
+    _kept_after_destroy(run)  # the store exists, and is in the stack's state
+    previous = {**_live(run, "1.35.2"), "checkpoint_store_adopted": True}
+    with cloud.on("2026-11-26"):
+        later = run_stack("azure", previous_outputs=previous)
+    assert not [r.name for r in later.resources if r.import_id]
+    assert later.outputs["checkpoint_store_adopted"] is True  # what the earlier run did
+
+
+def _trainer_env(run: Run, emulator_env: dict[str, str]) -> dict[str, str]:
+    """The trainer container's environment from the stack's JobSet, plus the emulator's
+    endpoint, and nothing of the developer's shell credentials."""
+    from tests.trainer.helpers import env
+
+    (trainer,) = [c for c in training_pod_template(run)["spec"]["containers"]
+                  if c["name"] == "trainer"]
+    pod = {e["name"]: str(e["value"]) for e in trainer.get("env") or [] if "value" in e}
+    shell = {k: v for k, v in env().items()
+             if not k.startswith(("AWS_", "AZURE_", "GOOGLE_", "STORAGE_EMULATOR_HOST"))}
+    return {**shell, **pod, **emulator_env}
+
+
+def _real_clock_for_children(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Azurite and the trainer are processes of their own and run on the system clock, as in
+    the trainer's own tests: with libfaketime preloaded (`faketime ... pytest`) this test hung
+    until pytest-timeout (observed), so neither child inherits it."""
+    for key in [k for k in os.environ if k.startswith("FAKETIME")]:
+        monkeypatch.delenv(key)
+    preload = [lib for lib in os.environ.get("LD_PRELOAD", "").split(":")
+               if lib and "faketime" not in lib]
+    if preload:
+        monkeypatch.setenv("LD_PRELOAD", ":".join(preload))
+    else:
+        monkeypatch.delenv("LD_PRELOAD", raising=False)
+
+
+def test_the_trainer_resumes_after_destroy_and_up_from_the_kept_checkpoints(
+        run: Run, cloud: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from tests import emulators
+    from tests.trainer.helpers import TINY, REPO, summary, trainer_cmd
+
+    _real_clock_for_children(monkeypatch)
+    _kept_after_destroy(run)
+    with cloud.on("2026-11-26"):
+        again = run_stack("azure")
+    assert again.outputs["checkpoint_store_adopted"] is True
+    for server in emulators.running(emulators.azurite()):
+        from azure.storage.blob import BlobServiceClient
+
+        before, after = run.outputs["checkpoint_uri"], again.outputs["checkpoint_uri"]
+        service = BlobServiceClient.from_connection_string(
+            server.env["AZURE_STORAGE_CONNECTION_STRING"])
+        service.create_container(before.split("://", 1)[1].split("/", 1)[0])  # the first up
+
+        def train(uri: str, env: dict[str, str], *flags: str) -> None:
+            # No subprocess timeout: this module's pinned clock (time-machine) makes
+            # monotonic deadlines meaningless here; pytest-timeout bounds the test instead.
+            proc = subprocess.run(trainer_cmd([*TINY, "--checkpoint_dir", uri, *flags]),
+                                  cwd=REPO, env=env, capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stderr[-4000:]
+
+        # Before the destroy: the job saves at steps 3 and 6.
+        train(before, _trainer_env(run, server.env), "--max_steps", "6", "--checkpoint_every", "3")
+        # After destroy + up: the new job, with the adopting run's URI and environment.
+        metrics = tmp_path / "metrics.jsonl"
+        train(after, _trainer_env(again, server.env), "--max_steps", "8",
+              "--metrics_file", str(metrics))
+        assert summary(metrics)["resumed_from"] == 6
 
 
 # --- the shared volume is usable by the uid-1000 trainer -----------------------------------------

@@ -23,27 +23,56 @@ from infra.azure.netapp import create_netapp, shared_file_system
 from infra.azure.network import create_network
 from infra.azure.node_pools import contract_pool, create_gpu_pool, plan_pools
 from infra.azure.registry import REGISTRY_MAX_LENGTH, create_trainer_image
-from infra.azure.storage import STORAGE_ACCOUNT_MAX_LENGTH, checkpoint_store, create_checkpoints
+from infra.azure.storage import (STORAGE_ACCOUNT_MAX_LENGTH, KeptStore, checkpoint_store,
+                                 create_checkpoints, find_kept_store)
+from infra.azure.versions import CLUSTER_GROUP_OUTPUT, live_cluster
 from infra.catalog import machine
 from infra.contract import GpuCluster, GpuClusterArgs
 from infra.naming import unique_compact
+from infra.previous_run import PreviousRun
 from infra.settings.model import AzureNetAppFiles
 
 TYPE_TOKEN = "torchrec-cloud:azure:GpuCluster"
+# True when this stack's checkpoint store was found after a destroy and imported, not created.
+CHECKPOINT_ADOPTED_OUTPUT = "checkpoint_store_adopted"
+
+
+def names_in(prefix: str, subscription: str) -> dict[str, str]:
+    """Storage account and registry names are global across Azure: each carries a stable hash
+    of subscription, project and stack, so another deployment anywhere never collides and the
+    same stack keeps its names on every run (and finds its kept checkpoint account again)."""
+    scope = f"{subscription}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    return {
+        "storage_account": unique_compact(prefix, "ckpt", scope, STORAGE_ACCOUNT_MAX_LENGTH),
+        "registry": unique_compact(prefix, "acr", scope, REGISTRY_MAX_LENGTH),
+    }
 
 
 def global_names(prefix: str, subscription_id: pulumi.Output[str]) -> dict[str, pulumi.Output[str]]:
-    """Storage account and registry names are global across Azure: each carries a stable hash
-    of subscription, project and stack, so another deployment anywhere never collides and the
-    same stack keeps its names on every run."""
-    def names(subscription: str) -> dict[str, str]:
-        scope = f"{subscription}/{pulumi.get_project()}/{pulumi.get_stack()}"
-        return {
-            "storage_account": unique_compact(prefix, "ckpt", scope, STORAGE_ACCOUNT_MAX_LENGTH),
-            "registry": unique_compact(prefix, "acr", scope, REGISTRY_MAX_LENGTH),
-        }
-    resolved = subscription_id.apply(names)
+    """`names_in` for the subscription the provider deploys to."""
+    resolved = subscription_id.apply(lambda subscription: names_in(prefix, subscription))
     return {key: resolved.apply(lambda n, k=key: n[k]) for key in ("storage_account", "registry")}
+
+
+def kept_store(prefix: str, previous: PreviousRun) -> KeptStore:
+    """What a `pulumi destroy` left of the checkpoint store, looked up only when the stack has
+    no previous outputs (first run, or after destroy); on a live stack the resources are in its
+    state already, created or imported by an earlier run."""
+    if previous.live:
+        return KeptStore()
+    subscription = authorization.get_client_config().subscription_id
+    return find_kept_store(prefix, names_in(prefix, subscription)["storage_account"])
+
+
+def pool_versions(args: GpuClusterArgs) -> dict[str, str]:
+    """The minor each agent pool's nodes run, read from AKS, on a run that keeps the cluster's
+    version: a pool is then declared at what it runs, so no run upgrades a pool the user did
+    not ask to upgrade. Empty on a first run and on an upgrade (every pool follows the new
+    minor, after the control plane)."""
+    if not args.release.kept:
+        return {}
+    live = live_cluster(args.previous)
+    return dict(live.pools) if live else {}
 
 
 class AzureGpuCluster(pulumi.ComponentResource):
@@ -58,8 +87,11 @@ class AzureGpuCluster(pulumi.ComponentResource):
                for pool in s.enabled_gpu_pools):
             # Before anything is registered: a subscription invoke with default credentials.
             require_registered(INFINIBAND_FEATURE, "interconnect.fabric", True)
-        super().__init__(TYPE_TOKEN, name, None, opts)
         prefix = args.name_prefix
+        # Both are read before anything is registered (synchronous invokes).
+        found = kept_store(prefix, args.previous)
+        running = pool_versions(args)
+        super().__init__(TYPE_TOKEN, name, None, opts)
         fs = s.shared_file_system
         assert isinstance(fs, AzureNetAppFiles) and s.azure is not None  # settings rules
         tags = dict(s.tags)
@@ -73,7 +105,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
         names = global_names(prefix, client.subscription_id)
         net = create_network(prefix, s.azure.vnet_cidr, tags, child)
         group = net.resource_group.name
-        cluster = create_cluster(prefix, s, group, net.nodes_subnet.id, tags, child)
+        cluster = create_cluster(prefix, s, group, net.nodes_subnet.id, tags, child,
+                                 system_pool_version=running.get(s.system_pool.name))
         subnet_access = grant_subnet_to_cluster(prefix, cluster, net.nodes_subnet.id,
                                                 client.subscription_id, child)
         maintenance = create_maintenance_windows(prefix, s, cluster, group, child)
@@ -93,7 +126,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
         pools = {
             plan.key: create_gpu_pool(
                 prefix, plan, s, cluster, group, net.nodes_subnet.id,
-                placement.id if placement is not None else None, tags, pool_opts)
+                placement.id if placement is not None else None, tags, pool_opts,
+                version=running.get(plan.pool.name))
             for plan in plans
         }
         gpu_pools = {plan.key: contract_pool(plan, s) for plan in plans}
@@ -115,7 +149,9 @@ class AzureGpuCluster(pulumi.ComponentResource):
             lambda profile: profile.issuer_url if profile else None)
         ckpt = create_checkpoints(prefix, s, names["storage_account"], group,
                                   net.nodes_subnet.id, oidc_issuer, client.subscription_id, tags,
-                                  child)
+                                  child, found)
+        # Sticky: a store imported after a destroy stays "adopted" for the stack's later runs.
+        adopted = found.adopted or bool(args.previous.outputs.get(CHECKPOINT_ADOPTED_OUTPUT))
 
         # The job's first storage call must find its identity federated and its role granted:
         # a 403 there is a crash the JobSet counts.
@@ -151,6 +187,9 @@ class AzureGpuCluster(pulumi.ComponentResource):
             exports={
                 "storage_account": ckpt.account.name,
                 "checkpoint_resource_group": ckpt.resource_group.name,
+                CHECKPOINT_ADOPTED_OUTPUT: adopted,
+                # Where a later run reads the version the cluster runs (infra/azure/versions.py).
+                CLUSTER_GROUP_OUTPUT: group,
                 # For a dataset source account's virtual network rule (README, "Reading the bucket").
                 "node_subnet_id": net.nodes_subnet.id,
                 **({} if s.job.image else {"registry": names["registry"]}),

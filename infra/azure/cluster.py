@@ -43,9 +43,10 @@ UPGRADE_CHANNEL = aks.UpgradeChannel.PATCH  # patches of the chosen minor; minor
 NODE_OS_UPGRADE_CHANNEL = aks.NodeOSUpgradeChannel.SECURITY_PATCH
 
 
-def system_pool_profile(settings: Settings, subnet_id: pulumi.Input[str]
-                        ) -> aks.ManagedClusterAgentPoolProfileArgs:
-    """The CPU pool for add-ons; untainted, so operators' controllers can run there."""
+def system_pool_profile(settings: Settings, subnet_id: pulumi.Input[str],
+                        version: str | None = None) -> aks.ManagedClusterAgentPoolProfileArgs:
+    """The CPU pool for add-ons; untainted, so operators' controllers can run there. `version`:
+    the minor its nodes run when the cluster keeps its version (None: the run's minor)."""
     pool = settings.system_pool
     return aks.ManagedClusterAgentPoolProfileArgs(
         name=pool.name,
@@ -61,15 +62,20 @@ def system_pool_profile(settings: Settings, subnet_id: pulumi.Input[str]
         enable_node_public_ip=False,
         os_type=aks.OSType.LINUX,
         os_sku=aks.OSSKU.UBUNTU,
-        orchestrator_version=settings.kubernetes.version,
+        orchestrator_version=version or settings.kubernetes.version,
     )
 
 
 def create_cluster(prefix: str, settings: Settings, resource_group_name: pulumi.Input[str],
                    subnet_id: pulumi.Input[str], tags: dict[str, str],
-                   opts: pulumi.ResourceOptions) -> aks.ManagedCluster:
+                   opts: pulumi.ResourceOptions, system_pool_version: str | None = None
+                   ) -> aks.ManagedCluster:
     """OIDC issuer and workload identity on (the job's only way to storage), Entra-only when
-    local accounts are disabled, API server reachable from the configured CIDRs only."""
+    local accounts are disabled, API server reachable from the configured CIDRs only.
+
+    Version: the run's minor (infra/kubernetes_release.py; settings.kubernetes.version holds
+    it), never a patch: AKS takes "<major>.<minor>" and picks the latest patch, and the patch
+    channel below keeps it current, so a kept cluster's input never changes between runs."""
     azure = settings.azure
     assert azure is not None  # the azure defaults always add this section
     entra_only = azure.disable_local_accounts
@@ -87,7 +93,7 @@ def create_cluster(prefix: str, settings: Settings, resource_group_name: pulumi.
                       else aks.KubernetesSupportPlan.KUBERNETES_OFFICIAL),
         auto_upgrade_profile=aks.ManagedClusterAutoUpgradeProfileArgs(
             upgrade_channel=UPGRADE_CHANNEL, node_os_upgrade_channel=NODE_OS_UPGRADE_CHANNEL),
-        agent_pool_profiles=[system_pool_profile(settings, subnet_id)],
+        agent_pool_profiles=[system_pool_profile(settings, subnet_id, system_pool_version)],
         network_profile=aks.ContainerServiceNetworkProfileArgs(
             network_plugin=aks.NetworkPlugin.AZURE,
             network_plugin_mode=aks.NetworkPluginMode.OVERLAY,

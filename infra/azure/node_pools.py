@@ -112,10 +112,15 @@ def _taint_string(taint: Taint) -> str:
 def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: aks.ManagedCluster,
                     resource_group_name: pulumi.Input[str], subnet_id: pulumi.Input[str],
                     placement_group_id: pulumi.Input[str] | None, tags: dict[str, str],
-                    opts: pulumi.ResourceOptions) -> aks.AgentPool:
+                    opts: pulumi.ResourceOptions, version: str | None = None) -> aks.AgentPool:
     """A VMSS user pool in the GPU zone, without public IPs, tainted for GPU work only. The GPU
     driver is left to the GPU Operator (driver None), as Azure's InfiniBand guidance requires:
-    the operator builds it against the OFED stack for GPUDirect RDMA."""
+    the operator builds it against the OFED stack for GPUDirect RDMA.
+
+    Version: `version`, the minor the pool's nodes run, when the cluster keeps its version (a
+    pool is never upgraded unasked); else the run's minor, reached after the control plane (the
+    pool names the cluster, so Pulumi updates the cluster first; AKS refuses a pool newer than
+    its control plane)."""
     pool = plan.pool
     spot: dict[str, object] = {}
     if plan.spot:
@@ -143,7 +148,7 @@ def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: ak
         enable_node_public_ip=False,
         os_type=aks.OSType.LINUX,
         os_sku=aks.OSSKU.UBUNTU,  # the GPU and Network Operators support Ubuntu nodes
-        orchestrator_version=settings.kubernetes.version,
+        orchestrator_version=version or settings.kubernetes.version,
         gpu_profile=aks.GPUProfileArgs(driver=aks.GPUDriver.NONE),
         node_labels=plan.node_labels,
         node_taints=[_taint_string(t) for t in plan.node_taints],

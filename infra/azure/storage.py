@@ -7,6 +7,20 @@ account lives in a resource group of its own that is itself retained: destroy le
 the account and the container, and drops them from the stack
 (https://www.pulumi.com/docs/iac/concepts/options/retainondelete/).
 
+Found again after destroy: the group (`<prefix>-ckpt-rg`), the account (its name a stable hash
+of subscription, project and stack) and the container are the same on every run, so a run with
+no previous outputs (first run, or after destroy) looks them up before anything is registered
+(`find_kept_store`). What exists is imported (Pulumi's `import` option), not created: azure-native
+refuses to create what exists ("already exists"). Imported, not read-only (`.get`), because the
+account's network rules belong to the stack: Azure drops a virtual network rule when its subnet
+is deleted, and a new subnet of the same name is not admitted until authorized again
+(storage-network-security-limitations, below). Since pulumi/pulumi#19339 an import whose inputs
+differ from the resource imports it and then updates it to the program's inputs
+(https://www.pulumi.com/docs/iac/concepts/options/import/), so the new node subnet and the
+operator's addresses are written back in the same `pulumi up`; and an imported resource is
+managed again, with the same retainOnDestroy as one created here. Once imported, later runs find
+them in the stack's state and declare them as any other resource.
+
 Network: the account keeps its public endpoint but denies every network except the node subnet
 (a `Microsoft.Storage` service endpoint) and the operator's `kubernetes.apiAccessCidrs`, so the
 pods and the people allowed to reach the API server, and no one else, reach the blobs. Firewall
@@ -17,6 +31,7 @@ rules apply to the data plane only; creating the account and container is ARM an
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 
 import pulumi
@@ -34,6 +49,62 @@ STORAGE_ACCOUNT_MAX_LENGTH = 24  # 3-24 lowercase letters and digits, globally u
 # no IPv6, no RFC 1918 ranges, and no /31 or /32 ranges (single addresses are written without a
 # prefix) (storage-network-security-limitations, above).
 RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
+
+NOT_FOUND = re.compile(r"NotFound|\b404\b|could not be found|was not found|does not exist",
+                       re.IGNORECASE)
+
+
+def checkpoint_group_name(prefix: str) -> str:
+    return f"{prefix}-ckpt-rg"
+
+
+@dataclass(frozen=True)
+class KeptStore:
+    """The ARM ids of the checkpoint group, account and container a destroy left (None: not
+    there, so this run creates it)."""
+
+    group_id: str | None = None
+    account_id: str | None = None
+    container_id: str | None = None
+
+    @property
+    def adopted(self) -> bool:
+        return self.group_id is not None
+
+
+def _exists(lookup) -> str | None:  # noqa: ANN001 (a no-argument invoke)
+    """The id a get_* invoke returns, or None when Azure answers that it does not exist; any
+    other failure (no rights, throttling) stops the run rather than guessing."""
+    try:
+        return lookup().id
+    except Exception as error:  # noqa: BLE001 (invoke errors carry ARM's code in the text)
+        if NOT_FOUND.search(str(error)):
+            return None
+        raise
+
+
+def find_kept_store(prefix: str, account_name: str) -> KeptStore:
+    """What of this stack's checkpoint store exists in the subscription now (synchronous
+    invokes with the deployer's credentials, before any resource is registered)."""
+    group_name = checkpoint_group_name(prefix)
+    group_id = _exists(lambda: resources.get_resource_group(resource_group_name=group_name))
+    if group_id is None:
+        return KeptStore()
+    account_id = _exists(lambda: storage.get_storage_account(
+        account_name=account_name, resource_group_name=group_name))
+    if account_id is None:
+        return KeptStore(group_id=group_id)
+    container_id = _exists(lambda: storage.get_blob_container(
+        account_name=account_name, container_name=CHECKPOINT_CONTAINER,
+        resource_group_name=group_name))
+    return KeptStore(group_id=group_id, account_id=account_id, container_id=container_id)
+
+
+def _importing(opts: pulumi.ResourceOptions, resource_id: str | None) -> pulumi.ResourceOptions:
+    if resource_id is None:
+        return opts
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(import_=resource_id))
 
 
 @dataclass
@@ -85,14 +156,17 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
                        resource_group_name: pulumi.Input[str],
                        nodes_subnet_id: pulumi.Input[str], oidc_issuer_url: pulumi.Input[str],
                        subscription_id: pulumi.Input[str], tags: dict[str, str],
-                       opts: pulumi.ResourceOptions) -> Checkpoints:
+                       opts: pulumi.ResourceOptions, found: KeptStore = KeptStore()
+                       ) -> Checkpoints:
     """Group, account and container survive `pulumi destroy` unless checkpoints.retainOnDestroy
     is false; access is Entra-only (no shared keys, no public blobs) through the job's identity.
-    The identity, its federation and its role go with the stack (`resource_group_name`)."""
+    The identity, its federation and its role go with the stack (`resource_group_name`).
+    `found`: what a destroy left, imported instead of created."""
     kept = pulumi.ResourceOptions.merge(
         opts, pulumi.ResourceOptions(retain_on_delete=settings.checkpoints.retain_on_destroy))
     group = resources.ResourceGroup(
-        f"{prefix}-ckpt-rg", resource_group_name=f"{prefix}-ckpt-rg", tags=tags, opts=kept)
+        f"{prefix}-ckpt-rg", resource_group_name=checkpoint_group_name(prefix), tags=tags,
+        opts=_importing(kept, found.group_id))
     account = storage.StorageAccount(
         f"{prefix}-ckpt",
         resource_group_name=group.name,
@@ -113,7 +187,7 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
             require_infrastructure_encryption=True,
         ),
         tags=tags,
-        opts=kept,
+        opts=_importing(kept, found.account_id),
     )
     container = storage.BlobContainer(
         f"{prefix}-ckpt-container",
@@ -121,7 +195,7 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
         account_name=account.name,
         container_name=CHECKPOINT_CONTAINER,
         public_access=storage.PublicAccess.NONE,
-        opts=kept,
+        opts=_importing(kept, found.container_id),
     )
     identity = managedidentity.UserAssignedIdentity(
         f"{prefix}-trainer-id", resource_group_name=resource_group_name,

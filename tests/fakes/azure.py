@@ -176,7 +176,117 @@ def _feature(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
             "properties": {"state": FEATURE_STATES.get(name, "NotRegistered")}}
 
 
+# --- AKS's version listing (infra/azure/versions.get_json) ------------------------------------
+def aks_listing(official: list[str], default: str, lts_only: list[str] = (),  # type: ignore[assignment]
+                preview: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    """An ARM kubernetesVersions answer (api-version 2025-09-01, the shape of
+    KubernetesVersions_List.json): community minors carry both plans, LTS-only ones only
+    AKSLongTermSupport, previews isPreview."""
+    def entry(minor: str, plans: list[str], is_preview: bool = False) -> dict[str, Any]:
+        row: dict[str, Any] = {"version": minor, "capabilities": {"supportPlan": plans},
+                               "patchVersions": {f"{minor}.3": {"upgrades": []}}}
+        if minor == default:
+            row["isDefault"] = True
+        if is_preview:
+            row["isPreview"] = True
+        return row
+    values = [entry(m, ["AKSLongTermSupport"]) for m in lts_only]
+    values += [entry(m, ["KubernetesOfficial", "AKSLongTermSupport"]) for m in official]
+    values += [entry(m, ["KubernetesOfficial"], True) for m in preview]
+    return {"values": values}
+
+
+# What AKS in the stack's region lists on the suite's pinned day (2026-11-26, tests/conftest.py),
+# from the calendar in infra/kubernetes_versions.py; a test for another day sets its own.
+AKS_LISTING: dict[str, Any] = aks_listing(
+    official=["1.34", "1.35", "1.36", "1.37"], default="1.35",
+    lts_only=["1.31", "1.32", "1.33"], preview=["1.38"])
+AKS_REQUESTS: list[tuple[str, str]] = []  # (url, token) of every listing request
+
+
+def aks_versions_get(url: str, token: str) -> dict[str, Any]:
+    """Stands in for ARM's GET .../locations/{region}/kubernetesVersions."""
+    AKS_REQUESTS.append((url, token))
+    if token != ENTRA_ACCESS_TOKEN or "/kubernetesVersions?api-version=" not in url:
+        raise AssertionError(f"unexpected ARM request {url}")
+    return AKS_LISTING
+
+
+# --- the subscription as it is: clusters and a destroy's kept checkpoint store --------------
+# Cluster name -> what AKS answers for it (currentKubernetesVersion, agentPoolProfiles).
+LIVE_CLUSTERS: dict[str, dict[str, Any]] = {}
+# Lower-case ARM ids of resources that exist outside any stack state (a destroy kept them).
+EXISTING: set[str] = set()
+
+
+def group_id(group: str) -> str:
+    return f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{group}"
+
+
+def account_id(group: str, account: str) -> str:
+    return f"{group_id(group)}/providers/Microsoft.Storage/storageAccounts/{account}"
+
+
+def container_id(group: str, account: str, container: str) -> str:
+    return f"{account_id(group, account)}/blobServices/default/containers/{container}"
+
+
+def keep_store(group: str, account: str, container: str = "checkpoints") -> None:
+    """What `pulumi destroy` leaves with checkpoints.retainOnDestroy: group, account, container."""
+    EXISTING.update(i.lower() for i in (group_id(group), account_id(group, account),
+                                        container_id(group, account, container)))
+
+
+def not_found(code: str, name: str) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """An invoke failure, as the engine reports the provider's answer to ARM's 404 (the
+    program sees `Exception("invoke of <token> failed: <reason>")`)."""
+    return {}, [("", f"{code}: The Resource '{name}' was not found. (status 404)")]
+
+
+def _lookup(resource_id: str, code: str, name: str) -> Any:
+    if resource_id.lower() not in EXISTING:
+        return not_found(code, name)
+    return {"id": resource_id, "name": name}
+
+
+def _get_group(args: pulumi.runtime.MockCallArgs) -> Any:
+    name = args.args["resourceGroupName"]
+    return _lookup(group_id(name), "ResourceGroupNotFound", name)
+
+
+def _get_account(args: pulumi.runtime.MockCallArgs) -> Any:
+    group, name = args.args["resourceGroupName"], args.args["accountName"]
+    return _lookup(account_id(group, name), "ResourceNotFound", name)
+
+
+def _get_container(args: pulumi.runtime.MockCallArgs) -> Any:
+    group, account = args.args["resourceGroupName"], args.args["accountName"]
+    name = args.args["containerName"]
+    return _lookup(container_id(group, account, name), "ContainerNotFound", name)
+
+
+def _get_cluster(args: pulumi.runtime.MockCallArgs) -> Any:
+    name = args.args["resourceName"]
+    if name not in LIVE_CLUSTERS:
+        return not_found("ResourceNotFound", f"Microsoft.ContainerService/managedClusters/{name}")
+    return {"name": name, "location": "eastus", **LIVE_CLUSTERS[name]}
+
+
+def live_cluster(name: str, version: str, pools: dict[str, str]) -> None:
+    """A cluster AKS reports as running `version`, its agent pools at `pools` (name -> version)."""
+    LIVE_CLUSTERS[name] = {
+        "currentKubernetesVersion": version, "kubernetesVersion": version.rsplit(".", 1)[0],
+        "agentPoolProfiles": [{"name": pool, "currentOrchestratorVersion": running,
+                               "orchestratorVersion": running.rsplit(".", 1)[0]}
+                              for pool, running in pools.items()],
+    }
+
+
 CALLS: dict[str, Any] = {
+    "azure-native:resources:getResourceGroup": _get_group,
+    "azure-native:storage:getStorageAccount": _get_account,
+    "azure-native:storage:getBlobContainer": _get_container,
+    "azure-native:containerservice:getManagedCluster": _get_cluster,
     "azure-native:features:getSubscriptionFeatureRegistration": _feature,
     "azure-native:authorization:getClientToken": _client_token,
     "azure-native:authorization:getClientConfig": _client_config,

@@ -1,0 +1,188 @@
+"""Which Kubernetes versions AKS creates today, and which one the stack's cluster runs.
+
+AKS's own list, asked when the program runs: ARM `GET /subscriptions/{id}/providers/
+Microsoft.ContainerService/locations/{region}/kubernetesVersions` (operation
+ManagedClusters_ListKubernetesVersions, the call behind `az aks get-versions`; azure-rest-api-specs
+specification/containerservice/resource-manager/Microsoft.ContainerService/aks/stable/2025-09-01/
+examples/KubernetesVersions_List.json). Each entry of `values` is a minor with `isDefault`,
+`isPreview`, `capabilities.supportPlan` (KubernetesOfficial: community support, created on any
+tier; AKSLongTermSupport: created only with the Premium tier and that plan) and its
+`patchVersions`. pulumi-azure-native has no invoke for it, so the program calls ARM itself with
+the deployer's own token (`authorization.get_client_token`), as acr_login.py does for ACR.
+
+A live cluster's version is read from the cluster (`currentKubernetesVersion`), never from this
+list, so a minor that has left it never blocks an update (infra/kubernetes_release.py). The dated
+calendar (infra/kubernetes_versions.py) only gives advice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import authorization, containerservice
+
+from infra.kubernetes_release import Offered, minor_key, minor_of
+from infra.kubernetes_versions import aks_advice
+from infra.previous_run import PreviousRun
+from infra.settings.errors import Problem, SettingsError
+from infra.settings.model import Settings
+
+ARM_ENDPOINT = "https://management.azure.com"
+API_VERSION = "2025-09-01"  # the api-version azure-native 3.x uses for containerservice
+OFFICIAL = "KubernetesOfficial"
+LONG_TERM_SUPPORT = "AKSLongTermSupport"
+REQUEST_TIMEOUT_SECONDS = 60
+ATTEMPTS = 4  # ARM answers a 5xx now and then; a 4xx (no rights, bad region) is final
+# Stack outputs a later run reads to find the cluster (AzureGpuCluster exports them).
+CLUSTER_NAME_OUTPUT = "cluster_name"
+CLUSTER_GROUP_OUTPUT = "cluster_resource_group"
+NOT_FOUND = re.compile(r"NotFound|\b404\b|could not be found|was not found|does not exist",
+                       re.IGNORECASE)
+
+
+def get_json(url: str, token: str) -> dict[str, Any]:
+    """One HTTPS GET with a bearer token, returning JSON (tests/fakes/azure.py stands in for it)."""
+    request = urllib.request.Request(
+        url, method="GET", headers={"Authorization": f"Bearer {token}",
+                                    "Accept": "application/json"})
+    with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_SECONDS) as response:
+        return json.loads(response.read())
+
+
+def _get_with_retries(url: str, token: str,
+                      sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """get_json, retried with back-off (2, 4, 8 s) on network errors and 5xx; a 4xx is final."""
+    for attempt in range(ATTEMPTS):
+        try:
+            return get_json(url, token)
+        except urllib.error.HTTPError as error:
+            if error.code < 500 or attempt == ATTEMPTS - 1:
+                raise
+        except urllib.error.URLError:
+            if attempt == ATTEMPTS - 1:
+                raise
+        sleep(2.0 * 2 ** attempt)
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class AksMinor:
+    """One entry of the ARM listing."""
+
+    minor: str
+    default: bool
+    preview: bool
+    plans: tuple[str, ...]
+
+    @property
+    def lts_only(self) -> bool:
+        return OFFICIAL not in self.plans and LONG_TERM_SUPPORT in self.plans
+
+
+def parse_listing(body: Mapping[str, Any]) -> list[AksMinor]:
+    """The ARM answer's `values` as AksMinor rows (unknown fields ignored)."""
+    rows = []
+    for value in body.get("values") or []:
+        plans = tuple((value.get("capabilities") or {}).get("supportPlan") or ())
+        rows.append(AksMinor(minor=minor_of(str(value["version"])),
+                             default=bool(value.get("isDefault")),
+                             preview=bool(value.get("isPreview")), plans=plans))
+    return rows
+
+
+def listing_url(subscription_id: str, location: str) -> str:
+    return (f"{ARM_ENDPOINT}/subscriptions/{subscription_id}/providers/"
+            f"Microsoft.ContainerService/locations/{location}/kubernetesVersions"
+            f"?api-version={API_VERSION}")
+
+
+def list_minors(location: str) -> list[AksMinor]:
+    """What AKS in `location` lists today, asked with the identity running `pulumi up`."""
+    client = authorization.get_client_config()
+    token = authorization.get_client_token().token
+    return parse_listing(_get_with_retries(listing_url(client.subscription_id, location), token))
+
+
+def _today() -> Any:
+    return datetime.now(timezone.utc).date()
+
+
+def offered_versions(settings: Settings) -> Offered:
+    """Non-preview minors AKS creates in the stack's region with the KubernetesOfficial plan,
+    plus the LTS-only ones when azure.longTermSupport is on; the default is AKS's own. A pinned
+    minor AKS offers only with LTS is refused here, naming azure.longTermSupport."""
+    assert settings.azure is not None  # the azure defaults always add this section
+    lts = settings.azure.long_term_support
+    rows = [row for row in list_minors(settings.region) if not row.preview]
+    official = [row.minor for row in rows if OFFICIAL in row.plans]
+    lts_only = [row.minor for row in rows if row.lts_only]
+    minors = tuple(official + (lts_only if lts else []))
+    if not minors:
+        raise RuntimeError(f"AKS in {settings.region} lists no Kubernetes version a cluster can "
+                           f"be created at (`az aks get-versions --location {settings.region}`)")
+    defaults = [row.minor for row in rows if row.default and row.minor in minors]
+    # AKS marks one default; should it ever mark none, its newest community minor.
+    default = defaults[0] if defaults else max(official or minors, key=minor_key)
+    pinned = settings.kubernetes.version
+    if pinned is not None and not lts and pinned in lts_only:
+        raise SettingsError([Problem(
+            "kubernetes.version", pinned,
+            f"AKS in {settings.region} creates {pinned} only with Long-Term Support: set "
+            "azure.longTermSupport: true (Premium tier, billed per cluster hour), or use one of "
+            f"{', '.join(sorted(official, key=minor_key))} (default {default}). Nothing was "
+            "created")])
+    for line in aks_advice(pinned or default, _today(), lts):
+        pulumi.log.warn(line)
+    return Offered(
+        minors=minors, default=default, where=f"AKS in {settings.region}",
+        how_to_list=f"az aks get-versions --location {settings.region} --output table")
+
+
+@dataclass(frozen=True)
+class LiveCluster:
+    """What the stack's AKS cluster runs: its control plane and each agent pool."""
+
+    version: str  # currentKubernetesVersion, e.g. "1.35.4"
+    pools: Mapping[str, str]  # agent pool name -> the minor its nodes run
+
+
+def live_cluster(previous: PreviousRun) -> LiveCluster | None:
+    """The cluster the last run made, read from AKS (None when it is gone or was never
+    named). A missing cluster is no error: the run then creates one."""
+    name, group = previous.text(CLUSTER_NAME_OUTPUT), previous.text(CLUSTER_GROUP_OUTPUT)
+    if not name or not group:
+        return None
+    try:
+        cluster = containerservice.get_managed_cluster(resource_group_name=group,
+                                                       resource_name=name)
+    except Exception as error:  # noqa: BLE001 (invoke errors carry ARM's code in the text)
+        if NOT_FOUND.search(str(error)):
+            return None
+        raise
+    pools = {}
+    for profile in cluster.agent_pool_profiles or []:
+        running = profile.current_orchestrator_version or profile.orchestrator_version
+        if running:
+            pools[profile.name] = minor_of(running)
+    version = cluster.current_kubernetes_version or cluster.kubernetes_version
+    return LiveCluster(version=version, pools=pools) if version else None
+
+
+def live_version(settings: Settings, previous: PreviousRun) -> str | None:
+    """The version the stack's cluster runs now; the last run's own record of it when AKS
+    cannot say (the cluster was deleted outside Pulumi, or the outputs predate the names)."""
+    live = live_cluster(previous)
+    version = live.version if live else previous.text("kubernetes_version")
+    if version and settings.azure is not None:
+        for line in aks_advice(minor_of(version), _today(), settings.azure.long_term_support):
+            pulumi.log.warn(f"the cluster runs {version}: {line}")
+    return version
