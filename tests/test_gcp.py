@@ -42,11 +42,13 @@ COMPONENT = "torchrec-cloud:gcp:GpuCluster"
 
 
 def _run_cluster_only(overrides: dict[str, Any] | None, expect_error: bool) -> Run:
-    """__main__.py up to the cluster (settings -> GcpGpuCluster), under the harness's mocks."""
-    from infra.clouds import build_cluster
+    """__main__.py up to the cluster (settings -> previous run -> release -> GcpGpuCluster),
+    under the harness's mocks."""
+    from infra.clouds import build_cluster, resolve_release
     from infra.contract import GpuClusterArgs
     from infra.naming import name_prefix
-    from infra.settings import load_settings
+    from infra.previous_run import read_previous_run
+    from infra.settings import load_settings, with_kubernetes_minor
 
     pulumi.runtime.settings.set_root_resource(None)
     asyncio.set_event_loop(asyncio.new_event_loop())
@@ -54,13 +56,17 @@ def _run_cluster_only(overrides: dict[str, Any] | None, expect_error: bool) -> R
     monitor = harness.RecordingMonitor(mocks)
     pulumi.runtime.set_all_config(harness.config_for("gcp", overrides))
     pulumi.runtime.set_mocks(mocks, project=harness.PROJECT, stack="gcp", preview=False,
-                             monitor=monitor)
+                             monitor=monitor, organization=harness.ORGANIZATION)
     contracts: list[Any] = []
 
     @pulumi.runtime.test
     def program() -> None:
         settings = load_settings()
-        contracts.append(build_cluster(GpuClusterArgs(settings=settings, name_prefix=name_prefix())))
+        previous = read_previous_run()
+        release = resolve_release(settings, previous)
+        settings = with_kubernetes_minor(settings, release.minor)
+        contracts.append(build_cluster(GpuClusterArgs(
+            settings=settings, name_prefix=name_prefix(), release=release, previous=previous)))
 
     error: BaseException | None = None
     try:
@@ -96,6 +102,19 @@ def stack_settings(overrides: dict[str, Any] | None = None):
         except json.JSONDecodeError:
             raw[key.split(":", 1)[1]] = text
     return settings_from_mapping(raw)
+
+
+def asked(question: Any) -> Any:
+    """`question()` (a function that invokes the cloud) answered by the fakes, outside a run."""
+    pulumi.runtime.settings.set_root_resource(None)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    pulumi.runtime.set_mocks(harness.RecordingMocks(), project=harness.PROJECT, stack="gcp",
+                             preview=False, organization=harness.ORGANIZATION)
+    try:
+        return question()
+    finally:
+        loop.close()
 
 
 @pytest.fixture(scope="module")
@@ -269,12 +288,12 @@ def test_workload_identity_pool_is_the_projects(run, settings):
 
 
 def test_cluster_version_channel_addons_and_protection_follow_settings(run, settings):
-    from tests.fakes.gcp import CHANNEL_VERSIONS
+    from tests.fakes.gcp import CHANNEL_DEFAULTS
 
     cluster = run.one(CLUSTER)
-    version = cluster.inputs["minMasterVersion"]
-    assert settings.kubernetes.version == "1.34"
-    assert version.startswith("1.34.") and version in CHANNEL_VERSIONS["REGULAR"]
+    # No version in the stack file: the channel's default build of the day.
+    assert settings.kubernetes.version is None
+    assert cluster.inputs["minMasterVersion"] == CHANNEL_DEFAULTS["REGULAR"]
     assert cluster.inputs["releaseChannel"] == {"channel": "REGULAR"}
     assert cluster.inputs["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
     assert "DCGM" in cluster.inputs["monitoringConfig"]["enableComponents"]
@@ -611,7 +630,7 @@ def test_only_the_spot_pool_carries_the_spot_shutdown_setting(gke_135_run):
 
 
 def test_below_gke_1_35_no_pool_asks_for_a_shutdown_gke_would_refuse(run):
-    # The stack's 1.33 keeps GKE's default: 30 s in all, 15 s for ordinary pods.
+    # The channel's 1.34 default keeps GKE's default: 30 s in all, 15 s for ordinary pods.
     for name, pool in gpu_pools(run).items():
         assert "kubeletConfig" not in pool.inputs["nodeConfig"], name
 
@@ -910,8 +929,9 @@ def test_a_minor_the_channel_no_longer_offers_is_refused_before_any_cloud_resour
     assert isinstance(failed.error, SettingsError), failed.error
     [problem] = failed.error.problems
     assert (problem.path, problem.value) == ("kubernetes.version", "1.33")
-    assert "REGULAR" in problem.allowed and "'1.34'" in problem.allowed  # the channel's default
-    assert "us-central1" in problem.allowed
+    assert "REGULAR" in problem.allowed and "us-central1" in problem.allowed
+    assert "1.34, 1.35" in problem.allowed and "default 1.34" in problem.allowed
+    assert "gcloud container get-server-config --location us-central1" in problem.allowed
     assert failed.resources == []  # not even the component or its provider
 
 
@@ -919,20 +939,18 @@ def test_a_minor_the_channel_no_longer_offers_is_refused_before_any_cloud_resour
     ("1.34", "1.34.1-gke.3899001"),  # the channel's default build
     ("1.35", "1.35.0-gke.2398000"),  # not the default: the channel's newest 1.35 build
 ])
-def test_the_cluster_and_its_pools_run_the_channels_build_of_the_minor(minor, picked):
-    from infra.gcp.versions import OfferedVersions, pick_version
-    from tests.fakes.gcp import CHANNEL_DEFAULTS, CHANNEL_VERSIONS
+def test_the_cluster_runs_the_channels_build_of_the_minor(minor, picked):
+    from infra.gcp.versions import offered_versions
 
-    offered = OfferedVersions(
-        channel_default=CHANNEL_DEFAULTS["REGULAR"],
-        channel_latest_with_prefix=next(
-            v for v in CHANNEL_VERSIONS["REGULAR"] if v.startswith(f"{minor}.")))
-    assert pick_version(minor, "us-central1", offered) == picked
+    offered = asked(lambda: offered_versions(stack_settings()))
+    assert offered.minors == ("1.34", "1.35")  # STABLE's 1.33 is not the REGULAR channel's
+    assert offered.default == "1.34.1-gke.3899001"
+    assert offered.exact[minor] == picked
 
 
 def test_the_version_is_asked_of_the_clusters_location(run):
-    # The rule and the program read one source: the version the cluster gets is one the
-    # channel offers in the cluster's own location (a region's list can differ from a zone's).
+    # The version the cluster gets is one the channel offers in the cluster's own location (a
+    # region's list can differ from a zone's).
     from tests.fakes.gcp import CHANNEL_VERSIONS, ENGINE_VERSION_ASKS
 
     cluster = run.one(CLUSTER)
@@ -940,7 +958,8 @@ def test_the_version_is_asked_of_the_clusters_location(run):
     assert cluster.inputs["minMasterVersion"] in CHANNEL_VERSIONS["REGULAR"]
     asks = [(a.get("location"), a.get("versionPrefix"), a.get("project"))
             for a in ENGINE_VERSION_ASKS]
-    assert ("us-central1", "1.34.", "my-gcp-project") in asks  # the "." keeps 1.3 from 1.34
+    assert ("us-central1", None, "my-gcp-project") in asks
+    assert ("us-central1", "1.33.", "my-gcp-project") in asks  # the "." keeps 1.3 from 1.33
     assert all(location == "us-central1" for location, _, _ in asks)
 
 
@@ -950,6 +969,7 @@ def test_the_job_is_budgeted_for_the_resolved_build(gke_135_run):
     from infra.catalog import Capacity, stop_notice
 
     assert gke_135_run.one(CLUSTER).inputs["minMasterVersion"] == "1.35.0-gke.2398000"
+    assert gke_135_run.outputs["node_version"] == "1.35.0-gke.2398000"
     assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.35.0-gke.2398000").pod_seconds == 105
 
 
