@@ -1383,6 +1383,17 @@ def test_the_next_minor_is_asked_of_the_channel_and_upgrades_the_control_plane(g
     assert upgrade.outputs["node_version"] == "1.34.1-gke.3899001"
 
 
+def test_only_an_upgrade_the_user_set_touches_the_control_planes_version():
+    from infra.gcp.cluster import ignored_after_creation
+    from infra.kubernetes_release import Release
+
+    kept = Release(minor="1.34", exact="1.34.1-gke.3899001", kept=True)
+    upgrade = Release(minor="1.35", exact="1.35.0-gke.2398000", upgrade_from="1.34")
+    assert "min_master_version" in ignored_after_creation(kept)  # the channel upgrades it
+    assert "min_master_version" not in ignored_after_creation(upgrade)
+    assert "node_locations" in ignored_after_creation(upgrade)
+
+
 @pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
 def test_a_cluster_gke_cannot_be_asked_about_keeps_the_recorded_version(gke_world):
     first = run_gcp()
@@ -1414,6 +1425,13 @@ def test_the_bucket_name_is_fixed_per_stack_and_fits_gcs_rules(project, prefix):
         assert name == "my-gcp-project-torchrec-cloud-gcp-ckpt"
 
 
+def pod_env(run: Run) -> dict[str, str]:
+    """The trainer container's literal environment in the run's training pods."""
+    spec = harness.training_pod_template(run)["spec"]
+    [container] = [c for c in spec["containers"] if c["name"] == "trainer"]
+    return {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
+
+
 @pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
 def test_the_trainer_resumes_from_the_checkpoint_written_before_the_destroy(gke_world, tmp_path):
     """A real (CPU, tiny) trainer run against the GCS emulator: it writes checkpoints to the
@@ -1430,9 +1448,13 @@ def test_the_trainer_resumes_from_the_checkpoint_written_before_the_destroy(gke_
     uri = first.outputs["checkpoint_uri"]
     bucket = uri.split("://", 1)[1].split("/", 1)[0]
     for server in emulators.running(emulators.gcs(bucket)):
+        # Object calls only, as for the job's roles/storage.objectUser (and moveTo answered at
+        # once, so gcsfs takes its copy+delete path without ~30 s of retries).
+        proxy = emulators.ObjectUserProxy(server.port)
         hidden = ("AWS_", "AZURE_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "GCSFS_", "CLOUDSDK_")
         env = {k: v for k, v in os.environ.items() if not k.startswith(hidden)}
-        env.update(server.env, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), HOME=str(tmp_path))
+        env.update(emulators.gcs_client_env(f"http://127.0.0.1:{proxy.port}"),
+                   OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), HOME=str(tmp_path))
         metrics = tmp_path / "metrics.jsonl"
 
         def train(checkpoint_uri: str, steps: int) -> None:
@@ -1443,10 +1465,14 @@ def test_the_trainer_resumes_from_the_checkpoint_written_before_the_destroy(gke_
                 cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
             assert proc.returncode == 0, proc.stderr[-3000:]
 
-        train(uri, 4)
-        _fakes().KEPT_BUCKETS.add(bucket)  # `pulumi destroy` kept the bucket and its objects
-        adopted = run_gcp()  # the next `pulumi up`, with no earlier outputs
-        assert adopted.outputs["checkpoint_store_adopted"] is True
-        train(adopted.outputs["checkpoint_uri"], 6)
+        try:
+            train(uri, 4)
+            _fakes().KEPT_BUCKETS.add(bucket)  # `pulumi destroy` kept the bucket and its objects
+            adopted = run_gcp()  # the next `pulumi up`, with no earlier outputs
+            assert adopted.outputs["checkpoint_store_adopted"] is True
+            env.update(pod_env(adopted))  # what the adopting deployment's trainer pod is given
+            train(adopted.outputs["checkpoint_uri"], 6)
+        finally:
+            proxy.stop()
         final = summary(metrics)
         assert final["resumed_from"] == 4 and final["step"] == 6

@@ -48,6 +48,15 @@ def gpu_zone(settings: Settings) -> str:
     return settings.gpu_zones[0]
 
 
+def ignored_after_creation(release: Release) -> list[str]:
+    """Cluster inputs later runs leave alone: the default pool's (removed at once), the zones
+    (the pools own them, below), and the version, except on the run that upgrades the control
+    plane to the next minor the user set (infra/kubernetes_release.py): there the new build in
+    `min_master_version` is what makes the provider upgrade it."""
+    ignored = ["node_config", "initial_node_count", "node_locations"]
+    return ignored if release.upgrade_from else [*ignored, "min_master_version"]
+
+
 def create_cluster(prefix: str, settings: Settings, network: Network,
                    node_account_email: pulumi.Input[str], release: Release,
                    opts: pulumi.ResourceOptions,
@@ -138,7 +147,5 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
         ),
         resource_labels=settings.tags,
         opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(ignore_changes=[
-                "node_config", "initial_node_count", "node_locations",
-                *([] if release.upgrade_from else ["min_master_version"])])),
+            opts, pulumi.ResourceOptions(ignore_changes=ignored_after_creation(release))),
     )
