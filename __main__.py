@@ -25,7 +25,7 @@ job = TrainingJob(
     f"{args.name_prefix}-training",
     TrainingJobArgs(cluster=cluster, job=settings.job, checkpoints=settings.checkpoints,
                     dataset=settings.dataset, save_estimate=estimated_save(settings),
-                    kubernetes_version=kubernetes_version,
+                    kubernetes_version=cluster.node_version or kubernetes_version,
                     interconnect=settings.interconnect, system_pool=settings.system_pool),
 )
 

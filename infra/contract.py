@@ -135,9 +135,13 @@ class GpuCluster:
     # The control plane's version on this run (infra/kubernetes_release.py): the exact build
     # where the cloud names one, else the minor.
     kubernetes_version: str | None = None
+    # The version the GPU nodes run, where the cloud lets it lag the control plane's (GKE
+    # upgrades nodes after the control plane); pod settings derived from the version (the spot
+    # stop budget) read it. None: the nodes run kubernetes_version.
+    node_version: str | None = None
     # Stack outputs a cloud adds, e.g. Azure's derived globally unique names
     # ({"storage_account": ..., "registry": ...}), which the user's CLI commands need.
-    exports: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    exports: Mapping[str, pulumi.Input[str | bool]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

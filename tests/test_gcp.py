@@ -42,11 +42,13 @@ COMPONENT = "torchrec-cloud:gcp:GpuCluster"
 
 
 def _run_cluster_only(overrides: dict[str, Any] | None, expect_error: bool) -> Run:
-    """__main__.py up to the cluster (settings -> GcpGpuCluster), under the harness's mocks."""
-    from infra.clouds import build_cluster
+    """__main__.py up to the cluster (settings -> previous run -> release -> GcpGpuCluster),
+    under the harness's mocks."""
+    from infra.clouds import build_cluster, resolve_release
     from infra.contract import GpuClusterArgs
     from infra.naming import name_prefix
-    from infra.settings import load_settings
+    from infra.previous_run import read_previous_run
+    from infra.settings import load_settings, with_kubernetes_minor
 
     pulumi.runtime.settings.set_root_resource(None)
     asyncio.set_event_loop(asyncio.new_event_loop())
@@ -54,13 +56,17 @@ def _run_cluster_only(overrides: dict[str, Any] | None, expect_error: bool) -> R
     monitor = harness.RecordingMonitor(mocks)
     pulumi.runtime.set_all_config(harness.config_for("gcp", overrides))
     pulumi.runtime.set_mocks(mocks, project=harness.PROJECT, stack="gcp", preview=False,
-                             monitor=monitor)
+                             monitor=monitor, organization=harness.ORGANIZATION)
     contracts: list[Any] = []
 
     @pulumi.runtime.test
     def program() -> None:
         settings = load_settings()
-        contracts.append(build_cluster(GpuClusterArgs(settings=settings, name_prefix=name_prefix())))
+        previous = read_previous_run()
+        release = resolve_release(settings, previous)
+        settings = with_kubernetes_minor(settings, release.minor)
+        contracts.append(build_cluster(GpuClusterArgs(
+            settings=settings, name_prefix=name_prefix(), release=release, previous=previous)))
 
     error: BaseException | None = None
     try:
@@ -78,9 +84,14 @@ def _run_cluster_only(overrides: dict[str, Any] | None, expect_error: bool) -> R
     return run
 
 
-def run_gcp(overrides: dict[str, Any] | None = None, expect_error: bool = False) -> Run:
+def run_gcp(overrides: dict[str, Any] | None = None, expect_error: bool = False,
+            previous_outputs: dict[str, Any] | None = None) -> Run:
+    """One `pulumi up` of the gcp stack; `previous_outputs`: the stack's outputs from its last
+    update (None: a first run, or one after `pulumi destroy`)."""
     if WORKLOADS_READY:
-        return run_stack("gcp", overrides=overrides, expect_error=expect_error)
+        return run_stack("gcp", overrides=overrides, expect_error=expect_error,
+                         previous_outputs=previous_outputs)
+    assert previous_outputs is None, "a later run needs the workload layer (run_stack)"
     return _run_cluster_only(overrides, expect_error)
 
 
@@ -96,6 +107,19 @@ def stack_settings(overrides: dict[str, Any] | None = None):
         except json.JSONDecodeError:
             raw[key.split(":", 1)[1]] = text
     return settings_from_mapping(raw)
+
+
+def asked(question: Any) -> Any:
+    """`question()` (a function that invokes the cloud) answered by the fakes, outside a run."""
+    pulumi.runtime.settings.set_root_resource(None)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    pulumi.runtime.set_mocks(harness.RecordingMocks(), project=harness.PROJECT, stack="gcp",
+                             preview=False, organization=harness.ORGANIZATION)
+    try:
+        return question()
+    finally:
+        loop.close()
 
 
 @pytest.fixture(scope="module")
@@ -269,12 +293,12 @@ def test_workload_identity_pool_is_the_projects(run, settings):
 
 
 def test_cluster_version_channel_addons_and_protection_follow_settings(run, settings):
-    from tests.fakes.gcp import CHANNEL_VERSIONS
+    from tests.fakes.gcp import CHANNEL_DEFAULTS
 
     cluster = run.one(CLUSTER)
-    version = cluster.inputs["minMasterVersion"]
-    assert settings.kubernetes.version == "1.34"
-    assert version.startswith("1.34.") and version in CHANNEL_VERSIONS["REGULAR"]
+    # No version in the stack file: the channel's default build of the day.
+    assert settings.kubernetes.version is None
+    assert cluster.inputs["minMasterVersion"] == CHANNEL_DEFAULTS["REGULAR"]
     assert cluster.inputs["releaseChannel"] == {"channel": "REGULAR"}
     assert cluster.inputs["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
     assert "DCGM" in cluster.inputs["monitoringConfig"]["enableComponents"]
@@ -611,7 +635,7 @@ def test_only_the_spot_pool_carries_the_spot_shutdown_setting(gke_135_run):
 
 
 def test_below_gke_1_35_no_pool_asks_for_a_shutdown_gke_would_refuse(run):
-    # The stack's 1.33 keeps GKE's default: 30 s in all, 15 s for ordinary pods.
+    # The channel's 1.34 default keeps GKE's default: 30 s in all, 15 s for ordinary pods.
     for name, pool in gpu_pools(run).items():
         assert "kubeletConfig" not in pool.inputs["nodeConfig"], name
 
@@ -910,8 +934,9 @@ def test_a_minor_the_channel_no_longer_offers_is_refused_before_any_cloud_resour
     assert isinstance(failed.error, SettingsError), failed.error
     [problem] = failed.error.problems
     assert (problem.path, problem.value) == ("kubernetes.version", "1.33")
-    assert "REGULAR" in problem.allowed and "'1.34'" in problem.allowed  # the channel's default
-    assert "us-central1" in problem.allowed
+    assert "REGULAR" in problem.allowed and "us-central1" in problem.allowed
+    assert "1.34, 1.35" in problem.allowed and "default 1.34" in problem.allowed
+    assert "gcloud container get-server-config --location us-central1" in problem.allowed
     assert failed.resources == []  # not even the component or its provider
 
 
@@ -919,20 +944,18 @@ def test_a_minor_the_channel_no_longer_offers_is_refused_before_any_cloud_resour
     ("1.34", "1.34.1-gke.3899001"),  # the channel's default build
     ("1.35", "1.35.0-gke.2398000"),  # not the default: the channel's newest 1.35 build
 ])
-def test_the_cluster_and_its_pools_run_the_channels_build_of_the_minor(minor, picked):
-    from infra.gcp.versions import OfferedVersions, pick_version
-    from tests.fakes.gcp import CHANNEL_DEFAULTS, CHANNEL_VERSIONS
+def test_the_cluster_runs_the_channels_build_of_the_minor(minor, picked):
+    from infra.gcp.versions import offered_versions
 
-    offered = OfferedVersions(
-        channel_default=CHANNEL_DEFAULTS["REGULAR"],
-        channel_latest_with_prefix=next(
-            v for v in CHANNEL_VERSIONS["REGULAR"] if v.startswith(f"{minor}.")))
-    assert pick_version(minor, "us-central1", offered) == picked
+    offered = asked(lambda: offered_versions(stack_settings()))
+    assert offered.minors == ("1.34", "1.35")  # STABLE's 1.33 is not the REGULAR channel's
+    assert offered.default == "1.34.1-gke.3899001"
+    assert offered.exact[minor] == picked
 
 
 def test_the_version_is_asked_of_the_clusters_location(run):
-    # The rule and the program read one source: the version the cluster gets is one the
-    # channel offers in the cluster's own location (a region's list can differ from a zone's).
+    # The version the cluster gets is one the channel offers in the cluster's own location (a
+    # region's list can differ from a zone's).
     from tests.fakes.gcp import CHANNEL_VERSIONS, ENGINE_VERSION_ASKS
 
     cluster = run.one(CLUSTER)
@@ -940,7 +963,8 @@ def test_the_version_is_asked_of_the_clusters_location(run):
     assert cluster.inputs["minMasterVersion"] in CHANNEL_VERSIONS["REGULAR"]
     asks = [(a.get("location"), a.get("versionPrefix"), a.get("project"))
             for a in ENGINE_VERSION_ASKS]
-    assert ("us-central1", "1.34.", "my-gcp-project") in asks  # the "." keeps 1.3 from 1.34
+    assert ("us-central1", None, "my-gcp-project") in asks
+    assert ("us-central1", "1.33.", "my-gcp-project") in asks  # the "." keeps 1.3 from 1.33
     assert all(location == "us-central1" for location, _, _ in asks)
 
 
@@ -950,6 +974,7 @@ def test_the_job_is_budgeted_for_the_resolved_build(gke_135_run):
     from infra.catalog import Capacity, stop_notice
 
     assert gke_135_run.one(CLUSTER).inputs["minMasterVersion"] == "1.35.0-gke.2398000"
+    assert gke_135_run.outputs["node_version"] == "1.35.0-gke.2398000"
     assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.35.0-gke.2398000").pod_seconds == 105
 
 
@@ -1156,3 +1181,298 @@ def test_the_pytorchjob_kind_waits_for_its_vendored_operator_and_the_webhook_rul
     assert not stack.of_type("kubernetes:kustomize/v2:Directory")
     assert stack.waits_for(job, operator)
     assert stack.waits_for(job, stack.one(FIREWALL, "control-plane-to-webhooks"))
+
+
+# --- still deployable next quarter: versions from GKE at run time, kept checkpoints ---------
+# What GKE's getServerConfig would answer in us-central1 on each day the suite is pinned to
+# (tests/conftest.py, and `faketime` runs of the whole suite): each channel's valid versions,
+# newest first, and its default. EXTENDED stands for the builds validMasterVersions still lists
+# for clusters outside the channel (extended support): minors the REGULAR channel does not offer.
+GKE_WORLDS: dict[str, dict[str, Any]] = {
+    "2026-11-26": {
+        "versions": None, "defaults": None,  # the fakes' own world (tests/fakes/gcp.py)
+        "offered": ("1.34", "1.35"), "default": "1.34.1-gke.3899001", "missing": "1.33",
+        "left": "1.33.5-gke.2100000",  # a live cluster's build whose minor left REGULAR
+    },
+    "2027-06-01": {
+        "versions": {
+            "RAPID": ["1.38.0-gke.1100000", "1.37.2-gke.1200000"],
+            "REGULAR": ["1.37.2-gke.1200000", "1.36.4-gke.1500000", "1.36.3-gke.1100000",
+                        "1.35.6-gke.1000000"],
+            "STABLE": ["1.35.6-gke.1000000", "1.34.9-gke.1400000"],
+            "EXTENDED": ["1.34.9-gke.1400000", "1.33.12-gke.1000000"],
+        },
+        "defaults": {"RAPID": "1.37.2-gke.1200000", "REGULAR": "1.36.4-gke.1500000",
+                     "STABLE": "1.35.6-gke.1000000", "EXTENDED": "1.33.12-gke.1000000"},
+        "offered": ("1.35", "1.36", "1.37"), "default": "1.36.4-gke.1500000", "missing": "1.34",
+        "left": "1.34.1-gke.3899001",
+    },
+    "2028-06-01": {
+        "versions": {
+            "RAPID": ["1.39.1-gke.1000000", "1.38.3-gke.1700000"],
+            "REGULAR": ["1.38.3-gke.1700000", "1.37.5-gke.1300000", "1.37.4-gke.1100000",
+                        "1.36.9-gke.1200000"],
+            "STABLE": ["1.36.9-gke.1200000", "1.35.11-gke.1000000"],
+            "EXTENDED": ["1.35.11-gke.1000000", "1.34.14-gke.1000000"],
+        },
+        "defaults": {"RAPID": "1.38.3-gke.1700000", "REGULAR": "1.37.5-gke.1300000",
+                     "STABLE": "1.36.9-gke.1200000", "EXTENDED": "1.34.14-gke.1000000"},
+        "offered": ("1.36", "1.37", "1.38"), "default": "1.37.5-gke.1300000", "missing": "1.35",
+        "left": "1.35.6-gke.1000000",
+    },
+}
+DAYS = sorted(GKE_WORLDS)
+
+
+@pytest.fixture
+def gke_world(request, monkeypatch):
+    """The fakes' GKE and GCS as they are on `request.param` (a day of GKE_WORLDS), with no
+    cluster and no kept bucket yet; the clock travels to that day for the test."""
+    import time_machine
+
+    from tests.fakes import gcp as fakes
+
+    world = GKE_WORLDS[request.param]
+    if world["versions"] is not None:
+        monkeypatch.setattr(fakes, "CHANNEL_VERSIONS", world["versions"])
+        monkeypatch.setattr(fakes, "CHANNEL_DEFAULTS", world["defaults"])
+    monkeypatch.setattr(fakes, "LIVE_CLUSTERS", {})
+    monkeypatch.setattr(fakes, "KEPT_BUCKETS", set())
+    monkeypatch.setattr(fakes, "ENGINE_VERSION_ASKS", [])
+    monkeypatch.setattr(fakes, "CLUSTER_ASKS", [])
+    monkeypatch.setattr(fakes, "BUCKET_ASKS", [])
+    with time_machine.travel(f"{request.param}T12:00:00Z", tick=True):
+        yield world
+
+
+def _fakes():
+    from tests.fakes import gcp as fakes
+
+    return fakes
+
+
+def _live(run: Run, master: str, pools: dict[str, str] | None = None) -> dict[str, Any]:
+    """Make the cluster `run` created live in the fakes' GKE at `master` (its node pools at
+    `pools`, else at `master` too); the stack's outputs, as the next run reads them."""
+    fakes = _fakes()
+    names = [p.inputs["name"] for p in run.of_type(NODE_POOL)]
+    fakes.LIVE_CLUSTERS[run.outputs["cluster_name"]] = fakes.live_cluster(
+        master, {name: (pools or {}).get(name, master) for name in names})
+    return dict(run.outputs)
+
+
+@pytest.mark.parametrize("gke_world", DAYS, indirect=True)
+def test_each_day_the_shipped_stack_gets_the_channels_default(gke_world):
+    created = run_gcp()
+    cluster = created.one(CLUSTER)
+    assert cluster.inputs["minMasterVersion"] == gke_world["default"]
+    assert created.outputs["kubernetes_version"] == gke_world["default"]
+    assert cluster.inputs["minMasterVersion"] in _fakes().CHANNEL_VERSIONS["REGULAR"]
+    # No pool names a version: GKE creates them at the control plane's.
+    assert all("version" not in pool.inputs for pool in created.of_type(NODE_POOL))
+    assert _fakes().ENGINE_VERSION_ASKS  # asked of GKE when the program ran
+
+
+@pytest.mark.parametrize("gke_world", DAYS, indirect=True)
+def test_each_day_a_pinned_minor_the_channel_lacks_is_refused_naming_what_it_offers(gke_world):
+    failed = run_gcp({"kubernetes": {"version": gke_world["missing"]}}, expect_error=True)
+    assert isinstance(failed.error, SettingsError), failed.error
+    [problem] = failed.error.problems
+    assert (problem.path, problem.value) == ("kubernetes.version", gke_world["missing"])
+    assert ", ".join(gke_world["offered"]) in problem.allowed, problem.allowed
+    assert failed.resources == []
+
+
+@pytest.mark.parametrize("gke_world", DAYS, indirect=True)
+def test_each_day_each_offered_minor_can_be_pinned(gke_world):
+    for minor in gke_world["offered"]:
+        pinned = run_gcp({"kubernetes": {"version": minor}})
+        version = pinned.one(CLUSTER).inputs["minMasterVersion"]
+        assert version.startswith(f"{minor}.") and version in _fakes().CHANNEL_VERSIONS["REGULAR"]
+
+
+@pytest.mark.parametrize("gke_world", DAYS, indirect=True)
+def test_each_day_a_live_cluster_whose_minor_left_the_channel_keeps_it(gke_world):
+    # Created earlier; GKE has since stopped offering its minor in REGULAR (the cluster is on
+    # the older build, e.g. a maintenance exclusion held it). A later run that only suspends
+    # the job must not ask the channel, and must not move the cluster.
+    first = run_gcp()
+    previous = _live(first, gke_world["left"])
+    fakes = _fakes()
+    fakes.ENGINE_VERSION_ASKS.clear()
+    later = run_gcp({"job": {"suspend": True}}, previous_outputs=previous)
+    assert later.one(CLUSTER).inputs["minMasterVersion"] == gke_world["left"]
+    assert later.outputs["kubernetes_version"] == gke_world["left"]
+    assert fakes.ENGINE_VERSION_ASKS == []  # a kept release asks the channel nothing
+    assert (first.outputs["cluster_name"], "us-central1", "my-gcp-project") in [
+        (a.get("name"), a.get("location"), a.get("project")) for a in fakes.CLUSTER_ASKS]
+    # Pinning the minor it runs is the same as keeping it.
+    minor = ".".join(gke_world["left"].split(".")[:2])
+    pinned = run_gcp({"kubernetes": {"version": minor}}, previous_outputs=previous)
+    assert pinned.one(CLUSTER).inputs["minMasterVersion"] == gke_world["left"]
+    assert fakes.ENGINE_VERSION_ASKS == []
+
+
+@pytest.mark.parametrize("gke_world", DAYS, indirect=True)
+def test_each_day_destroy_then_up_finds_the_kept_bucket(gke_world):
+    fakes = _fakes()
+    first = run_gcp()
+    uri = first.outputs["checkpoint_uri"]
+    [bucket] = first.of_type(BUCKET)
+    name = bucket.inputs["name"]
+    assert uri == f"gs://{name}/dlrm" and "checkpoint_store_adopted" not in first.outputs
+    assert bucket.retain_on_delete  # `pulumi destroy` keeps it ...
+    fakes.KEPT_BUCKETS.add(name)  # ... so GCS still has it after the destroy
+    again = run_gcp()  # after destroy: no earlier outputs
+    assert again.outputs["checkpoint_uri"] == uri
+    assert again.outputs["checkpoint_store_adopted"] is True
+    assert again.of_type(BUCKET) == []  # adopted as a read, never created or changed
+    [grant] = again.of_type(BUCKET_MEMBER)  # only the stack's own grant is made again
+    assert grant.inputs["bucket"] == name and grant.inputs["role"] == "roles/storage.objectUser"
+    assert fakes.BUCKET_ASKS == [name, name]  # asked on both first runs, found the second time
+    # Later runs of the adopting stack keep adopting it, without asking GCS again.
+    later = run_gcp({"job": {"suspend": True}}, previous_outputs=_live(again, gke_world["default"]))
+    assert later.outputs["checkpoint_uri"] == uri and later.of_type(BUCKET) == []
+    assert later.outputs["checkpoint_store_adopted"] is True
+    assert fakes.BUCKET_ASKS == [name, name]
+
+
+@pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
+def test_a_stack_made_before_fixed_bucket_names_keeps_its_bucket(gke_world):
+    fakes = _fakes()
+    first = run_gcp()
+    legacy = "torchrec-cloud-gcp-checkpoints-a1b2c3d"  # Pulumi's auto-name, random suffix
+    previous = {**_live(first, gke_world["default"]), "checkpoint_uri": f"gs://{legacy}/dlrm"}
+    fakes.BUCKET_ASKS.clear()
+    later = run_gcp(previous_outputs=previous)
+    # The same name (a name change would replace the bucket and lose the checkpoints).
+    assert later.one(BUCKET).inputs["name"] == legacy
+    assert later.outputs["checkpoint_uri"] == f"gs://{legacy}/dlrm"
+    assert fakes.BUCKET_ASKS == []
+
+
+@pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
+def test_the_spot_pool_and_the_stop_budget_follow_the_version_the_nodes_run(gke_world):
+    # The control plane is on a 1.35 build whose Spot nodes may shut down in 120 s, but GKE has
+    # not upgraded the spot pool yet: its kubelet must not be asked for what 1.34 refuses, and
+    # the job is budgeted for the 15 s the 1.34 node gives.
+    first = run_gcp({"job": {"pool": "spot"}})
+    master, old = "1.35.0-gke.2398000", "1.34.1-gke.3899001"
+    lagging = run_gcp({"job": {"pool": "spot"}},
+                      previous_outputs=_live(first, master, {"gpuspot": old}))
+    assert lagging.one(CLUSTER).inputs["minMasterVersion"] == master
+    assert "kubeletConfig" not in gpu_pools(lagging)["gpuspot"].inputs["nodeConfig"]
+    assert lagging.outputs["node_version"] == old
+    assert harness.training_pod_template(lagging)["spec"]["terminationGracePeriodSeconds"] == 15
+    # Once the nodes run the 1.35 build, both follow it.
+    upgraded = run_gcp({"job": {"pool": "spot"}}, previous_outputs=_live(first, master))
+    assert gpu_pools(upgraded)["gpuspot"].inputs["nodeConfig"]["kubeletConfig"] == {
+        "shutdownGracePeriodSeconds": 120, "shutdownGracePeriodCriticalPodsSeconds": 15}
+    assert harness.training_pod_template(upgraded)["spec"]["terminationGracePeriodSeconds"] == 105
+
+
+@pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
+def test_the_next_minor_is_asked_of_the_channel_and_upgrades_the_control_plane(gke_world):
+    first = run_gcp()
+    previous = _live(first, "1.34.1-gke.3899001")
+    upgrade = run_gcp({"kubernetes": {"version": "1.35"}}, previous_outputs=previous)
+    assert upgrade.one(CLUSTER).inputs["minMasterVersion"] == "1.35.0-gke.2398000"
+    assert _fakes().ENGINE_VERSION_ASKS
+    # The pools still run 1.34 until GKE upgrades them: the spot pool keeps GKE's 30 s.
+    assert "kubeletConfig" not in gpu_pools(upgrade)["gpuspot"].inputs["nodeConfig"]
+    assert upgrade.outputs["node_version"] == "1.34.1-gke.3899001"
+
+
+def test_only_an_upgrade_the_user_set_touches_the_control_planes_version():
+    from infra.gcp.cluster import ignored_after_creation
+    from infra.kubernetes_release import Release
+
+    kept = Release(minor="1.34", exact="1.34.1-gke.3899001", kept=True)
+    upgrade = Release(minor="1.35", exact="1.35.0-gke.2398000", upgrade_from="1.34")
+    assert "min_master_version" in ignored_after_creation(kept)  # the channel upgrades it
+    assert "min_master_version" not in ignored_after_creation(upgrade)
+    assert "node_locations" in ignored_after_creation(upgrade)
+
+
+@pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
+def test_a_cluster_gke_cannot_be_asked_about_keeps_the_recorded_version(gke_world):
+    first = run_gcp()
+    previous = dict(first.outputs)  # the cluster is not in the fakes' GKE: getCluster fails
+    later = run_gcp(previous_outputs=previous)
+    assert later.one(CLUSTER).inputs["minMasterVersion"] == first.outputs["kubernetes_version"]
+    assert _fakes().CLUSTER_ASKS
+
+
+def test_pruned_checkpoints_are_not_soft_deleted_on_top_of_their_noncurrent_week(run):
+    assert run.one(BUCKET).inputs["softDeletePolicy"] == {"retentionDurationSeconds": 0}
+
+
+@pytest.mark.parametrize(("project", "prefix"), [
+    ("my-gcp-project", "torchrec-cloud-gcp"),
+    ("a-thirty-character-project-id", "torchrec-cloud-production"[:24]),
+    ("example.com:my-project", "torchrec-cloud-gcp"),  # a domain-scoped project id
+    ("my-google-project", "torchrec-cloud-gcp"),
+])
+def test_the_bucket_name_is_fixed_per_stack_and_fits_gcs_rules(project, prefix):
+    from infra.gcp.storage import checkpoint_bucket_name
+
+    name = checkpoint_bucket_name(project, prefix)
+    assert name == checkpoint_bucket_name(project, prefix)  # every run, the same
+    assert name != checkpoint_bucket_name(project, f"{prefix}2")  # another stack's differs
+    assert re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", name), name
+    assert "google" not in name and not name.startswith("goog")
+    if project == "my-gcp-project":
+        assert name == "my-gcp-project-torchrec-cloud-gcp-ckpt"
+
+
+def pod_env(run: Run) -> dict[str, str]:
+    """The trainer container's literal environment in the run's training pods."""
+    spec = harness.training_pod_template(run)["spec"]
+    [container] = [c for c in spec["containers"] if c["name"] == "trainer"]
+    return {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
+
+
+@pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
+def test_the_trainer_resumes_from_the_checkpoint_written_before_the_destroy(gke_world, tmp_path):
+    """A real (CPU, tiny) trainer run against the GCS emulator: it writes checkpoints to the
+    first deployment's checkpoint_uri; after destroy, the next deployment adopts the kept
+    bucket, and the trainer started with that deployment's URI resumes from the newest one."""
+    import os
+    import subprocess
+    import sys
+
+    from tests import emulators
+    from tests.trainer.helpers import REPO, TINY, summary
+
+    first = run_gcp()
+    uri = first.outputs["checkpoint_uri"]
+    bucket = uri.split("://", 1)[1].split("/", 1)[0]
+    for server in emulators.running(emulators.gcs(bucket)):
+        # Object calls only, as for the job's roles/storage.objectUser (and moveTo answered at
+        # once, so gcsfs takes its copy+delete path without ~30 s of retries).
+        proxy = emulators.ObjectUserProxy(server.port)
+        hidden = ("AWS_", "AZURE_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "GCSFS_", "CLOUDSDK_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(hidden)}
+        env.update(emulators.gcs_client_env(f"http://127.0.0.1:{proxy.port}"),
+                   OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), HOME=str(tmp_path))
+        metrics = tmp_path / "metrics.jsonl"
+
+        def train(checkpoint_uri: str, steps: int) -> None:
+            proc = subprocess.run(
+                [sys.executable, "-m", "trainer", *TINY, "--max_steps", str(steps),
+                 "--checkpoint_every", "2", "--checkpoint_dir", checkpoint_uri,
+                 "--metrics_file", str(metrics)],
+                cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+
+        try:
+            train(uri, 4)
+            _fakes().KEPT_BUCKETS.add(bucket)  # `pulumi destroy` kept the bucket and its objects
+            adopted = run_gcp()  # the next `pulumi up`, with no earlier outputs
+            assert adopted.outputs["checkpoint_store_adopted"] is True
+            env.update(pod_env(adopted))  # what the adopting deployment's trainer pod is given
+            train(adopted.outputs["checkpoint_uri"], 6)
+        finally:
+            proxy.stop()
+        final = summary(metrics)
+        assert final["resumed_from"] == 4 and final["step"] == 6

@@ -22,6 +22,7 @@ import pulumi_gcp as gcp
 from infra.gcp.identity import workload_pool
 from infra.gcp.network import PODS_RANGE, SERVICES_RANGE, Network
 from infra.gcp.versions import CHANNEL
+from infra.kubernetes_release import Release
 from infra.settings.model import Settings
 
 # DCGM needs managed Prometheus; GKE exposes GPU metrics from it on GKE 1.30.1+.
@@ -47,12 +48,25 @@ def gpu_zone(settings: Settings) -> str:
     return settings.gpu_zones[0]
 
 
+def ignored_after_creation(release: Release) -> list[str]:
+    """Cluster inputs later runs leave alone: the default pool's (removed at once), the zones
+    (the pools own them, below), and the version, except on the run that upgrades the control
+    plane to the next minor the user set (infra/kubernetes_release.py): there the new build in
+    `min_master_version` is what makes the provider upgrade it."""
+    ignored = ["node_config", "initial_node_count", "node_locations"]
+    return ignored if release.upgrade_from else [*ignored, "min_master_version"]
+
+
 def create_cluster(prefix: str, settings: Settings, network: Network,
-                   node_account_email: pulumi.Input[str], version: str,
+                   node_account_email: pulumi.Input[str], release: Release,
                    opts: pulumi.ResourceOptions,
                    multi_networking: bool = False) -> gcp.container.Cluster:
-    """A regional GKE cluster at `version` (infra/gcp/versions.py), on Dataplane V2, reachable
-    only from the configured CIDRs.
+    """A regional GKE cluster at the release's build (infra/kubernetes_release.py,
+    infra/gcp/versions.py), on Dataplane V2, reachable only from the configured CIDRs.
+
+    The version is set at creation and on the run that upgrades the control plane (the user set
+    the next minor); every other run leaves it alone (`min_master_version` ignored), as the
+    channel upgrades the cluster by itself inside the maintenance window.
 
     `multi_networking` (GPUDirect on A3) turns on GKE multi-networking, which needs Dataplane
     V2: cluster-toolkit's gke-cluster sets `enable_multi_networking` and `datapath_provider =
@@ -78,11 +92,11 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
         initial_node_count=1,
         deletion_protection=settings.gcp.deletion_protection,
         # The version at creation; afterwards the release channel upgrades the cluster inside
-        # the maintenance window, and this is ignored (below): re-resolved on every run, a newer
-        # channel build would make the provider upgrade the control plane at once, outside the
-        # window (terraform-provider-google resource_container_cluster.go; cluster-toolkit
-        # gke-cluster ignores min_master_version the same way).
-        min_master_version=version,
+        # the maintenance window, and this is ignored (below) except on an upgrade the user
+        # asked for: a newer build here makes the provider upgrade the control plane at once,
+        # outside the window (terraform-provider-google resource_container_cluster.go;
+        # cluster-toolkit gke-cluster ignores min_master_version the same way).
+        min_master_version=release.version,
         release_channel=gcp.container.ClusterReleaseChannelArgs(channel=CHANNEL),
         networking_mode="VPC_NATIVE",
         enable_multi_networking=True if multi_networking else None,
@@ -133,6 +147,5 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
         ),
         resource_labels=settings.tags,
         opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(ignore_changes=["node_config", "initial_node_count", "node_locations",
-                                           "min_master_version"])),
+            opts, pulumi.ResourceOptions(ignore_changes=ignored_after_creation(release))),
     )

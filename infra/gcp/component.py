@@ -21,8 +21,8 @@ from infra.gcp.kubeconfig import cluster_kubeconfig, kubernetes_provider
 from infra.gcp.network import GPU_NODE_TAG, create_gpu_networks, create_network
 from infra.gcp.node_pools import create_pools
 from infra.gcp.registry import create_trainer_image
-from infra.gcp.storage import create_checkpoint_bucket, grant_dataset_reads
-from infra.gcp.versions import check_features, resolve_version
+from infra.gcp.storage import ADOPTED_OUTPUT, create_checkpoint_bucket, grant_dataset_reads
+from infra.gcp.versions import check_features, node_versions
 from infra.settings.model import Filestore
 
 TYPE_TOKEN = "torchrec-cloud:gcp:GpuCluster"
@@ -40,12 +40,14 @@ class GcpGpuCluster(pulumi.ComponentResource):
         if s.gcp is None or not isinstance(s.shared_file_system, Filestore):
             raise ValueError("GcpGpuCluster needs gcp settings and a filestore shared file system")
         prefix, project, region, zone = args.name_prefix, s.gcp.project, s.region, gpu_zone(s)
-        # Before anything is registered (not even this component or its provider): a minor
-        # GKE's channel no longer offers stops here. The invoke names project and location
-        # itself, so the default provider's credentials are all it uses.
-        version = resolve_version(s.kubernetes.version, region, project,
-                                  pulumi.InvokeOptions())
-        check_features(s, version)
+        # Before anything is registered (not even this component or its provider): the release
+        # was chosen from GKE's channel or the live cluster (infra/gcp/versions.py); what the
+        # settings ask of its build is checked here, and the pools' live versions are read.
+        release = args.release
+        check_features(s, release.version)
+        nodes = node_versions(s, release, args.previous)
+        gpu_pool_names = [pool.name for pool in s.gpu_pools_by_key.values()]
+        node_version = nodes.oldest(gpu_pool_names)
         super().__init__(TYPE_TOKEN, name, None, opts)
 
         provider = gcp.Provider(
@@ -60,17 +62,17 @@ class GcpGpuCluster(pulumi.ComponentResource):
             prefix, region, s.gcp.network_cidr, gpu_nics_needed(gpudirect), GPU_VPC_MTU,
             GPU_NODE_TAG, child)
         node_account = create_node_account(prefix, project, child)
-        cluster = create_cluster(prefix, s, network, node_account.email, version, child,
+        cluster = create_cluster(prefix, s, network, node_account.email, release, child,
                                  multi_networking=bool(gpu_networks))
-        pools = create_pools(prefix, s, cluster, zone, node_account.email, version, child,
+        pools = create_pools(prefix, s, cluster, zone, node_account.email, nodes, child,
                              gpu_networks)
         _instance, shared = create_filestore(
             prefix, s.shared_file_system, region, zone, network.network, child)
 
         job_account, acts_as_job = create_job_account(
             prefix, project, s.job.namespace, s.job.service_account, [cluster], child)
-        bucket, writes_checkpoints = create_checkpoint_bucket(
-            prefix, region, s.checkpoints, job_account, child)
+        bucket, writes_checkpoints, adopted = create_checkpoint_bucket(
+            prefix, project, region, s.checkpoints, job_account, args.previous, child)
         # IAM the job needs before its first pod starts (IAM propagates in seconds to minutes;
         # a pod that starts first gets 403s and a restart it did not need).
         grants: list[pulumi.Resource] = [
@@ -109,7 +111,10 @@ class GcpGpuCluster(pulumi.ComponentResource):
                 machine(Cloud.GCP, s.job_pool.machine_type), s.interconnect.fabric),
             trainer_image=image,
             ready=[*ready, *fabric_objects, *grants],
-            kubernetes_version=version,
+            kubernetes_version=release.version,
+            node_version=node_version,
+            exports={"node_version": node_version,
+                     **({ADOPTED_OUTPUT: True} if adopted else {})},
         )
         self.register_outputs({
             "clusterName": cluster.name,
@@ -117,5 +122,6 @@ class GcpGpuCluster(pulumi.ComponentResource):
             "fileSystemId": shared.file_system_id,
             "bucket": bucket.name,
             "trainerImage": image,
-            "kubernetesVersion": version,
+            "kubernetesVersion": release.version,
+            "nodeVersion": node_version,
         })

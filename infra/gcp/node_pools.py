@@ -17,6 +17,7 @@ from infra.catalog import Capacity, Cloud, Machine, machine, stop_notice
 from infra.contract import GpuPool, Taint
 from infra.gcp.interconnect import gpudirect_for
 from infra.gcp.network import GPU_NODE_TAG, NODE_TAG, GpuNetwork
+from infra.gcp.versions import NodeVersions
 from infra.settings.model import NodePool, PoolChoice, Settings
 
 POOL_LABEL = "torchrec-cloud/pool"
@@ -216,12 +217,15 @@ def gpu_network_config(gpu: Machine, fabric: bool, gpu_networks: Sequence[GpuNet
 
 
 def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster, zone: str,
-                 service_account: pulumi.Input[str], version: str,
+                 service_account: pulumi.Input[str], versions: NodeVersions,
                  opts: pulumi.ResourceOptions,
                  gpu_networks: Sequence[GpuNetwork] = ()) -> Pools:
-    """The system pool in the settings' zones and every enabled GPU pool in the GPU zone, at the
-    cluster's `version`; with GPUDirect, each GPU pool whose machine has it gets the GPU VPCs as
-    extra NICs. Pools live at the cluster's location (the region) and name their zones."""
+    """The system pool in the settings' zones and every enabled GPU pool in the GPU zone; with
+    GPUDirect, each GPU pool whose machine has it gets the GPU VPCs as extra NICs. Pools live at
+    the cluster's location (the region) and name their zones. No pool names a version: GKE
+    creates it at the control plane's and upgrades it with the channel; what depends on the
+    version (a Spot pool's kubelet shutdown) reads the version the pool's nodes run
+    (`versions`, infra/gcp/versions.py node_versions), which can lag the control plane's."""
     sys_pool = settings.system_pool
     system = gcp.container.NodePool(
         f"{prefix}-{sys_pool.name}",
@@ -265,7 +269,8 @@ def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster
             placement_policy=(
                 gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
                 if settings.interconnect.placement else None),
-            node_config=gpu_node_config(pool, gpu, spot, service_account, labels, version,
+            node_config=gpu_node_config(pool, gpu, spot, service_account, labels,
+                                        versions.of(pool.name),
                                         fast_socket=gpu.gcp_fast_socket and not gpudirect),
             network_config=gpu_network_config(gpu, settings.interconnect.fabric, gpu_networks),
             # The autoscaler owns the size after creation.

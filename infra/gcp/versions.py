@@ -1,23 +1,27 @@
-"""The GKE version the cluster is created at: one the REGULAR channel offers today.
+"""The GKE version: what the REGULAR channel offers today for a new cluster, what a live one runs.
 
-`kubernetes.version` names a minor ("1.34"); GKE's channels move every few weeks, and a minor
-leaves a channel when its standard support ends, so no list in this repository stays true. The
-program asks GKE (getServerConfig, through `gcp.container.get_engine_versions` with the minor
-as a prefix, https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations/getServerConfig)
-when it runs, before any cloud resource is registered, and refuses a minor the channel does not
-offer with the versions it does offer. The settings rule can only check the format offline
-(infra/settings/model.py Kubernetes.version); this is the check against GKE's own list.
+GKE's channels move every few weeks and a minor leaves a channel when its standard support
+ends, so no list in this repository stays true. A first `pulumi up` asks GKE (getServerConfig,
+through `gcp.container.get_engine_versions`,
+https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations/getServerConfig)
+which minors the channel offers, before any cloud resource is registered; a pinned minor the
+channel does not offer is refused naming the ones it does (infra/kubernetes_release.py). A live
+cluster is asked what it runs (`gcp.container.get_cluster`): GKE upgrades it inside its channel
+by itself, so the stack's last output may be behind, and a cluster whose minor has since left
+the channel is kept without asking the channel anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
 
 from infra.catalog import version_key, version_reaches
+from infra.kubernetes_release import Offered, Release, minor_key, minor_of
+from infra.previous_run import PreviousRun
 from infra.settings.errors import Problem, SettingsError
 from infra.settings.model import Settings
 
@@ -31,54 +35,137 @@ FLEX_START_MIN_GKE = "1.32.2-gke.1652000"
 
 
 @dataclass(frozen=True)
-class OfferedVersions:
-    """What the data source returns for one location and prefix. Its maps are built in
+class ServerConfig:
+    """What the data source returns for one location and prefix. Its fields are built in
     terraform-provider-google's data_source_google_container_engine_versions.go (which
-    pulumi-gcp wraps): `release_channel_default_version[channel]` is the channel's default,
-    whatever the prefix; `release_channel_latest_version[channel]` is the newest of the
-    channel's valid versions that starts with the prefix, and is absent when the channel offers
-    none."""
+    pulumi-gcp wraps): `valid_master_versions` are getServerConfig's validMasterVersions that
+    start with the prefix (newest first); `release_channel_default_version[channel]` is the
+    channel's default, whatever the prefix; `release_channel_latest_version[channel]` is the
+    first (newest) of the channel's validVersions that starts with the prefix, absent when the
+    channel offers none. The channel's own list is not exported, so a minor's presence in the
+    channel is read from `latest` asked with that minor as the prefix."""
 
+    valid_master_versions: tuple[str, ...]
     channel_default: str
-    channel_latest_with_prefix: str  # "" when the channel offers no build of the minor
+    channel_latest: str  # "" when the channel offers no build with the prefix
 
     @staticmethod
-    def of(result: gcp.container.GetEngineVersionsResult) -> "OfferedVersions":
+    def ask(location: str, project: str, prefix: str = "") -> "ServerConfig":
+        """One getServerConfig call. The invoke names project and location itself, so the
+        default provider's credentials are all it uses; it runs before any resource exists."""
+        result = gcp.container.get_engine_versions(
+            location=location, project=project, version_prefix=prefix or None,
+            opts=pulumi.InvokeOptions())
         defaults: Mapping[str, str] = result.release_channel_default_version or {}
         latest: Mapping[str, str] = result.release_channel_latest_version or {}
-        return OfferedVersions(channel_default=defaults.get(CHANNEL, ""),
-                               channel_latest_with_prefix=latest.get(CHANNEL, ""))
+        return ServerConfig(valid_master_versions=tuple(result.valid_master_versions or ()),
+                            channel_default=defaults.get(CHANNEL, ""),
+                            channel_latest=latest.get(CHANNEL, ""))
 
 
-def pick_version(minor: str, location: str, offered: OfferedVersions) -> str:
-    """The channel's default build when it is of `minor` (what GKE recommends), else the
-    channel's newest build of `minor`; a minor the channel does not offer is a SettingsError
-    that names the channel's default."""
-    if offered.channel_default.startswith(f"{minor}."):
-        return offered.channel_default
-    if offered.channel_latest_with_prefix:
-        return offered.channel_latest_with_prefix
-    default_minor = ".".join(str(p) for p in version_key(offered.channel_default)[:2])
-    raise SettingsError([Problem(
-        "kubernetes.version", minor,
-        f"a minor GKE's {CHANNEL} channel offers in {location}; it offers no {minor} build "
-        f"today (its default is {offered.channel_default or 'unknown'}, so "
-        f"'{default_minor}' works). List the channel's versions with `gcloud container "
-        f"get-server-config --location {location} --flatten=channels "
-        f"--filter=channels.channel={CHANNEL} --format='yaml(channels.validVersions)'`. "
-        "Nothing was created")])
+def how_to_list(location: str) -> str:
+    """The gcloud command that shows a user the same list."""
+    return (f"gcloud container get-server-config --location {location} --flatten=channels "
+            f"--filter=channels.channel={CHANNEL} "
+            "--format='yaml(channels.defaultVersion,channels.validVersions)'")
 
 
-def resolve_version(minor: str, location: str, project: str,
-                    opts: pulumi.InvokeOptions) -> str:
-    """Ask GKE which builds of `minor` it offers in `location` and pick one (pick_version)."""
-    result = gcp.container.get_engine_versions(
-        location=location, project=project, version_prefix=f"{minor}.", opts=opts)
-    return pick_version(minor, location, OfferedVersions.of(result))
+def offered_versions(settings: Settings) -> Offered:
+    """The minors GKE's REGULAR channel offers a new cluster in the settings' region today, its
+    default, and the build each minor is created at: the channel's default build for the
+    default's minor (what GKE recommends), the channel's newest build for every other one.
+
+    Which minors: every minor getServerConfig lists (validMasterVersions, plus the channel's
+    default and newest build) up to the channel's newest, each confirmed by asking with the
+    minor as the prefix (`release_channel_latest_version` is there only when the channel has a
+    build of it); the "." in the prefix keeps 1.3 from matching 1.34."""
+    assert settings.gcp is not None  # cloud_options_match + defaults guarantee it
+    location, project = settings.region, settings.gcp.project
+    whole = ServerConfig.ask(location, project)
+    if not whole.channel_default:
+        raise RuntimeError(f"GKE answered getServerConfig in {location} without a default for "
+                           f"the {CHANNEL} channel; `{how_to_list(location)}` shows what it has")
+    newest = whole.channel_latest or whole.channel_default
+    exact = {minor_of(whole.channel_default): whole.channel_default}
+    exact.setdefault(minor_of(newest), newest)
+    listed = {minor_of(v) for v in (*whole.valid_master_versions, whole.channel_default, newest)}
+    top = minor_key(newest)
+    for minor in sorted(listed, key=minor_key):
+        if minor in exact or minor_key(minor) > top:
+            continue
+        build = ServerConfig.ask(location, project, f"{minor}.").channel_latest
+        if build:
+            exact[minor] = build
+    return Offered(minors=tuple(sorted(exact, key=minor_key)), default=whole.channel_default,
+                   where=f"GKE's {CHANNEL} channel in {location}",
+                   how_to_list=how_to_list(location), exact=exact)
+
+
+@dataclass(frozen=True)
+class LiveCluster:
+    """What a live cluster runs, as GKE said when the program ran (or, when GKE could not be
+    asked, what the stack's last run recorded)."""
+
+    master: str  # the control plane's version, e.g. "1.34.1-gke.3899001"
+    pools: Mapping[str, str] = field(default_factory=dict)  # node pool name -> its nodes' version
+
+
+def live_cluster(settings: Settings, previous: PreviousRun) -> LiveCluster | None:
+    """The live cluster's control-plane and node-pool versions (getCluster: `master_version` is
+    the cluster's currentMasterVersion, each node pool's `version` its nodes' version), or the
+    version the last run recorded where the cluster cannot be read; None with neither."""
+    assert settings.gcp is not None
+    name, recorded = previous.text("cluster_name"), previous.text("kubernetes_version")
+    if name:
+        try:
+            found = gcp.container.get_cluster(name=name, location=settings.region,
+                                              project=settings.gcp.project,
+                                              opts=pulumi.InvokeOptions())
+        except Exception as error:  # noqa: BLE001 (the provider reports any API error here)
+            pulumi.log.warn(f"could not read GKE cluster {name} in {settings.region} ({error}); "
+                            f"keeping the version the last run recorded ({recorded})")
+        else:
+            if found.master_version:
+                pools = {p.name: p.version for p in (found.node_pools or []) if p.version}
+                return LiveCluster(master=found.master_version, pools=pools)
+    return LiveCluster(master=recorded) if recorded else None
+
+
+def live_version(settings: Settings, previous: PreviousRun) -> str | None:
+    """The version the live cluster's control plane runs (see live_cluster)."""
+    live = live_cluster(settings, previous)
+    return live.master if live else None
+
+
+@dataclass(frozen=True)
+class NodeVersions:
+    """The version each node pool's nodes run on this run: what everything derived from the
+    version on the node side reads (a Spot pool's kubelet shutdown, the job's stop budget)."""
+
+    by_pool: Mapping[str, str]  # node pool name -> version
+    default: str  # a pool not yet created: GKE creates it at the control plane's version
+
+    def of(self, pool_name: str) -> str:
+        return self.by_pool.get(pool_name, self.default)
+
+    def oldest(self, pool_names: list[str]) -> str:
+        """The oldest version among the pools: the node side a job on any of them can count on."""
+        return min((self.of(n) for n in pool_names), key=version_key, default=self.default)
+
+
+def node_versions(settings: Settings, release: Release, previous: PreviousRun) -> NodeVersions:
+    """A new cluster's pools are created at the release's build. On a live stack the pools keep
+    what they run: GKE upgrades nodes after the control plane, in the maintenance window
+    (infra/gcp/cluster.py), so for a while they run an older build than the control plane."""
+    live = live_cluster(settings, previous) if previous.live else None
+    if live is None:
+        return NodeVersions(by_pool={}, default=release.version)
+    return NodeVersions(by_pool=dict(live.pools), default=release.version)
 
 
 def check_features(settings: Settings, version: str) -> None:
-    """What the settings ask of the resolved build, checked before anything is registered."""
+    """What the settings ask of the build the cluster gets, checked before anything is
+    registered."""
     if settings.gpu_pools.on_demand.flex_start and not version_reaches(version, FLEX_START_MIN_GKE):
         raise SettingsError([Problem(
             "gpuPools.onDemand.flexStart", True,

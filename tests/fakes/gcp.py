@@ -42,7 +42,9 @@ def _service_account(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
 
 
 def _bucket(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
-    name = f"{args.name}-a1b2c3d"  # Pulumi auto-names buckets with a random suffix
+    # The name the program gives, the one a read (Bucket.get) looks up, or Pulumi's auto-name:
+    # the logical name with a random suffix (what stacks made before fixed names have).
+    name = str(args.inputs.get("name") or args.resource_id or f"{args.name}-a1b2c3d")
     return {"name": name, "url": f"gs://{name}", "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}"}
 
 
@@ -72,9 +74,10 @@ def _client_config(_args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     }
 
 
-# What getServerConfig offers in the fakes' world: each channel's valid versions, newest first,
-# and its default. The REGULAR channel offers 1.34 and 1.35; 1.33 has left it (RAPID and STABLE
-# are here so a test can tell the channels apart).
+# What getServerConfig offers in the fakes' world (the suite's pinned day, 2026-11-26): each
+# channel's valid versions, newest first, and its default. The REGULAR channel offers 1.34 and
+# 1.35; 1.33 has left it (RAPID and STABLE are here so a test can tell the channels apart).
+# A test that needs another day's world monkeypatches these (tests/test_gcp.py GKE_WORLDS).
 CHANNEL_VERSIONS: dict[str, list[str]] = {
     "RAPID": ["1.36.1-gke.1100000", "1.35.1-gke.1200000", "1.35.0-gke.2398000"],
     "REGULAR": ["1.35.0-gke.2398000", "1.35.0-gke.1795000", "1.34.1-gke.3899001",
@@ -94,7 +97,8 @@ def _engine_versions(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     version with the prefix (absent when it has none)."""
     ENGINE_VERSION_ASKS.append(dict(args.args))
     prefix = str(args.args.get("versionPrefix") or "")
-    every = sorted({v for versions in CHANNEL_VERSIONS.values() for v in versions}, reverse=True)
+    every = sorted({v for versions in CHANNEL_VERSIONS.values() for v in versions},
+                   key=_version_key, reverse=True)
     valid = [v for v in every if v.startswith(prefix)]
     latest = {channel: next(v for v in versions if v.startswith(prefix))
               for channel, versions in CHANNEL_VERSIONS.items()
@@ -115,6 +119,56 @@ def _engine_versions(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     }
 
 
+def _version_key(version: str) -> tuple[int, ...]:
+    release, _, build = version.partition("-gke.")
+    return (*(int(p) for p in release.split(".")), int(build or 0))
+
+
+# Live GKE clusters in the fakes' world, by name: what getCluster answers. Empty: no cluster
+# exists, and getCluster fails as the provider does for a missing one.
+LIVE_CLUSTERS: dict[str, dict[str, Any]] = {}
+CLUSTER_ASKS: list[dict[str, Any]] = []  # every getCluster call's arguments
+
+
+def live_cluster(master: str, pools: dict[str, str]) -> dict[str, Any]:
+    """What getCluster returns for a cluster whose control plane runs `master` and whose node
+    pools (name -> version) run theirs: the fields the program reads."""
+    return {"masterVersion": master, "minMasterVersion": "", "nodeVersion": master,
+            "nodePools": [{"name": name, "version": version} for name, version in pools.items()]}
+
+
+def _not_found(message: str) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """A failed invoke as the engine reports one (the SDK raises it where the program can catch
+    it); a Python exception here would instead fail the whole mocked run."""
+    return {}, [("", message)]
+
+
+def _get_cluster(args: pulumi.runtime.MockCallArgs) -> Any:
+    CLUSTER_ASKS.append(dict(args.args))
+    name = str(args.args.get("name"))
+    if name not in LIVE_CLUSTERS:
+        return _not_found(f"Error: cluster {name} in location {args.args.get('location')} "
+                          "not found")
+    return {"id": f"projects/{args.args.get('project')}/locations/{args.args.get('location')}"
+                  f"/clusters/{name}", "name": name, "location": args.args.get("location"),
+            "project": args.args.get("project"), **LIVE_CLUSTERS[name]}
+
+
+# Buckets that exist in GCS in the fakes' world (kept by an earlier deployment): what getBucket
+# finds. Empty: getBucket fails, as the provider does for a bucket that does not exist.
+KEPT_BUCKETS: set[str] = set()
+BUCKET_ASKS: list[str] = []
+
+
+def _get_bucket(args: pulumi.runtime.MockCallArgs) -> Any:
+    name = str(args.args.get("name"))
+    BUCKET_ASKS.append(name)
+    if name not in KEPT_BUCKETS:
+        return _not_found(f"Error: bucket not found: {name}")  # the provider's error for a 404
+    return {"id": name, "name": name, "url": f"gs://{name}", "location": "US-CENTRAL1",
+            "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}"}
+
+
 OUTPUTS: dict[str, Any] = {
     "gcp:container/cluster:Cluster": _cluster,
     "gcp:filestore/instance:Instance": _filestore,
@@ -126,4 +180,6 @@ OUTPUTS: dict[str, Any] = {
 CALLS: dict[str, Any] = {
     "gcp:organizations/getClientConfig:getClientConfig": _client_config,
     "gcp:container/getEngineVersions:getEngineVersions": _engine_versions,
+    "gcp:container/getCluster:getCluster": _get_cluster,
+    "gcp:storage/getBucket:getBucket": _get_bucket,
 }
