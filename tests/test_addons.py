@@ -144,13 +144,10 @@ def _run(cloud: Cloud, minor: str, monkeypatch: pytest.MonkeyPatch,
     """The shipped stack with kubernetes.version = `minor`, the cloud's listing not asked."""
     import infra.clouds
 
-    monkeypatch.setattr(infra.clouds, "resolve_release",
-                        lambda settings, previous: Release(minor=settings.kubernetes.version))
-    if cloud == Cloud.GCP:  # GKE's build of the minor, without its channel listing
-        import infra.gcp.component
-
-        monkeypatch.setattr(infra.gcp.component, "resolve_version",
-                            lambda minor, *args, **kwargs: f"{minor}.5-gke.1000")
+    # GKE names a build of the minor; EKS and AKS the minor
+    build = "{}.5-gke.1000" if cloud == Cloud.GCP else "{}"
+    monkeypatch.setattr(infra.clouds, "resolve_release", lambda settings, previous: Release(
+        minor=settings.kubernetes.version, exact=build.format(settings.kubernetes.version)))
     return run_stack(STACKS[cloud], {"kubernetes": {"version": minor}, **overrides},
                      expect_error=expect_error)
 
