@@ -211,7 +211,7 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
      "gpuPools.onDemand.reservation", "GCP only"),
     # GKE's REGULAR channel (the fakes' getServerConfig) no longer offers 1.33.
     ("gke-version-left-the-channel", "gcp", {"kubernetes": {"version": "1.33"}},
-     "kubernetes.version", "REGULAR channel offers"),
+     "kubernetes.version", "REGULAR channel in us-central1 creates today: 1.34, 1.35"),
 ]
 
 
