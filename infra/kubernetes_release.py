@@ -49,6 +49,7 @@ class Release:
     exact: str | None = None  # the full version where one is known ("1.35.3-gke.1200")
     kept: bool = False  # True: the live cluster runs it, nothing was asked of the cloud
     upgrade_from: str | None = None  # the live minor this run upgrades from
+    notice: str | None = None  # a warning for the user: the setting lags what the cluster runs
 
     @property
     def version(self) -> str:
@@ -66,10 +67,13 @@ def choose_release(setting: str | None, live: str | None,
         if setting is None or minor_key(setting) == minor_key(live_minor):
             return Release(minor=live_minor, exact=live, kept=True)
         if minor_key(setting) < minor_key(live_minor):
-            raise SettingsError([Problem(
-                "kubernetes.version", setting,
-                f"the cluster already runs {live}, and no cloud downgrades a control plane; "
-                f"set {live_minor} (or remove the setting to keep what the cluster runs)")])
+            # The cloud upgraded the cluster itself (GKE's release channels always do; EKS at
+            # the end of a minor's support; AKS with an auto-upgrade channel). No cloud goes
+            # back, so refusing would only block every later run: keep it and say so.
+            return Release(minor=live_minor, exact=live, kept=True, notice=(
+                f"kubernetes.version is {setting} but the cluster already runs {live} (the "
+                f"cloud upgraded it; no cloud downgrades a control plane): kept {live_minor}. "
+                f"Set kubernetes.version to {live_minor}, or remove it, to silence this"))
         step = f"{minor_key(live_minor)[0]}.{minor_key(live_minor)[1] + 1}"
         if setting != step:
             raise SettingsError([Problem(

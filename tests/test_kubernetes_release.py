@@ -74,8 +74,13 @@ def test_an_upgrade_skipping_a_minor_is_refused_naming_the_next_step() -> None:
     assert "next upgrade is to 1.34" in refusal("1.35", "1.33.1", never_asked)
 
 
-def test_a_downgrade_is_refused() -> None:
-    assert "already runs 1.35.1" in refusal("1.34", "1.35.1", never_asked)
+def test_a_cluster_the_cloud_upgraded_past_the_setting_is_kept_with_a_notice() -> None:
+    """GKE's channels (and EKS at the end of support) upgrade a live cluster themselves; the
+    next unchanged `pulumi up` must not ask for a downgrade no cloud performs, nor stop."""
+    kept = choose_release("1.34", "1.35.1-gke.100", never_asked)
+    assert (kept.minor, kept.exact, kept.kept, kept.upgrade_from) == (
+        "1.35", "1.35.1-gke.100", True, None)
+    assert kept.notice is not None and "set kubernetes.version to 1.35" in kept.notice.lower()
 
 
 def test_an_upgrade_to_a_minor_the_cloud_does_not_offer_is_refused() -> None:
