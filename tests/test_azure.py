@@ -864,7 +864,7 @@ def test_the_version_listing_retries_5xx_and_network_errors_but_not_4xx() -> Non
         return mock.Mock(side_effect=answers)
 
     sleeps: list[float] = []
-    with mock.patch.object(versions, "get_json", failing(503, 0, 500)):
+    with mock.patch.object(versions, "get_json", failing(503, 0, 429)):
         assert versions._get_with_retries("u", "t", sleeps.append) == {"values": []}
     assert sleeps == [2.0, 4.0, 8.0]
     with mock.patch.object(versions, "get_json", failing(403)), \
