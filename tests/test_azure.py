@@ -851,7 +851,7 @@ def test_a_cluster_gone_from_aks_keeps_the_version_the_last_run_recorded(
     assert set(_versions(later).values()) == {"1.34"}
 
 
-def test_the_version_listing_retries_5xx_and_network_errors_but_not_4xx() -> None:
+def test_the_version_listing_retries_5xx_throttling_and_network_errors_but_not_other_4xx() -> None:
     import urllib.error
     from unittest import mock
 
