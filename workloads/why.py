@@ -127,7 +127,7 @@ def read_view(read: Reader, namespace: str, job: str, cloud: str | None = None) 
 
 
 def render(view: ClusterView, verdict: Verdict) -> str:
-    return (f"{view.job} ({view.namespace}): {verdict.kind.value}: {verdict.reason}\n"
+    return (f"{view.job} ({view.namespace}): {verdict.reason}\n"
             f"  evidence: {verdict.evidence}\n"
             f"  next step: {verdict.next_step}\n")
 
