@@ -380,11 +380,12 @@ def _cloud_refusal(f: _Facts) -> Verdict | None:
                and "in backoff after failed scale-up" in e.message]
     if texts or backoff:
         line = texts[-1] if texts else backoff[-1].line()
+        where = ("aws autoscaling describe-scaling-activities --auto-scaling-group-name <group>"
+                 if f.cloud == "aws" else "the node group's activity log in the cloud console")
         return Verdict(Kind.SCALE_UP_FAILED, "the autoscaler tried to add a node and the cloud "
                        "refused; it retries after a backoff", line,
                        f"kubectl -n kube-system describe configmap {AUTOSCALER_STATUS}; the "
-                       "cloud's reason is in the node group's activity (EKS: aws autoscaling "
-                       "describe-scaling-activities --auto-scaling-group-name <group>)")
+                       f"cloud's reason is in {where}")
     return None
 
 
