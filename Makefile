@@ -4,10 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 # e.g. PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu" for a CPU-only torch
 PIP_EXTRA ?=
-# The suite pins its own calendar (tests/conftest.py), so `faketime DATE make test` passes as
-# today's run does. libfaketime also fakes the monotonic clock by default, and then a thread's
-# timed wait (queue.put(timeout=...)) never returns: keep the monotonic clock real, it has no date.
-PYTEST := FAKETIME_DONT_FAKE_MONOTONIC=1 $(BIN)/python -m pytest
+PYTEST := $(BIN)/python -m pytest
 CHECKOV_VENV := .venv-checkov
 CHECKOV_VERSION := 3.3.30
 # Azure Blob emulator for the checkpoint storage tests; 3.36+ needs node >= 21.

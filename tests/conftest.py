@@ -3,13 +3,21 @@
 Whatever day `make test` runs (`faketime '2028-06-01' make test` included), the Pulumi program
 and its rules see PINNED_DAY: a test that depends on the calendar states the day it means.
 Tests that run real processes beside them (torchrun gangs, the preparation's wait script,
-image builds) keep the real clock: those processes read the operating system's, and the two
+image builds) keep the host's clock: those processes read the operating system's, and the two
 must agree.
+
+Under `faketime DATE`, libfaketime is preloaded into pytest. It also breaks timed waits inside
+the process (observed with libfaketime 0.9.10: `threading.Condition.wait(0.3)` never returns,
+and with FAKETIME_DONT_FAKE_MONOTONIC=1 `time.sleep` raises EINVAL), which hung the in-process
+trainer tests. So pytest restarts itself once without it and keeps the faked date the
+Python way (time-machine, SUITE_DAY_ENV): every date the suite reads is still DATE, waits work,
+and the processes tests start run on the operating system's clock, as a pod does.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
@@ -17,23 +25,40 @@ import pytest
 import time_machine
 
 PINNED_DAY = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
-FAKETIME_LIBRARY = "faketime"
 REAL_CLOCK_MODULES = ("test_gang", "test_image", "test_prepare")
+FAKETIME_LIBRARY = "faketime"
+SUITE_DAY_ENV = "TORCHREC_CLOUD_SUITE_DAY"  # the date `faketime` gave the run, ISO 8601
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Every process a test starts (torchrun gangs, Azurite, the trainer against emulators,
-    image builds) runs on the operating system's clock, as a pod does. `faketime DATE make test`
-    preloads libfaketime into pytest; inherited by a trainer, its frozen clock hung the run
-    (observed). The suite itself keeps the fake date: the program's rules never read it."""
-    for key in [k for k in os.environ if k.startswith("FAKETIME")]:
-        del os.environ[key]
-    preload = [lib for lib in os.environ.get("LD_PRELOAD", "").split(":")
-               if lib and FAKETIME_LIBRARY not in lib]
-    if preload:
-        os.environ["LD_PRELOAD"] = ":".join(preload)
+    """Re-run this pytest command without libfaketime, carrying the date it faked."""
+    preload = os.environ.get("LD_PRELOAD", "").split(":")
+    if not any(FAKETIME_LIBRARY in lib for lib in preload):
+        return
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKETIME")}
+    env[SUITE_DAY_ENV] = datetime.now(timezone.utc).isoformat()  # libfaketime's date
+    kept = [lib for lib in preload if lib and FAKETIME_LIBRARY not in lib]
+    if kept:
+        env["LD_PRELOAD"] = ":".join(kept)
     else:
-        os.environ.pop("LD_PRELOAD", None)
+        env.pop("LD_PRELOAD", None)
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:  # give the new process the terminal, not pytest's capture file
+        capture.stop_global_capturing()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def suite_day() -> Iterator[None]:
+    """The whole run on the date `faketime` asked for (the clock ticks on from there)."""
+    day = os.environ.get(SUITE_DAY_ENV)
+    if day is None:
+        yield
+        return
+    with time_machine.travel(datetime.fromisoformat(day), tick=True):
+        yield
 
 
 def _uses_real_clock(request: pytest.FixtureRequest) -> bool:
