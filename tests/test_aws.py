@@ -83,8 +83,14 @@ def test_private_subnets_route_through_one_nat_gateway(run: Run) -> None:
 
 
 def test_every_aws_resource_uses_the_stack_region_provider(run: Run) -> None:
-    provider = run.one("pulumi:providers:aws")
+    provider = run.named(f"{PREFIX}-aws")
     assert provider.inputs["region"] == "us-east-1"
+    # The version questions asked before the component exists go through their own provider,
+    # in the same region, which manages no resource.
+    lookups = run.named(f"{PREFIX}-aws-lookups")
+    assert lookups.type == provider.type == "pulumi:providers:aws"
+    assert lookups.inputs["region"] == "us-east-1"
+    assert not [r.name for r in run.resources if r.provider_urn == lookups.urn]
     tags = provider.inputs["defaultTags"]
     tags = json.loads(tags) if isinstance(tags, str) else tags  # providers take JSON strings
     assert tags["tags"] == {"project": "torchrec-cloud"}
@@ -1455,6 +1461,19 @@ def test_a_suffixed_bucket_the_previous_program_kept_on_destroy_is_imported(
     assert run.outputs["checkpoint_uri"] == f"s3://{LEGACY_BUCKET}/dlrm" == _job_checkpoint_uri(run)
     assert run.outputs["checkpoint_store_adopted"] is True
     assert any(LEGACY_BUCKET in line and "imported" in line for line in infos_logged), infos_logged
+
+
+def test_a_deployer_who_may_not_list_buckets_still_gets_a_new_bucket_with_a_warning(
+        monkeypatch: pytest.MonkeyPatch, warnings_logged: list[str]) -> None:
+    from tests import fakes
+
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {LEGACY_BUCKET})
+    monkeypatch.setitem(fakes.CALLS, "aws:s3/getBuckets:getBuckets", lambda args: (
+        {}, [("", "listing S3 Buckets: operation error S3: ListBuckets, https response error "
+                  "StatusCode: 403, api error AccessDenied: Access Denied")]))
+    run = run_stack("aws")
+    assert run.one(BUCKET).inputs["bucket"] == CHECKPOINT_BUCKET
+    assert any("s3:ListAllMyBuckets" in w for w in warnings_logged), warnings_logged
 
 
 def test_several_suffixed_buckets_are_named_and_none_is_imported(

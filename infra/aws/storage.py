@@ -232,9 +232,18 @@ def bucket_exists(name: str, opts: pulumi.InvokeOptions) -> bool:
 
 def legacy_buckets(prefix: str, region: str, opts: pulumi.InvokeOptions) -> list[str]:
     """Buckets in `region` whose names start with the previous program version's
-    `<prefix>-ckpt-` (ListBuckets with Prefix and BucketRegion, s3:ListAllMyBuckets)."""
-    found = aws.s3.get_buckets(prefix=legacy_bucket_prefix(prefix), bucket_region=region,
-                               opts=opts)
+    `<prefix>-ckpt-` (ListBuckets with Prefix and BucketRegion, s3:ListAllMyBuckets).
+
+    Asked only when the deterministic bucket is absent. A refusal is a warning, not a stop: a
+    deployer without s3:ListAllMyBuckets then gets what the previous version did (a new bucket)."""
+    try:
+        found = aws.s3.get_buckets(prefix=legacy_bucket_prefix(prefix), bucket_region=region,
+                                   opts=opts)
+    except Exception as error:  # noqa: BLE001 (any provider error: look no further)
+        pulumi.log.warn(f"could not list buckets named {legacy_bucket_prefix(prefix)}* ({error}); "
+                        "a bucket an earlier version of this program kept is not looked for "
+                        "(needs s3:ListAllMyBuckets)")
+        return []
     return [b.name for b in found.buckets or []]
 
 
