@@ -51,6 +51,9 @@ class Captured:
     protect: bool = False
     ignore_changes: list[str] = field(default_factory=list)
     import_id: str = ""  # the `import` option: an existing resource adopted, not created
+    # The `transforms` option (functions): what they do to a component's children (which
+    # mocks never create) is tested by calling them.
+    transforms: list[Any] = field(default_factory=list)
 
     @property
     def provider_urn(self) -> str:
@@ -64,6 +67,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def __init__(self, previous_outputs: dict[str, Any] | None = None) -> None:
         self.lock = threading.Lock()
         self.outputs_by_name: dict[tuple[str, str], dict[str, Any]] = {}
+        self.transforms_by_name: dict[tuple[str, str], list[Any]] = {}
         self.previous_outputs = dict(previous_outputs or {})
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
@@ -71,6 +75,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         resource_id = outputs.get("id") or f"{args.name}-id"
         with self.lock:
             self.outputs_by_name[(args.typ, args.name)] = outputs
+            self.transforms_by_name[(args.typ, args.name)] = list(args.transforms)
         return resource_id, outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
@@ -119,6 +124,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             ignore_changes=list(getattr(request, "ignoreChanges", [])),
             import_id=str(getattr(request, "importId", "") or ""),
             outputs=self.mocks.outputs_by_name.get((request.type, request.name), {}),
+            transforms=self.mocks.transforms_by_name.get((request.type, request.name), []),
         )
         with self.lock:
             self.captured[response.urn] = captured

@@ -83,8 +83,14 @@ def test_private_subnets_route_through_one_nat_gateway(run: Run) -> None:
 
 
 def test_every_aws_resource_uses_the_stack_region_provider(run: Run) -> None:
-    provider = run.one("pulumi:providers:aws")
+    provider = run.named(f"{PREFIX}-aws")
     assert provider.inputs["region"] == "us-east-1"
+    # The version questions asked before the component exists go through their own provider,
+    # in the same region, which manages no resource.
+    lookups = run.named(f"{PREFIX}-aws-lookups")
+    assert lookups.type == provider.type == "pulumi:providers:aws"
+    assert lookups.inputs["region"] == "us-east-1"
+    assert not [r.name for r in run.resources if r.provider_urn == lookups.urn]
     tags = provider.inputs["defaultTags"]
     tags = json.loads(tags) if isinstance(tags, str) else tags  # providers take JSON strings
     assert tags["tags"] == {"project": "torchrec-cloud"}
@@ -994,6 +1000,16 @@ def _default(day: date) -> str:
     return default
 
 
+# The provider the version questions go through before the component exists
+# (infra/aws/versions.py lookup_provider): a refused run registers it and nothing else.
+# It creates nothing in AWS.
+LOOKUPS = ("pulumi:providers:aws", f"{PREFIX}-aws-lookups")
+
+
+def _registered(run: Run) -> list[tuple[str, str]]:
+    return [(r.type, r.name) for r in run.resources]
+
+
 def _versions(run: Run) -> set[str]:
     """The control plane's version and every node group's: one minor, all following it."""
     return {run.one(CLUSTER).inputs["version"], *(g.inputs["version"] for g in run.of_type(MNG))}
@@ -1029,7 +1045,7 @@ def test_the_shipped_stack_creates_the_cluster_at_the_version_eks_offers_that_da
         run = run_stack("aws")
     assert _versions(run) == {_default(day)} and _default(day) in _standard(day)
     assert run.outputs["kubernetes_version"] == _default(day)
-    assert listing_calls == [{"clusterType": "eks", "region": "us-east-1"}]
+    assert listing_calls == [{"clusterType": "eks"}]  # the region is the provider's
     image = run.one(HELM, CA).inputs["values"]["image"]["tag"]
     from infra.aws.autoscaler import image_tag
     assert image == image_tag(_default(day))  # the add-on table's image for that minor
@@ -1045,7 +1061,7 @@ def test_a_pinned_minor_eks_no_longer_offers_is_refused_naming_the_offered_ones(
     assert "kubernetes.version" in message and "Nothing was created" in message
     assert f"EKS in us-east-1 creates today: {', '.join(_standard(day))}" in message
     assert "aws eks describe-cluster-versions --region us-east-1" in message
-    assert run.resources == [], [r.name for r in run.resources]
+    assert _registered(run) == [LOOKUPS]
 
 
 def test_a_minor_in_extended_support_only_needs_extended_support_accepted(
@@ -1056,7 +1072,7 @@ def test_a_minor_in_extended_support_only_needs_extended_support_accepted(
     assert isinstance(refused.error, SettingsError), refused.error
     assert "kubernetes.extendedSupport: true" in str(refused.error)
     assert "extended support only" in str(refused.error) and "1.34, 1.35" in str(refused.error)
-    assert refused.resources == []
+    assert _registered(refused) == [LOOKUPS]
 
 
 def test_a_minor_in_extended_support_is_created_with_a_billing_warning_when_accepted(
@@ -1123,12 +1139,142 @@ def test_upgrades_go_one_minor_at_a_time_and_the_node_groups_follow(
     skipped = run_stack("aws", overrides={"kubernetes": {"version": "1.36"}},
                         previous_outputs=previous, expect_error=True)
     assert isinstance(skipped.error, SettingsError)
-    assert "the next upgrade is to 1.35" in str(skipped.error) and skipped.resources == []
+    assert "the next upgrade is to 1.35" in str(skipped.error)
+    assert _registered(skipped) == [LOOKUPS]
     upgraded = run_stack("aws", overrides={"kubernetes": {"version": "1.35"}},
                          previous_outputs=previous)
     assert _versions(upgraded) == {"1.35"}
     for group in upgraded.of_type(MNG):  # nodes upgrade after the control plane
         assert upgraded.waits_for(group, upgraded.one(CLUSTER))
+
+
+def _child_options(run: Run, type_: str, name: str) -> pulumi.ResourceOptions:
+    """The options a child of the pulumi-eks component gets once the component's transforms ran,
+    as the engine runs them (mocks never create a packaged component's children)."""
+    args = pulumi.ResourceTransformArgs(custom=True, type_=type_, name=name,
+                                        props={"version": "1.34"}, opts=pulumi.ResourceOptions())
+    for transform in run.one(CLUSTER).transforms:
+        result = transform(args)
+        if result is not None:
+            args = pulumi.ResourceTransformArgs(custom=True, type_=type_, name=name,
+                                                props=result.props, opts=result.opts)
+    return args.opts
+
+
+def _control_plane_ignores(run: Run) -> list[str]:
+    """ignore_changes of the aws.eks.Cluster pulumi-eks creates (`<name>-eksCluster`)."""
+    return list(_child_options(run, "aws:eks/cluster:Cluster",
+                               f"{CLUSTER_NAME}-eksCluster").ignore_changes or [])
+
+
+def test_a_cluster_eks_upgraded_itself_is_not_asked_to_upgrade_to_the_version_it_runs(
+        first_run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state still holds 1.33: without ignoring `version`, the provider would call
+    UpdateClusterVersion to 1.34 on a cluster already at 1.34, which EKS refuses."""
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.34"})
+    run = run_stack("aws", previous_outputs=_later_run(first_run, kubernetes_version="1.33"))
+    assert _control_plane_ignores(run) == ["version"]
+    assert {g.inputs["version"] for g in run.of_type(MNG)} == {"1.34"}  # pools follow it
+    # Only the control plane: the component's other children keep their own diffs.
+    role = _child_options(run, "aws:iam/role:Role", f"{CLUSTER_NAME}-eksRole")
+    assert not role.ignore_changes
+
+
+def test_an_upgrade_asked_for_reaches_the_control_plane(
+        first_run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.34"})
+    run = run_stack("aws", overrides={"kubernetes": {"version": "1.35"}},
+                    previous_outputs=_later_run(first_run, kubernetes_version="1.34"))
+    assert _control_plane_ignores(run) == [] and _versions(run) == {"1.35"}
+    assert first_run.one(CLUSTER).transforms == []  # a new cluster: nothing to keep
+
+
+def _addon_versions(run: Run) -> dict[str, str]:
+    return {a.inputs["addonName"]: a.inputs["addonVersion"] for a in run.of_type(ADDON)}
+
+
+def test_eks_add_ons_take_eks_default_build_for_the_minor_and_follow_an_upgrade(
+        first_run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests import fakes
+
+    asked: list[dict] = []
+    answer = fakes.CALLS["aws:eks/getAddonVersion:getAddonVersion"]
+
+    def recorded(args: pulumi.runtime.MockCallArgs) -> Any:
+        asked.append(dict(args.args))
+        return answer(args)
+
+    monkeypatch.setitem(fakes.CALLS, "aws:eks/getAddonVersion:getAddonVersion", recorded)
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.34"})
+    previous = _later_run(first_run, kubernetes_version="1.34")
+    kept = run_stack("aws", previous_outputs=previous)
+    assert _addon_versions(kept) == {a: aws_fake.addon_build(a, "1.34")
+                                     for a in ("vpc-cni", "kube-proxy", "coredns")}
+    assert all(call["mostRecent"] is False for call in asked)  # EKS's default, not the newest
+    upgraded = run_stack("aws", overrides={"kubernetes": {"version": "1.35"}},
+                         previous_outputs=previous)
+    assert _addon_versions(upgraded) == {a: aws_fake.addon_build(a, "1.35")
+                                         for a in ("vpc-cni", "kube-proxy", "coredns")}
+    for addon in upgraded.of_type(ADDON):  # updated once the control plane runs the new minor
+        assert upgraded.waits_for(addon, upgraded.one(CLUSTER))
+
+
+def test_every_aws_invoke_goes_through_a_provider_in_the_stacks_region(
+        first_run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stack files set no aws:region: the default provider would fail "Missing Region"."""
+    seen: list[tuple[str, str]] = []
+    answer = harness.fake_call
+
+    def recorded(args: pulumi.runtime.MockCallArgs) -> Any:
+        seen.append((args.token, args.provider))
+        return answer(args)
+
+    monkeypatch.setattr(harness, "fake_call", recorded)
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.34"})
+    monkeypatch.setattr(aws_fake, "SUPPORT_TYPES", {CLUSTER_NAME: "EXTENDED"})
+    runs = [run_stack("aws"),  # the listing, the bucket check and list
+            run_stack("aws", overrides={"kubernetes": {"extendedSupport": True}},
+                      previous_outputs=_later_run(first_run, kubernetes_version="1.34")),
+            run_stack("aws", previous_outputs=_later_run(first_run, kubernetes_version="1.34"))]
+    regions = {r.urn: r.inputs.get("region") for run in runs
+               for r in run.of_type("pulumi:providers:aws")}
+    tokens = {token for token, _ in seen if token.startswith("aws:")}
+    assert {"aws:eks/getClusterVersions:getClusterVersions", "aws:eks/getCluster:getCluster",
+            "aws:s3/getBucket:getBucket", "aws:s3/getBuckets:getBuckets",
+            "aws:index/getCallerIdentity:getCallerIdentity",
+            "aws:eks/getAddonVersion:getAddonVersion"} <= tokens
+    for token, provider in seen:
+        if token.startswith("aws:"):
+            assert provider, f"{token} used the default provider"
+            assert regions[provider.rsplit("::", 1)[0]] == "us-east-1", (token, provider)
+
+
+def test_turning_extended_support_off_on_a_cluster_in_extended_support_is_refused_early(
+        first_run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    # On 2026-11-26 EKS keeps 1.33 in extended support; the cluster was created accepting it.
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.33"})
+    monkeypatch.setattr(aws_fake, "SUPPORT_TYPES", {CLUSTER_NAME: "EXTENDED"})
+    previous = _later_run(first_run, kubernetes_version="1.33")
+    with _on(DAYS[0], monkeypatch):
+        refused = run_stack("aws", previous_outputs=previous, expect_error=True)
+        kept_on = run_stack("aws", overrides={"kubernetes": {"extendedSupport": True}},
+                            previous_outputs=previous)
+    assert isinstance(refused.error, SettingsError), refused.error
+    [problem] = refused.error.problems
+    assert (problem.path, problem.value) == ("kubernetes.extendedSupport", False)
+    assert "1.33" in problem.allowed and "standard support" in problem.allowed
+    assert not [r for r in refused.resources  # nothing in AWS: providers and the component only
+                if r.custom and not r.type.startswith("pulumi:providers:")]
+    assert kept_on.one(CLUSTER).inputs["upgradePolicy"] == {"supportType": "EXTENDED"}
+
+
+def test_turning_extended_support_off_on_a_minor_in_standard_support_goes_through(
+        first_run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.34"})
+    monkeypatch.setattr(aws_fake, "SUPPORT_TYPES", {CLUSTER_NAME: "EXTENDED"})
+    with _on(DAYS[0], monkeypatch):
+        run = run_stack("aws", previous_outputs=_later_run(first_run, kubernetes_version="1.34"))
+    assert run.one(CLUSTER).inputs["upgradePolicy"] == {"supportType": "STANDARD"}
 
 
 def test_advice_uses_the_dates_eks_lists() -> None:
@@ -1171,17 +1317,25 @@ def test_the_bucket_name_is_one_per_stack_account_and_region_and_fits_s3s_rules(
     assert long_prefix.endswith("-ckpt-123456789012-us-gov-west-1")
 
 
+def _bucket_children(run: Run) -> set[str]:
+    """The bucket's settings the stack manages (versioning, lifecycle, encryption, ...)."""
+    bucket = run.one(BUCKET)
+    return {r.type for r in run.children_of(bucket) if r.type in BUCKET_SETTINGS}
+
+
 def test_a_first_run_creates_the_bucket_under_its_stack_name(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", set())
     run = run_stack("aws")
-    bucket = run.one(BUCKET).inputs
-    assert bucket["bucket"] == CHECKPOINT_BUCKET and "bucketPrefix" not in bucket
+    bucket = run.one(BUCKET)
+    assert bucket.inputs["bucket"] == CHECKPOINT_BUCKET and "bucketPrefix" not in bucket.inputs
+    assert bucket.import_id == "" and bucket.retain_on_delete  # created, kept on destroy
+    assert _bucket_children(run) == set(BUCKET_SETTINGS)
     assert run.outputs["checkpoint_uri"] == f"s3://{CHECKPOINT_BUCKET}/dlrm"
     assert run.outputs["checkpoint_store_adopted"] is False
 
 
-def test_destroy_then_up_adopts_the_kept_bucket_and_the_job_keeps_its_checkpoint_uri(
+def test_destroy_then_up_imports_the_kept_bucket_and_the_job_keeps_its_checkpoint_uri(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", set())
     before = run_stack("aws")
@@ -1191,48 +1345,145 @@ def test_destroy_then_up_adopts_the_kept_bucket_and_the_job_keeps_its_checkpoint
     assert after.outputs["checkpoint_uri"] == before.outputs["checkpoint_uri"]
     assert _job_checkpoint_uri(after) == _job_checkpoint_uri(before) == before.outputs["checkpoint_uri"]
     assert after.outputs["checkpoint_store_adopted"] is True
-    # Read, not created or changed: no bucket and none of its settings are registered ...
-    assert not after.of_type(BUCKET) and not [r for r in after.resources if r.type in BUCKET_SETTINGS]
+    # Imported by its name (an S3 bucket's id), managed again: retained on the next destroy as
+    # checkpoints.retainOnDestroy says, its settings PUT again ...
+    bucket = after.one(BUCKET)
+    assert bucket.import_id == CHECKPOINT_BUCKET and bucket.inputs["bucket"] == CHECKPOINT_BUCKET
+    assert bucket.urn == before.one(BUCKET).urn and bucket.retain_on_delete
+    assert _bucket_children(after) == set(BUCKET_SETTINGS)
     # ... and what belongs to the stack, the job's access to it, is made again.
     policy = json.loads(after.one("aws:iam/rolePolicy:RolePolicy", f"{PREFIX}-job").inputs["policy"])
     resources = {r for s in policy["Statement"] for r in _as_list(s["Resource"])}
     assert f"arn:aws:s3:::{CHECKPOINT_BUCKET}" in resources
 
 
+def test_an_imported_bucket_follows_retain_on_destroy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {CHECKPOINT_BUCKET})
+    run = run_stack("aws", overrides={"checkpoints": {"retainOnDestroy": False}})
+    bucket = run.one(BUCKET)
+    assert bucket.import_id == CHECKPOINT_BUCKET
+    assert not bucket.retain_on_delete and bucket.inputs["forceDestroy"] is True
+
+
+def test_a_retry_after_a_failed_first_up_imports_the_bucket_that_run_created(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The failed run created the bucket (so it is in the stack's state) but left no outputs.
+    The retry registers the same resource with `import` set to the id the state holds, which
+    the engine treats as an ordinary update, not an import: `isImport := goal.Custom &&
+    goal.ID != "" && (!hasOld || old.External || oldImportID != goal.ID)` (pulumi/pulumi
+    pkg/resource/deploy/step_generator.go). The harness has no state, so this checks what the
+    program registers: the same URN, with the import id equal to the bucket's id."""
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", set())
+    failed_first = run_stack("aws")
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {CHECKPOINT_BUCKET})
+    retry = run_stack("aws")  # no outputs: the first run never finished
+    bucket, created = retry.one(BUCKET), failed_first.one(BUCKET)
+    assert bucket.urn == created.urn and bucket.import_id == created.outputs["id"]
+    assert retry.outputs["checkpoint_uri"] == failed_first.outputs["checkpoint_uri"]
+
+
 def _as_list(value: Any) -> list:
     return value if isinstance(value, list) else [value]
 
 
-def test_an_adopted_bucket_stays_adopted_on_later_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_imported_bucket_stays_adopted_on_later_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {CHECKPOINT_BUCKET})
     adopted = run_stack("aws")
     later = run_stack("aws", previous_outputs=adopted.outputs)
-    assert not later.of_type(BUCKET) and later.outputs["checkpoint_store_adopted"] is True
+    assert later.one(BUCKET).import_id == CHECKPOINT_BUCKET  # in state now: an ordinary update
+    assert later.outputs["checkpoint_store_adopted"] is True
     assert later.outputs["checkpoint_uri"] == adopted.outputs["checkpoint_uri"]
 
 
-def test_a_created_bucket_stays_created_on_later_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_created_bucket_stays_the_stacks_own_on_later_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", set())
     created = run_stack("aws")
-    # S3 now has it (this stack made it): a later run must not turn it into a read.
+    # S3 now has it (this stack made it): the same resource, same inputs, not "adopted".
     monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {CHECKPOINT_BUCKET})
     later = run_stack("aws", previous_outputs=created.outputs)
-    assert later.one(BUCKET).inputs["bucket"] == CHECKPOINT_BUCKET
+    bucket = later.one(BUCKET)
+    assert bucket.inputs["bucket"] == CHECKPOINT_BUCKET and bucket.urn == created.one(BUCKET).urn
     assert later.outputs["checkpoint_store_adopted"] is False
 
 
+def test_a_bucket_check_s3_refuses_stops_the_run_before_any_cloud_resource(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """AccessDenied is not "absent": creating instead would point the job at an empty bucket."""
+    from infra.aws.storage import BucketCheckError
+
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", set())
+    monkeypatch.setattr(aws_fake, "BUCKET_ERRORS",
+                        {CHECKPOINT_BUCKET: aws_fake.head_bucket_forbidden(CHECKPOINT_BUCKET)})
+    run = run_stack("aws", expect_error=True)
+    assert isinstance(run.error, BucketCheckError), run.error
+    message = str(run.error)
+    assert CHECKPOINT_BUCKET in message and "StatusCode: 403" in message
+    assert "s3:ListBucket" in message and "Nothing was created" in message
+    assert not [r.name for r in run.resources
+                if r.custom and not r.type.startswith("pulumi:providers:")]
+
+
+LEGACY_BUCKET = f"{PREFIX}-ckpt-20250101"  # bucket_prefix=<prefix>-ckpt- plus S3's suffix
+
+
+@pytest.fixture
+def infos_logged(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    logged: list[str] = []
+    monkeypatch.setattr(pulumi.log, "info", lambda message, *a, **k: logged.append(message))
+    return logged
+
+
 def test_a_stack_from_the_previous_program_keeps_its_suffixed_bucket_without_replacement(
-        first_run: Run) -> None:
+        first_run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     # The previous program named the bucket with bucket_prefix (S3 added a suffix) and exported
     # no checkpoint_store_adopted.
-    old_uri = f"s3://{PREFIX}-ckpt-20250101/dlrm"
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {LEGACY_BUCKET})
+    old_uri = f"s3://{LEGACY_BUCKET}/dlrm"
     previous = {k: v for k, v in first_run.outputs.items() if k != "checkpoint_store_adopted"}
     run = run_stack("aws", previous_outputs={**previous, "checkpoint_uri": old_uri})
     bucket = run.one(BUCKET)
     assert bucket.inputs["bucketPrefix"] == f"{PREFIX}-ckpt-" and "bucket" not in bucket.inputs
     assert {"bucket", "bucketPrefix"} <= set(bucket.ignore_changes)  # never a replacement
+    assert bucket.import_id == LEGACY_BUCKET  # in state: an ordinary update
     assert run.outputs["checkpoint_uri"] == old_uri == _job_checkpoint_uri(run)
     assert run.outputs["checkpoint_store_adopted"] is False
+
+
+def test_a_suffixed_bucket_the_previous_program_kept_on_destroy_is_imported(
+        monkeypatch: pytest.MonkeyPatch, infos_logged: list[str]) -> None:
+    elsewhere = f"{PREFIX}-ckpt-20240101"  # same prefix, another region: not this stack's
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {LEGACY_BUCKET, elsewhere})
+    monkeypatch.setattr(aws_fake, "BUCKET_REGIONS", {elsewhere: "eu-west-1"})
+    run = run_stack("aws")  # after the destroy: no outputs, no deterministic bucket
+    bucket = run.one(BUCKET)
+    assert bucket.import_id == LEGACY_BUCKET and bucket.inputs["bucketPrefix"] == f"{PREFIX}-ckpt-"
+    assert run.outputs["checkpoint_uri"] == f"s3://{LEGACY_BUCKET}/dlrm" == _job_checkpoint_uri(run)
+    assert run.outputs["checkpoint_store_adopted"] is True
+    assert any(LEGACY_BUCKET in line and "imported" in line for line in infos_logged), infos_logged
+
+
+def test_a_deployer_who_may_not_list_buckets_still_gets_a_new_bucket_with_a_warning(
+        monkeypatch: pytest.MonkeyPatch, warnings_logged: list[str]) -> None:
+    from tests import fakes
+
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {LEGACY_BUCKET})
+    monkeypatch.setitem(fakes.CALLS, "aws:s3/getBuckets:getBuckets", lambda args: (
+        {}, [("", "listing S3 Buckets: operation error S3: ListBuckets, https response error "
+                  "StatusCode: 403, api error AccessDenied: Access Denied")]))
+    run = run_stack("aws")
+    assert run.one(BUCKET).inputs["bucket"] == CHECKPOINT_BUCKET
+    assert any("s3:ListAllMyBuckets" in w for w in warnings_logged), warnings_logged
+
+
+def test_several_suffixed_buckets_are_named_and_none_is_imported(
+        monkeypatch: pytest.MonkeyPatch, warnings_logged: list[str]) -> None:
+    other = f"{PREFIX}-ckpt-20240101"
+    monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", {LEGACY_BUCKET, other})
+    run = run_stack("aws")
+    bucket = run.one(BUCKET)
+    assert bucket.import_id == "" and bucket.inputs["bucket"] == CHECKPOINT_BUCKET
+    assert any(LEGACY_BUCKET in w and other in w for w in warnings_logged), warnings_logged
 
 
 def test_the_trainer_resumes_across_destroy_from_the_kept_bucket_on_moto_s3(

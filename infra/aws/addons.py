@@ -1,8 +1,11 @@
 """EKS managed add-ons and the Helm charts GPU training needs (device plugins, FSx CSI driver).
 
-EKS add-on versions are left to EKS: it picks the default build for the cluster's Kubernetes
-version, which a fixed pin would break on every version bump. Helm charts: names and repositories here, versions from infra/addon_versions.py for the
-cluster's Kubernetes minor.
+EKS managed add-ons (vpc-cni, kube-proxy, CoreDNS) name their version: EKS's default build for
+the cluster's Kubernetes minor, asked of EKS on every run (`addon_version`). Without a version
+EKS installs that default once and never moves it, so after a control-plane upgrade the add-ons
+would lag the minor, and EKS upgrade insights flag add-ons incompatible with the next minor
+(https://docs.aws.amazon.com/eks/latest/userguide/cluster-insights.html). Helm charts: names and
+repositories here, versions from infra/addon_versions.py for the cluster's Kubernetes minor.
 """
 
 from __future__ import annotations
@@ -55,12 +58,27 @@ class Chart:
 ADDON_CONFIGURATION: dict[str, dict[str, str]] = {"vpc-cni": {"enableNetworkPolicy": "true"}}
 
 
-def managed_addon(prefix: str, cluster_name: pulumi.Input[str], addon: str,
-                  opts: pulumi.ResourceOptions, role_arn: pulumi.Input[str] | None = None
-                  ) -> aws.eks.Addon:
+def addon_version(addon: str, minor: str, lookup: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
+    """EKS's default version of `addon` for Kubernetes `minor` (DescribeAddonVersions, the
+    version whose compatibility for that minor says defaultVersion).
+
+    The default rather than the newest (`most_recent=True`): it is the build EKS itself installs
+    when none is named, so a new cluster gets what it got before, and it moves only when AWS
+    promotes a build, not on each release, so a later `pulumi up` that changes nothing else
+    rarely updates the add-ons. Both follow the minor: an upgrade run asks for the new one."""
+    return aws.eks.get_addon_version_output(
+        addon_name=addon, kubernetes_version=minor, most_recent=False, opts=lookup).version
+
+
+def managed_addon(prefix: str, cluster_name: pulumi.Input[str], addon: str, minor: str,
+                  lookup: pulumi.InvokeOutputOptions, opts: pulumi.ResourceOptions,
+                  role_arn: pulumi.Input[str] | None = None) -> aws.eks.Addon:
+    """An EKS managed add-on at EKS's default version for `minor` (the control plane's minor on
+    this run). PRESERVE on update keeps settings changed in the cluster."""
     configuration = ADDON_CONFIGURATION.get(addon)
     return aws.eks.Addon(
         f"{prefix}-{addon}", cluster_name=cluster_name, addon_name=addon,
+        addon_version=addon_version(addon, minor, lookup),
         service_account_role_arn=role_arn,
         configuration_values=json.dumps(configuration) if configuration else None,
         resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="PRESERVE",

@@ -40,10 +40,37 @@ def support_type(settings: Settings) -> str:
     return "EXTENDED" if settings.kubernetes.extended_support else "STANDARD"
 
 
+# The control plane pulumi-eks creates inside its component (nodejs/eks/cluster/cluster.ts,
+# `new aws.eks.Cluster(`${name}-eksCluster`, ...)`).
+EKS_CLUSTER_TYPE = "aws:eks/cluster:Cluster"
+
+
+def keep_live_version(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """Ignore changes to the control plane's `version` (a transform on the pulumi-eks component).
+
+    Used while the release is kept: when EKS upgraded the cluster itself at the end of standard
+    support, Pulumi's state still holds the old version, and passing the version the cluster
+    already runs would make the provider call UpdateClusterVersion to it, which EKS refuses
+    ("Unsupported Kubernetes minor version update from 1.34 to 1.34"). `transforms` (not
+    `transformations`) reach the children of a packaged component such as pulumi-eks
+    (https://www.pulumi.com/docs/iac/concepts/options/transforms/)."""
+    if args.type_ != EKS_CLUSTER_TYPE:
+        return None
+    return pulumi.ResourceTransformResult(
+        props=args.props,  # merge appends to the child's own ignore_changes
+        opts=pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(
+            ignore_changes=["version"])))
+
+
 def create_cluster(cluster_name: str, settings: Settings, vpc_id: pulumi.Input[str],
                    private_subnet_ids: list[pulumi.Input[str]], key_arn: pulumi.Input[str],
-                   opts: pulumi.ResourceOptions) -> eks.Cluster:
-    """The control plane only: node groups and add-ons are created (and owned) by us."""
+                   opts: pulumi.ResourceOptions, keep_version: bool = False) -> eks.Cluster:
+    """The control plane only: node groups and add-ons are created (and owned) by us.
+    `keep_version`: the release is kept (no upgrade asked), so the control plane's version is
+    left as EKS has it (`keep_live_version`); an upgrade passes the new minor through."""
+    if keep_version:
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            transforms=[keep_live_version]))
     return eks.Cluster(
         cluster_name,
         eks.ClusterArgs(

@@ -16,6 +16,7 @@ from infra.aws import (
     node_groups,
     reservations,
     storage,
+    versions as eks_versions,
     zones as aws_zones,
 )
 from infra.aws.interconnect import efa_interconnect
@@ -62,6 +63,16 @@ class AwsGpuCluster(pulumi.ComponentResource):
         if reservation is not None:
             reservations.check(reservation, s.gpu_pools.on_demand.machine_type, gpu_zone,
                                s.job.nodes if s.job.pool == PoolChoice.ON_DEMAND else 1, provider)
+        eks_versions.check_support_change(s, args.previous, args.release)
+        # The checkpoint bucket: one name per stack, account and region, so a bucket `pulumi
+        # destroy` kept is found again and imported (infra/aws/storage.py). Asked of S3 here,
+        # before any cloud resource, so an answer other than "no such bucket" stops the run.
+        lookup = pulumi.InvokeOptions(provider=provider)
+        account_id = aws.get_caller_identity(opts=lookup).account_id
+        bucket_plan = storage.plan_checkpoint_bucket(
+            storage.checkpoint_bucket_name(prefix, account_id, s.region), args.previous,
+            lambda name: storage.bucket_exists(name, lookup),
+            lambda: storage.legacy_buckets(prefix, s.region, lookup))
 
         # --- network, key, control plane ---------------------------------------------------
         vpc_cidr = s.aws.vpc_cidr if s.aws else "10.0.0.0/16"
@@ -72,7 +83,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
         logs = eks_cluster.create_log_group(cluster_name, aws_opts)
         cluster = eks_cluster.create_cluster(
             cluster_name, s, net.vpc.id, private_ids, key.arn,
-            pulumi.ResourceOptions.merge(component_opts, pulumi.ResourceOptions(depends_on=[logs])))
+            pulumi.ResourceOptions.merge(component_opts, pulumi.ResourceOptions(depends_on=[logs])),
+            keep_version=args.release.kept)
         oidc_arn, oidc_issuer = cluster.oidc_provider_arn, cluster.oidc_issuer
 
         # --- identity ------------------------------------------------------------------------
@@ -85,8 +97,10 @@ class AwsGpuCluster(pulumi.ComponentResource):
 
         # --- add-ons nodes need before they can be Ready -------------------------------------
         # The CNI's pods assume its role at start: the role must hold its policy by then.
+        # Add-on versions follow the control plane's minor on this run (kept or upgraded to).
+        addon_lookup = pulumi.InvokeOutputOptions(provider=provider)
         early_addons = [
-            addons.managed_addon(prefix, cluster_name, addon,
+            addons.managed_addon(prefix, cluster_name, addon, s.kubernetes.version, addon_lookup,
                                  pulumi.ResourceOptions.merge(
                                      aws_opts,
                                      pulumi.ResourceOptions(depends_on=[cluster, cni_policy])),
@@ -128,8 +142,9 @@ class AwsGpuCluster(pulumi.ComponentResource):
         all_groups = [system_group, *gpu_groups]
 
         late_addons = [
-            addons.managed_addon(prefix, cluster_name, addon, pulumi.ResourceOptions.merge(
-                aws_opts, pulumi.ResourceOptions(depends_on=all_groups)))
+            addons.managed_addon(prefix, cluster_name, addon, s.kubernetes.version, addon_lookup,
+                                 pulumi.ResourceOptions.merge(
+                                     aws_opts, pulumi.ResourceOptions(depends_on=all_groups)))
             for addon in addons.AFTER_NODES
         ]
 
@@ -183,13 +198,6 @@ class AwsGpuCluster(pulumi.ComponentResource):
         lustre, association = storage.create_lustre(
             prefix, fs_settings, net.private_subnets[gpu_zone].id, groups, key.arn,
             s.dataset.import_uri, aws_opts)
-        # One name per stack, account and region, so a bucket `pulumi destroy` kept is found
-        # again and adopted by the next `pulumi up` (infra/aws/storage.py).
-        lookup = pulumi.InvokeOptions(provider=provider)
-        account_id = aws.get_caller_identity(opts=lookup).account_id
-        bucket_plan = storage.plan_checkpoint_bucket(
-            storage.checkpoint_bucket_name(prefix, account_id, s.region), args.previous,
-            lambda name: storage.bucket_exists(name, lookup))
         bucket = storage.checkpoint_bucket(prefix, bucket_plan, s.checkpoints, aws_opts)
         job_role = identity.irsa_role(f"{prefix}-job", oidc_arn, oidc_issuer, s.job.namespace,
                                       s.job.service_account, aws_opts)
@@ -232,7 +240,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
             ready=[*all_groups, *early_addons, *late_addons, *charts, job_policy],
             pod_annotations={autoscaler.SAFE_TO_EVICT: "false"},
             kubernetes_version=args.release.version,
-            exports={storage.ADOPTED_OUTPUT: bucket_plan.mode == storage.BucketMode.ADOPT},
+            exports={storage.ADOPTED_OUTPUT: bucket_plan.adopted},
         )
         self.register_outputs({
             "clusterName": self.contract.name,

@@ -120,19 +120,32 @@ def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
 # with a letter or digit, globally unique
 # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
 BUCKET_NAME_MAX = 63
-ADOPTED_OUTPUT = "checkpoint_store_adopted"  # stack output: True when the bucket was found kept
+ADOPTED_OUTPUT = "checkpoint_store_adopted"  # stack output: this run found a bucket it had not made
 
 
 class BucketMode(str, Enum):
-    CREATE = "create"  # the stack creates (and owns) the bucket with its deterministic name
-    ADOPT = "adopt"  # a bucket an earlier `pulumi up` kept on destroy: read, never changed
+    CREATE = "create"  # no such bucket: the stack creates (and owns) it with its deterministic name
+    IMPORT = "import"  # the deterministic bucket exists (kept by a destroy, or this stack's own)
     LEGACY = "legacy"  # made by an earlier version of this program with a random suffix
 
 
 @dataclass(frozen=True)
 class BucketPlan:
     mode: BucketMode
-    name: str  # the bucket's name (for LEGACY, the one the stack's state already holds)
+    name: str  # the bucket's name: created with it, or imported by it (the S3 bucket's id)
+    adopted: bool = False  # found in S3 and not what the stack's last outputs say it created
+
+    @property
+    def import_id(self) -> str | None:
+        """The `import` option: every bucket that exists already. Pulumi imports it when it is
+        not in this stack's state (after `pulumi destroy`, or a destroy that failed half way)
+        and treats it as an ordinary update when it is (an import whose id is the one in state
+        is not an import: pulumi/pulumi pkg/resource/deploy/step_generator.go, `isImport`)."""
+        return None if self.mode == BucketMode.CREATE else self.name
+
+
+class BucketCheckError(pulumi.RunError):
+    """S3 answered the existence check with something other than "no such bucket"."""
 
 
 def checkpoint_bucket_name(prefix: str, account_id: str, region: str) -> str:
@@ -146,6 +159,11 @@ def checkpoint_bucket_name(prefix: str, account_id: str, region: str) -> str:
     return f"{head}{tail}"
 
 
+def legacy_bucket_prefix(prefix: str) -> str:
+    """What the previous program version gave S3 as `bucket_prefix` (S3 added a suffix)."""
+    return f"{prefix}-ckpt-"
+
+
 def bucket_of(uri: str | None) -> str | None:
     """'s3://bucket/prefix' -> 'bucket'."""
     if not uri or not uri.startswith("s3://"):
@@ -153,53 +171,93 @@ def bucket_of(uri: str | None) -> str | None:
     return uri.removeprefix("s3://").split("/", 1)[0] or None
 
 
-def plan_checkpoint_bucket(name: str, previous: PreviousRun,
-                           exists: Callable[[str], bool]) -> BucketPlan:
-    """What this run does with the checkpoint bucket.
+def plan_checkpoint_bucket(name: str, previous: PreviousRun, exists: Callable[[str], bool],
+                           legacy: Callable[[], list[str]]) -> BucketPlan:
+    """What this run does with the checkpoint bucket, decided by S3, not by the stack's outputs.
 
-    A live stack (earlier outputs) keeps doing what its last run did: an adopted bucket stays
-    adopted, a created one stays created, and a bucket an earlier version of this program made
-    with a random suffix (its name only in the `checkpoint_uri` output) keeps that name. A
-    first run, or the first after `pulumi destroy`, asks S3 whether the bucket of this stack's
-    name was kept (`exists`, asked only then) and adopts it, or creates it.
+    - A bucket an earlier version of this program made with a random suffix, named by the
+      stack's `checkpoint_uri` output, stays that bucket while S3 has it.
+    - The deterministic bucket (`name`) is imported when S3 has it, created when S3 answers
+      "no such bucket"; any other answer stops the run (`exists` raises BucketCheckError).
+    - Neither: one suffixed bucket of this stack's prefix that a destroy of the previous program
+      version kept (`legacy()` lists them) is imported; none or several, the deterministic
+      bucket is created.
+    `adopted`: the bucket exists and the stack's last outputs do not show this stack made it.
     """
-    if previous.live:
-        if previous.outputs.get(ADOPTED_OUTPUT) in (True, "true", "True"):
-            return BucketPlan(BucketMode.ADOPT, bucket_of(previous.text("checkpoint_uri")) or name)
-        recorded = bucket_of(previous.text("checkpoint_uri"))
-        if recorded is not None and recorded != name:
-            return BucketPlan(BucketMode.LEGACY, recorded)
-        return BucketPlan(BucketMode.CREATE, name)
-    return BucketPlan(BucketMode.ADOPT if exists(name) else BucketMode.CREATE, name)
+    recorded = bucket_of(previous.text("checkpoint_uri")) if previous.live else None
+    made_here = previous.outputs.get(ADOPTED_OUTPUT) not in (True, "true", "True")
+
+    def found(mode: BucketMode, bucket: str) -> BucketPlan:
+        return BucketPlan(mode, bucket, adopted=not (recorded == bucket and made_here))
+
+    if recorded is not None and recorded != name and exists(recorded):
+        return found(BucketMode.LEGACY, recorded)
+    if exists(name):
+        return found(BucketMode.IMPORT, name)
+    candidates = [b for b in legacy() if b != name]
+    if len(candidates) == 1:
+        pulumi.log.info(f"checkpoint bucket {candidates[0]}, kept by a destroy of an earlier "
+                        "version of this program, is imported: the job resumes from it")
+        return found(BucketMode.LEGACY, candidates[0])
+    if candidates:
+        pulumi.log.warn(f"several checkpoint buckets of this stack's prefix exist "
+                        f"({', '.join(sorted(candidates))}); none is imported, {name} is created. "
+                        "Point checkpoints at the right one by hand if the job should resume")
+    return BucketPlan(BucketMode.CREATE, name)
+
+
+# The provider reports a missing bucket as "couldn't find resource" (HeadBucket 404 or
+# NoSuchBucket turned into a NotFoundError: terraform-provider-aws internal/service/s3
+# bucket.go findBucket, bucket_data_source.go "reading S3 Bucket (%s): %s").
+NOT_FOUND_MARKERS = ("couldn't find resource", "NoSuchBucket", "StatusCode: 404")
 
 
 def bucket_exists(name: str, opts: pulumi.InvokeOptions) -> bool:
-    """HeadBucket through the provider's bucket data source, which fails when S3 has no such
-    bucket (or, for another account's bucket of that name, refuses: then this stack cannot
-    create it either, and the create reports that)."""
+    """HeadBucket through the provider's bucket data source: True when the bucket exists,
+    False only on S3's "no such bucket". Anything else (403 for another account's bucket of
+    that name or a deployer without s3:ListBucket, throttling, no credentials) raises: taken
+    for "absent", the run would try to create a bucket it cannot have, or would point the job
+    at a new, empty bucket while the kept checkpoints sit in the old one."""
     try:
         aws.s3.get_bucket(bucket=name, opts=opts)
-    except Exception:  # noqa: BLE001 (not found: the provider reports it as an error)
-        return False
+    except Exception as error:  # noqa: BLE001 (the provider reports every answer as an error)
+        if any(marker in str(error) for marker in NOT_FOUND_MARKERS):
+            return False
+        raise BucketCheckError(
+            f"could not tell whether the checkpoint bucket {name} exists ({error}). Nothing was "
+            "created. The deployer needs s3:ListBucket on it (HeadBucket); a 403 for a bucket "
+            "of this name in another account means the name is taken") from error
     return True
+
+
+def legacy_buckets(prefix: str, region: str, opts: pulumi.InvokeOptions) -> list[str]:
+    """Buckets in `region` whose names start with the previous program version's
+    `<prefix>-ckpt-` (ListBuckets with Prefix and BucketRegion, s3:ListAllMyBuckets).
+
+    Asked only when the deterministic bucket is absent. A refusal is a warning, not a stop: a
+    deployer without s3:ListAllMyBuckets then gets what the previous version did (a new bucket)."""
+    try:
+        found = aws.s3.get_buckets(prefix=legacy_bucket_prefix(prefix), bucket_region=region,
+                                   opts=opts)
+    except Exception as error:  # noqa: BLE001 (any provider error: look no further)
+        pulumi.log.warn(f"could not list buckets named {legacy_bucket_prefix(prefix)}* ({error}); "
+                        "a bucket an earlier version of this program kept is not looked for "
+                        "(needs s3:ListAllMyBuckets)")
+        return []
+    return [b.name for b in found.buckets or []]
 
 
 def checkpoint_bucket(prefix: str, plan: BucketPlan, checkpoints: Checkpoints,
                       opts: pulumi.ResourceOptions) -> aws.s3.Bucket:
-    """The bucket the plan names: read as it is (ADOPT), or created with its settings."""
-    if plan.mode == BucketMode.ADOPT:
-        # Read only: its versioning, encryption, lifecycle and access block were set by the
-        # run that created it and were kept with it; this stack neither changes nor deletes it.
-        return aws.s3.Bucket.get(f"{prefix}-checkpoints", plan.name, opts=opts)
-    return create_checkpoint_bucket(prefix, plan, checkpoints, opts)
-
-
-def create_checkpoint_bucket(prefix: str, plan: BucketPlan, checkpoints: Checkpoints,
-                             opts: pulumi.ResourceOptions) -> aws.s3.Bucket:
     """Versioned, encrypted, private, owner-enforced; retained on destroy unless asked.
 
     Encrypted with S3-managed keys (SSE-S3), not the stack's KMS key: a retained bucket must
     stay readable after `pulumi destroy` schedules that key for deletion.
+
+    An existing bucket is imported (`plan.import_id`); Pulumi CLI 3.174 or newer turns an import
+    whose declared inputs differ (force_destroy, tags) into import-then-update
+    (pulumi/pulumi#19339). Its settings below stay managed either way: each is a PUT of the
+    whole configuration, so on an imported bucket they are simply created again.
 
     A LEGACY bucket keeps the inputs it was created with (bucket_prefix) and ignores changes
     to its name: `bucket` and `bucketPrefix` replace the bucket when they change.
@@ -209,11 +267,11 @@ def create_checkpoint_bucket(prefix: str, plan: BucketPlan, checkpoints: Checkpo
     bucket = aws.s3.Bucket(
         f"{prefix}-checkpoints",
         bucket=None if legacy else plan.name,
-        bucket_prefix=f"{prefix}-ckpt-" if legacy else None,
+        bucket_prefix=legacy_bucket_prefix(prefix) if legacy else None,
         force_destroy=not retain,
         tags={"Name": f"{prefix}-checkpoints"},
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
-            retain_on_delete=retain,
+            retain_on_delete=retain, import_=plan.import_id,
             ignore_changes=["bucket", "bucketPrefix"] if legacy else None)),
     )
     child = pulumi.ResourceOptions.merge(

@@ -1,6 +1,6 @@
 """The EKS versions: what EKS creates today in the stack's region, and what the live cluster runs.
 
-Both are asked of EKS when the program runs, before any resource is registered
+Both are asked of EKS when the program runs, before any cloud resource is registered
 (infra/kubernetes_release.py decides between them):
 - `offered_versions`: DescribeClusterVersions (`aws.eks.get_cluster_versions`), which names each
   minor's support status, its support dates and the default EKS picks
@@ -11,6 +11,11 @@ Both are asked of EKS when the program runs, before any resource is registered
   `kubernetes.extendedSupport` accepts the bill.
 - `live_version`: DescribeCluster (`aws.eks.get_cluster`) of the cluster the stack made, which
   is also right after EKS upgraded a cluster itself at the end of its support.
+
+Both go through an explicit provider built from the stack's `region` setting (`lookup_provider`),
+never the default provider: the stack files set no `aws:region`, and pulumi-aws refuses to
+configure a provider without a region (its preConfigureCallback, pulumi/pulumi-aws#2088), even
+for an invoke that names its own `region`.
 
 The support dates come with the listing, so no table here ages; they only feed advice
 (pulumi.log.warn), never a refusal.
@@ -24,7 +29,8 @@ from datetime import date, datetime, timezone
 import pulumi
 import pulumi_aws as aws
 
-from infra.kubernetes_release import Offered, minor_key, minor_of
+from infra.kubernetes_release import Offered, Release, minor_key, minor_of
+from infra.naming import name_prefix
 from infra.previous_run import PreviousRun
 from infra.settings.errors import Problem, SettingsError
 from infra.settings.model import Settings
@@ -54,9 +60,30 @@ def _day(text: str | None) -> date | None:
         return None
 
 
-def list_versions(region: str) -> list[EksVersion]:
-    """What EKS answers for `region` today (supported minors only: includeAll left false)."""
-    result = aws.eks.get_cluster_versions(cluster_type="eks", region=region)
+# This program run's lookup provider: (root stack resource, region, provider).
+_LOOKUPS: tuple[object, str, aws.Provider] | None = None
+
+
+def lookup_provider(settings: Settings) -> aws.Provider:
+    """The AWS provider for the invokes made before the cluster's component exists, in the
+    stack's region. One per program run (both version questions share it); it creates nothing
+    in AWS, so a run refused after it leaves nothing behind but the provider's own record."""
+    global _LOOKUPS
+    root = pulumi.runtime.get_root_resource()
+    if _LOOKUPS is None or _LOOKUPS[0] is not root or _LOOKUPS[1] != settings.region:
+        provider = aws.Provider(f"{name_prefix()}-aws-lookups", region=settings.region)
+        _LOOKUPS = (root, settings.region, provider)
+    return _LOOKUPS[2]
+
+
+def lookup(settings: Settings) -> pulumi.InvokeOptions:
+    return pulumi.InvokeOptions(provider=lookup_provider(settings))
+
+
+def list_versions(opts: pulumi.InvokeOptions) -> list[EksVersion]:
+    """What EKS answers in the provider's region today (supported minors only: includeAll
+    left false)."""
+    result = aws.eks.get_cluster_versions(cluster_type="eks", opts=opts)
     return [EksVersion(minor=minor_of(row.cluster_version), status=row.version_status,
                        default=bool(row.default_version),
                        standard_until=_day(row.end_of_standard_support_date),
@@ -75,7 +102,7 @@ def offered_versions(settings: Settings) -> Offered:
     A pinned minor that EKS keeps in extended support only is refused here unless that
     setting accepts it, naming the setting."""
     region = settings.region
-    versions = list_versions(region)
+    versions = list_versions(lookup(settings))
     accepts_extended = settings.kubernetes.extended_support
     offered = [v for v in versions
                if v.status == STANDARD or (accepts_extended and v.status == EXTENDED)]
@@ -136,8 +163,40 @@ def live_version(settings: Settings, previous: PreviousRun) -> str | None:
     if name is None:
         return recorded
     try:
-        return aws.eks.get_cluster(name=name, region=settings.region).version or recorded
+        return aws.eks.get_cluster(name=name, opts=lookup(settings)).version or recorded
     except Exception as error:  # noqa: BLE001 (any provider error: fall back to the record)
         pulumi.log.warn(f"could not read EKS cluster {name} ({error}); keeping the version "
                         f"the last run recorded ({recorded})")
         return recorded
+
+
+SUPPORT_SETTING = "kubernetes.extendedSupport"
+
+
+def check_support_change(settings: Settings, previous: PreviousRun, release: Release) -> None:
+    """Refuse, before any cloud resource, to turn extended support off on a kept cluster whose
+    minor EKS already keeps in extended support only: EKS rejects that update ("You can only
+    disable extended support for clusters on standard support",
+    https://docs.aws.amazon.com/eks/latest/userguide/disable-extended-support.html), which
+    would stop `pulumi up` half way. Asked of EKS only when the setting is off on a kept
+    cluster whose upgrade policy says EXTENDED."""
+    name = previous.text("cluster_name")
+    if settings.kubernetes.extended_support or not release.kept or name is None:
+        return
+    try:
+        cluster = aws.eks.get_cluster(name=name, opts=lookup(settings))
+    except Exception:  # noqa: BLE001 (no cluster to ask: live_version already warned)
+        return
+    policies = cluster.upgrade_policies or []
+    if not policies or policies[0].support_type != "EXTENDED":
+        return
+    row = next((v for v in list_versions(lookup(settings))
+                if minor_key(v.minor) == minor_key(release.minor)), None)
+    if row is None or row.status != EXTENDED:
+        return
+    raise SettingsError([Problem(
+        SUPPORT_SETTING, False,
+        f"true while the cluster runs {release.minor}, which EKS keeps in extended support only "
+        f"in {settings.region}{_until(row.extended_until)}: EKS disables extended support only "
+        "on a cluster in standard support. Upgrade first (kubernetes.version, one minor at a "
+        "time) to a minor in standard support, then set it to false. Nothing was changed")])

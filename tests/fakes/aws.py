@@ -58,7 +58,7 @@ def _lustre(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
 
 
 def _bucket(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
-    # Created with a name, with a prefix (S3 adds a suffix), or read by id (Bucket.get).
+    # Created with a name, with a prefix (S3 adds a suffix), or imported by its name.
     name = (args.inputs.get("bucket") or args.resource_id
             or f"{args.inputs.get('bucketPrefix', args.name)}20250101")
     return {"id": name, "bucket": name, "arn": f"arn:aws:s3:::{name}"}
@@ -194,6 +194,8 @@ def _cluster_versions(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
 
 # The EKS clusters that exist, by name -> the version each runs (a later run's live cluster).
 LIVE_CLUSTERS: dict[str, str] = {}
+# Each live cluster's upgrade policy (STANDARD unless a test says EXTENDED).
+SUPPORT_TYPES: dict[str, str] = {}
 
 
 def not_found(what: str) -> tuple[dict[str, Any], list[tuple[str, str]]]:
@@ -209,7 +211,7 @@ def _cluster(args: pulumi.runtime.MockCallArgs) -> Any:
         return not_found(f"EKS Cluster ({name})")
     return {"id": name, "name": name, "version": LIVE_CLUSTERS[name], "status": "ACTIVE",
             "arn": f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{name}", "platformVersion": "eks.9",
-            "upgradePolicies": [{"supportType": "STANDARD"}]}
+            "upgradePolicies": [{"supportType": SUPPORT_TYPES.get(name, "STANDARD")}]}
 
 
 def _caller_identity(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
@@ -217,17 +219,59 @@ def _caller_identity(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
             "arn": f"arn:aws:iam::{ACCOUNT}:user/deployer"}
 
 
+# --- EKS add-on versions (DescribeAddonVersions) ----------------------------------------
+def addon_build(addon: str, minor: str, newest: bool = False) -> str:
+    """The build EKS lists for `addon` and `minor`: its default one, or with `newest` (the
+    invoke's mostRecent) a later build of the same version."""
+    number = int(minor.split(".")[1])
+    version = {"vpc-cni": f"v1.{number - 14}.0", "kube-proxy": f"v{minor}.0",
+               "coredns": f"v1.{number - 22}.0"}[addon]
+    return f"{version}-eksbuild.{2 if newest else 1}"
+
+
+def _addon_version(args: pulumi.runtime.MockCallArgs) -> Any:
+    addon, minor = args.args["addonName"], args.args["kubernetesVersion"]
+    newest = bool(args.args.get("mostRecent"))
+    return {"id": addon, "addonName": addon, "kubernetesVersion": minor, "mostRecent": newest,
+            "region": REGION, "version": addon_build(addon, minor, newest)}
+
+
 # Buckets in the account, e.g. one a `pulumi destroy` kept (tests add names).
 EXISTING_BUCKETS: set[str] = set()
+# What HeadBucket answers instead of 200/404, by bucket name (e.g. a 403 for AccessDenied).
+BUCKET_ERRORS: dict[str, str] = {}
+
+
+def head_bucket_forbidden(name: str) -> str:
+    """The provider's text for HeadBucket answered 403 (data source aws_s3_bucket)."""
+    return (f"reading S3 Bucket ({name}): operation error S3: HeadBucket, https response error "
+            "StatusCode: 403, RequestID: EXAMPLE, HostID: EXAMPLE, api error Forbidden: Forbidden")
 
 
 def _get_bucket(args: pulumi.runtime.MockCallArgs) -> Any:
     name = args.args["bucket"]
+    if name in BUCKET_ERRORS:
+        return {}, [("", BUCKET_ERRORS[name])]
     if name not in EXISTING_BUCKETS:
         return not_found(f"S3 Bucket ({name})")
     return {"id": name, "bucket": name, "arn": f"arn:aws:s3:::{name}", "region": REGION,
             "bucketDomainName": f"{name}.s3.amazonaws.com", "hostedZoneId": "Z3AQBSTGFYJSTF",
             "bucketRegionalDomainName": f"{name}.s3.{REGION}.amazonaws.com"}
+
+
+# Where each bucket lives (ListBuckets' BucketRegion); REGION unless a test says otherwise.
+BUCKET_REGIONS: dict[str, str] = {}
+
+
+def _list_buckets(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    """ListBuckets with the Prefix and BucketRegion filters, as S3 applies them."""
+    prefix, region = args.args.get("prefix") or "", args.args.get("bucketRegion")
+    names = sorted(n for n in EXISTING_BUCKETS if n.startswith(prefix)
+                   and (not region or BUCKET_REGIONS.get(n, REGION) == region))
+    return {"id": REGION, "region": REGION, "prefix": prefix, "bucketRegion": region,
+            "buckets": [{"name": n, "bucketArn": f"arn:aws:s3:::{n}",
+                         "bucketRegion": BUCKET_REGIONS.get(n, REGION),
+                         "creationDate": "2025-01-01T00:00:00Z"} for n in names]}
 
 
 OUTPUTS: dict[str, Any] = {
@@ -253,4 +297,6 @@ CALLS: dict[str, Any] = {
     "aws:eks/getCluster:getCluster": _cluster,
     "aws:index/getCallerIdentity:getCallerIdentity": _caller_identity,
     "aws:s3/getBucket:getBucket": _get_bucket,
+    "aws:s3/getBuckets:getBuckets": _list_buckets,
+    "aws:eks/getAddonVersion:getAddonVersion": _addon_version,
 }
