@@ -47,7 +47,7 @@ NONCURRENT_DAYS = 7
 # (constraints/storage.softDeletePolicySeconds) may forbid 0: then the bucket cannot be created
 # and the error names the constraint.
 SOFT_DELETE_SECONDS = 0
-ADOPTED_OUTPUT = "checkpoint_store_adopted"  # stack output: the bucket is a kept one, adopted
+ADOPTED_OUTPUT = "checkpoint_store_adopted"  # stack output: a kept bucket found and imported
 NAME_SUFFIX = "-ckpt"
 MAX_NAME = 63  # GCS bucket names: 3-63 characters (https://cloud.google.com/storage/docs/buckets#naming)
 

@@ -230,12 +230,15 @@ def node_versions(settings: Settings, release: Release, previous: PreviousRun) -
         return running
     unchanged = (release.upgrade_from is None
                  and previous.text(SETTINGS_OUTPUT) == settings_fingerprint(settings))
-    if unchanged:
+    # Only what the nodes have reached may be kept: a kubelet setting for a newer build than
+    # the pool runs would be refused by GKE.
+    reached = all(version_key(was.of(name)) <= version_key(running.of(name))
+                  for name in live.pools)
+    if unchanged and reached:
         return replace(was, notice=(
             "; ".join(changes) + ". Nothing in the settings changed, so this `pulumi up` keeps "
             "the last run's Spot shutdown and stop budget and does not restart the training; "
-            "the next `pulumi up` that changes a setting applies the new ones (and restarts "
-            "the job then)"))
+            "the next `pulumi up` that changes a setting applies the new ones"))
     return replace(running, notice=(
         "this `pulumi up` changes the settings, and with them applies what GKE's node upgrade "
         "allows: " + "; ".join(changes)))

@@ -42,7 +42,7 @@ def _service_account(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
 
 
 def _bucket(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
-    # The name the program gives, the one a read (Bucket.get) looks up, or Pulumi's auto-name:
+    # The name the program gives, the one an import (`import_`) names, or Pulumi's auto-name:
     # the logical name with a random suffix (what stacks made before fixed names have).
     name = str(args.inputs.get("name") or args.resource_id or f"{args.name}-a1b2c3d")
     return {"name": name, "url": f"gs://{name}", "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}"}
