@@ -141,7 +141,8 @@ class GpuCluster:
     node_version: str | None = None
     # Stack outputs a cloud adds, e.g. Azure's derived globally unique names
     # ({"storage_account": ..., "registry": ...}), which the user's CLI commands need.
-    exports: Mapping[str, pulumi.Input[str | bool]] = field(default_factory=dict)
+    exports: Mapping[str, pulumi.Input[str | bool | Mapping[str, str]]] = field(
+        default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ a newer minor, one minor at a time, as EKS, AKS and GKE all require of a control
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infra.settings.errors import Problem, SettingsError
 
@@ -50,6 +50,9 @@ class Release:
     kept: bool = False  # True: the live cluster runs it, nothing was asked of the cloud
     upgrade_from: str | None = None  # the live minor this run upgrades from
     notice: str | None = None  # a warning for the user: the setting lags what the cluster runs
+    # Whether kubernetes.version was set on this run (False: the cloud's default was taken, or
+    # the live version kept, without a setting). GKE passes only a set minor to the cloud.
+    pinned: bool = field(default=False, compare=False)
 
     @property
     def version(self) -> str:
@@ -62,6 +65,11 @@ def choose_release(setting: str | None, live: str | None,
     `live` what the cluster runs now (None: there is no cluster yet), `offered` asks the cloud
     (called only when a version must be created). A refusal is a SettingsError raised before
     any resource is registered."""
+    release = _choose(setting, live, offered)
+    return replace(release, pinned=setting is not None)
+
+
+def _choose(setting: str | None, live: str | None, offered: Callable[[], Offered]) -> Release:
     if live is not None:
         live_minor = minor_of(live)
         if setting is None or minor_key(setting) == minor_key(live_minor):

@@ -296,9 +296,11 @@ def test_cluster_version_channel_addons_and_protection_follow_settings(run, sett
     from tests.fakes.gcp import CHANNEL_DEFAULTS
 
     cluster = run.one(CLUSTER)
-    # No version in the stack file: the channel's default build of the day.
+    # No version in the stack file: GKE creates the cluster at the channel's default build of
+    # the day (no version asked), and the stack reports that build.
     assert settings.kubernetes.version is None
-    assert cluster.inputs["minMasterVersion"] == CHANNEL_DEFAULTS["REGULAR"]
+    assert "minMasterVersion" not in cluster.inputs
+    assert run.outputs["kubernetes_version"] == CHANNEL_DEFAULTS["REGULAR"]
     assert cluster.inputs["releaseChannel"] == {"channel": "REGULAR"}
     assert cluster.inputs["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
     assert "DCGM" in cluster.inputs["monitoringConfig"]["enableComponents"]
@@ -960,7 +962,7 @@ def test_the_version_is_asked_of_the_clusters_location(run):
 
     cluster = run.one(CLUSTER)
     assert cluster.inputs["location"] == "us-central1"
-    assert cluster.inputs["minMasterVersion"] in CHANNEL_VERSIONS["REGULAR"]
+    assert run.outputs["kubernetes_version"] in CHANNEL_VERSIONS["REGULAR"]
     asks = [(a.get("location"), a.get("versionPrefix"), a.get("project"))
             for a in ENGINE_VERSION_ASKS]
     assert ("us-central1", None, "my-gcp-project") in asks
@@ -973,7 +975,8 @@ def test_the_job_is_budgeted_for_the_resolved_build(gke_135_run):
     # job's stop budget agree, both read from the same version.
     from infra.catalog import Capacity, stop_notice
 
-    assert gke_135_run.one(CLUSTER).inputs["minMasterVersion"] == "1.35.0-gke.2398000"
+    assert gke_135_run.one(CLUSTER).inputs["minMasterVersion"] == "1.35"  # GKE's alias
+    assert gke_135_run.outputs["kubernetes_version"] == "1.35.0-gke.2398000"
     assert gke_135_run.outputs["node_version"] == "1.35.0-gke.2398000"
     assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.35.0-gke.2398000").pod_seconds == 105
 
@@ -1155,7 +1158,10 @@ def test_shared_reservations_of_another_project_are_named_by_path_without_placem
 
 
 def test_the_stack_reports_the_gke_build_it_created(run):
-    assert run.outputs["kubernetes_version"] == run.one(CLUSTER).inputs["minMasterVersion"]
+    from tests.fakes.gcp import CHANNEL_DEFAULTS
+
+    # Nothing asked: GKE creates the channel's default, the build getServerConfig named.
+    assert run.outputs["kubernetes_version"] == CHANNEL_DEFAULTS["REGULAR"]
 
 
 def test_flex_start_is_refused_on_a_build_older_than_gke_supports_it_on():
@@ -1238,6 +1244,7 @@ def gke_world(request, monkeypatch):
         monkeypatch.setattr(fakes, "CHANNEL_DEFAULTS", world["defaults"])
     monkeypatch.setattr(fakes, "LIVE_CLUSTERS", {})
     monkeypatch.setattr(fakes, "KEPT_BUCKETS", set())
+    monkeypatch.setattr(fakes, "FORBIDDEN_BUCKETS", set())
     monkeypatch.setattr(fakes, "ENGINE_VERSION_ASKS", [])
     monkeypatch.setattr(fakes, "CLUSTER_ASKS", [])
     monkeypatch.setattr(fakes, "BUCKET_ASKS", [])
@@ -1265,9 +1272,10 @@ def _live(run: Run, master: str, pools: dict[str, str] | None = None) -> dict[st
 def test_each_day_the_shipped_stack_gets_the_channels_default(gke_world):
     created = run_gcp()
     cluster = created.one(CLUSTER)
-    assert cluster.inputs["minMasterVersion"] == gke_world["default"]
+    # No version asked of GKE, which creates the channel's default: the build reported.
+    assert "minMasterVersion" not in cluster.inputs
     assert created.outputs["kubernetes_version"] == gke_world["default"]
-    assert cluster.inputs["minMasterVersion"] in _fakes().CHANNEL_VERSIONS["REGULAR"]
+    assert created.outputs["kubernetes_version"] in _fakes().CHANNEL_VERSIONS["REGULAR"]
     # No pool names a version: GKE creates them at the control plane's.
     assert all("version" not in pool.inputs for pool in created.of_type(NODE_POOL))
     assert _fakes().ENGINE_VERSION_ASKS  # asked of GKE when the program ran
@@ -1287,7 +1295,9 @@ def test_each_day_a_pinned_minor_the_channel_lacks_is_refused_naming_what_it_off
 def test_each_day_each_offered_minor_can_be_pinned(gke_world):
     for minor in gke_world["offered"]:
         pinned = run_gcp({"kubernetes": {"version": minor}})
-        version = pinned.one(CLUSTER).inputs["minMasterVersion"]
+        # Only the minor, an alias GKE resolves to the minor's newest valid build.
+        assert pinned.one(CLUSTER).inputs["minMasterVersion"] == minor
+        version = pinned.outputs["kubernetes_version"]
         assert version.startswith(f"{minor}.") and version in _fakes().CHANNEL_VERSIONS["REGULAR"]
 
 
@@ -1301,7 +1311,7 @@ def test_each_day_a_live_cluster_whose_minor_left_the_channel_keeps_it(gke_world
     fakes = _fakes()
     fakes.ENGINE_VERSION_ASKS.clear()
     later = run_gcp({"job": {"suspend": True}}, previous_outputs=previous)
-    assert later.one(CLUSTER).inputs["minMasterVersion"] == gke_world["left"]
+    assert "minMasterVersion" in later.one(CLUSTER).ignore_changes  # the cluster is left be
     assert later.outputs["kubernetes_version"] == gke_world["left"]
     assert fakes.ENGINE_VERSION_ASKS == []  # a kept release asks the channel nothing
     assert (first.outputs["cluster_name"], "us-central1", "my-gcp-project") in [
@@ -1309,8 +1319,14 @@ def test_each_day_a_live_cluster_whose_minor_left_the_channel_keeps_it(gke_world
     # Pinning the minor it runs is the same as keeping it.
     minor = ".".join(gke_world["left"].split(".")[:2])
     pinned = run_gcp({"kubernetes": {"version": minor}}, previous_outputs=previous)
-    assert pinned.one(CLUSTER).inputs["minMasterVersion"] == gke_world["left"]
+    assert pinned.outputs["kubernetes_version"] == gke_world["left"]
+    assert "minMasterVersion" in pinned.one(CLUSTER).ignore_changes
     assert fakes.ENGINE_VERSION_ASKS == []
+
+
+def _bucket_declaration(bucket) -> dict[str, Any]:
+    """What the stack declares of its checkpoint bucket, less what may differ between runs."""
+    return {k: v for k, v in bucket.inputs.items() if k not in ("__defaults",)}
 
 
 @pytest.mark.parametrize("gke_world", DAYS, indirect=True)
@@ -1321,20 +1337,72 @@ def test_each_day_destroy_then_up_finds_the_kept_bucket(gke_world):
     [bucket] = first.of_type(BUCKET)
     name = bucket.inputs["name"]
     assert uri == f"gs://{name}/dlrm" and "checkpoint_store_adopted" not in first.outputs
-    assert bucket.retain_on_delete  # `pulumi destroy` keeps it ...
+    assert bucket.retain_on_delete and bucket.import_id == ""  # created; destroy keeps it ...
     fakes.KEPT_BUCKETS.add(name)  # ... so GCS still has it after the destroy
     again = run_gcp()  # after destroy: no earlier outputs
     assert again.outputs["checkpoint_uri"] == uri
     assert again.outputs["checkpoint_store_adopted"] is True
-    assert again.of_type(BUCKET) == []  # adopted as a read, never created or changed
-    [grant] = again.of_type(BUCKET_MEMBER)  # only the stack's own grant is made again
+    # Imported into the stack's managed bucket, declared exactly as the one first created:
+    # versioning, the noncurrent rule, soft delete off, retainOnDestroy, and the job's grant.
+    [adopted] = again.of_type(BUCKET)
+    assert adopted.import_id == name and adopted.name == bucket.name
+    assert _bucket_declaration(adopted) == _bucket_declaration(bucket)
+    assert adopted.retain_on_delete
+    [grant] = again.of_type(BUCKET_MEMBER)
     assert grant.inputs["bucket"] == name and grant.inputs["role"] == "roles/storage.objectUser"
-    assert fakes.BUCKET_ASKS == [name, name]  # asked on both first runs, found the second time
-    # Later runs of the adopting stack keep adopting it, without asking GCS again.
+    assert fakes.BUCKET_ASKS == [name, name]  # asked on both runs, found the second time
+    # Later runs of the adopting stack ask GCS again and declare it the same way (an import of
+    # what the state holds is an ordinary update); it stays reported as adopted.
     later = run_gcp({"job": {"suspend": True}}, previous_outputs=_live(again, gke_world["default"]))
-    assert later.outputs["checkpoint_uri"] == uri and later.of_type(BUCKET) == []
+    assert later.outputs["checkpoint_uri"] == uri
+    assert later.one(BUCKET).import_id == name
     assert later.outputs["checkpoint_store_adopted"] is True
-    assert fakes.BUCKET_ASKS == [name, name]
+    assert fakes.BUCKET_ASKS == [name, name, name]
+
+
+@pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
+def test_a_retry_after_a_failed_first_up_manages_the_bucket_it_made(gke_world):
+    # The first `up` made the bucket and then failed: no stack outputs, the bucket in GCS (and
+    # in the state). The retry declares the same managed bucket, importing it by name (an
+    # update of the state's own), never a read-only reference that would stay so for good.
+    fakes = _fakes()
+    failed = run_gcp()
+    name = failed.one(BUCKET).inputs["name"]
+    fakes.KEPT_BUCKETS.add(name)
+    retry = run_gcp()
+    bucket = retry.one(BUCKET)
+    assert bucket.import_id == name and bucket.inputs["versioning"] == {"enabled": True}
+    assert bucket.inputs["softDeletePolicy"] == {"retentionDurationSeconds": 0}
+    assert retry.outputs["checkpoint_uri"] == failed.outputs["checkpoint_uri"]
+
+
+@pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
+def test_a_failed_destroy_that_kept_the_outputs_still_imports_the_bucket(gke_world):
+    # Destroy dropped the bucket from the state (retained) but failed later: the outputs are
+    # still there. GCS has the bucket, so it is imported, not created again ("already exists").
+    fakes = _fakes()
+    first = run_gcp()
+    name = first.one(BUCKET).inputs["name"]
+    fakes.KEPT_BUCKETS.add(name)
+    later = run_gcp(previous_outputs=_live(first, gke_world["default"]))
+    assert later.one(BUCKET).import_id == name
+    # A bucket destroy did delete (checkpoints.retainOnDestroy false) is created again.
+    fakes.KEPT_BUCKETS.clear()
+    again = run_gcp(previous_outputs=_live(first, gke_world["default"]))
+    assert again.one(BUCKET).import_id == "" and again.one(BUCKET).inputs["name"] == name
+
+
+@pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
+def test_a_bucket_gcs_will_not_describe_stops_the_run_before_anything_is_made(gke_world):
+    from infra.gcp.storage import checkpoint_bucket_name
+
+    fakes = _fakes()
+    name = checkpoint_bucket_name("my-gcp-project", "torchrec-cloud-gcp")
+    fakes.FORBIDDEN_BUCKETS.add(name)  # a 403: not "absent"
+    failed = run_gcp(expect_error=True)
+    text = str(failed.error)
+    assert f"gs://{name}" in text and "storage.buckets.get" in text, text
+    assert [r.type for r in failed.resources] == []
 
 
 @pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
@@ -1343,32 +1411,136 @@ def test_a_stack_made_before_fixed_bucket_names_keeps_its_bucket(gke_world):
     first = run_gcp()
     legacy = "torchrec-cloud-gcp-checkpoints-a1b2c3d"  # Pulumi's auto-name, random suffix
     previous = {**_live(first, gke_world["default"]), "checkpoint_uri": f"gs://{legacy}/dlrm"}
+    fakes.KEPT_BUCKETS.add(legacy)
     fakes.BUCKET_ASKS.clear()
     later = run_gcp(previous_outputs=previous)
-    # The same name (a name change would replace the bucket and lose the checkpoints).
+    # The same name (a name change would replace the bucket and lose the checkpoints), declared
+    # with its own name as the import id: the state's own bucket, an ordinary update.
     assert later.one(BUCKET).inputs["name"] == legacy
+    assert later.one(BUCKET).import_id == legacy
     assert later.outputs["checkpoint_uri"] == f"gs://{legacy}/dlrm"
-    assert fakes.BUCKET_ASKS == []
+    assert "checkpoint_store_adopted" not in later.outputs
+    assert fakes.BUCKET_ASKS == [legacy]
+
+
+@pytest.fixture
+def warnings_logged(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every pulumi.log.warn of the runs in the test."""
+    logged: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *a, **k: logged.append(message))
+    return logged
+
+
+def _spot_grace(run: Run) -> tuple[Any, int]:
+    """(the spot pool's kubelet settings or None, the training pods' grace)."""
+    kubelet = gpu_pools(run)["gpuspot"].inputs["nodeConfig"].get("kubeletConfig")
+    return kubelet, harness.training_pod_template(run)["spec"]["terminationGracePeriodSeconds"]
 
 
 @pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
-def test_the_spot_pool_and_the_stop_budget_follow_the_version_the_nodes_run(gke_world):
+def test_the_spot_pool_and_the_stop_budget_follow_the_version_the_nodes_run(
+        gke_world, warnings_logged):
     # The control plane is on a 1.35 build whose Spot nodes may shut down in 120 s, but GKE has
     # not upgraded the spot pool yet: its kubelet must not be asked for what 1.34 refuses, and
     # the job is budgeted for the 15 s the 1.34 node gives.
-    first = run_gcp({"job": {"pool": "spot"}})
+    spot_job = {"job": {"pool": "spot"}}
+    first = run_gcp(spot_job)
     master, old = "1.35.0-gke.2398000", "1.34.1-gke.3899001"
-    lagging = run_gcp({"job": {"pool": "spot"}},
-                      previous_outputs=_live(first, master, {"gpuspot": old}))
-    assert lagging.one(CLUSTER).inputs["minMasterVersion"] == master
-    assert "kubeletConfig" not in gpu_pools(lagging)["gpuspot"].inputs["nodeConfig"]
+    lagging = run_gcp(spot_job, previous_outputs=_live(first, master, {"gpuspot": old}))
+    assert lagging.outputs["kubernetes_version"] == master
+    assert _spot_grace(lagging) == (None, 15)
     assert lagging.outputs["node_version"] == old
-    assert harness.training_pod_template(lagging)["spec"]["terminationGracePeriodSeconds"] == 15
-    # Once the nodes run the 1.35 build, both follow it.
-    upgraded = run_gcp({"job": {"pool": "spot"}}, previous_outputs=_live(first, master))
-    assert gpu_pools(upgraded)["gpuspot"].inputs["nodeConfig"]["kubeletConfig"] == {
-        "shutdownGracePeriodSeconds": 120, "shutdownGracePeriodCriticalPodsSeconds": 15}
-    assert harness.training_pod_template(upgraded)["spec"]["terminationGracePeriodSeconds"] == 105
+    assert warnings_logged == []
+    # GKE then upgrades the nodes to the 1.35 build. A `pulumi up` that changes nothing keeps
+    # the last run's spot shutdown and budget, so it neither recreates the spot nodes nor
+    # replaces the JobSet (a restart of the training), and says why.
+    unchanged = run_gcp(spot_job, previous_outputs=_live(lagging, master))
+    assert _spot_grace(unchanged) == (None, 15)
+    assert unchanged.outputs["node_version"] == old
+    [kept] = warnings_logged
+    assert "120 s" in kept and "does not restart the training" in kept, kept
+    # The next `pulumi up` that changes a setting applies them, and warns that the job restarts.
+    warnings_logged.clear()
+    changed = run_gcp({**spot_job, "tags": {"team": "recsys"}},
+                      previous_outputs=_live(unchanged, master))
+    assert _spot_grace(changed) == (
+        {"shutdownGracePeriodSeconds": 120, "shutdownGracePeriodCriticalPodsSeconds": 15}, 105)
+    assert changed.outputs["node_version"] == master
+    [restart] = warnings_logged
+    assert "JobSet is replaced" in restart and "recreates the pool's nodes" in restart, restart
+    # And the run after that, unchanged again, keeps them without a word.
+    warnings_logged.clear()
+    steady = run_gcp({**spot_job, "tags": {"team": "recsys"}},
+                     previous_outputs=_live(changed, master))
+    assert _spot_grace(steady) == _spot_grace(changed) and warnings_logged == []
+
+
+@pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
+def test_a_pinned_minor_the_channel_upgraded_past_keeps_the_live_version(
+        gke_world, warnings_logged):
+    # kubernetes.version 1.34, and the REGULAR channel has since upgraded the cluster (control
+    # plane and nodes) to 1.35: GKE never goes back, so the next `pulumi up` registers the
+    # cluster and its pools as they are, keeps 1.35, and says the setting lags.
+    pinned = {"kubernetes": {"version": "1.34"}}
+    first = run_gcp(pinned)
+    live = "1.35.0-gke.2398000"
+    later = run_gcp(pinned, previous_outputs=_live(first, live))
+    assert later.error is None
+    assert later.outputs["kubernetes_version"] == live
+    cluster = later.one(CLUSTER)
+    assert "minMasterVersion" in cluster.ignore_changes  # nothing asks GKE to move it
+    assert {p.inputs["name"] for p in later.of_type(NODE_POOL)} == {
+        p.inputs["name"] for p in first.of_type(NODE_POOL)}
+    assert any("kubernetes.version is 1.34" in w and "kept 1.35" in w for w in warnings_logged)
+
+
+@pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
+def test_the_jobset_controller_follows_the_control_plane_not_the_nodes(gke_world):
+    # GKE upgrades nodes after the control plane: the nodes may still run 1.33 under a 1.34
+    # control plane. JobSet's controller and webhook talk to the API server, so its release is
+    # the control plane's minor's (here v0.12.0 for 1.34, where 1.33 would give v0.11.1).
+    from workloads.jobset import controller_version, manifests_url
+
+    first = run_gcp()
+    master, nodes = "1.34.1-gke.3899001", "1.33.5-gke.2100000"
+    later = run_gcp(previous_outputs=_live(first, master, {
+        p.inputs["name"]: nodes for p in first.of_type(NODE_POOL)}))
+    assert later.outputs["node_version"] == nodes
+    [controller] = [c for c in later.of_type("kubernetes:yaml/v2:ConfigFile")
+                    if "jobset-controller" in c.name]
+    assert controller_version("1.34") != controller_version("1.33")  # the case tells them apart
+    assert controller.inputs["file"] == manifests_url(controller_version(master))
+
+
+# Spot tables whose one save takes about 27 s: inside the 100 s a 120 s Spot shutdown leaves the
+# trainer, far past the 10 s of GKE's default 30 s.
+BIG_SPOT_TABLES = {"job": {"pool": "spot", "trainerArgs": {"batch_size": 2048,
+                                                           "embedding_dim": 4096}}}
+
+
+def test_the_save_rule_judges_the_build_the_job_is_budgeted_for():
+    # "1.35" alone counts as its newest build (120 s); a build before 1.35.0-gke.1171000, or a
+    # 1.34 node, gives 30 s, which the job's stop budget follows: the rule must judge that one.
+    from infra.settings.rules import spot_save_fits_the_notice
+
+    settings = stack_settings({**BIG_SPOT_TABLES, "kubernetes": {"version": "1.35"}})
+    assert list(spot_save_fits_the_notice(settings)) == []
+    assert list(spot_save_fits_the_notice(settings, "1.35.0-gke.1171000")) == []
+    for older in ("1.35.0-gke.1170999", "1.34.1-gke.3899001"):
+        [problem] = spot_save_fits_the_notice(settings, older)
+        assert problem.path == "job.trainerArgs" and "30 s notice" in problem.allowed
+
+
+@pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
+def test_a_save_that_fits_only_the_minors_notice_is_refused_for_the_nodes_build(gke_world):
+    # The control plane runs 1.35 (the settings' minor passes the rule), the spot nodes still
+    # 1.34: the job would be budgeted for 30 s, so the run stops before any resource.
+    first = run_gcp({"job": {"pool": "spot"}})
+    previous = _live(first, "1.35.0-gke.2398000", {"gpuspot": "1.34.1-gke.3899001"})
+    failed = run_gcp(BIG_SPOT_TABLES, expect_error=True, previous_outputs=previous)
+    assert isinstance(failed.error, SettingsError), failed.error
+    assert [p.path for p in failed.error.problems] == ["job.trainerArgs"]
+    assert failed.resources == []
 
 
 @pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
@@ -1376,7 +1548,12 @@ def test_the_next_minor_is_asked_of_the_channel_and_upgrades_the_control_plane(g
     first = run_gcp()
     previous = _live(first, "1.34.1-gke.3899001")
     upgrade = run_gcp({"kubernetes": {"version": "1.35"}}, previous_outputs=previous)
-    assert upgrade.one(CLUSTER).inputs["minMasterVersion"] == "1.35.0-gke.2398000"
+    # The new minor, not ignored: above every 1.34 build, so the provider upgrades the control
+    # plane; GKE resolves the alias to the channel's newest 1.35 build.
+    cluster = upgrade.one(CLUSTER)
+    assert cluster.inputs["minMasterVersion"] == "1.35"
+    assert "minMasterVersion" not in cluster.ignore_changes
+    assert upgrade.outputs["kubernetes_version"] == "1.35.0-gke.2398000"
     assert _fakes().ENGINE_VERSION_ASKS
     # The pools still run 1.34 until GKE upgrades them: the spot pool keeps GKE's 30 s.
     assert "kubeletConfig" not in gpu_pools(upgrade)["gpuspot"].inputs["nodeConfig"]
@@ -1394,12 +1571,29 @@ def test_only_an_upgrade_the_user_set_touches_the_control_planes_version():
     assert "node_locations" in ignored_after_creation(upgrade)
 
 
+def test_the_cluster_never_asks_gke_for_an_exact_build():
+    # The ignored input is what a replacement cluster is created with (pulumi/pulumi#2657): an
+    # exact build would be one the channel dropped by then. Nothing, or a minor GKE resolves.
+    from infra.gcp.cluster import master_version
+    from infra.kubernetes_release import choose_release
+    from infra.gcp.versions import offered_versions
+
+    def today():
+        return asked(lambda: offered_versions(stack_settings()))
+
+    assert master_version(choose_release(None, None, today)) is None  # the channel's default
+    assert master_version(choose_release("1.35", None, today)) == "1.35"  # pinned
+    assert master_version(choose_release(None, "1.34.1-gke.3899001", today)) is None  # kept
+    assert master_version(choose_release("1.34", "1.34.1-gke.3899001", today)) == "1.34"
+    assert master_version(choose_release("1.35", "1.34.1-gke.3899001", today)) == "1.35"
+
+
 @pytest.mark.parametrize("gke_world", ["2026-11-26"], indirect=True)
 def test_a_cluster_gke_cannot_be_asked_about_keeps_the_recorded_version(gke_world):
     first = run_gcp()
     previous = dict(first.outputs)  # the cluster is not in the fakes' GKE: getCluster fails
     later = run_gcp(previous_outputs=previous)
-    assert later.one(CLUSTER).inputs["minMasterVersion"] == first.outputs["kubernetes_version"]
+    assert later.outputs["kubernetes_version"] == first.outputs["kubernetes_version"]
     assert _fakes().CLUSTER_ASKS
 
 

@@ -89,7 +89,7 @@ class TrainingJob(pulumi.ComponentResource):
         if job.kind == JobKind.PYTORCH_JOB:
             operator = pytorchjob.training_operator(
                 f"{name}-training-operator",
-                args.kubernetes_version or cluster.kubernetes_version, opts_for())
+                cluster.kubernetes_version or args.kubernetes_version, opts_for())
             command: list[pulumi.Input[str]] = pytorchjob_command(budget)
             if run_id is not None:  # in the main container: workloads/prepare.py waiting_first
                 command = prepare.waiting_first(command, cluster, args.dataset, names, run_id)
@@ -100,7 +100,7 @@ class TrainingJob(pulumi.ComponentResource):
         else:
             controller = jobset.jobset_controller(
                 f"{name}-jobset-controller",
-                args.kubernetes_version or cluster.kubernetes_version, opts_for())
+                cluster.kubernetes_version or args.kubernetes_version, opts_for())
             waits = ([] if run_id is None else
                      [prepare.layout_wait(cluster, args.dataset, names, run_id)])
             template = pod_template(cluster, job, names, budget, ContainerSpec(

@@ -48,6 +48,25 @@ def gpu_zone(settings: Settings) -> str:
     return settings.gpu_zones[0]
 
 
+def master_version(release: Release) -> str | None:
+    """What `min_master_version` asks of GKE: nothing without kubernetes.version (GKE creates the
+    cluster at its channel's default, the build infra/gcp/versions.py read as the default), else
+    only the minor, a version alias GKE resolves itself ("1.X": "picks the highest valid
+    patch+gke.N patch in the 1.X version", Cluster.initialClusterVersion and
+    ClusterUpdate.desiredMasterVersion,
+    https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters).
+    Never an exact build: this input is ignored after creation (below), and Pulumi then keeps
+    the old stored value, also when the cluster must be replaced (pulumi/pulumi#2657), so an
+    exact build would recreate the cluster at a build the channel dropped weeks ago. An upgrade
+    the user set passes its new minor: the provider upgrades the control plane only while the
+    current version is lower than this one (terraform-provider-google
+    resource_container_cluster.go, "Only upgrade the master if the current version is lower
+    than the desired version"), and "1.35" is above every 1.34 build."""
+    if release.upgrade_from is not None or release.pinned:
+        return release.minor
+    return None
+
+
 def ignored_after_creation(release: Release) -> list[str]:
     """Cluster inputs later runs leave alone: the default pool's (removed at once), the zones
     (the pools own them, below), and the version, except on the run that upgrades the control
@@ -61,7 +80,7 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
                    node_account_email: pulumi.Input[str], release: Release,
                    opts: pulumi.ResourceOptions,
                    multi_networking: bool = False) -> gcp.container.Cluster:
-    """A regional GKE cluster at the release's build (infra/kubernetes_release.py,
+    """A regional GKE cluster at the release's version (infra/kubernetes_release.py,
     infra/gcp/versions.py), on Dataplane V2, reachable only from the configured CIDRs.
 
     The version is set at creation and on the run that upgrades the control plane (the user set
@@ -91,12 +110,13 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
         remove_default_node_pool=True,
         initial_node_count=1,
         deletion_protection=settings.gcp.deletion_protection,
-        # The version at creation; afterwards the release channel upgrades the cluster inside
-        # the maintenance window, and this is ignored (below) except on an upgrade the user
-        # asked for: a newer build here makes the provider upgrade the control plane at once,
-        # outside the window (terraform-provider-google resource_container_cluster.go;
-        # cluster-toolkit gke-cluster ignores min_master_version the same way).
-        min_master_version=release.version,
+        # The version at creation (the channel's default, or the pinned minor: master_version);
+        # afterwards the release channel upgrades the cluster inside the maintenance window,
+        # and this is ignored (below) except on an upgrade the user asked for: the new minor
+        # here makes the provider upgrade the control plane at once, outside the window
+        # (terraform-provider-google resource_container_cluster.go; cluster-toolkit
+        # gke-cluster ignores min_master_version the same way).
+        min_master_version=master_version(release),
         release_channel=gcp.container.ClusterReleaseChannelArgs(channel=CHANNEL),
         networking_mode="VPC_NATIVE",
         enable_multi_networking=True if multi_networking else None,

@@ -21,9 +21,13 @@ from infra.gcp.kubeconfig import cluster_kubeconfig, kubernetes_provider
 from infra.gcp.network import GPU_NODE_TAG, create_gpu_networks, create_network
 from infra.gcp.node_pools import create_pools
 from infra.gcp.registry import create_trainer_image
-from infra.gcp.storage import ADOPTED_OUTPUT, create_checkpoint_bucket, grant_dataset_reads
-from infra.gcp.versions import check_features, node_versions
+from infra.gcp.storage import (ADOPTED_OUTPUT, choose_bucket, create_checkpoint_bucket,
+                               grant_dataset_reads)
+from infra.gcp.versions import (NODE_BASIS_OUTPUT, SETTINGS_OUTPUT, check_features,
+                                node_versions, settings_fingerprint)
+from infra.settings.errors import SettingsError
 from infra.settings.model import Filestore
+from infra.settings.rules import spot_save_fits_the_notice
 
 TYPE_TOKEN = "torchrec-cloud:gcp:GpuCluster"
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
@@ -46,8 +50,18 @@ class GcpGpuCluster(pulumi.ComponentResource):
         release = args.release
         check_features(s, release.version)
         nodes = node_versions(s, release, args.previous)
+        if nodes.notice:
+            pulumi.log.warn(nodes.notice)
         gpu_pool_names = [pool.name for pool in s.gpu_pools_by_key.values()]
         node_version = nodes.oldest(gpu_pool_names)
+        # The save-fits-the-notice rule once more, with the version the job's stop budget uses
+        # (the settings' minor alone counts as its newest build).
+        unfit = list(spot_save_fits_the_notice(s, node_version))
+        if unfit:
+            raise SettingsError(unfit)
+        # Whether GCS has the checkpoint bucket: asked before anything is registered, so a
+        # failed question stops the run with nothing made.
+        bucket_choice = choose_bucket(project, prefix, args.previous)
         super().__init__(TYPE_TOKEN, name, None, opts)
 
         provider = gcp.Provider(
@@ -71,8 +85,8 @@ class GcpGpuCluster(pulumi.ComponentResource):
 
         job_account, acts_as_job = create_job_account(
             prefix, project, s.job.namespace, s.job.service_account, [cluster], child)
-        bucket, writes_checkpoints, adopted = create_checkpoint_bucket(
-            prefix, project, region, s.checkpoints, job_account, args.previous, child)
+        bucket, writes_checkpoints = create_checkpoint_bucket(
+            prefix, region, s.checkpoints, job_account, bucket_choice, child)
         # IAM the job needs before its first pod starts (IAM propagates in seconds to minutes;
         # a pod that starts first gets 403s and a restart it did not need).
         grants: list[pulumi.Resource] = [
@@ -114,7 +128,9 @@ class GcpGpuCluster(pulumi.ComponentResource):
             kubernetes_version=release.version,
             node_version=node_version,
             exports={"node_version": node_version,
-                     **({ADOPTED_OUTPUT: True} if adopted else {})},
+                     NODE_BASIS_OUTPUT: nodes.basis(gpu_pool_names),
+                     SETTINGS_OUTPUT: settings_fingerprint(s),
+                     **({ADOPTED_OUTPUT: True} if bucket_choice.adopted else {})},
         )
         self.register_outputs({
             "clusterName": cluster.name,

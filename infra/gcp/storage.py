@@ -3,12 +3,13 @@ found again by the next `pulumi up` of the same stack.
 
 A bucket kept on destroy outlives the stack's state, so the next `up` cannot know it from the
 state; it finds it by name. The name is fixed per stack and globally unique: the project id
-(globally unique itself) and the stack's name prefix, `<project>-<prefix>-ckpt`. A first run (no
-earlier outputs: a new stack, or one after `pulumi destroy`) looks that name up; a bucket it
-finds is adopted as a read-only reference (never changed, never deleted by this stack) and the
-stack exports `checkpoint_store_adopted: true`, so its later runs adopt it again. A live stack
-keeps the bucket its last run used, by the name in its `checkpoint_uri`: a stack made before
-buckets had fixed names keeps its auto-named (random-suffixed) bucket, with no replacement.
+(globally unique itself) and the stack's name prefix, `<project>-<prefix>-ckpt`. Every run asks
+GCS whether the bucket exists; one it has is imported (Pulumi's `import` option) into the
+stack's normally managed bucket, with the same settings and retainOnDestroy as one created here,
+and a run with no earlier outputs (a new stack, or one after `pulumi destroy`) that finds it
+exports `checkpoint_store_adopted: true`. A live stack keeps the bucket its last run used, by
+the name in its `checkpoint_uri`: a stack made before buckets had fixed names keeps its
+auto-named (random-suffixed) bucket, with no replacement.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ NONCURRENT_DAYS = 7
 # (constraints/storage.softDeletePolicySeconds) may forbid 0: then the bucket cannot be created
 # and the error names the constraint.
 SOFT_DELETE_SECONDS = 0
-ADOPTED_OUTPUT = "checkpoint_store_adopted"  # stack output: the bucket is a kept one, adopted
+ADOPTED_OUTPUT = "checkpoint_store_adopted"  # stack output: a kept bucket found and imported
 NAME_SUFFIX = "-ckpt"
 MAX_NAME = 63  # GCS bucket names: 3-63 characters (https://cloud.google.com/storage/docs/buckets#naming)
 
@@ -69,67 +70,100 @@ def checkpoint_bucket_name(project: str, prefix: str) -> str:
     return f"{base}{unique}"
 
 
+# What the provider reports when GCS answers 404 for the bucket: getBucket returns the Storage
+# API's error as is (terraform-provider-google data_source_google_storage_bucket.go:
+# `Buckets.Get(bucket).Do()`; googleapi formats it "googleapi: Error 404: The specified bucket
+# does not exist., notFound"). A 403 ("... does not have storage.buckets.get access ... (or it
+# may not exist)., forbidden") is not an answer: the name may belong to a bucket someone else
+# made, and creating it would fail anyway.
+NOT_FOUND = re.compile(r"\bError 404\b|\bnotFound\b")
+
+
 @dataclass(frozen=True)
 class BucketChoice:
-    """Which bucket this run uses and whether the stack manages it or only refers to it."""
+    """Which bucket this run declares, and whether it exists in GCS before this run."""
 
     name: str
-    adopted: bool  # True: a kept bucket found again; read-only, never changed or deleted here
+    exists: bool  # True: declared with `import_` (adopted, or in state already: an update)
+    adopted: bool  # True: a kept bucket this stack's outputs do not record as its own
+
+
+def bucket_exists(name: str, project: str) -> bool:
+    """Whether GCS has the bucket (getBucket, the deployer's credentials, before any resource
+    is registered). Only a 404 means it does not; any other failure stops the run: taken for
+    "absent", the run would try to create a bucket that exists, or adopt nothing and lose the
+    checkpoints' location."""
+    try:
+        gcp.storage.get_bucket(name=name, project=project, opts=pulumi.InvokeOptions())
+    except Exception as error:  # noqa: BLE001 (the engine reports invoke errors as text)
+        if NOT_FOUND.search(str(error)):
+            return False
+        raise pulumi.RunError(
+            f"could not tell whether the checkpoint bucket gs://{name} exists ({error}). The "
+            "deployer needs storage.buckets.get on it (roles/storage.admin in the project "
+            "does); a 403 can also mean another project owns a bucket of that name. Nothing "
+            "was created") from error
+    return True
 
 
 def choose_bucket(project: str, prefix: str, previous: PreviousRun) -> BucketChoice:
-    """A live stack keeps what its last run did (its checkpoint_uri's bucket, adopted or
-    managed). A first run adopts the stack's kept bucket when GCS has it (getBucket answers),
-    else creates it."""
-    name = checkpoint_bucket_name(project, prefix)
+    """The bucket's name, and whether GCS has it now: asked of GCS on every run, never inferred
+    from the stack's outputs, which a failed first `up` (bucket made, no outputs) or a failed
+    destroy (outputs kept, bucket gone from the state) leave out of step with the state.
+
+    The name: a live stack's own bucket (its checkpoint_uri's: a stack made before fixed names
+    keeps its auto-named one), else the fixed per-stack name. Adopted: found while the stack's
+    outputs do not record it as the stack's own (no outputs: a first run, or one after
+    destroy), or recorded as adopted by the last run (sticky, as on Azure)."""
     last_uri = previous.text("checkpoint_uri")
-    if previous.live and last_uri:
-        return BucketChoice(name=uri_parts(last_uri)[0],
-                            adopted=previous.outputs.get(ADOPTED_OUTPUT) is True)
-    if previous.live:
-        return BucketChoice(name=name, adopted=False)
-    try:  # getBucket fails when the bucket does not exist (or this caller may not see it)
-        gcp.storage.get_bucket(name=name, project=project, opts=pulumi.InvokeOptions())
-    except Exception:  # noqa: BLE001 (the provider reports "not found" as an invoke error)
-        return BucketChoice(name=name, adopted=False)
-    pulumi.log.info(f"checkpoint bucket {name} was kept by an earlier deployment of this stack: "
-                    "using it, and its checkpoints, again")
-    return BucketChoice(name=name, adopted=True)
+    name = (uri_parts(last_uri)[0] if previous.live and last_uri
+            else checkpoint_bucket_name(project, prefix))
+    exists = bucket_exists(name, project)
+    adopted = exists and (not previous.live or previous.outputs.get(ADOPTED_OUTPUT) is True)
+    if adopted and not previous.live:
+        pulumi.log.info(f"checkpoint bucket {name} was kept by an earlier deployment of this "
+                        "stack: importing it, and using its checkpoints again")
+    return BucketChoice(name=name, exists=exists, adopted=adopted)
 
 
-def create_checkpoint_bucket(prefix: str, project: str, region: str, checkpoints: Checkpoints,
-                             job_account: gcp.serviceaccount.Account, previous: PreviousRun,
+def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
+                             job_account: gcp.serviceaccount.Account, choice: BucketChoice,
                              opts: pulumi.ResourceOptions
-                             ) -> tuple[gcp.storage.Bucket, gcp.storage.BucketIAMMember, bool]:
-    """The checkpoint bucket (a regional one next to the GPUs, or the stack's kept one), the
-    grant that gives only the job's account object access (the job waits for it: its first
-    checkpoint write needs it), and whether the bucket was adopted."""
-    choice = choose_bucket(project, prefix, previous)
-    if choice.adopted:
-        # Read-only: destroy leaves it as it is, whatever checkpoints.retainOnDestroy says.
-        bucket = gcp.storage.Bucket.get(f"{prefix}-checkpoints", choice.name, opts=opts)
-    else:
-        retain = checkpoints.retain_on_destroy
-        bucket = gcp.storage.Bucket(
-            f"{prefix}-checkpoints",
-            # Fixed, so a kept bucket is found again (module docstring). A stack made when the
-            # bucket was auto-named passes its own name back: `name` replaces the bucket on a
-            # change, and it does not change.
-            name=choice.name,
-            location=region.upper(),
-            uniform_bucket_level_access=True,
-            public_access_prevention="enforced",
-            versioning=gcp.storage.BucketVersioningArgs(enabled=True),
-            lifecycle_rules=[gcp.storage.BucketLifecycleRuleArgs(
-                action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
-                condition=gcp.storage.BucketLifecycleRuleConditionArgs(
-                    days_since_noncurrent_time=NONCURRENT_DAYS, with_state="ARCHIVED"),
-            )],
-            soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
-                retention_duration_seconds=SOFT_DELETE_SECONDS),
-            force_destroy=not retain,  # destroy may empty it only when we do not keep it
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=retain)),
-        )
+                             ) -> tuple[gcp.storage.Bucket, gcp.storage.BucketIAMMember]:
+    """The checkpoint bucket, a regional one next to the GPUs, and the grant that gives only the
+    job's account object access (the job waits for it: its first checkpoint write needs it).
+
+    One managed resource whether this run creates the bucket or finds it (`choose_bucket`): a
+    bucket GCS has is declared with Pulumi's `import` option, never read-only (`Bucket.get`),
+    so an adopted bucket gets the same versioning, noncurrent rule, soft delete, grant and
+    retainOnDestroy as one made here. An import of a bucket already in this stack's state is an
+    ordinary update (pulumi/pulumi pkg/resource/deploy/step_generator.go: an import happens
+    only with no old resource or a different id); one whose inputs differ from what GCS has is
+    imported and then updated to them (Pulumi CLI 3.174 or newer, pulumi/pulumi#19339)."""
+    retain = checkpoints.retain_on_destroy
+    bucket = gcp.storage.Bucket(
+        f"{prefix}-checkpoints",
+        # Fixed, so a kept bucket is found again (module docstring). A stack made when the
+        # bucket was auto-named passes its own name back: `name` replaces the bucket on a
+        # change, and it does not change.
+        name=choice.name,
+        location=region.upper(),
+        uniform_bucket_level_access=True,
+        public_access_prevention="enforced",
+        versioning=gcp.storage.BucketVersioningArgs(enabled=True),
+        lifecycle_rules=[gcp.storage.BucketLifecycleRuleArgs(
+            action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+            condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                days_since_noncurrent_time=NONCURRENT_DAYS, with_state="ARCHIVED"),
+        )],
+        soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
+            retention_duration_seconds=SOFT_DELETE_SECONDS),
+        force_destroy=not retain,  # destroy may empty it only when we do not keep it
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            retain_on_delete=retain,
+            # The import id of a bucket is its name (pulumi-gcp storage.Bucket, "Import").
+            import_=choice.name if choice.exists else None)),
+    )
     grant = gcp.storage.BucketIAMMember(
         f"{prefix}-checkpoints-job",
         bucket=bucket.name,
@@ -137,7 +171,7 @@ def create_checkpoint_bucket(prefix: str, project: str, region: str, checkpoints
         member=job_account.member,
         opts=opts,
     )
-    return bucket, grant, choice.adopted
+    return bucket, grant
 
 
 def grant_dataset_reads(prefix: str, uris: list[str], job_account: gcp.serviceaccount.Account,

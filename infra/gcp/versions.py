@@ -13,17 +13,19 @@ the channel is kept without asking the channel anything.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.catalog import version_key, version_reaches
+from infra.catalog import Capacity, Cloud, stop_notice, version_key, version_reaches
 from infra.kubernetes_release import Offered, Release, minor_key, minor_of
+from infra.naming import stable_hash
 from infra.previous_run import PreviousRun
 from infra.settings.errors import Problem, SettingsError
-from infra.settings.model import Settings
+from infra.settings.model import PoolChoice, Settings
 
 # The channel the cluster is enrolled in (infra/gcp/cluster.py): a cluster in a channel can be
 # created only at a version that channel offers
@@ -137,13 +139,21 @@ def live_version(settings: Settings, previous: PreviousRun) -> str | None:
     return live.master if live else None
 
 
+# Stack outputs a later run reads (infra/previous_run.py): the version each GPU pool's
+# node-side settings (a Spot pool's kubelet shutdown, the job's stop budget) followed, and a
+# fingerprint of the settings that run had.
+NODE_BASIS_OUTPUT = "node_versions"
+SETTINGS_OUTPUT = "settings_fingerprint"
+
+
 @dataclass(frozen=True)
 class NodeVersions:
-    """The version each node pool's nodes run on this run: what everything derived from the
-    version on the node side reads (a Spot pool's kubelet shutdown, the job's stop budget)."""
+    """The version each node pool's node-side settings follow on this run (a Spot pool's kubelet
+    shutdown, the job's stop budget): what the nodes run, or what the last run used (below)."""
 
     by_pool: Mapping[str, str]  # node pool name -> version
     default: str  # a pool not yet created: GKE creates it at the control plane's version
+    notice: str | None = None  # a warning for the user about the job (node_versions)
 
     def of(self, pool_name: str) -> str:
         return self.by_pool.get(pool_name, self.default)
@@ -152,15 +162,86 @@ class NodeVersions:
         """The oldest version among the pools: the node side a job on any of them can count on."""
         return min((self.of(n) for n in pool_names), key=version_key, default=self.default)
 
+    def basis(self, pool_names: list[str]) -> dict[str, str]:
+        """What the stack records for the next run (NODE_BASIS_OUTPUT)."""
+        return {name: self.of(name) for name in pool_names}
+
+
+def settings_fingerprint(settings: Settings) -> str:
+    """The same text for the same settings on every run. kubernetes.version is left out: the
+    program sets it from the version it keeps (a setting the user changes there is an upgrade,
+    which the release says)."""
+    data = settings.model_dump(mode="json")
+    data.get("kubernetes", {}).pop("version", None)
+    return stable_hash(json.dumps(data, sort_keys=True, default=str))
+
+
+def _spot_changes(settings: Settings, was: NodeVersions, now: NodeVersions) -> list[str]:
+    """What moving the node side from `was` to `now` changes that the job feels: a Spot pool's
+    shutdown window (its kubelet settings: GKE recreates the pool's nodes) and, for a job on
+    Spot, the pods' grace and stop budget (the JobSet's pod template: the JobSet is replaced)."""
+    changes = []
+    for choice, pool in settings.gpu_pools_by_key.items():
+        if choice != PoolChoice.SPOT:
+            continue
+        before, after = (stop_notice(Cloud.GCP, Capacity.SPOT, v.of(pool.name)) for v in (was, now))
+        if before != after:
+            changes.append(
+                f"GKE upgraded Spot pool {pool.name} to {now.of(pool.name)}, whose kubelet "
+                f"gives {after.notice_seconds} s of shutdown ({before.notice_seconds} s now): "
+                "applying it recreates the pool's nodes")
+    names = [pool.name for pool in settings.gpu_pools_by_key.values()]
+    if settings.job.pool == PoolChoice.SPOT:
+        before, after = (stop_notice(Cloud.GCP, Capacity.SPOT, v.oldest(names))
+                         for v in (was, now))
+        if before != after:
+            changes.append(
+                f"the training pods' grace on Spot goes from {before.pod_seconds} s to "
+                f"{after.pod_seconds} s: the JobSet is replaced and training restarts from its "
+                "newest checkpoint")
+    return changes
+
 
 def node_versions(settings: Settings, release: Release, previous: PreviousRun) -> NodeVersions:
-    """A new cluster's pools are created at the release's build. On a live stack the pools keep
-    what they run: GKE upgrades nodes after the control plane, in the maintenance window
-    (infra/gcp/cluster.py), so for a while they run an older build than the control plane."""
+    """A new cluster's pools are created at the release's build. On a live stack the pools'
+    settings follow what they run: GKE upgrades nodes after the control plane, in the
+    maintenance window (infra/gcp/cluster.py), so for a while they run an older build than the
+    control plane.
+
+    Except on a run that changes nothing: once GKE has upgraded the nodes past a build that
+    changes the Spot shutdown window (catalog STOP_NOTICES), following it would recreate the
+    Spot pool's nodes and replace the JobSet, restarting the training, on a `pulumi up` the
+    user made for nothing of the sort. So with the settings (their fingerprint) and the version
+    unchanged since the last run, the node side stays at what that run used (its
+    `node_versions` output) and a warning says so; the first run that changes a setting
+    applies it, and warns that this restarts the job. The older build's window is what the
+    nodes give without the kubelet setting, so the job's budget stays true either way."""
     live = live_cluster(settings, previous) if previous.live else None
     if live is None:
         return NodeVersions(by_pool={}, default=release.version)
-    return NodeVersions(by_pool=dict(live.pools), default=release.version)
+    running = NodeVersions(by_pool=dict(live.pools), default=release.version)
+    recorded = previous.outputs.get(NODE_BASIS_OUTPUT)
+    if not isinstance(recorded, Mapping) or not recorded:
+        return running  # a stack whose last run did not record it: follow the nodes
+    was = NodeVersions(by_pool={**live.pools, **{str(k): str(v) for k, v in recorded.items()}},
+                       default=release.version)
+    changes = _spot_changes(settings, was, running)
+    if not changes:
+        return running
+    unchanged = (release.upgrade_from is None
+                 and previous.text(SETTINGS_OUTPUT) == settings_fingerprint(settings))
+    # Only what the nodes have reached may be kept: a kubelet setting for a newer build than
+    # the pool runs would be refused by GKE.
+    reached = all(version_key(was.of(name)) <= version_key(running.of(name))
+                  for name in live.pools)
+    if unchanged and reached:
+        return replace(was, notice=(
+            "; ".join(changes) + ". Nothing in the settings changed, so this `pulumi up` keeps "
+            "the last run's Spot shutdown and stop budget and does not restart the training; "
+            "the next `pulumi up` that changes a setting applies the new ones"))
+    return replace(running, notice=(
+        "this `pulumi up` changes the settings, and with them applies what GKE's node upgrade "
+        "allows: " + "; ".join(changes)))
 
 
 def check_features(settings: Settings, version: str) -> None:

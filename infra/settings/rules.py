@@ -457,13 +457,19 @@ def gcp_fabric_is_one_this_program_sets_up(s: Settings) -> Iterator[Problem]:
 RULES = (*RULES, gcp_fabric_is_one_this_program_sets_up)
 
 
-def spot_save_fits_the_notice(s: Settings) -> Iterator[Problem]:
+def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
+                              ) -> Iterator[Problem]:
     """On spot, one checkpoint save (the tables' bytes over the store's write throughput, both
-    from infra/catalog.py) must fit the trainer's save deadline inside the cloud's notice."""
+    from infra/catalog.py) must fit the trainer's save deadline inside the cloud's notice.
+
+    `node_version`: the version the job's nodes run, where the cloud knows it and it decides the
+    notice (GKE: infra/gcp/component.py checks again with the value the job's stop budget
+    uses); without it, kubernetes.version, a minor, which counts as its newest build."""
     if s.job.pool != PoolChoice.SPOT or not s.checkpoints.enabled:
         return
     estimate = estimated_save(s)
-    budget = stop_budget(s.cloud, True, s.job.termination_grace_seconds, s.kubernetes.version)
+    budget = stop_budget(s.cloud, True, s.job.termination_grace_seconds,
+                         node_version or s.kubernetes.version)
     if estimate.seconds <= budget.save_deadline_seconds:
         return
     yield Problem(

@@ -42,7 +42,7 @@ def _service_account(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
 
 
 def _bucket(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
-    # The name the program gives, the one a read (Bucket.get) looks up, or Pulumi's auto-name:
+    # The name the program gives, the one an import (`import_`) names, or Pulumi's auto-name:
     # the logical name with a random suffix (what stacks made before fixed names have).
     name = str(args.inputs.get("name") or args.resource_id or f"{args.name}-a1b2c3d")
     return {"name": name, "url": f"gs://{name}", "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}"}
@@ -157,14 +157,25 @@ def _get_cluster(args: pulumi.runtime.MockCallArgs) -> Any:
 # Buckets that exist in GCS in the fakes' world (kept by an earlier deployment): what getBucket
 # finds. Empty: getBucket fails, as the provider does for a bucket that does not exist.
 KEPT_BUCKETS: set[str] = set()
+# Buckets getBucket may not read (another project's bucket of that name, or a deployer without
+# storage.buckets.get): the Storage API's 403.
+FORBIDDEN_BUCKETS: set[str] = set()
 BUCKET_ASKS: list[str] = []
 
 
 def _get_bucket(args: pulumi.runtime.MockCallArgs) -> Any:
+    """The data source returns the Storage API's error as is (terraform-provider-google
+    data_source_google_storage_bucket.go, `Buckets.Get(bucket).Do()`), as googleapi formats
+    it."""
     name = str(args.args.get("name"))
     BUCKET_ASKS.append(name)
+    if name in FORBIDDEN_BUCKETS:
+        return _not_found(
+            "googleapi: Error 403: deployer@my-gcp-project.iam.gserviceaccount.com does not "
+            f"have storage.buckets.get access to the Google Cloud Storage bucket. Permission "
+            f"'storage.buckets.get' denied on resource (or it may not exist)., forbidden")
     if name not in KEPT_BUCKETS:
-        return _not_found(f"Error: bucket not found: {name}")  # the provider's error for a 404
+        return _not_found("googleapi: Error 404: The specified bucket does not exist., notFound")
     return {"id": name, "name": name, "url": f"gs://{name}", "location": "US-CENTRAL1",
             "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}"}
 
