@@ -843,12 +843,78 @@ def test_setting_the_next_minor_upgrades_the_control_plane_then_the_pools(
     assert all(later.waits_for(pool, cluster) for pool in _pools(later).values())
 
 
-def test_a_cluster_gone_from_aks_keeps_the_version_the_last_run_recorded(
+def test_a_cluster_deleted_outside_pulumi_is_made_again_at_a_minor_aks_offers(
         run: Run, cloud: SimpleNamespace) -> None:
     previous = {**run.outputs, "kubernetes_version": "1.34.7"}  # no live cluster in the fake
+    with cloud.on("2028-06-01"):  # AKS no longer creates 1.34
+        later = run_stack("azure", previous_outputs=previous)
+    assert set(_versions(later).values()) == {_default("2028-06-01")}
+    assert len(fake.AKS_REQUESTS) == 1  # the listing decided, not the last run's record
+
+
+def test_a_stack_from_before_the_cluster_group_output_keeps_the_version_it_recorded(
+        run: Run, cloud: SimpleNamespace) -> None:
+    previous = {k: v for k, v in run.outputs.items() if k != "cluster_resource_group"}
+    previous["kubernetes_version"] = "1.34.7"  # AKS cannot be asked: the group is not named
     with cloud.on("2028-06-01"):
         later = run_stack("azure", previous_outputs=previous)
     assert set(_versions(later).values()) == {"1.34"}
+    assert fake.AKS_REQUESTS == []
+
+
+def test_a_setting_equal_to_the_control_planes_minor_finishes_a_half_applied_upgrade(
+        run: Run, cloud: SimpleNamespace) -> None:
+    gpu_pool = next(iter(_pools(run)))
+    previous = _live(run, "1.36.2", pools={gpu_pool: "1.35.9", "system": "1.34.8"})
+    with cloud.on("2027-06-01"):
+        later = run_stack("azure", overrides={"kubernetes": {"version": "1.36"}},
+                          previous_outputs=previous)
+    assert set(_versions(later).values()) == {"1.36"}  # every pool brought up to the cluster
+    assert later.outputs["kubernetes_version"] == "1.36.2"  # the control plane is kept
+    assert fake.AKS_REQUESTS == []
+
+
+def test_a_cluster_whose_next_minor_left_aks_upgrades_to_the_lowest_offered_one(
+        run: Run, cloud: SimpleNamespace) -> None:
+    previous = _live(run, "1.34.7")
+    with cloud.on("2028-06-01"):  # AKS offers 1.36-1.38 only, none with LTS
+        refused = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
+                            previous_outputs=previous, expect_error=True)
+    assert isinstance(refused.error, SettingsError) and not refused.resources
+    (problem,) = [p for p in refused.error.problems if p.path == "kubernetes.version"]
+    assert "the next upgrade is to 1.36" in problem.allowed
+    with cloud.on("2028-06-01"):
+        later = run_stack("azure", overrides={"kubernetes": {"version": "1.36"}},
+                          previous_outputs=previous)
+    assert set(_versions(later).values()) == {"1.36"}
+    cluster = later.one(CLUSTER)
+    assert all(later.waits_for(pool, cluster) for pool in _pools(later).values())
+
+
+@pytest.mark.parametrize("key", ["subscriptionId", "clientSecret", "environment"])
+def test_stack_config_for_the_default_azure_provider_is_refused_before_any_lookup(
+        cloud: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    from tests import harness
+
+    shipped = harness.stack_config
+    monkeypatch.setattr(harness, "stack_config",
+                        lambda stack: {**shipped(stack), f"azure-native:{key}": "x"})
+    with cloud.on("2026-11-26"):
+        run = run_stack("azure", expect_error=True)
+    # Only the lookups would have followed it; the resources' provider reads the login.
+    assert f"azure-native:{key}" in str(run.error) and "az account set" in str(run.error)
+    assert not run.resources and fake.AKS_REQUESTS == []
+
+
+def test_only_public_azure_is_deployed_to(cloud: SimpleNamespace,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARM_ENVIRONMENT", "usgovernment")
+    with cloud.on("2026-11-26"):
+        run = run_stack("azure", expect_error=True)
+    assert "public Azure only" in str(run.error) and not run.resources
+    monkeypatch.setenv("ARM_ENVIRONMENT", "public")
+    with cloud.on("2026-11-26"):
+        assert run_stack("azure").outputs["kubernetes_version"] == _default("2026-11-26")
 
 
 def test_the_version_listing_retries_5xx_throttling_and_network_errors_but_not_other_4xx() -> None:
@@ -997,6 +1063,24 @@ def test_destroy_then_up_imports_the_kept_store_and_keeps_the_checkpoint_locatio
         kept_group, name, "checkpoints")
     (rule,) = account.inputs["networkRuleSet"]["virtualNetworkRules"]
     assert rule["virtualNetworkResourceId"] == again.outputs["node_subnet_id"]
+
+
+def test_the_imported_store_is_declared_as_the_first_run_created_it(
+        run: Run, cloud: SimpleNamespace) -> None:
+    """Import, then update (Pulumi CLI 3.174+): the update writes back only what the stack
+    owns, i.e. the rule for the node subnet (recreated under the same id; Azure dropped its
+    authorization with the old subnet) and the operator's addresses. Every other property,
+    the create-only ones included (kind, SKU, infrastructure encryption), is what the first
+    run created, so the update changes nothing else."""
+    _kept_after_destroy(run)
+    with cloud.on("2026-11-26"):
+        again = run_stack("azure")
+    for kind in (GROUP, ACCOUNT, CONTAINER):
+        first = run.one(kind, "ckpt") if kind == GROUP else run.one(kind)
+        adopted = again.one(kind, "ckpt") if kind == GROUP else again.one(kind)
+        assert adopted.import_id and adopted.inputs == first.inputs, kind
+    rules = again.one(ACCOUNT).inputs["networkRuleSet"]
+    assert rules["defaultAction"] == "Deny" and "state" not in rules["virtualNetworkRules"][0]
 
 
 def test_a_partly_kept_store_imports_what_is_there_and_creates_the_rest(

@@ -63,6 +63,9 @@ def test_a_live_cluster_keeps_its_version_without_asking_the_cloud() -> None:
 def test_a_setting_equal_to_the_live_minor_keeps_the_live_build() -> None:
     kept = choose_release("1.31", "1.31.4", never_asked)
     assert kept.kept and kept.version == "1.31.4"
+    # ...and says the setting asked for it, so pools lagging the control plane follow it;
+    # an unset setting keeps the cluster as it is, pools included.
+    assert kept.requested and not choose_release(None, "1.31.4", never_asked).requested
 
 
 def test_the_next_minor_upgrades_the_live_cluster_if_the_cloud_offers_it() -> None:

@@ -65,11 +65,15 @@ def kept_store(prefix: str, previous: PreviousRun) -> KeptStore:
 
 
 def pool_versions(args: GpuClusterArgs) -> dict[str, str]:
-    """The minor each agent pool's nodes run, read from AKS, on a run that keeps the cluster's
-    version: a pool is then declared at what it runs, so no run upgrades a pool the user did
-    not ask to upgrade. Empty on a first run and on an upgrade (every pool follows the new
-    minor, after the control plane)."""
-    if not args.release.kept:
+    """The minor each agent pool's nodes run, read from AKS, when kubernetes.version is unset
+    and the cluster keeps its version: a pool is then declared at what it runs, so no run
+    upgrades a pool the user did not ask to upgrade. Empty (every pool declared at the run's
+    minor, after the control plane) on a first run, on an upgrade, and when kubernetes.version
+    names the control plane's minor: pools left behind by a half-applied upgrade are then
+    brought up to it, which AKS allows for any pool it runs (a pool is at most two minors
+    behind the control plane and never above it: the AgentPool orchestratorVersion reference,
+    learn.microsoft.com/azure/aks/upgrade-node-pools)."""
+    if not args.release.kept or args.release.requested:
         return {}
     live = live_cluster(args.previous)
     return dict(live.pools) if live else {}

@@ -16,9 +16,13 @@ account's network rules belong to the stack: Azure drops a virtual network rule 
 is deleted, and a new subnet of the same name is not admitted until authorized again
 (storage-network-security-limitations, below). Since pulumi/pulumi#19339 an import whose inputs
 differ from the resource imports it and then updates it to the program's inputs
-(https://www.pulumi.com/docs/iac/concepts/options/import/), so the new node subnet and the
-operator's addresses are written back in the same `pulumi up`; and an imported resource is
-managed again, with the same retainOnDestroy as one created here. Once imported, later runs find
+(https://www.pulumi.com/docs/iac/concepts/options/import/; Pulumi CLI 3.174 or newer), so the
+new node subnet and the operator's addresses are written back in the same `pulumi up`; and an
+imported resource is managed again, with the same retainOnDestroy as one created here. The
+update changes nothing else: every declared property, the create-only ones (kind, SKU,
+infrastructure encryption) included, is what the first run created (tests/test_azure.py), so it
+re-authorizes the node subnet, whose rule Azure dropped or marked `NetworkSourceDeleted` with
+the old subnet, and rewrites IP rules and tags only where the settings changed them. Once imported, later runs find
 them in the stack's state and declare them as any other resource.
 
 Network: the account keeps its public endpoint but denies every network except the node subnet

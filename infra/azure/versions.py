@@ -28,6 +28,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import authorization, containerservice
 
+from infra.azure.deployer import check_one_login
 from infra.azure.https import with_retries
 from infra.kubernetes_release import Offered, minor_key, minor_of
 from infra.kubernetes_versions import aks_advice
@@ -35,6 +36,8 @@ from infra.previous_run import PreviousRun
 from infra.settings.errors import Problem, SettingsError
 from infra.settings.model import Settings
 
+# Public Azure, as the program's azure-native provider (infra/azure/deployer.py: a sovereign
+# cloud is refused before this is called; getClientConfig does not say which cloud it reached).
 ARM_ENDPOINT = "https://management.azure.com"
 API_VERSION = "2025-09-01"  # the api-version azure-native 3.x uses for containerservice
 OFFICIAL = "KubernetesOfficial"
@@ -109,6 +112,7 @@ def offered_versions(settings: Settings) -> Offered:
     plus the LTS-only ones when azure.longTermSupport is on; the default is AKS's own. A pinned
     minor AKS offers only with LTS is refused here, naming azure.longTermSupport."""
     assert settings.azure is not None  # the azure defaults always add this section
+    check_one_login()
     lts = settings.azure.long_term_support
     rows = [row for row in list_minors(settings.region) if not row.preview]
     official = [row.minor for row in rows if OFFICIAL in row.plans]
@@ -166,10 +170,16 @@ def live_cluster(previous: PreviousRun) -> LiveCluster | None:
 
 
 def live_version(settings: Settings, previous: PreviousRun) -> str | None:
-    """The version the stack's cluster runs now; the last run's own record of it when AKS
-    cannot say (the cluster was deleted outside Pulumi, or the outputs predate the names)."""
-    live = live_cluster(previous)
-    version = live.version if live else previous.text("kubernetes_version")
+    """The version the stack's cluster runs now, read from AKS; None when AKS has no such
+    cluster (deleted outside Pulumi: the run then creates one at a minor AKS offers today, not
+    at a minor that may have left the list). The last run's own record only for stacks whose
+    outputs predate the cluster's name and group, which cannot be looked up."""
+    check_one_login()
+    if previous.text(CLUSTER_NAME_OUTPUT) and previous.text(CLUSTER_GROUP_OUTPUT):
+        live = live_cluster(previous)
+        version = live.version if live else None
+    else:
+        version = previous.text("kubernetes_version")
     if version and settings.azure is not None:
         for line in aks_advice(minor_of(version), _today(), settings.azure.long_term_support):
             pulumi.log.warn(f"the cluster runs {version}: {line}")
