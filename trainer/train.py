@@ -326,7 +326,10 @@ class Trainer:
     def run(self) -> Dict[str, Any]:
         self.restore()
         if self.cfg.checkpoint_dir and self.ctx.rank == 0:  # the bound on resumes without progress
-            record_start(self.cfg.checkpoint_dir, self.resumed_from)
+            try:
+                record_start(self.cfg.checkpoint_dir, self.resumed_from)
+            except Exception as err:  # noqa: BLE001 (a missing record only loosens that bound)
+                log.warning("could not record this start in %s: %s", self.cfg.checkpoint_dir, err)
         self.metrics = MetricsLogger(self.ctx.rank, self.total_steps(), self.cfg.metrics_file,
                                      self.cfg.tensorboard_dir, start_step=self.progress.step)
         if self.resumed_from is not None:
