@@ -45,12 +45,14 @@ VENV_BIN = REPO / ".venv" / "bin"
 class Pod:
     index: int
     name: str
-    process: subprocess.Popen
+    process: subprocess.Popen | None  # None: Pending (no node for it), its container never ran
     log: Path
     conditions: set[str] = field(default_factory=set)  # e.g. {"DisruptionTarget"}
 
     def exit_code(self) -> int | None:
         """The container's exit code as the kubelet reports it: 128 + signal when killed."""
+        if self.process is None:
+            return None
         code = self.process.poll()
         if code is None:
             return None
@@ -58,7 +60,7 @@ class Pod:
 
     def kubelet_stop(self, grace_seconds: float) -> None:
         """SIGTERM to PID 1 only; SIGKILL to everything once the grace runs out."""
-        if self.process.poll() is not None:
+        if self.process is None or self.process.poll() is not None:
             return
         os.kill(self.process.pid, signal.SIGTERM)
         try:
@@ -67,6 +69,8 @@ class Pod:
             self.lose_node()
 
     def lose_node(self) -> None:
+        if self.process is None:
+            return
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -146,7 +150,7 @@ class SimulatedJobSet:
 
     def __init__(self, jobset_spec: dict[str, Any], command: list[str], args: list[str],
                  env: dict[str, str], namespace: str, name: str, workdir: Path,
-                 processes_per_node: int = 1) -> None:
+                 processes_per_node: int = 1, join_timeout: int | None = None) -> None:
         (replicated,) = jobset_spec["replicatedJobs"]
         self.job_spec = replicated["template"]["spec"]
         self.pod_spec = self.job_spec["template"]["spec"]
@@ -162,16 +166,24 @@ class SimulatedJobSet:
         assert found == 1, script
         script, found = re.subn(r"--nproc_per_node=\d+", f"--nproc_per_node={processes_per_node}", script)
         assert found == 1, script
+        if join_timeout is not None:  # a rendezvous test need not wait the stack's half hour
+            script, found = re.subn(r"join_timeout=\d+", f"join_timeout={join_timeout}", script)
+            assert found == 1, script
         self.argv = [command[0], command[1], script, *command[3:], *args]
         self.env = {**env, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "PYTHONPATH": str(REPO),
                     "OMP_NUM_THREADS": "1", "HOME": str(workdir)}
         self.grace = float(self.pod_spec["terminationGracePeriodSeconds"])
 
-    def start_generation(self, generation: int) -> list[Pod]:
+    def start_generation(self, generation: int, pending: set[int] = frozenset()) -> list[Pod]:
+        """The generation's pods; those in ``pending`` find no node and never start."""
         pods = []
         for index in range(self.nodes):
             name = f"{self.name}-{self.replicated_name}-0-{index}-g{generation}"
             log = self.workdir / f"{name}.log"
+            if index in pending:
+                log.write_text("Pending: no node has room for this pod\n")
+                pods.append(Pod(index, name, None, log))
+                continue
             process = subprocess.Popen(
                 self.argv, cwd=REPO, start_new_session=True, stdout=log.open("w"),
                 stderr=subprocess.STDOUT,
@@ -180,9 +192,11 @@ class SimulatedJobSet:
         return pods
 
     def run(self, disrupt: Callable[[int, list[Pod]], None] | None = None,
-            timeout: float = 300.0) -> GangRecord:
+            timeout: float = 300.0, pending: Callable[[int], set[int]] = lambda g: set()
+            ) -> GangRecord:
         """Generations until the JobSet completes or fails. ``disrupt(generation, pods)`` is
-        called while pods run (return to let them go on)."""
+        called while pods run (return to let them go on); ``pending(generation)``: the pods
+        that stay Pending in that generation (no capacity)."""
         record = GangRecord()
         deadline = time.monotonic() + timeout
         max_restarts = int(self.failure_policy.get("maxRestarts", 0))
@@ -190,7 +204,7 @@ class SimulatedJobSet:
         while True:
             generation = record.generations
             record.generations += 1
-            pods = self.start_generation(generation)
+            pods = self.start_generation(generation, pending(generation))
             if disrupt is not None:
                 disrupt(generation, pods)
             failed: list[Pod] = []

@@ -13,7 +13,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import pytest
 import torch
@@ -46,16 +46,18 @@ def rendered() -> dict[str, Any]:
     return render(Job(pool=PoolChoice.SPOT))
 
 
-def gang(rendered: dict[str, Any], workdir: Path) -> SimulatedJobSet:
+def gang(rendered: dict[str, Any], workdir: Path, extra: Sequence[str] = (),
+         **options: Any) -> SimulatedJobSet:
     """The rendered pod, with only the model size and the local paths changed (argparse keeps
-    the last value of a repeated flag, so these follow the stack's own flags)."""
+    the last value of a repeated flag, so these follow the stack's own flags), then ``extra``
+    flags; ``options`` go to SimulatedJobSet."""
     workdir.mkdir(parents=True, exist_ok=True)
     local = [f"--checkpoint_dir={workdir / 'checkpoints'}",
              f"--metrics_file={workdir / 'metrics.jsonl'}",
              f"--tensorboard_dir={workdir / 'tensorboard'}"]
     return SimulatedJobSet(rendered["jobset"], rendered["command"],
-                           [*rendered["args"], *SMALL, *local], rendered["env"],
-                           namespace="torchrec", name="dlrm", workdir=workdir)
+                           [*rendered["args"], *SMALL, *local, *extra], rendered["env"],
+                           namespace="torchrec", name="dlrm", workdir=workdir, **options)
 
 
 def records(workdir: Path) -> list[dict[str, Any]]:
@@ -189,6 +191,51 @@ def test_preempting_pod_zero_the_rendezvous_host_also_resumes(rendered, uninterr
     record = gang(rendered, tmp_path).run(preempt_node_0)
     assert_resumed_without_using_the_budget(record)
     assert_same_training(tmp_path, uninterrupted)
+
+
+def worker_pids(pod: Pod) -> list[int]:
+    """The trainer processes the pod's launcher (its PID 1, after the shell's exec) started."""
+    assert pod.process is not None
+    pid = pod.process.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    workers = []
+    for child in map(int, children):
+        argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        if b"-m" in argv and argv[argv.index(b"-m") + 1:][:1] == [b"trainer"]:
+            workers.append(child)
+    assert workers, children
+    return workers
+
+
+def test_an_nccl_watchdog_abort_restarts_the_gang_without_counting_and_matches(
+        rendered, uninterrupted, tmp_path):
+    """On GPUs a lost peer or a broken link ends a worker by the NCCL watchdog's abort
+    (SIGABRT, TORCH_NCCL_ASYNC_ERROR_HANDLING=3), not by an exception: the gang resumes from
+    the newest checkpoint and the retry budget is untouched."""
+    def abort_a_worker_on_node_1(generation: int, pods: list[Pod]) -> None:
+        if generation == 0:
+            wait_for(checkpoint_at_least(tmp_path, 40), pods)
+            wait_for(trained_past(tmp_path, 60), pods)
+            for pid in worker_pids(pods[1]):
+                os.kill(pid, signal.SIGABRT)
+
+    record = gang(rendered, tmp_path).run(abort_a_worker_on_node_1)
+    assert_resumed_without_using_the_budget(record)
+    assert record.exit_codes[0] == {0: RESUME, 1: RESUME}, record
+    assert "worker exit codes [-6]: exit 143" in (tmp_path / "dlrm-node-0-1-g0.log").read_text()
+    assert_same_training(tmp_path, uninterrupted)
+
+
+def test_a_gang_whose_peer_pod_never_starts_resumes_after_the_join_timeout(rendered, tmp_path):
+    """No capacity for pod 1 (it stays Pending): pod 0 waits the rendezvous's join timeout, then
+    exits with the resume status, so waiting for capacity never uses the retry budget; once the
+    pod gets a node, the gang forms and trains."""
+    job = gang(rendered, tmp_path, ["--max_steps=20"], join_timeout=15)  # the stack waits 1800 s
+    record = job.run(pending=lambda generation: {1} if generation == 0 else set(), timeout=180)
+    assert_resumed_without_using_the_budget(record)
+    assert record.exit_codes[0] == {0: RESUME, 1: None}, record  # pod 1 never ran
+    assert "did not form in time" in (tmp_path / "dlrm-node-0-0-g0.log").read_text()
+    assert [r["step"] for r in records(tmp_path) if r.get("event") == "summary"] == [20]
 
 
 def test_a_crash_is_counted_and_bad_flags_fail_the_job_at_once(tmp_path):

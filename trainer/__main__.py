@@ -2,10 +2,12 @@
 always clean up.
 
 Exit status (trainer/exit_codes.py): 0 only when training reached its end; RESUME after a stop
-for preemption (SIGTERM on any rank: every rank agrees to stop, saves if the deadline allows)
-or a lost peer (a collective failed because another rank or node went away); CONFIG_ERROR for
-bad flags; FABRIC_ERROR when the fabric gate (trainer/fabric_gate.py) enforces and fails;
-anything else is a crash."""
+for preemption (SIGTERM on any rank, in a training step, an evaluation, a checkpoint write or a
+data wait: every rank agrees to stop, saves if the deadline allows) or a lost peer (a collective
+failed because another rank or node went away); CONFIG_ERROR for bad flags; FABRIC_ERROR when
+the fabric gate (trainer/fabric_gate.py) enforces and fails; anything else is a crash. A worker
+the NCCL watchdog aborts (SIGABRT) exits no status of its own: the launcher (trainer/launch.py)
+maps the abort."""
 
 import logging
 import os

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import MutableMapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import List, Optional
 
 import torch
@@ -44,6 +46,50 @@ RESHARDABLE_SHARDING_TYPES = [ShardingType.TABLE_WISE.value, ShardingType.ROW_WI
                               ShardingType.TABLE_ROW_WISE.value]
 POOLING_FACTOR_ONE_HOT = 1.0  # one id per sample: torchrec's planner default
 
+# How long a rank may wait in one collective before its peer counts as gone, for the default
+# group (NCCL on GPU, gloo on CPU) and the gloo group of the stop agreement. torch's defaults
+# are 10 minutes for NCCL and 30 for gloo; a survivor whose peer vanished without closing its
+# connections (a node powered off) would sit that long. The longest wait a healthy run has is
+# rank 0's own work before a collective the others already entered: the TorchRec sharding plan
+# (collective_plan broadcasts it), listing and cleaning the checkpoint store before a load,
+# a reader process's first batches before the stop agreement. 5 minutes covers those with room,
+# and is torchtitan's startup timeout (torchtitan/config/job_config.py, Comm.init_timeout_seconds
+# = 300). A rank that waits longer exits: NCCL's watchdog aborts it (SIGABRT, see below), gloo
+# raises "Timed out waiting ... for recv" (trainer/peers.py): both resume, not counted. The
+# checkpoints' own gloo group keeps torch's 30 minutes: ranks' uploads may rightly differ by
+# minutes, and it runs beside training, whose next collective notices a lost peer anyway.
+COLLECTIVE_TIMEOUT_SECONDS = 300
+
+# ProcessGroupNCCL's fault settings (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp and
+# docs/source/torch_nccl_environment_variables.md), set here before the group exists because
+# the group reads them when it is created. A value already in the environment wins (an operator
+# debugging a hang can set them on the pod), so they are defaults, not overrides.
+NCCL_FAULT_ENV = {
+    # 3 = tear the process down (SIGABRT) when the watchdog sees an error or a timeout, without
+    # ncclCommAbort, which can itself hang on a dead peer. torch's default; explicit because
+    # 0 or 2 from an image would leave a rank running with a dead communicator, and the
+    # launcher maps exactly this abort to "resume" (trainer/launch.py). torchtitan forces 3.
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+    # After an error the watchdog sleeps 4 x this before the teardown, so every rank has time to
+    # write its flight-recorder dump (ProcessGroupNCCL.cpp, Watchdog::runLoop: sleep_for(
+    # getDumpTimeout() * 4)); torch's 15 s makes that a minute of idle survivors. A dump of the
+    # 2,000-entry ring to the pod's /tmp takes well under a second: 5 s (20 s in all) is plenty.
+    "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "5000",
+    # Dump the flight recorder (the last collectives of each rank: which one never joined) on a
+    # timeout or error. torch 2.13 defaults to on; explicit so the hang leaves evidence.
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+    # The monitor thread aborts the process when the watchdog itself stops beating (stuck in a
+    # CUDA or NCCL call that never returns, e.g. on a GPU that fell off the bus): the same bound
+    # as a collective, instead of torch's 8 minutes.
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": str(COLLECTIVE_TIMEOUT_SECONDS),
+}
+
+
+def set_nccl_fault_env(environ: MutableMapping[str, str] = os.environ) -> None:
+    """NCCL_FAULT_ENV as defaults of this process's environment (before the group exists)."""
+    for name, value in NCCL_FAULT_ENV.items():
+        environ.setdefault(name, value)
+
 
 @dataclass
 class DistContext:
@@ -63,20 +109,23 @@ def _free_port() -> int:
 
 
 def init_distributed() -> DistContext:
-    """NCCL on GPU (one GPU per local rank), gloo on CPU."""
+    """NCCL on GPU (one GPU per local rank), gloo on CPU; every group with the collective
+    timeout above, NCCL with its fault settings."""
     if "RANK" not in os.environ:  # plain `python -m trainer`: a world of one
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    timeout = timedelta(seconds=COLLECTIVE_TIMEOUT_SECONDS)
     if torch.cuda.is_available():
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
-        dist.init_process_group(backend="nccl", device_id=device)
-        control = dist.new_group(backend="gloo")
+        set_nccl_fault_env()
+        dist.init_process_group(backend="nccl", device_id=device, timeout=timeout)
+        control = dist.new_group(backend="gloo", timeout=timeout)
     else:
         device = torch.device("cpu")
         torch.set_flush_denormal(True)  # denormal floats make CPU matmuls many times slower
-        dist.init_process_group(backend="gloo")
+        dist.init_process_group(backend="gloo", timeout=timeout)
         control = None  # the default group already is gloo
     return DistContext(
         rank=dist.get_rank(),

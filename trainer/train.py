@@ -4,8 +4,10 @@ All ranks must take the same number of steps (every step has collectives). Two t
 can end a stream early on one rank only: a SIGTERM (the spot notice) and running out of
 data. ``AgreedBatches`` settles both with one tiny all-reduce per chunk of batches on a gloo
 group, so every rank stops at the same batch; the pipeline then finishes the batches it
-already holds and the loop ends at a step boundary. After a SIGTERM the state is saved if
-the save fits --save_deadline_seconds and ``run()`` reports ``preempted``, which
+already holds and the loop ends at a step boundary. Evaluations take their batches the same
+way, with the same stop flag, so a SIGTERM during an evaluation ends it (unrecorded) and the
+run; a rank waiting for data looks at the flag while it waits. After a SIGTERM the state is
+saved if the save fits --save_deadline_seconds and ``run()`` reports ``preempted``, which
 trainer/__main__.py turns into the resume status (trainer/exit_codes.py).
 """
 
@@ -33,6 +35,7 @@ from trainer.data.source import first_step
 from trainer.distributed import DistContext, shard_model
 from trainer.metrics import MetricsLogger, Window, auc, gather
 from trainer.model import build_model
+from trainer.restarts import record_start
 from trainer.schedule import learning_rate
 
 log = logging.getLogger(__name__)
@@ -118,7 +121,8 @@ class AgreedBatches:
             self.reason = "limit"
             return
         local: List[Batch] = []
-        while len(local) < want and (batch := self.batches.next_or_none()) is not None:
+        stopped = lambda: self.stop.requested  # noqa: E731 (a SIGTERM during a data wait)
+        while len(local) < want and (batch := self.batches.next_or_none(stopped)) is not None:
             local.append(batch)
         flags = torch.tensor([want - len(local), int(self.stop.requested), int(self.save_due())],
                              dtype=torch.int64)
@@ -177,6 +181,8 @@ class Trainer:
         self.last: Dict[str, float] = {}
         self.last_eval: Dict[str, float] = {}
         self.resumed_from: Optional[int] = None
+        self.stopped = False  # every rank agreed to stop (a SIGTERM): in training or evaluation
+        self.evaluated_at: Optional[int] = None  # step of this run's last complete evaluation
 
     # --- checkpoint state ---
     def state_dict(self) -> Dict[str, Any]:
@@ -319,6 +325,11 @@ class Trainer:
 
     def run(self) -> Dict[str, Any]:
         self.restore()
+        if self.cfg.checkpoint_dir and self.ctx.rank == 0:  # the bound on resumes without progress
+            try:
+                record_start(self.cfg.checkpoint_dir, self.resumed_from)
+            except Exception as err:  # noqa: BLE001 (a missing record only loosens that bound)
+                log.warning("could not record this start in %s: %s", self.cfg.checkpoint_dir, err)
         self.metrics = MetricsLogger(self.ctx.rank, self.total_steps(), self.cfg.metrics_file,
                                      self.cfg.tensorboard_dir, start_step=self.progress.step)
         if self.resumed_from is not None:
@@ -331,7 +342,7 @@ class Trainer:
         self.model.train()
         stream: Optional[BatchStream] = None  # one per epoch, kept across evaluations
         try:
-            while self.progress.epoch < self.cfg.num_epochs and reason != "stop":
+            while self.progress.epoch < self.cfg.num_epochs and not self.stopped:
                 if self.cfg.max_steps is not None and self.progress.step >= self.cfg.max_steps:
                     break
                 if stream is None:
@@ -340,6 +351,7 @@ class Trainer:
                                         self.ctx.control_group, save_due=self._save_due)
                 self._run_segment(batches)
                 reason = batches.reason
+                self.stopped = reason == "stop"
                 if reason == "exhausted":
                     if self.progress.sample_in_epoch == 0:
                         raise RuntimeError("the training data has fewer rows than one global batch "
@@ -353,14 +365,16 @@ class Trainer:
         finally:
             if stream is not None:
                 stream.close()
-        preempted = reason == "stop"
         elapsed = time.perf_counter() - started
         if self.window.steps:
             self.last = self.window.reduce()
-        evaluated_here = self.cfg.eval_every and self.progress.step % self.cfg.eval_every == 0
-        if not preempted and not evaluated_here:  # a preempted run must exit fast: no eval
+        evaluated_here = self.evaluated_at == self.progress.step  # this run, at this step
+        if not self.stopped and not evaluated_here:  # a preempted run must exit fast: no eval
             self.evaluate()
-        tested = self.evaluate("test") if not preempted else {}  # empty without a test set
+        tested = self.evaluate("test") if not self.stopped else {}  # empty without a test set
+        # A stop during the last evaluations is a stop too: the run did not reach its end
+        # (its evaluation is missing), so it resumes, from this step, and evaluates then.
+        preempted = self.stopped
         self._final_save(preempted)
         steps = self.progress.step - start_step
         summary = {
@@ -432,19 +446,27 @@ class Trainer:
         has a test set), outside the train pipeline, defined globally: the first
         --eval_batches held-out global batches, each rank scoring its slice, and both
         metrics computed over the gathered whole, so runs of any world size compare."""
-        if self.cfg.eval_batches == 0:
+        if self.cfg.eval_batches == 0 or self.stopped:
             return {}
         model = self.pipeline.detach()  # plain forward; progress() re-attaches
         model.eval()
         logits, labels = [], []
         held_out = self.source.eval_batches if split == "val" else self.source.test_batches
+        # The run's own stop flag: a SIGTERM ends an evaluation within a chunk of batches, on
+        # every rank at the same batch, and the partial result is dropped (a long held-out set
+        # would otherwise outlast the deadline; the pod would be killed without a save).
         batches = AgreedBatches(held_out(self.cfg.eval_batches),
-                                self.cfg.eval_batches, StopFlag(), self.ctx.control_group)
+                                self.cfg.eval_batches, self.stop, self.ctx.control_group)
         for batch in batches:
             _, (_, out, y) = model(batch.to(self.ctx.device))
             logits.append(out)
             labels.append(y)
         model.train()
+        if batches.reason == "stop":
+            self.stopped = True
+            self.metrics.print(f"SIGTERM during the {split} evaluation at step "
+                               f"{self.progress.step}: stopped it, not recorded")
+            return {}
         if not logits:
             return {}
         all_logits = gather(torch.cat(logits)).astype(np.float64)
@@ -459,6 +481,7 @@ class Trainer:
         self.metrics.record("eval" if split == "val" else "test", self.progress.step, result)
         if split == "val":
             self.last_eval = result
+            self.evaluated_at = self.progress.step
         return result
 
 

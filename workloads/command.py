@@ -1,8 +1,9 @@
 """The container's command: check the trainer's flags once, then hand over to the launcher.
 
 `python -m trainer.launch` is torchrun's own agent with one exit status Kubernetes can act on
-(trainer/launch.py): 0 only when training finished, RESUME after a preemption or a lost peer,
-CONFIG_ERROR for bad flags, anything else a crash. Parsing the flags first (parse_config exits
+(trainer/launch.py): 0 only when training finished, RESUME after a preemption, a lost peer
+(an NCCL watchdog abort included) or a rendezvous whose peers did not all arrive, CONFIG_ERROR
+for bad flags, anything else a crash. Parsing the flags first (parse_config exits
 CONFIG_ERROR on a bad flag or a missing dataset) fails the whole job at once on a typo instead
 of starting every GPU node's workers.
 """
@@ -33,7 +34,10 @@ def launcher_options(budget: StopBudget) -> list[str]:
 
 # GPU nodes scaled up from zero can start many minutes apart (instance start, driver and
 # device-plugin start, image pull); torchrun's default of 600 s would restart a gang still
-# waiting for capacity.
+# waiting for capacity. When it runs out (a peer pod is not running: no spot capacity, no
+# quota), the launcher exits RESUME, not a crash (trainer/launch.py): the JobSet recreates the
+# gang without using maxRestarts, so this bounds one wait, not the job; how long a job may wait
+# for capacity in all is the gang admission's bound, not the retry budget.
 RENDEZVOUS_JOIN_TIMEOUT_SECONDS = 1800
 
 

@@ -5,8 +5,9 @@ import signal
 import pytest
 
 from trainer.exit_codes import CONFIG_ERROR, RESUME
-from trainer.launch import CRASH, status_of_worker_failures
+from trainer.launch import CRASH, checkpoint_dir_of, status_of_worker_failures
 from trainer.peers import is_lost_peer
+from trainer.restarts import STARTS_WITHOUT_PROGRESS, record_start, starts_without_progress
 
 
 @pytest.mark.parametrize(("codes", "status"), [
@@ -16,9 +17,43 @@ from trainer.peers import is_lost_peer
     ({1, RESUME}, CRASH),  # a crash makes its peers lose a rank: still a crash
     ({-signal.SIGKILL}, CRASH),  # the OOM killer is not a preemption
     ({-signal.SIGSEGV, RESUME}, CRASH),
+    ({-signal.SIGABRT}, RESUME),  # the NCCL watchdog tore the worker down: a peer or link is gone
+    ({128 + signal.SIGABRT}, RESUME),  # the same abort, reported through a shell (134)
+    ({-signal.SIGABRT, RESUME}, RESUME),  # one rank aborted, its local peers asked to resume
+    ({-signal.SIGABRT, 1}, CRASH),  # a rank's own exception aborts its peers: still a crash
 ])
 def test_worker_exit_codes_become_one_pod_status(codes, status):
     assert status_of_worker_failures(codes) == status
+
+
+@pytest.mark.parametrize("codes", [{-signal.SIGABRT}, {134}, {-signal.SIGABRT, RESUME}])
+def test_an_abort_after_repeated_starts_from_one_checkpoint_is_counted(codes):
+    """A deterministic abort (a real bug) must not restart for ever without counting."""
+    assert status_of_worker_failures(codes, STARTS_WITHOUT_PROGRESS - 1) == RESUME
+    assert status_of_worker_failures(codes, STARTS_WITHOUT_PROGRESS) == CRASH
+
+
+def test_only_an_abort_is_bounded_a_preemption_always_resumes():
+    assert status_of_worker_failures({RESUME, -signal.SIGTERM}, 10 * STARTS_WITHOUT_PROGRESS) == RESUME
+
+
+def test_starts_from_the_same_checkpoint_are_counted_and_progress_resets_them(tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    assert starts_without_progress(ckpt) == 0  # nothing recorded yet
+    assert [record_start(ckpt, None) for _ in range(2)] == [1, 2]  # from scratch, twice
+    assert record_start(ckpt, 40) == 1  # a new checkpoint: progress
+    assert record_start(ckpt, 40) == 2
+    assert starts_without_progress(ckpt) == 2
+    assert record_start(f"file://{tmp_path / 'ckpt'}", 40) == 3  # the same store through fsspec
+    assert record_start(ckpt, 80) == 1
+    assert starts_without_progress(None) == 0  # no checkpoints: nothing to bound against
+
+
+def test_the_launcher_finds_the_trainers_checkpoint_dir_among_its_flags():
+    args = ["-u", "-m", "trainer", "--checkpoint_dir=s3://a/b", "--checkpoint_every", "5",
+            "--checkpoint_dir", "s3://bucket/job"]
+    assert checkpoint_dir_of(args) == "s3://bucket/job"  # the last wins, as in the trainer
+    assert checkpoint_dir_of(["-m", "trainer", "--checkpoint_every=5"]) is None
 
 
 def test_a_closed_gloo_connection_is_a_lost_peer_and_a_plain_error_is_not():
@@ -29,6 +64,14 @@ def test_a_closed_gloo_connection_is_a_lost_peer_and_a_plain_error_is_not():
                         "Connection closed by peer [127.0.0.1]:44763")
     assert is_lost_peer(gloo)
     assert is_lost_peer(dist.DistBackendError("NCCL communicator was aborted"))
+    # NCCL's words for a lost peer, when a wrapper re-raises them as a plain RuntimeError.
+    assert is_lost_peer(RuntimeError(
+        "NCCL error in: ProcessGroupNCCL.cpp:2042, remote process exited or there was a "
+        "network error, NCCL version 2.27.5\nncclRemoteError: A call failed possibly due to a "
+        "network error or a remote process exiting prematurely."))
+    assert is_lost_peer(RuntimeError(
+        "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+        "OpType=ALLTOALL_BASE, Timeout(ms)=300000) ran for 300041 milliseconds before timing out."))
     assert not is_lost_peer(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
     assert not is_lost_peer(ValueError("Connection closed by peer"))
 

@@ -4,12 +4,14 @@ preemption (SIGTERM), incomplete checkpoints, checkpoints through fsspec."""
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from tests.trainer.helpers import REPO, TINY, env, records, run_trainer, summary, trainer_cmd
+from trainer.exit_codes import RESUME
 
 
 def test_synthetic_signal_is_learnt_to_auc_075_within_300_steps(tmp_path):
@@ -94,11 +96,50 @@ def test_sigterm_saves_a_complete_checkpoint_and_the_next_run_resumes_from_it(tm
     assert resumed["preempted"] is False
 
 
+def test_sigterm_during_a_long_evaluation_stops_within_the_deadline_saves_and_resumes(tmp_path):
+    """An evaluation of a large held-out set takes minutes: a SIGTERM in it must stop it (not
+    recorded), save within --save_deadline_seconds and exit RESUME, as the pod's launcher does;
+    the resumed run then evaluates that step."""
+    ckpt, metrics, deadline = tmp_path / "ckpt", tmp_path / "m.jsonl", 20
+    args = TINY + ["--log_every", "20", "--eval_every", "20", "--max_steps", "40",
+                   "--checkpoint_dir", str(ckpt), "--metrics_file", str(metrics),
+                   f"--save_deadline_seconds={deadline}", "--eval_batches", "200000"]  # ~minutes
+    from tests.gang import free_port  # the launcher takes torchrun's options, not --standalone
+
+    launcher = [sys.executable, "-m", "trainer.launch", "--nnodes=1", "--nproc_per_node=2",
+                "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{free_port()}",
+                "-m", "trainer", *args]
+    proc = subprocess.Popen(launcher, cwd=REPO, env=env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    end = time.time() + 120
+    while not (metrics.exists() and '"train"' in metrics.read_text()):  # step 20: eval starts
+        assert proc.poll() is None and time.time() < end, proc.communicate()[0][-3000:]
+        time.sleep(0.2)
+    time.sleep(2)  # well inside the evaluation
+    proc.send_signal(signal.SIGTERM)  # the kubelet's stop, to the pod's launcher
+    sent = time.time()
+    output = proc.communicate(timeout=120)[0]
+    took = time.time() - sent
+    assert proc.returncode == RESUME, output[-3000:]
+    assert took < deadline, f"exited {took:.1f}s after SIGTERM, deadline {deadline}s"
+    assert "SIGTERM during the val evaluation at step 20" in output, output[-3000:]
+    stopped = summary(metrics)
+    assert stopped["preempted"] is True and stopped["step"] == 20
+    assert not [r for r in records(metrics) if r["event"] == "eval"]  # a partial one is dropped
+    assert (ckpt / "step-20" / ".metadata").exists()  # the SIGTERM save, as in training
+
+    run_trainer(TINY + ["--max_steps", "20", "--checkpoint_dir", str(ckpt),
+                        "--metrics_file", str(metrics)], nproc=2)
+    resumed = summary(metrics)
+    assert resumed["resumed_from"] == 20 and resumed["preempted"] is False
+    assert [r["step"] for r in records(metrics) if r["event"] == "eval"] == [20]
+
+
 def test_incomplete_checkpoint_is_skipped_and_old_ones_pruned(tmp_path):
     ckpt, metrics = tmp_path / "ckpt", tmp_path / "m.jsonl"
     run_trainer(TINY + ["--max_steps", "6", "--checkpoint_every", "2", "--keep_checkpoints", "2",
                         "--checkpoint_dir", str(ckpt)])
-    assert sorted(os.listdir(ckpt)) == ["step-4", "step-6"]
+    assert sorted(d for d in os.listdir(ckpt) if d.startswith("step-")) == ["step-4", "step-6"]
     # A save cut short by preemption: shards written, no .metadata.
     (ckpt / "step-8").mkdir()
     (ckpt / "step-8" / "__0_0.distcp").write_bytes(b"partial")

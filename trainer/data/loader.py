@@ -33,7 +33,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-from typing import Iterator, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
@@ -151,7 +151,10 @@ class BatchStream(Iterator[Batch]):
         self.source.malformed_rows += malformed
         return batch
 
-    def next_or_none(self) -> Optional[Batch]:
+    def next_or_none(self, stopped: Optional[Callable[[], bool]] = None) -> Optional[Batch]:
+        """The next batch, or None at the end or once ``stopped()`` while waiting for it."""
+        if stopped is not None and not self._thread.wait_ready(stopped):
+            return None
         return next(self, None)
 
     def close(self) -> None:
