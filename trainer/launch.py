@@ -8,6 +8,8 @@ to the statuses in ``trainer.exit_codes``:
 
 - every worker exited 0: 0;
 - a worker exited CONFIG_ERROR or FABRIC_ERROR: that status (fail the job at once);
+- a worker exited NODE_LEFT_OUT (the fabric gate tainted a bad node): that status (restart
+  the gang elsewhere, not counted);
 - the launcher got SIGTERM (the kubelet's stop: preemption, drain, eviction), or every failed
   worker stopped with RESUME or was stopped by SIGTERM: RESUME;
 - a rendezvous that was closed or lost its store (a peer node gone): RESUME;
@@ -27,7 +29,7 @@ import signal
 import sys
 from collections.abc import Iterable, Sequence
 
-from trainer.exit_codes import NO_RETRY, RESUME
+from trainer.exit_codes import NODE_LEFT_OUT, NO_RETRY, RESUME
 from trainer.privileges import raise_locked_memory_and_drop
 
 log = logging.getLogger("trainer.launch")
@@ -41,6 +43,8 @@ def status_of_worker_failures(exit_codes: Iterable[int]) -> int:
     for no_retry in NO_RETRY:
         if no_retry in codes:
             return no_retry
+    if NODE_LEFT_OUT in codes:  # the gate left a node out: restart elsewhere, not counted
+        return NODE_LEFT_OUT
     if codes and codes <= {RESUME, _STOPPED_BY_SIGTERM}:
         return RESUME
     return CRASH
