@@ -36,7 +36,7 @@ def render(job: Job) -> dict[str, Any]:
     args and environment."""
     scenario = run_workload("aws", job)
     container = scenario.container()
-    env = {e["name"]: e["value"] for e in container.get("env", [])}
+    env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
     return {"jobset": scenario.workload().inputs["spec"], "command": container["command"],
             "args": container["args"], "env": env}
 

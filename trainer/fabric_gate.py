@@ -44,7 +44,7 @@ import torch.distributed as dist
 
 from trainer.exit_codes import FABRIC_ERROR, NODE_LEFT_OUT
 from trainer.gpu_health import gpu_problems
-from trainer.node_taint import KubeApi, KubeApiError, leave_out
+from trainer.node_taint import NODE_NAME_ENV, KubeApi, KubeApiError, leave_out
 
 if TYPE_CHECKING:  # trainer.distributed imports TorchRec: the log parser's tests need none of it
     from trainer.config import TrainConfig
@@ -71,7 +71,6 @@ SLOW_RANK_MIN_SECONDS = 0.005
 TEST_DELAY_ENV = "TORCHREC_CLOUD_GATE_TEST_DELAY_RANK"
 TEST_DELAY_SECONDS = 0.5
 TEST_NCCL_LOG_ENV = "TORCHREC_CLOUD_GATE_TEST_NCCL_LOG"
-NODE_NAME_ENV = "NODE_NAME"  # the pod's spec.nodeName, from the downward API (workloads/pod.py)
 NCCL_LOG_NAME = "nccl.%h.%p.log"  # NCCL expands %h (host) and %p (pid) in NCCL_DEBUG_FILE
 
 

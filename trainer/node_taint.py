@@ -24,6 +24,7 @@ TAINT_KEY = "torchrec-cloud/unhealthy"
 TAINT_VALUE = "fabric-gate"  # who left it out; a label value (63 chars, alnum - _ .)
 TAINT = {"key": TAINT_KEY, "value": TAINT_VALUE, "effect": "NoSchedule"}
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # the pod's projected volume
+NODE_NAME_ENV = "NODE_NAME"  # the pod's spec.nodeName, from the downward API (workloads/pod.py)
 API_ENV = "TORCHREC_CLOUD_KUBE_API"  # test seam: a plain-HTTP API base URL, no token
 MERGE_PATCH = "application/merge-patch+json"
 

@@ -86,15 +86,21 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
     return flags
 
 
+def gate_enforced(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> bool:
+    """Whether the gate enforces (and so may leave a node out): the fabric is used."""
+    return (interconnect.gate and interconnect.fabric
+            and job_pool(cluster, job).machine.interconnect != FabricKind.NONE)
+
+
 def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> list[str]:
     """Enforce the machine's transport, fabric NIC count, GPU matmul floor and, across nodes,
     the all_reduce and all_to_all floors for this node count at their plateau size, when the
     stack uses its fabric; otherwise only report (CPU/gloo or sockets have no floor)."""
     if not interconnect.gate:
         return ["--fabric_gate=off"]
-    machine = job_pool(cluster, job).machine
-    if not (interconnect.fabric and machine.interconnect != FabricKind.NONE):
+    if not gate_enforced(cluster, job, interconnect):
         return ["--fabric_gate=report"]
+    machine = job_pool(cluster, job).machine
     rails = cluster.interconnect.fabric_rails
     matmul = gpu_matmul_floor_tflops(machine)
     flags = ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
