@@ -761,7 +761,7 @@ def test_a2_and_a3_without_fabric_stay_as_they_were(run, a3_sockets_run):
         pod = pod_template(plain)
         assert "annotations" not in pod["metadata"]
         assert [c["name"] for c in pod["spec"]["initContainers"]] == ["prepare-shared-fs"]
-        env = {e["name"]: e["value"] for e in trainer(pod)["env"]}
+        env = {e["name"]: e.get("value") for e in trainer(pod)["env"]}
         assert env["NCCL_SOCKET_IFNAME"] == "eth0" and "LD_LIBRARY_PATH" not in env
 
 
@@ -875,7 +875,7 @@ def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
     container = trainer(pod)
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert mounts["/run/tcpx"] == "tcpx-socket" and mounts["/usr/local/nvidia/lib64"] == "libraries"
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert {k: env[k] for k in TCPX_ENV} == TCPX_ENV
     assert env["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"] == "/run/tcpx"  # where the socket is mounted
     # The trainer itself stays locked down: only the sidecar holds NET_ADMIN, as root; the

@@ -180,13 +180,13 @@ def test_workload_identity_binding_is_on_the_service_account_and_pods(runs):
     pod_labels = scenario.child_job_spec()["template"]["metadata"]["labels"]
     assert pod_labels["azure.workload.identity/use"] == "true"
     assert scenario.pod_spec()["serviceAccountName"] == account.inputs["metadata"]["name"]
-    env = {e["name"]: e["value"] for e in scenario.container()["env"]}
+    env = {e["name"]: e.get("value") for e in scenario.container()["env"]}
     assert env["AZURE_STORAGE_ACCOUNT_NAME"] == "torchrecckpt"
 
 
 def test_fabric_environment_devices_and_capabilities_come_from_the_contract(runs):
     azure = runs["azure"].container()
-    env = {e["name"]: e["value"] for e in azure["env"]}
+    env = {e["name"]: e.get("value") for e in azure["env"]}
     assert env["UCX_TLS"] == "rc"
     assert azure["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
     gcp = runs["gcp-pytorchjob"].container()
@@ -275,14 +275,14 @@ def test_pod_grace_comes_from_the_pool_s_stop_budget(runs):
 
 
 def test_preemption_restarts_the_gang_without_using_the_retry_budget(runs):
-    from trainer.exit_codes import RESUME
+    from trainer.exit_codes import NODE_LEFT_OUT, RESUME
 
     spot = runs["aws-spot"]
     rules = spot.child_job_spec()["podFailurePolicy"]["rules"]
     assert {"action": "FailJob", "onPodConditions": [
         {"type": "DisruptionTarget", "status": "True"}]} in rules
     assert {"action": "FailJob", "onExitCodes": {
-        "containerName": "trainer", "operator": "In", "values": [RESUME]}} in rules
+        "containerName": "trainer", "operator": "In", "values": [RESUME, NODE_LEFT_OUT]}} in rules
     jobset_rules = spot.workload().inputs["spec"]["failurePolicy"]["rules"]
     assert jobset_rules[-1]["action"] == "RestartJobSetAndIgnoreMaxRestarts"
     assert jobset_rules[-1]["onJobFailureReasons"] == ["PodFailurePolicy"]
@@ -493,7 +493,10 @@ def test_pytorchjob_shares_the_pod_template_of_the_indexed_job(runs):
     shared = {"securityContext", "volumes", "serviceAccountName", "restartPolicy",
               "automountServiceAccountToken", "terminationGracePeriodSeconds"}
     for key in shared:
-        assert job_pod[key] == elastic_pod[key], key
+        # The API token volume follows the fabric (the gate may leave a node out), not the kind.
+        strip = [v for v in job_pod[key] if v.get("name") != "kube-api-access"] \
+            if key == "volumes" else job_pod[key]
+        assert strip == elastic_pod[key], key
 
 
 # --- outputs --------------------------------------------------------------------------------
@@ -533,6 +536,10 @@ def test_manifests_are_valid_kubernetes(runs):
         assert {"Namespace", "ServiceAccount", "PersistentVolume", "PersistentVolumeClaim",
                 "Service", "NetworkPolicy"} <= kinds
         assert kinds & {"JobSet", "PyTorchJob"}
+    # The gate's node access, checked against the official schemas too (workloads/node_gate.py).
+    assert {"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"} <= {
+        m["kind"] for m in validate_manifests(runs["aws"].run, KUBERNETES_VERSION)}
 
 
 def checkov_failures(runs: dict[str, Any], tmp_path: Path) -> list[str]:
@@ -573,12 +580,54 @@ def test_manifest_conversion_restores_what_the_wire_changed():
 
 
 def test_the_fabric_gate_enforces_the_machine_s_transport_and_floor_when_the_fabric_is_used(runs):
+    from infra.catalog import gpu_matmul_floor_tflops
+
     p4d = machine(Cloud.AWS, "p4d.24xlarge")
     flags = runs["aws"].flags()
+    floor = p4d.fabric_floor(Job().nodes)  # infra/catalog.py: per machine and node count
     assert flags["fabric_gate"] == "enforce"
     assert flags["fabric_transport"] == "efa"
-    assert float(flags["fabric_floor_gbps"]) == p4d.network_gbps / 8 / 2  # half of 400 Gbit/s
+    assert float(flags["fabric_floor_gbps"]) == floor.all_reduce_gbps
+    assert float(flags["fabric_all_to_all_floor_gbps"]) == floor.all_to_all_gbps > 0
+    assert flags["fabric_gate_sizes"].split(",")[-1] == str(floor.size)  # judged at the plateau
+    assert float(flags["gpu_matmul_floor_tflops"]) == gpu_matmul_floor_tflops(p4d) > 0
     assert int(flags["fabric_rails"]) == p4d.efa_interfaces  # every EFA device NCCL must find
+
+
+def test_the_gate_may_taint_nodes_only_through_a_policy_bound_to_the_job_s_account(runs):
+    from trainer.node_taint import TAINT_KEY, TOKEN_DIR
+
+    scenario = runs["aws"]
+    (role,) = scenario.run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+    assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
+                                     "verbs": ["get", "list", "patch"]}]
+    (binding,) = scenario.run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+    account = scenario.run.one("kubernetes:core/v1:ServiceAccount").inputs["metadata"]
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": account["name"],
+                                           "namespace": account["namespace"]}]
+    (policy,) = scenario.run.of_type(
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
+    spec = policy.inputs["spec"]
+    assert spec["matchConditions"][0]["expression"] == (
+        f"request.userInfo.username == 'system:serviceaccount:{account['namespace']}:"
+        f"{account['name']}'")
+    assert spec["matchConstraints"]["resourceRules"][0]["resources"] == ["nodes"]
+    assert any(TAINT_KEY in v["expression"] for v in spec["validations"])
+    (policy_binding,) = scenario.run.of_type(
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+    assert policy_binding.inputs["spec"] == {"policyName": policy.inputs["metadata"]["name"],
+                                             "validationActions": ["Deny"]}
+    # The token reaches the trainer container only; the pod knows its node; no toleration.
+    pod = scenario.pod_spec()
+    assert pod["automountServiceAccountToken"] is False
+    assert {"name": "kube-api-access", "mountPath": TOKEN_DIR, "readOnly": True} in \
+        scenario.container()["volumeMounts"]
+    assert all(m["name"] != "kube-api-access" for c in pod["initContainers"]
+               for m in c.get("volumeMounts", []))
+    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in \
+        scenario.container()["env"]
+    keys = [t.get("key") for t in pod["tolerations"]]
+    assert TAINT_KEY not in keys and all(keys)  # no toleration, no key-less wildcard either
 
 
 def test_the_fabric_gate_only_reports_without_a_fabric_and_can_be_turned_off():
@@ -586,6 +635,8 @@ def test_the_fabric_gate_only_reports_without_a_fabric_and_can_be_turned_off():
 
     without = run_workload("gcp", Job(), interconnect=Interconnect(fabric=False))
     assert without.flags()["fabric_gate"] == "report"
+    assert not without.run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+    assert all(v["name"] != "kube-api-access" for v in without.pod_spec()["volumes"])
     assert "fabric_floor_gbps" not in without.flags() and "fabric_rails" not in without.flags()
     off = run_workload("aws", Job(), interconnect=Interconnect(gate=False))
     assert off.flags()["fabric_gate"] == "off"
@@ -632,7 +683,7 @@ def test_gpudirect_annotations_volumes_and_mounts_come_from_the_contract(gpudire
         mounts = {(m["name"], m["mountPath"]) for m in scenario.container()["volumeMounts"]}
         assert {(m.name, m.mount_path) for m in fabric.trainer_volume_mounts} <= mounts
         assert ("tmp", "/tmp") in mounts and ("dshm", "/dev/shm") in mounts
-        env = {e["name"]: e["value"] for e in scenario.container()["env"]}
+        env = {e["name"]: e.get("value") for e in scenario.container()["env"]}
         assert {k: env[k] for k in fabric.env} == dict(fabric.env)
 
 

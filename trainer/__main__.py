@@ -5,9 +5,9 @@ Exit status (trainer/exit_codes.py): 0 only when training reached its end; RESUM
 for preemption (SIGTERM on any rank, in a training step, an evaluation, a checkpoint write or a
 data wait: every rank agrees to stop, saves if the deadline allows) or a lost peer (a collective
 failed because another rank or node went away); CONFIG_ERROR for bad flags; FABRIC_ERROR when
-the fabric gate (trainer/fabric_gate.py) enforces and fails; anything else is a crash. A worker
-the NCCL watchdog aborts (SIGABRT) exits no status of its own: the launcher (trainer/launch.py)
-maps the abort."""
+the fabric gate (trainer/fabric_gate.py) enforces and fails, or NODE_LEFT_OUT when it failed one
+node's checks and left that node out; anything else is a crash. A worker the NCCL watchdog
+aborts (SIGABRT) exits no status of its own: the launcher (trainer/launch.py) maps the abort."""
 
 import logging
 import os
@@ -15,7 +15,7 @@ import sys
 import warnings
 
 from trainer.config import parse_config
-from trainer.exit_codes import FABRIC_ERROR, RESUME
+from trainer.exit_codes import RESUME
 from trainer.peers import is_lost_peer
 
 
@@ -45,8 +45,10 @@ def main() -> int:
     logging.getLogger("torchrec.distributed.planner.storage_reservations").setLevel(logging.ERROR)
     ctx = init_distributed()
     try:
-        if cfg.fabric_gate != "off" and not run_fabric_gate(cfg, ctx).passed:
-            return FABRIC_ERROR  # every rank decided alike from the same figures
+        if cfg.fabric_gate != "off":
+            gate = run_fabric_gate(cfg, ctx)
+            if not gate.passed:  # every rank decided alike from the same figures
+                return gate.exit_status  # FABRIC_ERROR, or NODE_LEFT_OUT: a bad node tainted
         summary = Trainer(cfg, ctx, stop).run()
         if not summary["preempted"]:
             dist.barrier()  # no rank tears its group down while a peer still talks to it

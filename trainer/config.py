@@ -147,7 +147,8 @@ class TrainConfig:
     fabric_gate: str = _help(
         "Collective test before training (trainer/fabric_gate.py): 'report' prints transport, "
         "bus bandwidth and the slowest rank; 'enforce' also exits 3 (no retry) on a wrong "
-        "transport, a bandwidth under the floor or a rank much slower than the others; 'off'.",
+        "transport, a bandwidth under the floor or a rank much slower than the others (a bad "
+        "node is left out: exit 200, the gang restarts elsewhere); 'off'.",
         default="report",
         meta={"choices": ("off", "report", "enforce")},
     )
@@ -160,12 +161,22 @@ class TrainConfig:
     fabric_floor_gbps: float = _help(
         "Least all_reduce bus bandwidth (GB/s, nccl-tests' busbw) at the largest gate message "
         "size in enforce mode; 0 = no floor.", default=0.0)
+    fabric_all_to_all_floor_gbps: float = _help(
+        "Least all_to_all bus bandwidth (GB/s, nccl-tests' busbw) at the largest gate message "
+        "size in enforce mode; 0 = no floor.", default=0.0)
+    gpu_matmul_floor_tflops: float = _help(
+        "Least BF16 matmul throughput (TFLOPS) per GPU in the gate's GPU health check in "
+        "enforce mode; 0 = no floor. Skipped on CPU.", default=0.0)
+    fabric_max_nodes_left_out: int = _help(
+        "Most nodes the gate may leave out (taint torchrec-cloud/unhealthy) before it fails the "
+        "job instead (FABRIC_ERROR): nodes already carrying the taint count.", default=2)
     fabric_rails: int = _help(
         "Fabric NICs NCCL must find on every node in enforce mode (EFA interfaces, InfiniBand "
         "HCAs), read from its INFO log; 0 = not checked.", default=0)
     fabric_gate_sizes: Optional[List[int]] = _help(
         "Comma separated message sizes in bytes for the gate's all_reduce and all_to_all "
-        "(default: 1 MiB, 16 MiB, 128 MiB on GPU; 64 KiB, 1 MiB on CPU).", default=None)
+        "(default: 1 MiB, 128 MiB, 1 GiB on GPU; 64 KiB, 1 MiB on CPU); floors are judged at "
+        "the largest.", default=None)
 
     def __post_init__(self) -> None:
         if self.num_embeddings_per_feature is None and self.dataset_path is not None:
@@ -240,6 +251,11 @@ class TrainConfig:
                     "cannot append to a file")
         if not self.fabric_floor_gbps >= 0:
             bad("fabric_floor_gbps", self.fabric_floor_gbps, "must be >= 0 (0 = no floor)")
+        for name in ("fabric_all_to_all_floor_gbps", "gpu_matmul_floor_tflops"):
+            if not getattr(self, name) >= 0:
+                bad(name, getattr(self, name), "must be >= 0 (0 = no floor)")
+        if self.fabric_max_nodes_left_out < 0:
+            bad("fabric_max_nodes_left_out", self.fabric_max_nodes_left_out, "must be >= 0")
         if self.fabric_rails < 0:
             bad("fabric_rails", self.fabric_rails, "must be >= 0 (0 = not checked)")
         if self.fabric_gate_sizes is not None and (not self.fabric_gate_sizes

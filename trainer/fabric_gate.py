@@ -3,11 +3,20 @@
 A job whose nodes silently fell back from the fabric (EFA, InfiniBand, GPUDirect-TCPX/TCPXO) to
 plain sockets, or that landed on a slow GPU, still trains, just many times slower, and nothing
 fails. So before the model is built, every rank times its share of a fixed matmul, runs
-all_reduce and all_to_all at a few message sizes, and reads which network NCCL chose from its
-own INFO log. The figures are printed (and recorded in the metrics JSON lines); with
-``--fabric_gate enforce`` a wrong transport, an all_reduce bus bandwidth under
-``--fabric_floor_gbps`` or a much slower rank ends the job with FABRIC_ERROR (no retry: the same
-nodes would fail again), with one line naming what was found.
+all_reduce and all_to_all at a few message sizes up to the bandwidth plateau, checks its GPU's
+health (trainer/gpu_health.py), and reads which network NCCL chose from its own INFO log. The
+figures are printed (and recorded in the metrics JSON lines). With ``--fabric_gate enforce``:
+
+- a problem of one node (its GPU unhealthy or under the matmul floor, a wrong transport or
+  missing fabric NICs there, its RDMA set-up, a rank much slower than the others) names that
+  node (the pod's spec.nodeName, env NODE_NAME), and the gate leaves it out: rank 0 taints it
+  (trainer/node_taint.py) and every rank exits NODE_LEFT_OUT, so the gang restarts on other
+  nodes without using the retry budget; at most ``--fabric_max_nodes_left_out`` nodes, and
+  without API access, FABRIC_ERROR instead;
+- all_reduce or all_to_all bus bandwidth under the machine's floors (``--fabric_floor_gbps``,
+  ``--fabric_all_to_all_floor_gbps``, judged at the largest size: infra/catalog.py
+  fabric_floor, each with its published source) is the fabric's, not one node's: FABRIC_ERROR;
+- either verdict only after one full retry of the measurement, so one noisy run passes.
 
 Bus bandwidth follows nccl-tests (doc/PERFORMANCE.md): all_reduce busbw = algbw * 2(n-1)/n,
 all_to_all busbw = algbw * (n-1)/n, algbw = bytes / time of the slowest rank.
@@ -33,16 +42,25 @@ from typing import (TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, Opti
 import torch
 import torch.distributed as dist
 
+from trainer.exit_codes import FABRIC_ERROR, NODE_LEFT_OUT
+from trainer.gpu_health import gpu_problems
+from trainer.node_taint import NODE_NAME_ENV, KubeApi, KubeApiError, leave_out
+
 if TYPE_CHECKING:  # trainer.distributed imports TorchRec: the log parser's tests need none of it
     from trainer.config import TrainConfig
     from trainer.distributed import DistContext
 
 log = logging.getLogger("trainer.fabric_gate")
 
-GPU_SIZES = (1 << 20, 16 << 20, 128 << 20)  # bytes; 128 MiB is where fabrics reach their plateau
+# Bytes. At 128 MiB every fabric here is still climbing (2x p5: 289 GB/s at 128 MiB, 479 at
+# 8 GiB; 2x A3 Mega: 152 and 339): the stack passes the size its floor was published for.
+GPU_SIZES = (1 << 20, 128 << 20, 1 << 30)
 CPU_SIZES = (64 << 10, 1 << 20)  # gloo on a laptop: the whole gate takes about a second
-WARMUP_ITERS = 2
-TIMED_ITERS = 5
+# nccl-tests runs 5 warm-up and 20 timed iterations; at the plateau each call takes 0.1-1 s, so
+# fewer suffice there. (warm-up, timed) for messages below / from LARGE_MESSAGE; CPU: tiny.
+LARGE_MESSAGE = 1 << 30
+GPU_ITERS = ((5, 20), (2, 5))
+CPU_ITERS = (2, 5)
 # A rank is "slow" when its matmul time exceeds this many times the median of the other ranks
 # (and by more than SLOW_RANK_MIN_SECONDS, so a millisecond of jitter on small CPU runs is not news).
 SLOW_RANK_FACTOR = 1.5
@@ -190,6 +208,9 @@ class RankFigures:
     all_to_all_s: List[float]
     local_problems: List[str] = field(default_factory=list)  # this node's RDMA set-up
     rails: Optional[int] = None  # fabric NICs this rank's NCCL found (None: its log says not)
+    node: str = ""  # the Kubernetes node (env NODE_NAME from spec.nodeName; else the host)
+    gpu_problems: List[str] = field(default_factory=list)  # trainer/gpu_health.py
+    matmul_tflops: Optional[float] = None  # this rank's BF16 matmul throughput (GPU only)
 
 
 SYSFS_INFINIBAND = "/sys/class/infiniband"
@@ -255,28 +276,47 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _timed(op: Callable[[], object], device: torch.device) -> float:
+def _timed(op: Callable[[], object], device: torch.device, nbytes: int) -> float:
     """Mean seconds per call after a warm-up; ranks start together (the warm-up collectives
     line them up), so the slowest rank's figure is the collective's time, as in nccl-tests."""
-    for _ in range(WARMUP_ITERS):
+    if device.type == "cuda":
+        warmup, timed = GPU_ITERS[nbytes >= LARGE_MESSAGE]
+    else:
+        warmup, timed = CPU_ITERS
+    for _ in range(warmup):
         op()
     _sync(device)
     start = time.perf_counter()
-    for _ in range(TIMED_ITERS):
+    for _ in range(timed):
         op()
     _sync(device)
-    return (time.perf_counter() - start) / TIMED_ITERS
+    return (time.perf_counter() - start) / timed
+
+
+MATMULS = 10
+
+
+def matmul_size(device: torch.device) -> int:
+    return 8192 if device.type == "cuda" else 384
+
+
+def matmul_tflops(device: torch.device, seconds: float) -> Optional[float]:
+    """The BF16 throughput of time_compute's load on a GPU (None on CPU: no floor there)."""
+    if device.type != "cuda" or seconds <= 0:
+        return None
+    return MATMULS * 2 * matmul_size(device) ** 3 / seconds / 1e12
 
 
 def time_compute(device: torch.device, rank: int) -> float:
     """This rank's time for a fixed matmul load: a slow or throttled GPU shows here, while in a
     collective every rank waits for the slowest and they all look alike."""
-    size, dtype = (8192, torch.bfloat16) if device.type == "cuda" else (384, torch.float32)
+    size = matmul_size(device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     a = torch.randn(size, size, device=device, dtype=dtype)
     (a @ a).sum().item()  # warm-up: kernel selection, allocator
     _sync(device)
     start = time.perf_counter()
-    for _ in range(10):
+    for _ in range(MATMULS):
         a = (a @ a) * size ** -0.5  # rescaled: entries stay near 1, no overflow or denormals
     _sync(device)
     if os.environ.get(TEST_DELAY_ENV, "") == str(rank):
@@ -292,8 +332,9 @@ def time_collectives(sizes: Sequence[int], world_size: int, device: torch.device
         count = max(world_size, size // 4 // world_size * world_size)  # all_to_all splits evenly
         send = torch.ones(count, device=device)
         recv = torch.empty_like(send)
-        all_reduce_s.append(_timed(lambda: dist.all_reduce(send), device))
-        all_to_all_s.append(_timed(lambda: dist.all_to_all_single(recv, send), device))
+        all_reduce_s.append(_timed(lambda: dist.all_reduce(send), device, size))
+        all_to_all_s.append(_timed(lambda: dist.all_to_all_single(recv, send), device, size))
+        del send, recv  # an 8 GiB pair must be gone before the next size or the model
     return all_reduce_s, all_to_all_s
 
 
@@ -319,6 +360,13 @@ class GateResult:
     problems: List[str] = field(default_factory=list)
     fewest_rails: Optional[int] = None  # fabric NICs on the rank whose NCCL found the fewest
     expected_rails: int = 0
+    all_to_all_floor_gbps: float = 0.0
+    # Nodes a problem of their own was found on (GPU, transport, NICs, RDMA, a slow rank);
+    # empty when every problem is the fabric's (bandwidth under a floor).
+    bad_nodes: List[str] = field(default_factory=list)
+    attempts: int = 1
+    exit_status: int = 0  # 0 (go on), NODE_LEFT_OUT or FABRIC_ERROR; set by run_fabric_gate
+    left_out: List[str] = field(default_factory=list)  # nodes tainted by this run
 
     def line(self) -> str:
         """The one log line, pass or fail."""
@@ -326,20 +374,27 @@ class GateResult:
             status = "passed"
         elif self.passed:
             status = "WARNING (report only, not enforced)"
+        elif self.exit_status == NODE_LEFT_OUT:
+            status = (f"FAILED, left out node {', '.join(self.left_out)} (exit {NODE_LEFT_OUT}: "
+                      "the gang restarts on other nodes, not counted)")
         else:
-            status = "FAILED (exit 3, no retry)"
+            status = f"FAILED (exit {FABRIC_ERROR}, no retry)"
         bw = self.all_reduce_busbw_gbps[-1] if self.all_reduce_busbw_gbps else None
         a2a = self.all_to_all_busbw_gbps[-1] if self.all_to_all_busbw_gbps else None
         floor = f"floor {self.floor_gbps:g} GB/s" if self.floor_gbps else "no floor"
+        a2a_floor = (f"floor {self.all_to_all_floor_gbps:g} GB/s" if self.all_to_all_floor_gbps
+                     else "no floor")
         nics = "" if self.fewest_rails is None else (
             f", {self.fewest_rails} fabric NICs" + (f" of {self.expected_rails}"
                                                      if self.expected_rails else ""))
+        size = _size(self.sizes[-1]) if self.sizes else "-"
         text = (f"fabric gate {status}: transport {self.transport} (expected "
                 f"{self.expected_transport or 'any'}{nics}); all_reduce busbw {_gbps(bw)} at "
-                f"{_size(self.sizes[-1]) if self.sizes else '-'} ({floor}); all_to_all busbw "
-                f"{_gbps(a2a)}; slowest rank {self.slowest_rank} on {self.slowest_host} "
+                f"{size} ({floor}); all_to_all busbw {_gbps(a2a)} ({a2a_floor}); slowest rank "
+                f"{self.slowest_rank} on {self.slowest_host} "
                 f"{self.slowest_ratio:.2f}x the others' median compute time (limit "
-                f"{SLOW_RANK_FACTOR:g}x); {self.world_size} ranks, {self.seconds:.1f} s")
+                f"{SLOW_RANK_FACTOR:g}x); {self.world_size} ranks, {self.seconds:.1f} s"
+                + (f", {self.attempts} attempts" if self.attempts > 1 else ""))
         return text + (f"; problems: {'; '.join(self.problems)}" if self.problems else "")
 
     def record(self) -> dict:
@@ -352,7 +407,7 @@ def _gbps(value: Optional[float]) -> str:
 
 
 def _size(nbytes: int) -> str:
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if nbytes >= scale and nbytes % scale == 0:
             return f"{nbytes // scale} {unit}"
     return f"{nbytes} B"
@@ -365,10 +420,22 @@ def busbw_gbps(nbytes: int, seconds: float, world_size: int, factor: float) -> O
     return nbytes / seconds / 1e9 * factor * (world_size - 1) / world_size
 
 
+def seconds_for_busbw(nbytes: int, busbw: float, world_size: int, factor: float) -> float:
+    """The inverse of busbw_gbps: the time per call a published bus bandwidth stands for."""
+    return nbytes / (busbw * 1e9) * factor * (world_size - 1) / world_size
+
+
+def _where(f: RankFigures) -> str:
+    return f"rank {f.rank} ({f.node or f.host})"
+
+
 def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
            expected_transport: str, floor_gbps: float, seconds: float = 0.0,
-           expected_rails: int = 0) -> GateResult:
-    """The verdict from every rank's figures: a pure function, so tests can feed it numbers."""
+           expected_rails: int = 0, all_to_all_floor_gbps: float = 0.0,
+           matmul_floor_tflops: float = 0.0) -> GateResult:
+    """The verdict from every rank's figures: a pure function, so tests can feed it numbers
+    (published healthy runs, degraded ones). Problems of one node name it in `bad_nodes`;
+    bandwidth under a floor is the fabric's and names none."""
     n = len(figures)
     by_rank = sorted(figures, key=lambda f: f.rank)
     transports = _unique(f.transport or "unknown" for f in by_rank)
@@ -381,31 +448,45 @@ def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
     median = statistics.median(others) if others else slowest.compute_s
     ratio = slowest.compute_s / median if median > 0 else 1.0
 
-    problems = []
+    problems: List[str] = []
+    bad: List[RankFigures] = []
+
+    def node_problem(f: RankFigures, text: str) -> None:
+        problems.append(f"{_where(f)}: {text}")
+        bad.append(f)
+
     for f in by_rank:
-        problems += [f"rank {f.rank} ({f.host}): {p}" for p in f.local_problems]
+        for p in f.local_problems + f.gpu_problems:
+            node_problem(f, p)
+        if matmul_floor_tflops and f.matmul_tflops is not None \
+                and f.matmul_tflops < matmul_floor_tflops:
+            node_problem(f, f"GPU matmul {f.matmul_tflops:.0f} TFLOPS is under the floor "
+                            f"{matmul_floor_tflops:g} TFLOPS")
     if expected_transport:
-        wrong = [f for f in by_rank if f.transport != expected_transport]
-        if wrong:
-            problems.append(f"transport {wrong[0].transport or 'unknown'} on rank {wrong[0].rank} "
-                            f"({wrong[0].host}) is not {expected_transport}")
+        for f in by_rank:
+            if f.transport != expected_transport:
+                node_problem(f, f"transport {f.transport or 'unknown'} is not "
+                                f"{expected_transport}")
     if expected_rails:
-        short = [f for f in by_rank if f.rails is not None and f.rails < expected_rails]
-        if short:
-            problems.append(f"rank {short[0].rank} ({short[0].host}): NCCL found {short[0].rails} "
-                            f"of the node's {expected_rails} fabric NICs")
+        for f in by_rank:
+            if f.rails is not None and f.rails < expected_rails:
+                node_problem(f, f"NCCL found {f.rails} of the node's {expected_rails} fabric NICs")
     if floor_gbps and ar and ar[-1] is not None and ar[-1] < floor_gbps:
         problems.append(f"all_reduce busbw {ar[-1]:.2f} GB/s is under the floor {floor_gbps:g} GB/s")
+    if all_to_all_floor_gbps and a2a and a2a[-1] is not None and a2a[-1] < all_to_all_floor_gbps:
+        problems.append(f"all_to_all busbw {a2a[-1]:.2f} GB/s is under the floor "
+                        f"{all_to_all_floor_gbps:g} GB/s")
     if ratio > SLOW_RANK_FACTOR and slowest.compute_s - median > SLOW_RANK_MIN_SECONDS:
-        problems.append(f"rank {slowest.rank} ({slowest.host}) is {ratio:.2f}x slower than the "
-                        f"others' median")
+        node_problem(slowest, f"{ratio:.2f}x slower than the others' median")
     return GateResult(
         mode=mode, passed=mode != "enforce" or not problems, transport="+".join(transports),
         expected_transport=expected_transport, floor_gbps=floor_gbps, sizes=list(sizes),
         all_reduce_busbw_gbps=ar, all_to_all_busbw_gbps=a2a, world_size=n,
-        slowest_rank=slowest.rank, slowest_host=slowest.host, slowest_ratio=ratio,
-        seconds=seconds, problems=problems, expected_rails=expected_rails,
-        fewest_rails=min((f.rails for f in by_rank if f.rails is not None), default=None))
+        slowest_rank=slowest.rank, slowest_host=slowest.node or slowest.host,
+        slowest_ratio=ratio, seconds=seconds, problems=problems, expected_rails=expected_rails,
+        fewest_rails=min((f.rails for f in by_rank if f.rails is not None), default=None),
+        all_to_all_floor_gbps=all_to_all_floor_gbps,
+        bad_nodes=_unique(f.node or f.host for f in bad))
 
 
 # --- the gate ---
@@ -429,13 +510,10 @@ def this_rank_network(device: torch.device) -> Tuple[Optional[str], Optional[int
     return parse_transport(text), parse_rails(text)
 
 
-def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
-    """Measure on every rank, decide alike everywhere, print, record. Collective: every rank
-    must call it. The caller exits FABRIC_ERROR when the result has not passed."""
-    start = time.perf_counter()
-    sizes = list(cfg.fabric_gate_sizes or (GPU_SIZES if ctx.device.type == "cuda" else CPU_SIZES))
-    # Before NCCL's first communicator, on every rank: NCCL picks its IB ports when it starts.
-    node_problems = rdma_problems(cfg.fabric_transport)
+def _measure(cfg: "TrainConfig", ctx: "DistContext", sizes: Sequence[int],
+             node_problems: List[str], gpu: List[str], start: float, attempt: int
+             ) -> GateResult:
+    """One measurement on every rank and the verdict from every rank's figures."""
     compute_s = time_compute(ctx.device, ctx.rank)
     all_reduce_s, all_to_all_s = time_collectives(sizes, ctx.world_size, ctx.device)
     transport, rails = this_rank_network(ctx.device)
@@ -443,13 +521,59 @@ def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
                        rails=rails, compute_s=compute_s,
                        all_reduce_s=all_reduce_s, all_to_all_s=all_to_all_s,
                        # once per node: every local rank shares its devices and limits
-                       local_problems=node_problems if ctx.local_rank == 0 else [])
+                       local_problems=node_problems if ctx.local_rank == 0 else [],
+                       node=os.environ.get(NODE_NAME_ENV, ""), gpu_problems=gpu,
+                       matmul_tflops=matmul_tflops(ctx.device, compute_s))
     gathered: List[Optional[RankFigures]] = [None] * ctx.world_size
     dist.all_gather_object(gathered, mine, group=ctx.control_group)  # gloo: no GPU sync needed
     result = decide([f for f in gathered if f is not None], sizes, cfg.fabric_gate,
                     cfg.fabric_transport, cfg.fabric_floor_gbps, time.perf_counter() - start,
-                    expected_rails=cfg.fabric_rails)
+                    expected_rails=cfg.fabric_rails,
+                    all_to_all_floor_gbps=cfg.fabric_all_to_all_floor_gbps,
+                    matmul_floor_tflops=cfg.gpu_matmul_floor_tflops)
+    result.attempts = attempt
+    return result
+
+
+def _leave_out(cfg: "TrainConfig", result: GateResult) -> Tuple[int, List[str], Optional[str]]:
+    """Rank 0's action on a failed verdict: (exit status, nodes tainted, why not left out)."""
+    if not result.bad_nodes:
+        return FABRIC_ERROR, [], None  # the fabric's fault, not one node's
+    api = KubeApi.from_environment()
+    if api is None:
+        return FABRIC_ERROR, [], "no Kubernetes API access to leave the node out"
+    try:
+        tainted, refused = leave_out(api, result.bad_nodes, cfg.fabric_max_nodes_left_out)
+    except KubeApiError as err:
+        return FABRIC_ERROR, [], f"could not taint the node: {err}"
+    if refused:
+        return FABRIC_ERROR, [], refused
+    return NODE_LEFT_OUT, tainted or list(result.bad_nodes), None
+
+
+def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
+    """Measure on every rank, retry once, decide alike everywhere, leave a bad node out, print,
+    record. Collective: every rank must call it. The caller exits with result.exit_status
+    when the result has not passed."""
+    start = time.perf_counter()
+    sizes = list(cfg.fabric_gate_sizes or (GPU_SIZES if ctx.device.type == "cuda" else CPU_SIZES))
+    # Before NCCL's first communicator, on every rank: NCCL picks its IB ports when it starts.
+    node_problems = rdma_problems(cfg.fabric_transport)
+    gpu = gpu_problems(ctx.device.type, ctx.local_rank)
+    result = _measure(cfg, ctx, sizes, node_problems, gpu, start, attempt=1)
+    if not result.passed:  # one noisy run must not cost a node or the job
+        if ctx.rank == 0:
+            log.warning("fabric gate: %s; measuring once more", "; ".join(result.problems))
+        result = _measure(cfg, ctx, sizes, node_problems, gpu, start, attempt=2)
     if not result.passed:
+        outcome: List[object] = [None]
+        if ctx.rank == 0:  # one writer to the API; every rank then exits alike
+            outcome[0] = _leave_out(cfg, result)
+        dist.broadcast_object_list(outcome, src=0, group=ctx.control_group)
+        status, left_out, why_not = outcome[0]  # type: ignore[misc]
+        result.exit_status, result.left_out = status, left_out
+        if why_not:
+            result.problems.append(f"not left out: {why_not}")
         if ctx.local_rank == 0:  # one line in every node's (pod's) log: each says why it stopped
             log.error(result.line())
     elif ctx.rank == 0:

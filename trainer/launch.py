@@ -8,6 +8,8 @@ to the statuses in ``trainer.exit_codes``:
 
 - every worker exited 0: 0;
 - a worker exited CONFIG_ERROR or FABRIC_ERROR: that status (fail the job at once);
+- a worker exited NODE_LEFT_OUT (the fabric gate tainted a bad node): that status (restart
+  the gang elsewhere, not counted);
 - the launcher got SIGTERM (the kubelet's stop: preemption, drain, eviction), or every failed
   worker stopped with RESUME, was stopped by SIGTERM, or was ended by the NCCL watchdog
   (SIGABRT: the agent reports -6, a shell in between 134): RESUME. On GPUs a peer that
@@ -38,7 +40,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Optional
 
-from trainer.exit_codes import NO_RETRY, RESUME
+from trainer.exit_codes import NODE_LEFT_OUT, NO_RETRY, RESUME
 from trainer.privileges import raise_locked_memory_and_drop
 from trainer.restarts import STARTS_WITHOUT_PROGRESS, starts_without_progress
 
@@ -57,6 +59,8 @@ def status_of_worker_failures(exit_codes: Iterable[int], starts_from_same_checkp
     for no_retry in NO_RETRY:
         if no_retry in codes:
             return no_retry
+    if NODE_LEFT_OUT in codes:  # the gate left a node out: restart elsewhere, not counted
+        return NODE_LEFT_OUT
     if codes and codes <= {RESUME, _STOPPED_BY_SIGTERM, *ABORTED}:
         if codes & ABORTED and starts_from_same_checkpoint >= STARTS_WITHOUT_PROGRESS:
             return CRASH

@@ -14,9 +14,10 @@ import pulumi
 from infra.contract import GpuCluster
 from infra.settings.model import Checkpoints, Dataset, Interconnect, Job, JobKind, NodePool
 from infra.preemption import SaveEstimate, stop_budget
-from workloads import identity, jobset, network_policy, prepare, pytorchjob, service, storage
+from workloads import (identity, jobset, network_policy, node_gate, prepare, pytorchjob, service,
+                       storage)
 from workloads.command import job_command, pytorchjob_command
-from workloads.flags import trainer_flags
+from workloads.flags import gate_enforced, trainer_flags
 from workloads.names import PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
 from workloads.pod import ContainerSpec, job_pool, pod_template
 from workloads.watch import watch_commands, why_command
@@ -69,6 +70,9 @@ class TrainingJob(pulumi.ComponentResource):
         headless = service.headless_service(f"{name}-rendezvous-service", names, opts_for(ns))
         policy = network_policy.same_job_only(f"{name}-network-policy", names, opts_for(ns))
         before_job = [fs_ready, ns, account, volume, claim, headless, policy]
+        kube_api = gate_enforced(cluster, job, args.interconnect)  # the gate may leave a node out
+        if kube_api:
+            before_job += node_gate.node_gate_access(f"{name}-node-gate", names, opts_for(ns))
         run_id: pulumi.Output[str] | None = None  # the preparation Job's uid, if there is one
         if args.dataset.prepare.enabled:
             # Created before the training job, which it does not hold up: pulumi-kubernetes
@@ -94,7 +98,7 @@ class TrainingJob(pulumi.ComponentResource):
             if run_id is not None:  # in the main container: workloads/prepare.py waiting_first
                 command = prepare.waiting_first(command, cluster, args.dataset, names, run_id)
             template = pod_template(cluster, job, names, budget, ContainerSpec(
-                PYTORCHJOB_CONTAINER, command, flags, pytorchjob.PORT_NAME))
+                PYTORCHJOB_CONTAINER, command, flags, pytorchjob.PORT_NAME), kube_api=kube_api)
             workload: pulumi.CustomResource = pytorchjob.pytorch_job(
                 f"{name}-pytorchjob", names, job, template, opts_for(*before_job, operator))
         else:
@@ -104,7 +108,8 @@ class TrainingJob(pulumi.ComponentResource):
             waits = ([] if run_id is None else
                      [prepare.layout_wait(cluster, args.dataset, names, run_id)])
             template = pod_template(cluster, job, names, budget, ContainerSpec(
-                TRAINER_CONTAINER, job_command(job, names, budget), flags, "rendezvous"), waits)
+                TRAINER_CONTAINER, job_command(job, names, budget), flags, "rendezvous"), waits,
+                kube_api=kube_api)
             workload = jobset.job_set(f"{name}-jobset", names, job, TRAINER_CONTAINER, template,
                                       opts_for(*before_job, controller),
                                       also_final=[w.name for w in waits])

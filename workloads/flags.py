@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import pulumi
 
-from infra.catalog import Interconnect as FabricKind
+from infra.catalog import Interconnect as FabricKind, gpu_matmul_floor_tflops
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
@@ -21,7 +21,10 @@ from workloads.prepare import trainer_data_flags
 STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                "checkpoint_write_mb_per_sec", "keep_checkpoints", "save_deadline_seconds",
                "dataset_path", "metrics_file", "tensorboard_dir", "fabric_gate",
-               "fabric_transport", "fabric_floor_gbps", "fabric_rails")
+               "fabric_transport", "fabric_floor_gbps", "fabric_all_to_all_floor_gbps",
+               "fabric_gate_sizes", "fabric_rails", "gpu_matmul_floor_tflops")
+# The gate's message sizes below its judged plateau size: latency-bound and mid sizes, reported.
+GATE_SMALLER_SIZES = (1 << 20, 128 << 20)
 
 
 def format_value(value: TrainerArgValue) -> str:
@@ -83,18 +86,33 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
     return flags
 
 
+def gate_enforced(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> bool:
+    """Whether the gate enforces (and so may leave a node out): the fabric is used."""
+    return (interconnect.gate and interconnect.fabric
+            and job_pool(cluster, job).machine.interconnect != FabricKind.NONE)
+
+
 def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> list[str]:
-    """Enforce the machine's transport, floor and fabric NIC count when the stack uses its
-    fabric; otherwise only report (CPU/gloo or sockets have no floor)."""
+    """Enforce the machine's transport, fabric NIC count, GPU matmul floor and, across nodes,
+    the all_reduce and all_to_all floors for this node count at their plateau size, when the
+    stack uses its fabric; otherwise only report (CPU/gloo or sockets have no floor)."""
     if not interconnect.gate:
         return ["--fabric_gate=off"]
-    machine = job_pool(cluster, job).machine
-    if not (interconnect.fabric and machine.interconnect != FabricKind.NONE):
+    if not gate_enforced(cluster, job, interconnect):
         return ["--fabric_gate=report"]
+    machine = job_pool(cluster, job).machine
     rails = cluster.interconnect.fabric_rails
-    return ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
-            f"--fabric_floor_gbps={machine.fabric_floor_gbps:g}",
-            *([f"--fabric_rails={rails}"] if rails else [])]
+    matmul = gpu_matmul_floor_tflops(machine)
+    flags = ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
+             *([f"--fabric_rails={rails}"] if rails else []),
+             *([f"--gpu_matmul_floor_tflops={matmul:g}"] if matmul else [])]
+    if job.nodes < 2:  # one node: NVLink only, no fabric floor applies
+        return flags
+    floor = machine.fabric_floor(job.nodes)  # infra/catalog.py: each floor with its source
+    sizes = ",".join(str(s) for s in (*GATE_SMALLER_SIZES, floor.size))
+    return [*flags, f"--fabric_gate_sizes={sizes}",
+            f"--fabric_floor_gbps={floor.all_reduce_gbps:g}",
+            f"--fabric_all_to_all_floor_gbps={floor.all_to_all_gbps:g}"]
 
 
 def trainer_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset: Dataset,

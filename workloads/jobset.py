@@ -10,13 +10,14 @@ gone before the new ones start, so each generation rendezvouses from scratch, po
 JobSet is what GKE's multi-node training and Kubeflow Trainer v2 build on.
 
 How a pod's end becomes the job's fate (trainer/exit_codes.py, trainer/launch.py):
-- the child Job's podFailurePolicy turns exit CONFIG_ERROR or FABRIC_ERROR, exit RESUME and the
-  DisruptionTarget condition (eviction, preemption, node shutdown, a lost node's pod garbage
-  collected) into `FailJob`, whose message names the exit code or the condition;
+- the child Job's podFailurePolicy turns exit CONFIG_ERROR or FABRIC_ERROR, exit RESUME or
+  NODE_LEFT_OUT (the fabric gate tainted a bad node) and the DisruptionTarget condition
+  (eviction, preemption, node shutdown, a lost node's pod garbage collected) into `FailJob`,
+  whose message names the exit code or the condition;
 - the JobSet's rules then fail everything on a configuration or fabric error, and restart the gang
-  without using `maxRestarts` on a resume or a disruption; any other failure (a crash) exhausts
-  the Job's `backoffLimit: 0` and takes JobSet's default, `RestartJobSet`, which counts against
-  `maxRestarts` (= job.backoffLimit);
+  without using `maxRestarts` on a resume, a node left out or a disruption; any other failure
+  (a crash) exhausts the Job's `backoffLimit: 0` and takes JobSet's default, `RestartJobSet`,
+  which counts against `maxRestarts` (= job.backoffLimit);
 - the JobSet completes only when every pod exited 0, and only a run that reached its end
   exits 0.
 """
@@ -31,7 +32,7 @@ import pulumi_kubernetes as k8s
 from infra.addon_versions import ADDON_VERSIONS, version_for
 from infra.kubernetes_release import minor_key, minor_of
 from infra.settings.model import JOBSET_REPLICATED_JOB, Job
-from trainer.exit_codes import CONFIG_ERROR, NO_RETRY, RESUME
+from trainer.exit_codes import CONFIG_ERROR, NODE_LEFT_OUT, NO_RETRY, RESUME
 from workloads.names import JobNames
 
 # The version follows the cluster's Kubernetes minor: infra/addon_versions.py, rows "jobset"
@@ -65,6 +66,7 @@ SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 # %v matching %v rule at index %d". JobSet matches it with RE2.
 NO_RETRY_MESSAGE = (rf"failed with exit code ({'|'.join(str(c) for c in NO_RETRY)}) "
                     r"matching FailJob rule")
+NODE_LEFT_OUT_MESSAGE = rf"failed with exit code {NODE_LEFT_OUT} matching FailJob rule"
 
 
 def pod_failure_policy(container: str, also_final: Sequence[str] = ()) -> dict[str, object]:
@@ -78,7 +80,7 @@ def pod_failure_policy(container: str, also_final: Sequence[str] = ()) -> dict[s
         *({"action": "FailJob", "onExitCodes": {"containerName": init, "operator": "In",
                                                 "values": [CONFIG_ERROR]}} for init in also_final),
         {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "In",
-                                              "values": [RESUME]}},
+                                              "values": [RESUME, NODE_LEFT_OUT]}},
         {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
     ]}
 
@@ -92,6 +94,12 @@ def failure_policy(job: Job) -> dict[str, object]:
             {"name": "ConfigurationOrFabricError", "action": "FailJobSet",
              "onJobFailureReasons": ["PodFailurePolicy"],
              "onJobFailureMessagePatterns": [NO_RETRY_MESSAGE]},
+            # Its own rule, so the JobSet's events name why the gang restarted (the gate's
+            # one line in the pod log names the node): not counted, like a preemption; the
+            # gate bounds how many nodes it leaves out (trainer/fabric_gate.py).
+            {"name": "NodeLeftOutByGate", "action": "RestartJobSetAndIgnoreMaxRestarts",
+             "onJobFailureReasons": ["PodFailurePolicy"],
+             "onJobFailureMessagePatterns": [NODE_LEFT_OUT_MESSAGE]},
             {"name": "PreemptedOrLostNode", "action": "RestartJobSetAndIgnoreMaxRestarts",
              "onJobFailureReasons": ["PodFailurePolicy"]},
         ],

@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 from infra.contract import GpuCluster, GpuPool
 from infra.preemption import StopBudget
 from infra.settings.model import Job
+from trainer.node_taint import NODE_NAME_ENV, TOKEN_DIR
 from trainer.privileges import DROP_TO_ENV
 from workloads.names import RENDEZVOUS_PORT, JobNames
 from workloads.sizing import pod_size
@@ -70,7 +71,26 @@ def environment(cluster: GpuCluster) -> list[core.EnvVarArgs]:
         **({DROP_TO_ENV: f"{RUN_AS}:{RUN_AS}"} if cluster.interconnect.raise_locked_memory
            else {}),
     }
-    return [core.EnvVarArgs(name=name, value=value) for name, value in sorted(values.items())]
+    return [*(core.EnvVarArgs(name=name, value=value) for name, value in sorted(values.items())),
+            # The node the fabric gate names and leaves out when it finds this one bad.
+            core.EnvVarArgs(name=NODE_NAME_ENV, value_from=core.EnvVarSourceArgs(
+                field_ref=core.ObjectFieldSelectorArgs(field_path="spec.nodeName")))]
+
+
+KUBE_API_VOLUME = "kube-api-access"
+
+
+def kube_api_volume() -> core.VolumeArgs:
+    """The service account's token, only for the trainer container and only where the gate may
+    leave a node out (workloads/node_gate.py): a short-lived projected token and the cluster's
+    CA, where in-cluster clients look for them."""
+    return core.VolumeArgs(name=KUBE_API_VOLUME, projected=core.ProjectedVolumeSourceArgs(
+        sources=[
+            core.VolumeProjectionArgs(service_account_token=core.ServiceAccountTokenProjectionArgs(
+                path="token", expiration_seconds=3600)),
+            core.VolumeProjectionArgs(config_map=core.ConfigMapProjectionArgs(
+                name="kube-root-ca.crt", items=[core.KeyToPathArgs(key="ca.crt", path="ca.crt")])),
+        ]))
 
 
 # Only what raising RLIMIT_MEMLOCK and then dropping to RUN_AS take (trainer/launch.py).
@@ -167,9 +187,11 @@ def fabric_sidecars(cluster: GpuCluster) -> list[core.ContainerArgs]:
 
 def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBudget,
                  container: ContainerSpec,
-                 waits: Sequence[core.ContainerArgs] = ()) -> core.PodTemplateSpecArgs:
+                 waits: Sequence[core.ContainerArgs] = (),
+                 kube_api: bool = False) -> core.PodTemplateSpecArgs:
     """The pod both job kinds run; its grace is the pool's stop budget (infra/preemption.py).
-    `waits`: init containers that hold the trainer until its input exists (workloads/prepare.py)."""
+    `waits`: init containers that hold the trainer until its input exists (workloads/prepare.py).
+    `kube_api`: the trainer gets an API token, to leave a bad node out (workloads/node_gate.py)."""
     pool = job_pool(cluster, job)
     size = pod_size(pool, cluster.interconnect)
     quantities = size.quantities()
@@ -189,6 +211,8 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBud
             core.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
             core.VolumeMountArgs(name="tmp", mount_path="/tmp"),
             *cluster.interconnect.trainer_volume_mounts,
+            *([core.VolumeMountArgs(name=KUBE_API_VOLUME, mount_path=TOKEN_DIR, read_only=True)]
+              if kube_api else []),
         ],
     )
     return core.PodTemplateSpecArgs(
@@ -204,7 +228,7 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBud
             containers=[trainer],
             service_account_name=names.service_account,
             # IRSA, Azure and GKE workload identity inject their own projected token (or use the
-            # metadata server); the trainer never calls the Kubernetes API.
+            # metadata server); the Kubernetes API token is only the gate's (kube_api_volume).
             automount_service_account_token=False,
             enable_service_links=False,
             restart_policy="Never",  # required by podFailurePolicy; JobSet recreates the gang
@@ -221,6 +245,7 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBud
                 fs_group=RUN_AS,
                 seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
             ),
-            volumes=volumes(names, size.shm_gib, cluster.interconnect.volumes),
+            volumes=[*volumes(names, size.shm_gib, cluster.interconnect.volumes),
+                     *([kube_api_volume()] if kube_api else [])],
         ),
     )

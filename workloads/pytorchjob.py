@@ -88,7 +88,8 @@ def pytorch_job(name: str, names: JobNames, job: Job,
                     "replicas": job.nodes,
                     # The operator recreates a pod that exits 128-255 without counting it
                     # (trainer.exit_codes.RESUME is 143: every rank of a preempted gang exits
-                    # with it, so the whole gang comes back) and fails the job on 1-127 (bad
+                    # with it, so the whole gang comes back; NODE_LEFT_OUT, 200, alike: the
+                    # fabric gate tainted a bad node and every rank exits 200) and fails the job on 1-127 (bad
                     # flags, a crash). Weaker than the JobSet kind: a crash is not retried.
                     "restartPolicy": "ExitCode",
                     "template": template,

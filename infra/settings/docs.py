@@ -129,14 +129,22 @@ FLOORS_END = "<!-- floors:end -->"
 
 
 def fabric_floor_table() -> str:
-    """Per GPU machine: the fabric, the transport the gate expects and its bandwidth floor."""
+    """Per GPU machine with a fabric: the transport the gate expects and its floors on 2 and on
+    4 nodes (both collectives judged at the plateau size), each with its source."""
     from infra.catalog import MACHINES, Interconnect
 
-    rows = [[m.cloud.value, m.name, m.interconnect.value, m.fabric_transport,
-             f"{m.network_gbps:g} Gbit/s", f"{m.fabric_floor_gbps:g} GB/s"]
-            for m in MACHINES if m.has_gpus and m.interconnect != Interconnect.NONE]
-    return _markdown_table(["cloud", "machine", "fabric", "NCCL transport expected",
-                            "rated inter-node", "gate floor (all_reduce busbw)"], rows)
+    rows = []
+    for m in MACHINES:
+        if not (m.has_gpus and m.interconnect != Interconnect.NONE):
+            continue
+        for nodes in (2, 4):
+            floor = m.fabric_floor(nodes)
+            rows.append([m.cloud.value, m.name, m.fabric_transport, str(nodes),
+                         f"{floor.size >> 30} GiB", f"{floor.all_reduce_gbps:g} GB/s",
+                         f"{floor.all_to_all_gbps:g} GB/s", floor.all_reduce_source])
+    return _markdown_table(["cloud", "machine", "NCCL transport expected", "nodes",
+                            "judged at", "all_reduce busbw floor", "all_to_all busbw floor",
+                            "all_reduce source"], rows)
 
 
 def _replace(readme: str, start: str, end: str, body: str) -> str:

@@ -201,8 +201,9 @@ class Interconnect(Section):
         True,
         description=(
             "Run the fabric gate before training: collectives across all ranks, NCCL's "
-            "transport and bus bandwidth. With fabric on, a wrong transport or bandwidth under "
-            "the machine's floor (infra/catalog.py) fails the job at once; otherwise it reports."
+            "transport and bus bandwidth, a GPU health check. With fabric on, a bad node is "
+            "tainted and left out (the gang restarts elsewhere, not counted) and bandwidth under "
+            "the machine's floor (infra/catalog.py) fails the job; otherwise it reports."
         ),
     )
 

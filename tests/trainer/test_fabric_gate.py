@@ -126,7 +126,8 @@ def test_enforce_fails_under_the_floor_with_one_line_naming_transport_bandwidth_
     assert not result.passed
     assert result.line() == (
         "fabric gate FAILED (exit 3, no retry): transport efa (expected efa); all_reduce busbw "
-        "13.42 GB/s at 128 MiB (floor 50 GB/s); all_to_all busbw 6.71 GB/s; slowest rank 0 on "
+        "13.42 GB/s at 128 MiB (floor 50 GB/s); all_to_all busbw 6.71 GB/s (no floor); slowest "
+        "rank 0 on "
         "node-0 1.00x the others' median compute time (limit 1.5x); 2 ranks, 1.2 s; problems: "
         "all_reduce busbw 13.42 GB/s is under the floor 50 GB/s")
 
@@ -136,7 +137,8 @@ def test_a_wrong_transport_on_any_rank_fails_enforce_and_only_warns_in_report():
     figures[1].transport = "socket"
     enforced = decide(figures, [1 << 20], "enforce", "efa", 0.0)
     assert not enforced.passed and enforced.transport == "efa+socket"
-    assert "transport socket on rank 1 (node-1) is not efa" in enforced.problems
+    assert "rank 1 (node-1): transport socket is not efa" in enforced.problems
+    assert enforced.bad_nodes == ["node-1"]  # the node is named, to be left out
     reported = decide(figures, [1 << 20], "report", "efa", 0.0)
     assert reported.passed and reported.line().startswith("fabric gate WARNING (report only")
 
@@ -145,7 +147,7 @@ def test_a_much_slower_rank_is_named_against_the_median_of_the_others():
     result = decide(_figures(compute=(0.02, 0.021, 0.02, 0.09)), [1 << 20], "enforce", "", 0.0)
     assert (result.slowest_rank, result.slowest_host) == (3, "node-3")
     assert result.slowest_ratio == pytest.approx(4.5) and result.slowest_ratio > SLOW_RANK_FACTOR
-    assert not result.passed
+    assert not result.passed and result.bad_nodes == ["node-3"]
     # Jitter of a millisecond is not a slow GPU, even at 1.5x.
     assert decide(_figures(compute=(0.002, 0.0035)), [1 << 20], "enforce", "", 0.0).passed
 
@@ -234,7 +236,8 @@ def test_a_socket_fallback_in_the_nccl_log_fails_an_efa_job():
     assert proc.returncode == FABRIC_ERROR, proc.stderr[-3000:]
     [line] = _gate_lines(proc)
     assert "transport socket (expected ib)" in line
-    assert "transport socket on rank 0" in line
+    assert "rank 0 (" in line and "transport socket is not ib" in line
+    assert "not left out: no Kubernetes API access" in line
 
 
 def test_a_slow_rank_is_named_with_its_host():
@@ -243,7 +246,9 @@ def test_a_slow_rank_is_named_with_its_host():
     [line] = _gate_lines(proc)
     assert re.search(r"slowest rank 1 on \S+ \d+\.\d\dx the others' median compute time "
                      r"\(limit 1\.5x\)", line), line
-    assert re.search(r"problems: rank 1 \(\S+\) is \d+\.\d\dx slower", line), line
+    assert re.search(r"problems: rank 1 \(\S+\): \d+\.\d\dx slower", line), line
+    assert "2 attempts" in line  # measured once more before the verdict
+    assert "not left out: no Kubernetes API access" in line  # so the job fails instead
 
 
 def test_off_runs_no_gate():
