@@ -48,13 +48,11 @@ class Release:
     minor: str  # "1.35": what the settings, rules and add-on choices read
     exact: str | None = None  # the full version where one is known ("1.35.3-gke.1200")
     kept: bool = False  # True: the live cluster runs it, nothing was asked of the cloud
-    # True: kubernetes.version names this minor (not merely kept because it is unset), so node
-    # pools that lag the control plane are brought up to it (AKS declares each pool's version).
-    requested: bool = False
     upgrade_from: str | None = None  # the live minor this run upgrades from
     notice: str | None = None  # a warning for the user: the setting lags what the cluster runs
     # Whether kubernetes.version was set on this run (False: the cloud's default was taken, or
-    # the live version kept, without a setting). GKE passes only a set minor to the cloud.
+    # the live version kept, without a setting). GKE passes only a set minor to the cloud; AKS
+    # brings node pools that lag the control plane up to it only when it is set.
     pinned: bool = field(default=False, compare=False)
 
     @property
@@ -76,7 +74,7 @@ def _choose(setting: str | None, live: str | None, offered: Callable[[], Offered
     if live is not None:
         live_minor = minor_of(live)
         if setting is None or minor_key(setting) == minor_key(live_minor):
-            return Release(minor=live_minor, exact=live, kept=True, requested=setting is not None)
+            return Release(minor=live_minor, exact=live, kept=True)
         if minor_key(setting) < minor_key(live_minor):
             # The cloud upgraded the cluster itself (GKE's release channels always do; EKS at
             # the end of a minor's support; AKS with an auto-upgrade channel). No cloud goes

@@ -65,7 +65,7 @@ def test_a_setting_equal_to_the_live_minor_keeps_the_live_build() -> None:
     assert kept.kept and kept.version == "1.31.4"
     # ...and says the setting asked for it, so pools lagging the control plane follow it;
     # an unset setting keeps the cluster as it is, pools included.
-    assert kept.requested and not choose_release(None, "1.31.4", never_asked).requested
+    assert kept.pinned and not choose_release(None, "1.31.4", never_asked).pinned
 
 
 def test_the_next_minor_upgrades_the_live_cluster_if_the_cloud_offers_it() -> None:

@@ -66,7 +66,11 @@ def read_gpu(index: int) -> Optional[GpuReadings]:
     except ImportError:
         log.warning("GPU health: nvidia-ml-py is not installed; only the matmul floor is checked")
         return None
-    pynvml.nvmlInit()
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as error:  # no driver library in reach: not the GPU's fault
+        log.warning("GPU health: NVML did not start (%s); only the matmul floor is checked", error)
+        return None
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         readings = GpuReadings(index=index)

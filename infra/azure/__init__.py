@@ -73,7 +73,7 @@ def pool_versions(args: GpuClusterArgs) -> dict[str, str]:
     brought up to it, which AKS allows for any pool it runs (a pool is at most two minors
     behind the control plane and never above it: the AgentPool orchestratorVersion reference,
     learn.microsoft.com/azure/aks/upgrade-node-pools)."""
-    if not args.release.kept or args.release.requested:
+    if not args.release.kept or args.release.pinned:
         return {}
     live = live_cluster(args.previous)
     return dict(live.pools) if live else {}
