@@ -227,7 +227,9 @@ def test_bad_setting_is_refused_before_any_resource_exists(
     message = str(run.error)
     line = next(line for line in message.splitlines() if f"{PROJECT}:{path} =" in line)
     assert allowed in line, line
-    assert run.resources == [], f"registered before the error: {[r.name for r in run.resources]}"
+    # A provider creates nothing in the cloud (AWS's version lookups need one in the region).
+    cloud = [r for r in run.resources if not r.type.startswith("pulumi:providers:")]
+    assert cloud == [], f"registered before the error: {[r.name for r in cloud]}"
 
 
 def with_overrides(stack: str, overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
