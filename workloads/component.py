@@ -8,13 +8,15 @@ job last and `pulumi destroy` deletes it first.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pulumi
 
 from infra.contract import GpuCluster
 from infra.settings.model import Checkpoints, Dataset, Interconnect, Job, JobKind, NodePool
 from infra.preemption import SaveEstimate, stop_budget
-from workloads import identity, jobset, network_policy, prepare, pytorchjob, service, storage
+from workloads import (identity, jobset, kueue, network_policy, prepare, pytorchjob, service,
+                       storage)
 from workloads.command import job_command, pytorchjob_command
 from workloads.flags import trainer_flags
 from workloads.names import PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
@@ -49,6 +51,7 @@ class TrainingJob(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("torchrec-cloud:workloads:TrainingJob", name, None, opts)
         cluster, job = args.cluster, args.job
+        self._cluster = cluster
         names = JobNames.of(job)
         ready = list(cluster.ready)
         fs_ready = cluster.shared_file_system.ready
@@ -97,16 +100,17 @@ class TrainingJob(pulumi.ComponentResource):
             workload: pulumi.CustomResource = pytorchjob.pytorch_job(
                 f"{name}-pytorchjob", names, job, template, opts_for(*before_job, operator))
         else:
-            controller = jobset.jobset_controller(
-                f"{name}-jobset-controller",
-                args.kubernetes_version or cluster.kubernetes_version, opts_for())
+            version = args.kubernetes_version or cluster.kubernetes_version
+            controller = jobset.jobset_controller(f"{name}-jobset-controller", version, opts_for())
+            queue = self._queue(name, names, job, version, ns, opts_for)
             waits = ([] if run_id is None else
                      [prepare.layout_wait(cluster, args.dataset, names, run_id)])
             template = pod_template(cluster, job, names, budget, ContainerSpec(
-                TRAINER_CONTAINER, job_command(job, names, budget), flags, "rendezvous"), waits)
+                TRAINER_CONTAINER, job_command(job, names, budget), flags, "rendezvous"), waits,
+                pools=[f.pool for f in queue.flavors])
             workload = jobset.job_set(f"{name}-jobset", names, job, TRAINER_CONTAINER, template,
-                                      opts_for(*before_job, controller),
-                                      also_final=[w.name for w in waits])
+                                      opts_for(*before_job, controller, *queue.resources),
+                                      also_final=[w.name for w in waits], queue=names.job)
 
         # Resolved once the job object exists, so a stack output never names a job not yet made.
         self.job_name = workload.id.apply(lambda _: names.job)
@@ -114,3 +118,37 @@ class TrainingJob(pulumi.ComponentResource):
         self.watch_commands = workload.id.apply(
             lambda _: watch_commands(names, job.kind, preparing))
         self.register_outputs({"job_name": self.job_name, "watch_commands": self.watch_commands})
+
+    def _queue(self, name: str, names: JobNames, job: Job, version: str | None,
+               ns: pulumi.Resource, opts_for: Callable[..., pulumi.ResourceOptions]) -> "Queue":
+        """Kueue, the job's flavors and queues (workloads/kueue.py); the JobSet waits for them."""
+        cluster = self._cluster
+        fallback = kueue.uses_fallback(job.pool, job.spot_shortage, cluster.gpu_pools)
+        controller = kueue.controller(f"{name}-kueue", version, job.spot_shortage, fallback,
+                                      opts_for())
+        labels = names.common_labels
+        flavor_list = kueue.flavors(names.job, job.pool, job.spot_shortage, cluster.gpu_pools)
+        made: list[pulumi.Resource] = [controller]
+        for flavor in flavor_list:
+            made.append(kueue.resource_flavor(f"{name}-flavor-{flavor.name}", flavor, labels,
+                                              opts_for(controller)))
+        check = None
+        if fallback:
+            check = kueue.provisioning_check_name(names.job)
+            config = kueue.provisioning_request_config(f"{name}-provisioning-config", check,
+                                                       labels, opts_for(controller))
+            made += [config, kueue.admission_check(f"{name}-spot-capacity-check", check, labels,
+                                                   opts_for(controller, config))]
+        made.append(kueue.cluster_queue(f"{name}-cluster-queue", names.job, flavor_list, check,
+                                        labels, opts_for(*made)))
+        made.append(kueue.local_queue(f"{name}-local-queue", names.job, names.namespace,
+                                      names.job, labels, opts_for(ns, *made)))
+        return Queue(flavor_list, made)
+
+
+@dataclass(frozen=True)
+class Queue:
+    """What the JobSet is queued through: its flavors (most preferred first) and the objects."""
+
+    flavors: list[kueue.Flavor]
+    resources: list[pulumi.Resource]
