@@ -59,6 +59,9 @@ def _no_additional_properties(schema: Any) -> Any:
     if isinstance(schema, dict):
         out = {k: _no_additional_properties(v) for k, v in schema.items()
                if not k.startswith("x-kubernetes")}
+        if isinstance(out.get("pattern"), str) and out["pattern"].startswith("^(?i)"):
+            # RE2 (the API server's) takes a flag group anywhere; Python's re only at the start.
+            out["pattern"] = "(?i)^" + out["pattern"][len("^(?i)"):]
         if ("properties" in schema and "additionalProperties" not in schema
                 and not schema.get("x-kubernetes-preserve-unknown-fields")):
             out["additionalProperties"] = False

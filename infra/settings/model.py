@@ -446,7 +446,7 @@ class SpotShortage(Section):
         SpotShortagePolicy.WAIT,
         description="wait (for spot nodes, up to maxWaitMinutes, then hold the job) or "
         "onDemand (run on gpuPools.onDemand meanwhile, back to spot once spot nodes are "
-        "admitted: a gang restart from the checkpoint; AWS and GCP).")
+        "admitted: a gang restart from the checkpoint; GCP only).")
     max_wait_minutes: int = Field(
         240, ge=15,
         description="wait: how long Kueue keeps requeueing a gang that gets no nodes before "
