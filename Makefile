@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 # e.g. PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu" for a CPU-only torch
 PIP_EXTRA ?=
+# The suite pins its own calendar (tests/conftest.py), so `faketime DATE make test` passes as
+# today's run does. libfaketime also fakes the monotonic clock by default, and then a thread's
+# timed wait (queue.put(timeout=...)) never returns: keep the monotonic clock real, it has no date.
+PYTEST := FAKETIME_DONT_FAKE_MONOTONIC=1 $(BIN)/python -m pytest
 CHECKOV_VENV := .venv-checkov
 CHECKOV_VERSION := 3.3.30
 # Azure Blob emulator for the checkpoint storage tests; 3.36+ needs node >= 21.
@@ -43,13 +47,13 @@ train: $(VENV)/.trainer-installed
 # (the three environments install side by side: separate folders)
 test:
 	$(MAKE) -j3 $(VENV)/.trainer-installed $(CHECKOV_VENV)/.installed $(AZURITE_DIR)/.installed
-	$(BIN)/python -m pytest tests -q --durations=12
+	$(PYTEST) tests -q --durations=12
 
 test-infra: $(VENV)/.infra-installed $(CHECKOV_VENV)/.installed
-	$(BIN)/python -m pytest tests -q --ignore=tests/trainer
+	$(PYTEST) tests -q --ignore=tests/trainer
 
 test-trainer: $(VENV)/.trainer-installed $(AZURITE_DIR)/.installed
-	$(BIN)/python -m pytest tests/trainer -q
+	$(PYTEST) tests/trainer -q
 
 ## Warn (exit 0) when the add-on table or the Kubernetes calendars were last checked more than
 ## six months ago. Not part of `make test`: for a scheduled job.

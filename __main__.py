@@ -41,3 +41,6 @@ pulumi.export("watch_commands", job.watch_commands)
 pulumi.export("estimated_cost", hourly_cost(args))
 for output_name, value in cluster.exports.items():
     pulumi.export(output_name, value)
+# `pulumi up` lists outputs sorted by name (pulumi/pulumi pkg/backend/display, StableKeys), so
+# this name makes it the last line: the job is submitted, and how to see why it waits.
+pulumi.export("why_waiting", job.submitted)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+import pulumi
+
 from infra.catalog import Cloud, machine
 from infra.contract import GpuCluster, GpuClusterArgs
 from infra.kubernetes_release import Release, choose_release
@@ -31,8 +33,11 @@ def resolve_release(settings: Settings, previous: PreviousRun) -> Release:
     settings' cloud before any resource is registered."""
     versions = importlib.import_module(VERSIONS[settings.cloud])
     live = versions.live_version(settings, previous) if previous.live else None
-    return choose_release(settings.kubernetes.version, live,
-                          lambda: versions.offered_versions(settings))
+    release = choose_release(settings.kubernetes.version, live,
+                             lambda: versions.offered_versions(settings))
+    if release.notice:
+        pulumi.log.warn(release.notice)
+    return release
 
 
 def build_cluster(args: GpuClusterArgs) -> GpuCluster:

@@ -49,6 +49,7 @@ class Release:
     exact: str | None = None  # the full version where one is known ("1.35.3-gke.1200")
     kept: bool = False  # True: the live cluster runs it, nothing was asked of the cloud
     upgrade_from: str | None = None  # the live minor this run upgrades from
+    notice: str | None = None  # a warning for the user: the setting lags what the cluster runs
 
     @property
     def version(self) -> str:
@@ -66,23 +67,42 @@ def choose_release(setting: str | None, live: str | None,
         if setting is None or minor_key(setting) == minor_key(live_minor):
             return Release(minor=live_minor, exact=live, kept=True)
         if minor_key(setting) < minor_key(live_minor):
-            raise SettingsError([Problem(
-                "kubernetes.version", setting,
-                f"the cluster already runs {live}, and no cloud downgrades a control plane; "
-                f"set {live_minor} (or remove the setting to keep what the cluster runs)")])
-        step = f"{minor_key(live_minor)[0]}.{minor_key(live_minor)[1] + 1}"
-        if setting != step:
+            # The cloud upgraded the cluster itself (GKE's release channels always do; EKS at
+            # the end of a minor's support; AKS with an auto-upgrade channel). No cloud goes
+            # back, so refusing would only block every later run: keep it and say so.
+            return Release(minor=live_minor, exact=live, kept=True, notice=(
+                f"kubernetes.version is {setting} but the cluster already runs {live} (the "
+                f"cloud upgraded it; no cloud downgrades a control plane): kept {live_minor}. "
+                f"Set kubernetes.version to {live_minor}, or remove it, to silence this"))
+        following = f"{minor_key(live_minor)[0]}.{minor_key(live_minor)[1] + 1}"
+        if minor_key(setting) == minor_key(following):
+            target = _offered_minor(setting, offered())
+            return Release(minor=following, exact=target.exact.get(following),
+                           upgrade_from=live_minor)
+        today = offered()
+        step = _next_step(live_minor, today)
+        if minor_key(setting) != minor_key(step):
             raise SettingsError([Problem(
                 "kubernetes.version", setting,
                 f"one minor at a time: the cluster runs {live}, so the next upgrade is to "
                 f"{step}; apply that with `pulumi up`, then set the next one")])
-        target = _offered_minor(setting, offered())
-        return Release(minor=setting, exact=target.exact.get(setting), upgrade_from=live_minor)
+        return Release(minor=step, exact=today.exact.get(step), upgrade_from=live_minor)
     if setting is None:
         today = offered()
         return Release(minor=minor_of(today.default), exact=today.exact.get(minor_of(today.default)))
     today = _offered_minor(setting, offered())
     return Release(minor=setting, exact=today.exact.get(setting))
+
+
+def _next_step(live_minor: str, offered: Offered) -> str:
+    """The minor an upgrade from `live_minor` goes to: the next one, or, when the cloud no longer
+    offers it, the lowest offered minor above (AKS: "you can only skip multiple versions when
+    upgrading from an unsupported version back to a supported version",
+    learn.microsoft.com/azure/aks/upgrade-aks-cluster)."""
+    major, number = minor_key(live_minor)
+    newer = [m for m in offered.sorted_minors() if minor_key(m) > (major, number)]
+    following = f"{major}.{number + 1}"
+    return following if following in newer or not newer else newer[0]
 
 
 def _offered_minor(setting: str, offered: Offered) -> Offered:

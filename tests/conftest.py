@@ -9,6 +9,7 @@ must agree.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
@@ -16,7 +17,23 @@ import pytest
 import time_machine
 
 PINNED_DAY = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
+FAKETIME_LIBRARY = "faketime"
 REAL_CLOCK_MODULES = ("test_gang", "test_image", "test_prepare")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every process a test starts (torchrun gangs, Azurite, the trainer against emulators,
+    image builds) runs on the operating system's clock, as a pod does. `faketime DATE make test`
+    preloads libfaketime into pytest; inherited by a trainer, its frozen clock hung the run
+    (observed). The suite itself keeps the fake date: the program's rules never read it."""
+    for key in [k for k in os.environ if k.startswith("FAKETIME")]:
+        del os.environ[key]
+    preload = [lib for lib in os.environ.get("LD_PRELOAD", "").split(":")
+               if lib and FAKETIME_LIBRARY not in lib]
+    if preload:
+        os.environ["LD_PRELOAD"] = ":".join(preload)
+    else:
+        os.environ.pop("LD_PRELOAD", None)
 
 
 def _uses_real_clock(request: pytest.FixtureRequest) -> bool:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 import json
 import os
-import subprocess
-import sys
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -1237,20 +1235,10 @@ def test_a_stack_from_the_previous_program_keeps_its_suffixed_bucket_without_rep
     assert run.outputs["checkpoint_store_adopted"] is False
 
 
-def _real_clock(env: dict[str, str]) -> dict[str, str]:
-    """The trainer process on the operating system's clock, as tests/conftest.py keeps every
-    real process beside the suite. Observed: under `faketime '2027-06-01'` (libfaketime
-    preloaded into every child) the trainer hung after its last save until killed."""
-    for key in [k for k in env if k.startswith("FAKETIME")]:
-        del env[key]
-    preload = [p for p in env.get("LD_PRELOAD", "").split(":") if p and "faketime" not in p]
-    return {"LD_PRELOAD": ":".join(preload)}
-
-
 def test_the_trainer_resumes_across_destroy_from_the_kept_bucket_on_moto_s3(
         tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests import emulators
-    from tests.trainer.helpers import REPO, TINY, summary
+    from tests.trainer.helpers import REPO, summary, train_until
 
     monkeypatch.setattr(aws_fake, "EXISTING_BUCKETS", set())
     first = run_stack("aws")
@@ -1268,17 +1256,12 @@ def test_the_trainer_resumes_across_destroy_from_the_kept_bucket_on_moto_s3(
                           aws_access_key_id="testing", aws_secret_access_key="testing")
         s3.create_bucket(Bucket=CHECKPOINT_BUCKET)  # the first `pulumi up` creates it
         env = {k: v for k, v in os.environ.items() if not k.startswith(host)}
-        env.update(_real_clock(env))
         env.update(pod_env)
         env.update(server.env)
         env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), HOME=str(tmp_path))
         metrics = tmp_path / "metrics.jsonl"
         # Before the destroy: 4 steps to the first run's URI; after: on to 6 from the second's.
-        for uri, steps in zip(uris, ("4", "6")):
-            proc = subprocess.run([sys.executable, "-m", "trainer", *TINY, "--max_steps", steps,
-                                   "--checkpoint_every", "2", "--checkpoint_dir", uri,
-                                   "--metrics_file", str(metrics)],
-                                  cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
-            assert proc.returncode == 0, proc.stderr[-3000:]
+        for uri, step in zip(uris, (4, 6)):
+            train_until(step, uri, env, metrics)
         final = summary(metrics)
         assert final["resumed_from"] == 4 and final["step"] == 6

@@ -506,7 +506,7 @@ def test_a_failed_token_exchange_stops_the_run_with_the_registry_named() -> None
 def test_the_token_exchange_retries_network_errors_and_5xx_but_not_4xx() -> None:
     import urllib.error
 
-    from infra.azure import acr_login
+    from infra.azure import acr_login, https
 
     answers = [urllib.error.URLError("dns"), urllib.error.HTTPError("u", 503, "busy", {}, None),
                {"refresh_token": "r"}]
@@ -519,7 +519,7 @@ def test_the_token_exchange_retries_network_errors_and_5xx_but_not_4xx() -> None
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(acr_login, "post_form", post)
-        patch.setattr(acr_login.time, "sleep", lambda seconds: None)
+        patch.setattr(https.time, "sleep", lambda seconds: None)
         assert acr_login.exchange_for_refresh_token("example.azurecr.io", fake.TENANT, "t") == "r"
         answers[:] = [urllib.error.HTTPError("u", 401, "unauthorized", {}, None)]
         with pytest.raises(urllib.error.HTTPError):
@@ -851,7 +851,7 @@ def test_a_cluster_gone_from_aks_keeps_the_version_the_last_run_recorded(
     assert set(_versions(later).values()) == {"1.34"}
 
 
-def test_the_version_listing_retries_5xx_and_network_errors_but_not_4xx() -> None:
+def test_the_version_listing_retries_5xx_throttling_and_network_errors_but_not_other_4xx() -> None:
     import urllib.error
     from unittest import mock
 
@@ -864,7 +864,7 @@ def test_the_version_listing_retries_5xx_and_network_errors_but_not_4xx() -> Non
         return mock.Mock(side_effect=answers)
 
     sleeps: list[float] = []
-    with mock.patch.object(versions, "get_json", failing(503, 0, 500)):
+    with mock.patch.object(versions, "get_json", failing(503, 0, 429)):
         assert versions._get_with_retries("u", "t", sleeps.append) == {"values": []}
     assert sleeps == [2.0, 4.0, 8.0]
     with mock.patch.object(versions, "get_json", failing(403)), \
@@ -1032,20 +1032,6 @@ def _trainer_env(run: Run, emulator_env: dict[str, str]) -> dict[str, str]:
     return {**shell, **pod, **emulator_env}
 
 
-def _real_clock_for_children(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Azurite and the trainer are processes of their own and run on the system clock, as in
-    the trainer's own tests: with libfaketime preloaded (`faketime ... pytest`) this test hung
-    until pytest-timeout (observed), so neither child inherits it."""
-    for key in [k for k in os.environ if k.startswith("FAKETIME")]:
-        monkeypatch.delenv(key)
-    preload = [lib for lib in os.environ.get("LD_PRELOAD", "").split(":")
-               if lib and "faketime" not in lib]
-    if preload:
-        monkeypatch.setenv("LD_PRELOAD", ":".join(preload))
-    else:
-        monkeypatch.delenv("LD_PRELOAD", raising=False)
-
-
 def test_the_trainer_resumes_after_destroy_and_up_from_the_kept_checkpoints(
         run: Run, cloud: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
@@ -1053,7 +1039,6 @@ def test_the_trainer_resumes_after_destroy_and_up_from_the_kept_checkpoints(
     from tests import emulators
     from tests.trainer.helpers import TINY, REPO, summary, trainer_cmd
 
-    _real_clock_for_children(monkeypatch)
     _kept_after_destroy(run)
     with cloud.on("2026-11-26"):
         again = run_stack("azure")

@@ -1438,11 +1438,9 @@ def test_the_trainer_resumes_from_the_checkpoint_written_before_the_destroy(gke_
     first deployment's checkpoint_uri; after destroy, the next deployment adopts the kept
     bucket, and the trainer started with that deployment's URI resumes from the newest one."""
     import os
-    import subprocess
-    import sys
 
     from tests import emulators
-    from tests.trainer.helpers import REPO, TINY, summary
+    from tests.trainer.helpers import REPO, summary, train_until
 
     first = run_gcp()
     uri = first.outputs["checkpoint_uri"]
@@ -1451,32 +1449,20 @@ def test_the_trainer_resumes_from_the_checkpoint_written_before_the_destroy(gke_
         # Object calls only, as for the job's roles/storage.objectUser (and moveTo answered at
         # once, so gcsfs takes its copy+delete path without ~30 s of retries).
         proxy = emulators.ObjectUserProxy(server.port)
-        # Not the developer's cloud settings, and the real clock (a pod has it): under
-        # `faketime` the trainer, preloaded with libfaketime, runs too slowly to finish.
-        hidden = ("AWS_", "AZURE_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "GCSFS_", "CLOUDSDK_",
-                  "FAKETIME")
+        # Not the developer's cloud settings (tests/conftest.py gives children the real clock).
+        hidden = ("AWS_", "AZURE_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "GCSFS_", "CLOUDSDK_")
         env = {k: v for k, v in os.environ.items() if not k.startswith(hidden)}
-        if "faketime" in env.get("LD_PRELOAD", ""):
-            env.pop("LD_PRELOAD")
         env.update(emulators.gcs_client_env(f"http://127.0.0.1:{proxy.port}"),
                    OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), HOME=str(tmp_path))
         metrics = tmp_path / "metrics.jsonl"
 
-        def train(checkpoint_uri: str, steps: int) -> None:
-            proc = subprocess.run(
-                [sys.executable, "-m", "trainer", *TINY, "--max_steps", str(steps),
-                 "--checkpoint_every", "2", "--checkpoint_dir", checkpoint_uri,
-                 "--metrics_file", str(metrics)],
-                cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
-            assert proc.returncode == 0, proc.stderr[-3000:]
-
         try:
-            train(uri, 4)
+            train_until(4, uri, env, metrics)
             _fakes().KEPT_BUCKETS.add(bucket)  # `pulumi destroy` kept the bucket and its objects
             adopted = run_gcp()  # the next `pulumi up`, with no earlier outputs
             assert adopted.outputs["checkpoint_store_adopted"] is True
             env.update(pod_env(adopted))  # what the adopting deployment's trainer pod is given
-            train(adopted.outputs["checkpoint_uri"], 6)
+            train_until(6, adopted.outputs["checkpoint_uri"], env, metrics)
         finally:
             proxy.stop()
         final = summary(metrics)

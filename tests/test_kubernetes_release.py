@@ -71,11 +71,26 @@ def test_the_next_minor_upgrades_the_live_cluster_if_the_cloud_offers_it() -> No
 
 
 def test_an_upgrade_skipping_a_minor_is_refused_naming_the_next_step() -> None:
-    assert "next upgrade is to 1.34" in refusal("1.35", "1.33.1", never_asked)
+    assert "next upgrade is to 1.34" in refusal("1.35", "1.33.1")
 
 
-def test_a_downgrade_is_refused() -> None:
-    assert "already runs 1.35.1" in refusal("1.34", "1.35.1", never_asked)
+def test_when_the_next_minor_left_the_list_the_lowest_offered_one_is_the_next_step() -> None:
+    """A cluster on 1.32 after the cloud dropped 1.33: AKS lets an unsupported version skip
+    to a supported one; refusing both 1.33 and 1.34 would leave no way forward."""
+    later = Offered(minors=("1.34", "1.35"), default="1.35", where="AKS in westeurope",
+                    how_to_list="az aks get-versions")
+    assert choose_release("1.34", "1.32.7", lambda: later) == Release(
+        minor="1.34", upgrade_from="1.32")
+    assert "next upgrade is to 1.34" in refusal("1.35", "1.32.7", lambda: later)
+
+
+def test_a_cluster_the_cloud_upgraded_past_the_setting_is_kept_with_a_notice() -> None:
+    """GKE's channels (and EKS at the end of support) upgrade a live cluster themselves; the
+    next unchanged `pulumi up` must not ask for a downgrade no cloud performs, nor stop."""
+    kept = choose_release("1.34", "1.35.1-gke.100", never_asked)
+    assert (kept.minor, kept.exact, kept.kept, kept.upgrade_from) == (
+        "1.35", "1.35.1-gke.100", True, None)
+    assert kept.notice is not None and "set kubernetes.version to 1.35" in kept.notice.lower()
 
 
 def test_an_upgrade_to_a_minor_the_cloud_does_not_offer_is_refused() -> None:

@@ -392,7 +392,7 @@ def test_the_watch_commands_start_with_the_preparation_s_log(runs):
         assert commands[0] == ("kubectl -n torchrec logs -f -l app.kubernetes.io/instance=dlrm,"
                                "app.kubernetes.io/name=torchrec-prepare --tail=-1 "
                                "--max-log-requests=20")
-        assert len(commands) == 4  # then the training job's three
+        assert len(commands) == 5  # then the training job's three, then why it waits
 
 
 def test_no_preparation_no_job_and_no_wait():

@@ -60,6 +60,9 @@ def test_stack_exports_what_the_user_needs(run: Run) -> None:
                  "watch_commands", "estimated_cost", "trainer_image"):
         assert run.outputs.get(name), f"{run.stack}: output {name} is empty"
     assert "kubeconfig" in run.secret_outputs
+    # `pulumi up` prints outputs sorted by name: the why line is the last one.
+    assert sorted(run.outputs)[-1] == "why_waiting"
+    assert run.outputs["why_waiting"].startswith(f"job {run.outputs['job_name']} submitted")
     scheme = {"aws": "s3://", "azure": "az://", "gcp": "gs://"}[run.stack]
     assert run.outputs["checkpoint_uri"].startswith(scheme)
 

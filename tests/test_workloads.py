@@ -90,8 +90,10 @@ def run_workload(flavour: str, job: Job, checkpoints: Checkpoints = Checkpoints(
             extra["system_pool"] = system_pool
         component = TrainingJob("torchrec-training", TrainingJobArgs(
             cluster=cluster.contract, job=job, checkpoints=checkpoints, dataset=dataset, **extra))
-        return pulumi.Output.all(component.job_name, component.watch_commands).apply(
-            lambda values: outputs.update(job_name=values[0], watch_commands=values[1]))
+        return pulumi.Output.all(component.job_name, component.watch_commands,
+                                 component.submitted).apply(
+            lambda values: outputs.update(job_name=values[0], watch_commands=values[1],
+                                          submitted=values[2]))
 
     try:
         program()
@@ -505,6 +507,14 @@ def test_outputs_name_the_job_and_how_to_follow_it(runs):
                for c in outputs["watch_commands"])
     elastic = runs["gcp-pytorchjob"].outputs["watch_commands"]
     assert any("get pytorchjob dlrm" in c for c in elastic)
+
+
+def test_the_outputs_say_how_to_see_why_the_job_waits(runs):
+    outputs = runs["aws"].outputs
+    why = ".venv/bin/python -m workloads.why --namespace torchrec --job dlrm --cloud aws"
+    assert outputs["watch_commands"][-1] == why
+    assert outputs["submitted"] == ("job dlrm submitted to namespace torchrec; if its pods do "
+                                    f"not start, see why: {why}")
 
 
 def test_workloads_never_import_a_cloud_sdk():

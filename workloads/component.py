@@ -21,7 +21,7 @@ from workloads.command import job_command, pytorchjob_command
 from workloads.flags import trainer_flags
 from workloads.names import PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
 from workloads.pod import ContainerSpec, job_pool, pod_template
-from workloads.watch import watch_commands
+from workloads.watch import watch_commands, why_command
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class TrainingJob(pulumi.ComponentResource):
 
     job_name: pulumi.Output[str]
     watch_commands: pulumi.Output[list[str]]
+    submitted: pulumi.Output[str]  # one line: the job exists, and how to see why it waits
 
     def __init__(self, name: str, args: TrainingJobArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -115,9 +116,14 @@ class TrainingJob(pulumi.ComponentResource):
         # Resolved once the job object exists, so a stack output never names a job not yet made.
         self.job_name = workload.id.apply(lambda _: names.job)
         preparing = args.dataset.prepare.enabled
+        cloud = cluster.cloud.value
         self.watch_commands = workload.id.apply(
-            lambda _: watch_commands(names, job.kind, preparing))
-        self.register_outputs({"job_name": self.job_name, "watch_commands": self.watch_commands})
+            lambda _: watch_commands(names, job.kind, preparing, cloud))
+        self.submitted = workload.id.apply(
+            lambda _: f"job {names.job} submitted to namespace {names.namespace}; if its pods "
+                      f"do not start, see why: {why_command(names, cloud)}")
+        self.register_outputs({"job_name": self.job_name, "watch_commands": self.watch_commands,
+                               "submitted": self.submitted})
 
     def _queue(self, name: str, names: JobNames, job: Job, version: str | None,
                ns: pulumi.Resource, opts_for: Callable[..., pulumi.ResourceOptions]) -> "Queue":

@@ -18,10 +18,19 @@ def prepare_logs_command(names: JobNames) -> str:
     return f"{on_prepare_pods(names, 'logs -f')} --tail=-1 --max-log-requests=20"
 
 
-def watch_commands(names: JobNames, kind: JobKind, preparing: bool = False) -> list[str]:
-    """With dataset.prepare, the preparation's log comes first: training waits for it."""
+def why_command(names: JobNames, cloud: str | None = None) -> str:
+    """The one command that says why the job is not running (workloads/why.py), run from the
+    repository with the stack's virtual environment, as `pulumi up` runs the program."""
+    where = f" --cloud {cloud}" if cloud else ""
+    return f".venv/bin/python -m workloads.why --namespace {names.namespace} --job {names.job}{where}"
+
+
+def watch_commands(names: JobNames, kind: JobKind, preparing: bool = False,
+                   cloud: str | None = None) -> list[str]:
+    """With dataset.prepare, the preparation's log comes first: training waits for it. The why
+    command comes last: what to run when the pods do not start."""
     first = [prepare_logs_command(names)] if preparing else []
-    return first + _job_commands(names, kind)
+    return first + _job_commands(names, kind) + [why_command(names, cloud)]
 
 
 def _job_commands(names: JobNames, kind: JobKind) -> list[str]:

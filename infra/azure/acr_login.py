@@ -14,19 +14,17 @@ new token does not rebuild the image (pulumi-docker-build provider/internal/imag
 from __future__ import annotations
 
 import json
-import time
-import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+
+from infra.azure.https import with_retries
 
 ACR_REFRESH_TOKEN_USER = "00000000-0000-0000-0000-000000000000"
 EXCHANGE_TIMEOUT_SECONDS = 60
 
 
 def post_form(url: str, fields: dict[str, str]) -> dict:
-    """One HTTPS form POST returning JSON: the program's only HTTP call (tests/fakes/azure.py
-    stands in for it under mocks)."""
+    """One HTTPS form POST returning JSON (tests/fakes/azure.py stands in for it under mocks)."""
     request = urllib.request.Request(
         url, data=urllib.parse.urlencode(fields).encode(), method="POST",
         headers={"Content-Type": "application/x-www-form-urlencoded"})
@@ -34,34 +32,14 @@ def post_form(url: str, fields: dict[str, str]) -> dict:
         return json.loads(response.read())
 
 
-EXCHANGE_ATTEMPTS = 4  # a new registry's DNS name or a 5xx can fail the first try
-
-
-def _post_with_retries(url: str, fields: dict[str, str],
-                       sleep: Callable[[float], None] = time.sleep) -> dict:
-    """post_form, retried with back-off (2, 4, 8 s) on network errors and 5xx answers; a 4xx
-    (wrong tenant, no rights) is final."""
-    for attempt in range(EXCHANGE_ATTEMPTS):
-        try:
-            return post_form(url, fields)
-        except urllib.error.HTTPError as error:
-            if error.code < 500 or attempt == EXCHANGE_ATTEMPTS - 1:
-                raise
-        except urllib.error.URLError:
-            if attempt == EXCHANGE_ATTEMPTS - 1:
-                raise
-        sleep(2.0 * 2 ** attempt)
-    raise AssertionError("unreachable")
-
-
 def exchange_for_refresh_token(login_server: str, tenant_id: str, access_token: str) -> str:
     """The ACR refresh token for an Entra access token (grant_type=access_token)."""
-    answer = _post_with_retries(f"https://{login_server}/oauth2/exchange", {
+    answer = with_retries(lambda: post_form(f"https://{login_server}/oauth2/exchange", {
         "grant_type": "access_token",
         "service": login_server,
         "tenant": tenant_id,
         "access_token": access_token,
-    })
+    }))
     token = answer.get("refresh_token")
     if not token:
         raise RuntimeError(f"{login_server} answered the token exchange without a refresh_token")

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import authorization, containerservice
 
+from infra.azure.https import with_retries
 from infra.kubernetes_release import Offered, minor_key, minor_of
 from infra.kubernetes_versions import aks_advice
 from infra.previous_run import PreviousRun
@@ -41,7 +40,6 @@ API_VERSION = "2025-09-01"  # the api-version azure-native 3.x uses for containe
 OFFICIAL = "KubernetesOfficial"
 LONG_TERM_SUPPORT = "AKSLongTermSupport"
 REQUEST_TIMEOUT_SECONDS = 60
-ATTEMPTS = 4  # ARM answers a 5xx now and then; a 4xx (no rights, bad region) is final
 # Stack outputs a later run reads to find the cluster (AzureGpuCluster exports them).
 CLUSTER_NAME_OUTPUT = "cluster_name"
 CLUSTER_GROUP_OUTPUT = "cluster_resource_group"
@@ -59,19 +57,9 @@ def get_json(url: str, token: str) -> dict[str, Any]:
 
 
 def _get_with_retries(url: str, token: str,
-                      sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
-    """get_json, retried with back-off (2, 4, 8 s) on network errors and 5xx; a 4xx is final."""
-    for attempt in range(ATTEMPTS):
-        try:
-            return get_json(url, token)
-        except urllib.error.HTTPError as error:
-            if error.code < 500 or attempt == ATTEMPTS - 1:
-                raise
-        except urllib.error.URLError:
-            if attempt == ATTEMPTS - 1:
-                raise
-        sleep(2.0 * 2 ** attempt)
-    raise AssertionError("unreachable")
+                      sleep: Callable[[float], None] | None = None) -> dict[str, Any]:
+    """get_json under the shared retry policy (infra/azure/https.py)."""
+    return with_retries(lambda: get_json(url, token), sleep)
 
 
 @dataclass(frozen=True)

@@ -43,3 +43,15 @@ def summary(path: Path) -> dict:
     assert found is not None, f"no summary in {path}"
     return found
 
+
+
+def train_until(step: int, checkpoint_uri: str, env: dict, metrics: Path,
+                timeout: Optional[int] = 180) -> None:
+    """One trainer process (TINY model, a save every 2 steps) up to `step` against a
+    checkpoint store, as a pod runs it: the resume-across-stores and across-destroy tests call
+    it twice and read `resumed_from` from the metrics."""
+    proc = subprocess.run([sys.executable, "-m", "trainer", *TINY, "--max_steps", str(step),
+                           "--checkpoint_every", "2", "--checkpoint_dir", checkpoint_uri,
+                           "--metrics_file", str(metrics)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"trainer failed ({proc.returncode}):\n{proc.stderr[-3000:]}"

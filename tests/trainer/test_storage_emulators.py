@@ -6,8 +6,6 @@ leaves untested, and ObjectUserProxy for the one GCS IAM rule reproduced here.""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from typing import Dict, Tuple
 
 import pytest
@@ -15,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from tests import emulators
-from tests.trainer.helpers import REPO, TINY, summary
+from tests.trainer.helpers import REPO, summary, train_until
 from trainer.checkpoint import Checkpointer
 
 # Credentials and endpoints a developer's shell may hold: the pod has none of them.
@@ -170,11 +168,7 @@ def test_trainer_resumes_from_s3_in_a_real_run_with_the_pod_environment(tmp_path
         env.update(server.env)
         env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), HOME=str(tmp_path))
         metrics = tmp_path / "m.jsonl"
-        for steps in ("4", "6"):
-            proc = subprocess.run([sys.executable, "-m", "trainer", *TINY, "--max_steps", steps,
-                                   "--checkpoint_every", "2", "--checkpoint_dir", uri,
-                                   "--metrics_file", str(metrics)],
-                                  cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-            assert proc.returncode == 0, proc.stderr[-3000:]
+        for step in (4, 6):
+            train_until(step, uri, env, metrics, timeout=120)
         final = summary(metrics)
         assert final["resumed_from"] == 4 and final["step"] == 6

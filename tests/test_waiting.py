@@ -1,0 +1,245 @@
+"""Why the gang is not running: each reason a user meets, from the objects the API returns."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import waiting_fixtures as fx
+from workloads import cloud_errors
+from workloads.cloud_errors import Refusal
+from workloads.waiting import ClusterView, Kind, explain
+
+GKE_NODES = [fx.node("gke-torchrec-system-1a2b")]
+EKS_NODES = [fx.node("ip-10-0-1-23.ec2.internal", provider="aws:///us-east-1a/i-0abc")]
+AKS_NODES = [fx.node("aks-system-12345678-vmss000000",
+                     provider="azure:///subscriptions/0000/resourceGroups/mc/providers/"
+                              "Microsoft.Compute/virtualMachineScaleSets/aks-system/virtualMachines/")]
+
+
+def view(**kwargs) -> ClusterView:
+    kwargs.setdefault("jobset", fx.jobset())
+    kwargs.setdefault("nodes", GKE_NODES)
+    return ClusterView(job=fx.JOB, namespace=fx.NS, **kwargs)
+
+
+def pending(spot: bool = False, message: str = fx.INSUFFICIENT_GPU) -> list[dict]:
+    return [fx.trainer_pod(i, spot=spot, unschedulable=message) for i in (0, 1)]
+
+
+# --- no quota -------------------------------------------------------------------------------
+
+def test_gke_quota_refusal_says_no_quota_and_where_to_ask():
+    verdict = explain(view(pods=pending(), events=[
+        fx.event("FailedScheduling", fx.INSUFFICIENT_GPU, source="default-scheduler",
+                 type_="Warning", time="2026-11-26T10:00:00Z"),
+        fx.event("TriggeredScaleUp", fx.TRIGGERED, time="2026-11-26T10:00:05Z"),
+        fx.event("FailedScaleUp", fx.GCE_QUOTA, type_="Warning", time="2026-11-26T10:01:00Z"),
+        fx.event("NotTriggerScaleUp", fx.BACKOFF, time="2026-11-26T10:01:30Z"),
+    ]))
+    assert verdict.kind == Kind.NO_QUOTA
+    assert "GCE quota exceeded" in verdict.evidence and "FailedScaleUp" in verdict.evidence
+    assert "GPUS_ALL_REGIONS" in verdict.next_step and "NVIDIA_*_GPUS" in verdict.next_step
+
+
+def test_eks_quota_is_read_from_the_autoscaler_log_and_names_the_p_instance_quota():
+    verdict = explain(view(
+        nodes=EKS_NODES, pods=pending(message="0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
+        events=[fx.event("TriggeredScaleUp", "pod triggered scale-up: [{eks-gpu-ondemand-a1b2c3d4 0->2 (max: 2)}]")],
+        autoscaler_events=[fx.event("ScaleUpFailed", fx.AWS_PLACEHOLDER, kind="ConfigMap",
+                                    on="cluster-autoscaler-status", namespace="kube-system",
+                                    type_="Warning")],
+        autoscaler_log="I1126 10:00:00.1 1 static_autoscaler.go:300] Starting main loop\n"
+                       + fx.AWS_VCPU + "\n"))
+    assert verdict.kind == Kind.NO_QUOTA
+    assert "vCPU limit of 0" in verdict.evidence
+    assert "L-417A185B" in verdict.next_step  # Running On-Demand P instances
+    assert "aws service-quotas request-service-quota-increase" in verdict.next_step
+
+
+def test_aks_quota_from_the_failed_scale_up_group_event():
+    verdict = explain(view(
+        nodes=AKS_NODES, pods=pending(),
+        autoscaler_events=[fx.event("FailedToScaleUpGroup", fx.AZURE_QUOTA, kind="ConfigMap",
+                                    on="cluster-autoscaler-status", namespace="kube-system",
+                                    type_="Warning")]))
+    assert verdict.kind == Kind.NO_QUOTA
+    assert "exceeding approved standardNDASv4_A100Family Cores quota" in verdict.evidence
+    assert "az vm list-usage" in verdict.next_step
+
+
+# --- no capacity ----------------------------------------------------------------------------
+
+def test_gke_spot_stockout_offers_on_demand():
+    verdict = explain(view(pods=pending(spot=True), events=[
+        fx.event("TriggeredScaleUp", fx.TRIGGERED, time="2026-11-26T10:00:05Z"),
+        fx.event("FailedScaleUp", fx.GCE_STOCKOUT, type_="Warning", time="2026-11-26T10:01:00Z"),
+    ]))
+    assert verdict.kind == Kind.NO_CAPACITY
+    assert "spot" in verdict.reason
+    assert "job.pool onDemand" in verdict.next_step
+
+
+def test_gke_pool_exhausted_in_the_status_configmap():
+    verdict = explain(view(pods=pending(), events=[fx.event("NotTriggerScaleUp", fx.BACKOFF)],
+                           autoscaler_status=fx.autoscaler_status(fx.GCE_POOL_EXHAUSTED)))
+    assert verdict.kind == Kind.NO_CAPACITY
+    assert "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" in verdict.evidence
+    assert "gpuZones" in verdict.next_step
+
+
+def test_aks_zonal_allocation_failure_in_the_status_configmap():
+    verdict = explain(view(nodes=AKS_NODES, pods=pending(spot=True),
+                           autoscaler_status=fx.autoscaler_status(fx.AZURE_ALLOCATION)))
+    assert verdict.kind == Kind.NO_CAPACITY
+    assert "aks-gpuspot-98036146-vmss" in verdict.evidence and "ZonalAllocationFailed" in verdict.evidence
+
+
+def test_eks_spot_insufficient_capacity_from_the_log():
+    verdict = explain(view(nodes=EKS_NODES, pods=pending(spot=True), autoscaler_log=fx.AWS_ICE))
+    assert verdict.kind == Kind.NO_CAPACITY
+    assert "InsufficientInstanceCapacity" in verdict.evidence
+
+
+def test_a_failed_scale_up_without_the_cloud_s_words_still_says_it_failed():
+    verdict = explain(view(nodes=EKS_NODES, pods=pending(), autoscaler_events=[
+        fx.event("ScaleUpFailed", fx.AWS_PLACEHOLDER, kind="ConfigMap",
+                 on="cluster-autoscaler-status", namespace="kube-system", type_="Warning")]))
+    assert verdict.kind == Kind.SCALE_UP_FAILED
+    assert "placeholder-cannot-be-fulfilled" in verdict.evidence
+    assert "describe-scaling-activities" in verdict.next_step
+
+
+@pytest.mark.parametrize("text, refusal, cloud", [
+    ("An error occurred (VcpuLimitExceeded) when calling the RunInstances operation", Refusal.NO_QUOTA, "aws"),
+    ("An error occurred (InsufficientInstanceCapacity) when calling the RunInstances operation", Refusal.NO_CAPACITY, "aws"),
+    ("We currently do not have sufficient p5.48xlarge capacity in the Availability Zone you requested (us-east-1a).", Refusal.NO_CAPACITY, "aws"),
+    ("Code=\"QuotaExceeded\" Message=\"Preflight validation check for resource(s) for container service failed\"", Refusal.NO_QUOTA, "azure"),
+    ("Code=\"AllocationFailed\" Message=\"Allocation failed.\"", Refusal.NO_CAPACITY, "azure"),
+    ("Code=\"SkuNotAvailable\" Message=\"The requested VM size Standard_ND96asr_v4 is currently not available in location 'eastus' zones '2'\"", Refusal.NO_CAPACITY, "azure"),
+    ("Code=\"OverconstrainedAllocationRequest\"", Refusal.NO_CAPACITY, "azure"),
+    ("Instance creation failed: Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally.", Refusal.NO_QUOTA, "gcp"),
+    ("QUOTA_EXCEEDED: Quota 'NVIDIA_H100_GPUS' exceeded.", Refusal.NO_QUOTA, "gcp"),
+    ("ZONE_RESOURCE_POOL_EXHAUSTED", Refusal.NO_CAPACITY, "gcp"),
+    ("a2-highgpu-8g: stockout in us-central1-a", Refusal.NO_CAPACITY, "gcp"),
+])
+def test_each_cloud_s_code_reads_as_quota_or_capacity(text, refusal, cloud):
+    found = cloud_errors.match(text)
+    assert found is not None and (found.refusal, found.cloud) == (refusal, cloud)
+
+
+def test_an_unrelated_message_is_no_cloud_refusal():
+    assert cloud_errors.match("Scale-up: setting group ng size to 2 instead of 0 (max: 2)") is None
+
+
+# --- the autoscaler -------------------------------------------------------------------------
+
+def test_waiting_for_a_spot_node_while_the_autoscaler_adds_it():
+    verdict = explain(view(pods=pending(spot=True), events=[
+        fx.event("FailedScheduling", fx.INSUFFICIENT_GPU, source="default-scheduler"),
+        fx.event("TriggeredScaleUp", fx.TRIGGERED, time="2026-11-26T10:00:05Z")]))
+    assert verdict.kind == Kind.SCALING_UP
+    assert "spot" in verdict.reason and "0->2 (max: 2)" in verdict.evidence
+
+
+def test_pool_at_max_size_says_which_setting_to_raise():
+    verdict = explain(view(pods=pending(), events=[
+        fx.event("TriggeredScaleUp", fx.TRIGGERED, time="2026-11-26T10:00:05Z"),
+        fx.event("NotTriggerScaleUp", fx.MAX_SIZE, time="2026-11-26T10:03:00Z")]))
+    assert verdict.kind == Kind.NO_SCALE_UP
+    assert "gpuPools.onDemand.maxNodes" in verdict.next_step
+
+
+def test_no_pool_fits_the_pod():
+    verdict = explain(view(pods=pending(), events=[fx.event("NotTriggerScaleUp", fx.NO_FIT)]))
+    assert verdict.kind == Kind.NO_SCALE_UP
+    assert "node affinity" in verdict.evidence and "describe pod dlrm-node-0-0" in verdict.next_step
+
+
+def test_insufficient_gpu_before_the_autoscaler_speaks():
+    verdict = explain(view(pods=pending()))
+    assert verdict.kind == Kind.UNSCHEDULABLE
+    assert "Insufficient nvidia.com/gpu" in verdict.evidence and "free GPU" in verdict.reason
+
+
+def test_events_of_an_earlier_generation_s_pods_are_not_evidence():
+    old = fx.event("FailedScaleUp", fx.GCE_QUOTA, on="dlrm-node-0-0-previous", type_="Warning")
+    verdict = explain(view(pods=pending(), events=[old]))
+    assert verdict.kind == Kind.UNSCHEDULABLE
+
+
+def test_events_k8s_io_shape_reads_the_same():
+    verdict = explain(view(pods=pending(), events=[fx.new_event("FailedScaleUp", fx.GCE_QUOTA)]))
+    assert verdict.kind == Kind.NO_QUOTA and "GCE quota exceeded" in verdict.evidence
+
+
+# --- admission, the health gate, the image, the preparation ---------------------------------
+
+def test_kueue_quota_smaller_than_the_gang():
+    reserved = fx.condition("QuotaReserved", "False", "ExceedsMaxQuota", fx.KUEUE_MAX)
+    verdict = explain(view(jobset=fx.jobset(suspend=True, queue="training"),
+                           workloads=[fx.kueue_workload(reserved)]))
+    assert verdict.kind == Kind.ADMISSION
+    assert "Workload/jobset-dlrm-3c9a1 QuotaReserved=False" in verdict.evidence
+    assert "> maximum capacity (8)" in verdict.evidence and "nominalQuota" in verdict.next_step
+
+
+def test_kueue_quota_held_by_other_workloads():
+    reserved = fx.condition("QuotaReserved", "False", "Pending", fx.KUEUE_WAIT)
+    verdict = explain(view(jobset=fx.jobset(suspend=True, queue="training"),
+                           workloads=[fx.kueue_workload(reserved)]))
+    assert verdict.kind == Kind.ADMISSION and "frees up" in verdict.next_step
+
+
+def test_kueue_admission_checks_pending():
+    reserved = fx.condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue gpu")
+    admitted = fx.condition("Admitted", "False", "NoChecks", "The workload has not all checks ready")
+    verdict = explain(view(jobset=fx.jobset(suspend=True, queue="training"),
+                           workloads=[fx.kueue_workload(reserved, admitted)]))
+    assert verdict.kind == Kind.ADMISSION and "admission checks" in verdict.reason
+
+
+def test_suspended_without_a_queue_points_at_the_setting():
+    verdict = explain(view(jobset=fx.jobset(suspend=True)))
+    assert verdict.kind == Kind.SUSPENDED and "job.suspend false" in verdict.next_step
+
+
+def test_a_node_left_out_by_the_health_gate_is_named():
+    bad = fx.node("gke-torchrec-gpu-ondemand-9f8e", taints=[
+        {"key": "torchrec-cloud/unhealthy", "value": "true", "effect": "NoSchedule"}])
+    verdict = explain(view(nodes=[*GKE_NODES, bad],
+                           pods=pending(message=fx.UNHEALTHY_TAINT_MESSAGE),
+                           events=[fx.event("TriggeredScaleUp", fx.TRIGGERED)]))
+    assert verdict.kind == Kind.NODE_LEFT_OUT
+    assert "gke-torchrec-gpu-ondemand-9f8e" in verdict.reason
+    assert "kubectl taint nodes gke-torchrec-gpu-ondemand-9f8e torchrec-cloud/unhealthy-" in verdict.next_step
+
+
+def test_image_pull_back_off_comes_before_capacity():
+    pods = [fx.trainer_pod(0, node="n1", waiting=(
+                "trainer", "ImagePullBackOff",
+                'Back-off pulling image "registry.example.com/torchrec/trainer:0123abcd"')),
+            fx.trainer_pod(1, unschedulable=fx.INSUFFICIENT_GPU)]
+    verdict = explain(view(pods=pods, events=[fx.event("FailedScaleUp", fx.GCE_QUOTA, on="dlrm-node-0-1")]))
+    assert verdict.kind == Kind.IMAGE_PULL
+    assert "Back-off pulling image" in verdict.evidence and "job.image" in verdict.next_step
+
+
+def test_dataset_preparation_still_running():
+    pods = [fx.trainer_pod(i, node=f"n{i}", init_running="wait-for-dataset") for i in (0, 1)]
+    verdict = explain(view(pods=[*pods, fx.prepare_pod("Running")]))
+    assert verdict.kind == Kind.PREPARING
+    assert "wait-for-dataset running" in verdict.evidence
+    assert "app.kubernetes.io/name=torchrec-prepare" in verdict.next_step
+
+
+# --- not waiting ----------------------------------------------------------------------------
+
+def test_running_completed_failed_and_missing():
+    running = [fx.trainer_pod(i, phase="Running", node=f"n{i}") for i in (0, 1)]
+    assert explain(view(pods=running)).kind == Kind.RUNNING
+    done = fx.jobset(conditions=[fx.condition("Completed", "True", "AllJobsCompleted", "jobset completed successfully")])
+    assert explain(view(jobset=done)).kind == Kind.COMPLETED
+    failed = fx.jobset(conditions=[fx.condition("Failed", "True", "FailedJobs", "jobset failed due to: exit code 2")])
+    verdict = explain(view(jobset=failed))
+    assert verdict.kind == Kind.FAILED and "exit code 2" in verdict.evidence
+    assert explain(view(jobset=None)).kind == Kind.NOT_FOUND
