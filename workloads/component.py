@@ -89,19 +89,21 @@ class TrainingJob(pulumi.ComponentResource):
                              args.kubernetes_version)
         flags = trainer_flags(cluster, job, args.checkpoints, args.dataset, budget,
                               args.save_estimate, args.interconnect)
+        version = args.kubernetes_version or cluster.kubernetes_version
         if job.kind == JobKind.PYTORCH_JOB:
-            operator = pytorchjob.training_operator(
-                f"{name}-training-operator",
-                args.kubernetes_version or cluster.kubernetes_version, opts_for())
+            operator = pytorchjob.training_operator(f"{name}-training-operator", version,
+                                                    opts_for())
+            queue = self._queue(name, names, job, version, ns, opts_for)
             command: list[pulumi.Input[str]] = pytorchjob_command(budget)
             if run_id is not None:  # in the main container: workloads/prepare.py waiting_first
                 command = prepare.waiting_first(command, cluster, args.dataset, names, run_id)
             template = pod_template(cluster, job, names, budget, ContainerSpec(
-                PYTORCHJOB_CONTAINER, command, flags, pytorchjob.PORT_NAME))
+                PYTORCHJOB_CONTAINER, command, flags, pytorchjob.PORT_NAME),
+                pools=[f.pool for f in queue.flavors])
             workload: pulumi.CustomResource = pytorchjob.pytorch_job(
-                f"{name}-pytorchjob", names, job, template, opts_for(*before_job, operator))
+                f"{name}-pytorchjob", names, job, template,
+                opts_for(*before_job, operator, *queue.resources), queue=names.job)
         else:
-            version = args.kubernetes_version or cluster.kubernetes_version
             controller = jobset.jobset_controller(f"{name}-jobset-controller", version, opts_for())
             queue = self._queue(name, names, job, version, ns, opts_for)
             waits = ([] if run_id is None else
@@ -131,7 +133,7 @@ class TrainingJob(pulumi.ComponentResource):
         cluster = self._cluster
         fallback = kueue.uses_fallback(job.pool, job.spot_shortage, cluster.gpu_pools)
         controller = kueue.controller(f"{name}-kueue", version, job.spot_shortage, fallback,
-                                      opts_for())
+                                      opts_for(), job.kind)
         labels = names.common_labels
         flavor_list = kueue.flavors(names.job, job.pool, job.spot_shortage, cluster.gpu_pools)
         made: list[pulumi.Resource] = [controller]

@@ -32,7 +32,7 @@ from infra.addon_versions import ADDON_VERSIONS, version_for
 from infra.kubernetes_release import minor_key, minor_of
 from infra.settings.model import JOBSET_REPLICATED_JOB, Job
 from trainer.exit_codes import CONFIG_ERROR, NO_RETRY, RESUME
-from workloads.kueue import QUEUE_LABEL
+from workloads.kueue import queue_label
 from workloads.names import JobNames
 
 # The version follows the cluster's Kubernetes minor: infra/addon_versions.py, rows "jobset"
@@ -113,14 +113,15 @@ def job_set(name: str, names: JobNames, job: Job, container: str,
             ) -> k8s.apiextensions.CustomResource:
     """`queue`: the Kueue LocalQueue (workloads/kueue.py). Kueue's webhook then creates the
     JobSet suspended and Kueue unsuspends it on admission (Kueue tasks/run/jobsets.md), so the
-    spec is not given `suspend` here: that field belongs to Kueue while the JobSet lives."""
-    queue_label = {} if queue is None else {QUEUE_LABEL: queue}
+    spec is not given `suspend` here: that field belongs to Kueue while the JobSet lives. A job
+    the user suspends gets no queue label (kueue.queue_label), so Kueue does not unsuspend it."""
     return k8s.apiextensions.CustomResource(
         name,
         api_version=API_VERSION,
         kind="JobSet",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=names.job, namespace=names.namespace,
-                                            labels={**names.common_labels, **queue_label},
+                                            labels={**names.common_labels,
+                                                    **queue_label(queue, job.suspend)},
                                             annotations=SKIP_AWAIT),
         spec={
             # Only when asked: a new key in a running JobSet's spec would replace it.

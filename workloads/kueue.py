@@ -11,8 +11,14 @@ What it does here (Kueue v0.19.2, config.kueue.x-k8s.io/v1beta2 and kueue.x-k8s.
   admitted pods as a nodeSelector), tolerations = the pool's taints;
 - one ClusterQueue whose nominal GPU quota per flavor is the pool's max nodes x GPUs per node,
   so the gang is admitted only when all of it fits a pool (keps/349-all-or-nothing);
-- a LocalQueue in the job's namespace; the JobSet carries `kueue.x-k8s.io/queue-name` and
-  Kueue's webhook creates it suspended until admission;
+- a LocalQueue in the job's namespace; the JobSet (or PyTorchJob) carries
+  `kueue.x-k8s.io/queue-name` and Kueue's webhook creates it suspended until admission
+  (tasks/run/jobsets.md, tasks/run/kubeflow/pytorchjobs.md: Kueue sets runPolicy.suspend). Kueue
+  deprecates its Kubeflow Trainer v1 integration (PyTorchJob; removal tentatively v0.20): a
+  Kueue upgrade past v0.19 needs the JobSet kind;
+- job.suspend true: the job is rendered without the queue label, so Kueue (with
+  manageJobsWithoutQueueName false) leaves it alone and it stays suspended as asked; setting
+  it back recreates the job with the label;
 - waitForPodsReady: an admitted gang whose pods are not all Ready within `timeout` (or that
   loses readiness for `recoveryTimeout`, e.g. a spot node gone and not coming back) is
   suspended and requeued with exponential backoff; after `backoffLimitCount` requeues the
@@ -43,7 +49,7 @@ import pulumi_kubernetes as k8s
 from infra.addon_versions import ADDON_VERSIONS, version_for
 from infra.contract import GpuPool
 from infra.kubernetes_release import minor_key, minor_of
-from infra.settings.model import PoolChoice, SpotShortage, SpotShortagePolicy
+from infra.settings.model import JobKind, PoolChoice, SpotShortage, SpotShortagePolicy
 
 ADDON = "kueue"
 # Kueue's own install guide (site/content/en/docs/getting-started/installation.md, "Install by
@@ -53,6 +59,8 @@ NAMESPACE = "kueue-system"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # on the JobSet (tasks/run/jobsets.md "Queue selection")
 JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+PYTORCHJOB_FRAMEWORK = "kubeflow.org/pytorchjob"  # charts/kueue/values.yaml integrations list
+FRAMEWORKS = {JobKind.JOB_SET: JOBSET_FRAMEWORK, JobKind.PYTORCH_JOB: PYTORCHJOB_FRAMEWORK}
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # waitForPodsReady: the time a gang may take from admission to every pod Ready, which covers a
@@ -85,9 +93,16 @@ def requeue_limit(max_wait_minutes: int) -> int:
         count += 1
 
 
-def manager_config(shortage: SpotShortage) -> dict[str, object]:
+def queue_label(queue: str | None, suspend: bool) -> dict[str, str]:
+    """The label that puts a job in Kueue's hands; none for a job the user keeps suspended,
+    which Kueue would otherwise unsuspend on admission."""
+    return {} if queue is None or suspend else {QUEUE_LABEL: queue}
+
+
+def manager_config(shortage: SpotShortage, kind: JobKind = JobKind.JOB_SET) -> dict[str, object]:
     """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2), the chart's defaults kept where
-    the chart sets them (charts/kueue/values.yaml managerConfig), plus what the gang needs."""
+    the chart sets them (charts/kueue/values.yaml managerConfig), plus what the gang needs.
+    Only the job kind's integration is on: the PyTorchJob CRD exists only with that kind."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -98,7 +113,7 @@ def manager_config(shortage: SpotShortage) -> dict[str, object]:
         # Only JobSets with a queue-name label are managed: the preparation Job and add-ons
         # (manageJobsWithoutQueueName false, the default) are left alone.
         "manageJobsWithoutQueueName": False,
-        "integrations": {"frameworks": [JOBSET_FRAMEWORK]},
+        "integrations": {"frameworks": [FRAMEWORKS[kind]]},
         # Quota on GPUs only: the pods' CPU, memory, huge pages and fabric devices are the
         # scheduler's business (QuotaCheckStrategy, beta and on by default in v0.19).
         "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
@@ -121,12 +136,13 @@ def uses_fallback(pool: PoolChoice, shortage: SpotShortage, pools: Mapping[str, 
             and PoolChoice.ON_DEMAND.value in pools)
 
 
-def helm_values(shortage: SpotShortage, fallback: bool) -> dict[str, object]:
+def helm_values(shortage: SpotShortage, fallback: bool,
+                kind: JobKind = JobKind.JOB_SET) -> dict[str, object]:
     import yaml
 
     return {
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
-            manager_config(shortage), sort_keys=False)},
+            manager_config(shortage, kind), sort_keys=False)},
         # controllerManager.featureGates: [{name, enabled}] (charts/kueue/values.yaml).
         "controllerManager": {"featureGates": [{"name": "ConcurrentAdmission", "enabled": True}]}
         if fallback else {},
@@ -134,13 +150,14 @@ def helm_values(shortage: SpotShortage, fallback: bool) -> dict[str, object]:
 
 
 def controller(name: str, kubernetes_version: str | None, shortage: SpotShortage,
-               fallback: bool, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+               fallback: bool, opts: pulumi.ResourceOptions,
+               kind: JobKind = JobKind.JOB_SET) -> k8s.helm.v3.Release:
     """Kueue's CRDs, webhook and controller (namespace kueue-system) from its Helm chart."""
     return k8s.helm.v3.Release(
         name,
         k8s.helm.v3.ReleaseArgs(
             name="kueue", chart=CHART, version=chart_version(kubernetes_version),
-            namespace=NAMESPACE, create_namespace=True, values=helm_values(shortage, fallback),
+            namespace=NAMESPACE, create_namespace=True, values=helm_values(shortage, fallback, kind),
             atomic=True, cleanup_on_fail=True),
         opts=opts)
 
