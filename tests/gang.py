@@ -274,10 +274,27 @@ class KueueRules:
     def requeue_delay(self, count: int) -> float:
         return min(self.backoff_base * 2 ** (count - 1), self.backoff_max)
 
-    def assign(self, requests: float, provisioned: Callable[[str], bool]) -> str | None:
+    def matches(self, pod_spec: Mapping[str, Any], flavor: str) -> bool:
+        """Kueue skips a flavor whose nodeLabels contradict the pods' nodeSelector or every
+        required nodeAffinity term, on the label keys the flavor sets (resource_flavor.md)."""
+        labels = self.flavor_specs[flavor].get("nodeLabels") or {}
+        if any(k in labels and labels[k] != v
+               for k, v in (pod_spec.get("nodeSelector") or {}).items()):
+            return False
+        required = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
+                    .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        if required is None:
+            return True
+        return any(all(e["key"] not in labels or (e["operator"] == "In"
+                                                  and labels[e["key"]] in e["values"])
+                       for e in term.get("matchExpressions", []))
+                   for term in required["nodeSelectorTerms"])
+
+    def assign(self, pod_spec: Mapping[str, Any], requests: float,
+               provisioned: Callable[[str], bool]) -> str | None:
         """The flavor the whole gang is admitted into now, or None (it stays queued)."""
         for name, quota in self.flavors:
-            if requests > quota:
+            if requests > quota or not self.matches(pod_spec, name):
                 continue  # all or nothing: the gang is never split across flavors
             if all(provisioned(name) for _ in self.checks[name]):
                 return name
@@ -473,7 +490,7 @@ class SimulatedJobSet:
             while flavor is None:
                 assert time.monotonic() < deadline, record
                 if now() >= requeue_at:
-                    flavor = kueue.assign(gang, lambda f: capacity(
+                    flavor = kueue.assign(self.pod_spec, gang, lambda f: capacity(
                         self.pool_of(kueue, f, pools).key, now()) >= self.nodes)
                 if flavor is None:
                     time.sleep(0.05)
