@@ -89,6 +89,14 @@ ADDON_VERSIONS: dict[str, tuple[AddonVersion, ...]] = {
                      "https://github.com/kubernetes-sigs/jobset/releases/tag/v0.12.0 (go.mod "
                      f"k8s.io/api v0.36.0; {_K8S_API})"),
     ),
+    "kueue": (
+        # Gang admission for the JobSet (workloads/kueue.py); the Helm chart's version is this
+        # tag without the v. Kueue publishes a minimum only.
+        AddonVersion("v0.19.2", "1.29", NEWEST_RELEASED_MINOR,
+                     "https://github.com/kubernetes-sigs/kueue/blob/v0.19.2/site/content/en/docs/"
+                     "getting-started/installation.md ('A Kubernetes cluster with version 1.29 "
+                     "or newer'; go.mod k8s.io/api v0.36.2; no upper bound published)"),
+    ),
     "training-operator": (
         # The manifests are vendored (workloads/manifests/training-operator-<version>.yaml).
         AddonVersion("v1.9.4", "1.27", NEWEST_RELEASED_MINOR,
@@ -157,7 +165,7 @@ ADDON_VERSIONS: dict[str, tuple[AddonVersion, ...]] = {
 }
 
 # What each cloud's stack may install (its own add-ons and both job kinds' controllers).
-WORKLOAD_ADDONS = ("jobset", "training-operator")
+WORKLOAD_ADDONS = ("jobset", "kueue", "training-operator")
 CLOUD_ADDONS: dict[Cloud, tuple[str, ...]] = {
     Cloud.AWS: ("cluster-autoscaler", "aws-node-termination-handler", "nvidia-device-plugin",
                 "aws-efa-k8s-device-plugin", "aws-fsx-csi-driver", *WORKLOAD_ADDONS),

@@ -26,7 +26,14 @@ POD_TEMPLATE_PATHS = {  # where a custom resource without a schema here keeps it
 # Custom resources whose CRD schema is vendored (tests/schemas): checked whole, and their
 # embedded batch/v1 Job templates against Kubernetes' own Job schema. JobSet: the newest release in
 # infra/addon_versions.py (the older ones lack only fields this program does not use).
-CRD_SCHEMAS = {"JobSet": Path(__file__).with_name("schemas") / "jobset-v0.12.0.json"}
+SCHEMAS = Path(__file__).with_name("schemas")
+CRD_SCHEMAS = {
+    "JobSet": SCHEMAS / "jobset-v0.12.0.json",
+    # Kueue's kueue.x-k8s.io/v1beta2 kinds at the release in infra/addon_versions.py.
+    **{kind: SCHEMAS / f"kueue-{kind.lower()}-v0.19.2.json"
+       for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "AdmissionCheck",
+                    "ProvisioningRequestConfig")},
+}
 
 
 def _jobset_jobs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -52,6 +59,9 @@ def _no_additional_properties(schema: Any) -> Any:
     if isinstance(schema, dict):
         out = {k: _no_additional_properties(v) for k, v in schema.items()
                if not k.startswith("x-kubernetes")}
+        if isinstance(out.get("pattern"), str) and out["pattern"].startswith("^(?i)"):
+            # RE2 (the API server's) takes a flag group anywhere; Python's re only at the start.
+            out["pattern"] = "(?i)^" + out["pattern"][len("^(?i)"):]
         if ("properties" in schema and "additionalProperties" not in schema
                 and not schema.get("x-kubernetes-preserve-unknown-fields")):
             out["additionalProperties"] = False
@@ -90,9 +100,10 @@ def is_kubernetes_object(resource: Captured) -> bool:
 
 
 def is_custom_resource(manifest: dict[str, Any]) -> bool:
-    """An instance of a CRD: its group has a dot and is not one of Kubernetes' own (*.k8s.io)."""
+    """An instance of a CRD: its group has a dot and is not one of Kubernetes' own (*.k8s.io;
+    the SIGs' projects, *.x-k8s.io, are CRDs)."""
     group = manifest["apiVersion"].rpartition("/")[0]
-    return "." in group and not group.endswith("k8s.io")
+    return "." in group and (group.endswith(".x-k8s.io") or not group.endswith("k8s.io"))
 
 
 def manifest_of(resource: Captured) -> dict[str, Any]:

@@ -18,8 +18,11 @@ from typing import Any, Callable, Sequence
 import pytest
 import torch
 
-from infra.settings.model import Job, PoolChoice
-from tests.gang import GangRecord, Pod, SimulatedJobSet
+import yaml
+
+from infra.settings.model import Job, PoolChoice, SpotShortage, SpotShortagePolicy
+from tests.gang import Capacity, GangRecord, KueueRules, NodePool, Pod, SimulatedJobSet
+from tests.k8s_manifests import clean
 from tests.test_workloads import run_workload
 from trainer.exit_codes import RESUME
 
@@ -32,14 +35,30 @@ SMALL = ["--num_embeddings=500", "--embedding_dim=8", "--dense_arch_layer_sizes=
          "--fabric_gate=report", "--fabric_gate_sizes=65536,1048576"]
 
 
-def render(job: Job) -> dict[str, Any]:
-    """The job as the program registers it (aws flavour): JobSet spec, container command,
-    args and environment."""
-    scenario = run_workload("aws", job)
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
+
+
+def render(job: Job, flavour: str = "aws") -> dict[str, Any]:
+    """The job as the program registers it: JobSet spec, container command, args and
+    environment; Kueue's rules (its manager configuration, ClusterQueue and ResourceFlavors)
+    and the GPU pools' nodes (labels and taints) from the cluster contract."""
+    scenario = run_workload(flavour, job)
     container = scenario.container()
     env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
-    return {"jobset": scenario.workload().inputs["spec"], "command": container["command"],
-            "args": container["args"], "env": env}
+    (release,) = [r for r in scenario.run.of_type("kubernetes:helm.sh/v3:Release")
+                  if r.inputs["chart"].endswith("/kueue")]
+    config = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    (queue,) = scenario.run.of_type(f"{KUEUE}:ClusterQueue")
+    flavors = {r.inputs["metadata"]["name"]: clean(r.inputs["spec"])
+               for r in scenario.run.of_type(f"{KUEUE}:ResourceFlavor")}
+    pools = {key: NodePool(key, dict(pool.node_labels),
+                           [{"key": t.key, "value": t.value, "effect": t.effect}
+                            for t in pool.taints])
+             for key, pool in scenario.cluster.contract.gpu_pools.items()}
+    return {"jobset": clean(scenario.workload().inputs["spec"]), "command": container["command"],
+            "args": container["args"], "env": env,
+            "kueue": KueueRules.rendered(config, clean(queue.inputs["spec"]), flavors),
+            "pools": pools}
 
 
 @pytest.fixture(scope="module")
@@ -47,18 +66,19 @@ def rendered() -> dict[str, Any]:
     return render(Job(pool=PoolChoice.SPOT))
 
 
-def gang(rendered: dict[str, Any], workdir: Path, extra: Sequence[str] = (),
-         **options: Any) -> SimulatedJobSet:
+def gang(rendered: dict[str, Any], workdir: Path, time_scale: float = 1.0,
+         extra: Sequence[str] = ()) -> SimulatedJobSet:
     """The rendered pod, with only the model size and the local paths changed (argparse keeps
     the last value of a repeated flag, so these follow the stack's own flags), then ``extra``
-    flags; ``options`` go to SimulatedJobSet."""
+    flags."""
     workdir.mkdir(parents=True, exist_ok=True)
     local = [f"--checkpoint_dir={workdir / 'checkpoints'}",
              f"--metrics_file={workdir / 'metrics.jsonl'}",
              f"--tensorboard_dir={workdir / 'tensorboard'}"]
     return SimulatedJobSet(rendered["jobset"], rendered["command"],
                            [*rendered["args"], *SMALL, *local, *extra], rendered["env"],
-                           namespace="torchrec", name="dlrm", workdir=workdir, **options)
+                           namespace="torchrec", name="dlrm", workdir=workdir,
+                           time_scale=time_scale)
 
 
 def records(workdir: Path) -> list[dict[str, Any]]:
@@ -231,8 +251,9 @@ def test_a_gang_whose_peer_pod_never_starts_resumes_after_the_join_timeout(rende
     """No capacity for pod 1 (it stays Pending): pod 0 waits the rendezvous's join timeout, then
     exits with the resume status, so waiting for capacity never uses the retry budget; once the
     pod gets a node, the gang forms and trains."""
-    job = gang(rendered, tmp_path, ["--max_steps=20"], join_timeout=15)  # the stack waits 1800 s
-    record = job.run(pending=lambda generation: {1} if generation == 0 else set(), timeout=180)
+    # The stack's 1800 s join timeout (and every other duration) shrunk to 15 s.
+    job = gang(rendered, tmp_path, time_scale=15 / 1800, extra=["--max_steps=20"])
+    record = job.run(nodes=lambda generation: 1 if generation == 0 else None, timeout=180)
     assert_resumed_without_using_the_budget(record)
     assert record.exit_codes[0] == {0: RESUME, 1: None}, record  # pod 1 never ran
     assert "did not form in time" in (tmp_path / "dlrm-node-0-0-g0.log").read_text()
@@ -257,3 +278,92 @@ def test_a_crash_is_counted_and_bad_flags_fail_the_job_at_once(tmp_path):
     assert record.outcome == "Failed", record
     assert record.actions == ["RestartJobSet"] * (max_restarts + 1), record
     assert record.counted_restarts == max_restarts + 1
+
+
+# --- capacity: Kueue's gang admission (workloads/kueue.py), judged by tests/gang.KueueRules ----
+
+# One minute of the stack's durations per real second: Kueue's 15-minute PodsReady timeout
+# takes 15 s here, the 30-minute rendezvous join timeout 30 s, the pod's grace under 2 s.
+MINUTE = 1 / 60
+
+
+def rendezvous_would_have_timed_out(workdir: Path) -> list[str]:
+    return [log.name for log in workdir.glob("*.log")
+            if "RendezvousTimeoutError" in log.read_text()
+            or "did not form in time" in log.read_text()]
+
+
+def assert_kueue_acts_before_the_rendezvous(job: SimulatedJobSet, kueue: KueueRules) -> None:
+    """The rendered timeouts: Kueue evicts a gang that is not all Ready before torchrun's
+    join timeout (counted from pod 0's join, itself after admission) could end pod 0."""
+    assert kueue.ready_timeout < job.join_timeout, (kueue.ready_timeout, job.join_timeout)
+    assert kueue.recovery_timeout < job.join_timeout, (kueue.recovery_timeout, job.join_timeout)
+
+
+def test_spot_capacity_gone_longer_than_the_rendezvous_timeout_then_back_completes_unchanged(
+        rendered, uninterrupted, tmp_path):
+    """Policy wait: the JobSet is admitted into the spot flavor, but the pool has one node for
+    two pods for longer than the rendezvous join timeout. Kueue evicts the gang (pods deleted,
+    JobSet suspended) each time its pods are not all Ready within the PodsReady timeout and
+    requeues it with backoff; once the second node exists the gang runs from the start. No JobSet
+    restart at all, none counted, no rendezvous timeout, the same weights as an uninterrupted
+    run."""
+    kueue: KueueRules = rendered["kueue"]
+    assert [name for name, _ in kueue.flavors] == ["dlrm-spot"]
+    job = gang(rendered, tmp_path, time_scale=MINUTE)
+    assert_kueue_acts_before_the_rendezvous(job, kueue)
+    back = job.join_timeout * 1.2  # gone for longer than the rendezvous timeout
+
+    def spot_nodes(pool: str, now: float) -> int:
+        return {"spot": 1 if now < back else 2}.get(pool, 0)
+
+    record = job.run_queued(kueue, rendered["pools"], spot_nodes, timeout=240)
+    assert record.outcome == "Completed", record
+    assert record.pools and set(record.pools) == {"spot"}, record
+    assert record.evictions and {r for _, r in record.evictions} == {"PodsReadyTimeout"}, record
+    assert len(record.evictions) <= kueue.backoff_limit, record  # never deactivated
+    for (admitted, _), (evicted, _) in zip(record.admissions, record.evictions):
+        assert evicted - admitted < job.join_timeout, record
+    assert record.actions == [] and record.counted_restarts == 0, record
+    assert not record.early_successes, record
+    assert not rendezvous_would_have_timed_out(tmp_path)
+    assert_same_training(tmp_path, uninterrupted)
+
+
+def test_spot_capacity_that_never_comes_back_holds_the_job_without_failing_it(tmp_path):
+    """The shortest wait (maxWaitMinutes 15): after its requeues Kueue deactivates the
+    Workload; the JobSet is suspended with a reason, never Failed, no retry used."""
+    rendered = render(Job(pool=PoolChoice.SPOT, spot_shortage=SpotShortage(max_wait_minutes=15)))
+    kueue: KueueRules = rendered["kueue"]
+    job = gang(rendered, tmp_path, time_scale=MINUTE)
+    assert_kueue_acts_before_the_rendezvous(job, kueue)
+
+    def one_spot_node(pool: str, now: float) -> int:
+        return 1 if pool == "spot" else 0
+
+    record = job.run_queued(kueue, rendered["pools"], one_spot_node, timeout=120)
+    assert record.outcome == "Deactivated", record
+    assert len(record.evictions) == kueue.backoff_limit + 1, record
+    assert record.actions == [] and record.counted_restarts == 0, record
+    assert not rendezvous_would_have_timed_out(tmp_path)
+
+
+def test_spot_shortage_on_demand_runs_the_gang_on_the_on_demand_pool(uninterrupted, tmp_path):
+    """Policy onDemand (GKE): the spot flavor's ProvisioningRequest is not provisioned (no spot
+    capacity), so with Concurrent Admission the on-demand Variant is admitted; its pods fit only
+    the on-demand pool's nodes, and the run matches an uninterrupted one."""
+    rendered = render(Job(pool=PoolChoice.SPOT, spot_shortage=SpotShortage(
+        policy=SpotShortagePolicy.ON_DEMAND)), flavour="gcp")
+    kueue: KueueRules = rendered["kueue"]
+    assert [name for name, _ in kueue.flavors] == ["dlrm-spot", "dlrm-on-demand"]
+    job = gang(rendered, tmp_path, time_scale=MINUTE)
+
+    def on_demand_only(pool: str, now: float) -> int:
+        return 2 if pool == "onDemand" else 0
+
+    record = job.run_queued(kueue, rendered["pools"], on_demand_only, timeout=180)
+    assert record.outcome == "Completed", record
+    assert record.admissions == [(record.admissions[0][0], "dlrm-on-demand")], record
+    assert record.pools == ["onDemand"], record
+    assert not record.evictions and record.counted_restarts == 0, record
+    assert_same_training(tmp_path, uninterrupted)

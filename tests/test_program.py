@@ -135,3 +135,39 @@ def test_checkpoint_storage_goes_with_the_stack_when_asked(stack: str) -> None:
     run = run_stack(stack, overrides={"checkpoints": {"retainOnDestroy": False}})
     buckets = of_types(run, BUCKET_TYPES[stack])
     assert buckets and not any(bucket.retain_on_delete for bucket in buckets)
+
+
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
+
+
+def test_the_job_is_admitted_as_a_gang_by_kueue_on_every_cloud(run: Run) -> None:
+    """Kueue (its Helm chart, JobSet integration and waitForPodsReady on), a ResourceFlavor per
+    pool the job may use with that pool's node labels, a ClusterQueue whose GPU quota is the
+    pool's max nodes x GPUs, a LocalQueue in the job's namespace, and the JobSet labelled
+    for it, created after all of them (the objects' schemas: test above)."""
+    import yaml
+
+    (release,) = [r for r in run.resources if r.type == "kubernetes:helm.sh/v3:Release"
+                  and r.inputs.get("chart") == "oci://registry.k8s.io/kueue/charts/kueue"]
+    config = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["integrations"]["frameworks"] == ["jobset.x-k8s.io/jobset"]
+    requeue = config["waitForPodsReady"]["requeuingStrategy"]
+    assert requeue["backoffLimitCount"] >= 1 and requeue["backoffMaxSeconds"] > 0
+    settings = settings_of(run.stack)
+    pool = settings.job_pool
+    found = find_machine(settings.cloud, pool.machine_type)
+    assert found is not None
+    gpus = found.gpu_count
+    (flavor,) = run.of_type(f"{KUEUE}:ResourceFlavor")
+    (queue,) = run.of_type(f"{KUEUE}:ClusterQueue")
+    (local,) = run.of_type(f"{KUEUE}:LocalQueue")
+    (group,) = queue.inputs["spec"]["resourceGroups"]
+    assert group["flavors"] == [{"name": flavor.inputs["metadata"]["name"], "resources": [
+        {"name": "nvidia.com/gpu", "nominalQuota": float(pool.max_nodes * gpus)}]}]
+    assert local.inputs["metadata"]["namespace"] == settings.job.namespace
+    assert local.inputs["spec"]["clusterQueue"] == queue.inputs["metadata"]["name"]
+    job = the_job(run)
+    assert job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == \
+        local.inputs["metadata"]["name"]
+    for earlier in (release, flavor, queue, local):
+        assert run.waits_for(job, earlier), f"{run.stack}: the job does not wait for {earlier.name}"

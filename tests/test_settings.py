@@ -63,6 +63,13 @@ def test_checkpoints_are_retained_on_destroy_by_default() -> None:
 
 BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     # (test id, stack, overrides, path named in the error, fragment of what is allowed)
+    ("spot-shortage-policy", "aws", {"job": {"pool": "spot", "spotShortage": {"policy": "later"}}},
+     "job.spotShortage.policy", "'wait' or 'onDemand'"),
+    ("spot-shortage-fallback-without-provisioning-request", "azure",
+     {"job": {"pool": "spot", "spotShortage": {"policy": "onDemand"}}},
+     "job.spotShortage.policy", "wait on azure"),
+    ("spot-shortage-wait-too-short", "gcp", {"job": {"spotShortage": {"maxWaitMinutes": 5}}},
+     "job.spotShortage.maxWaitMinutes", "greater than or equal to 15"),
     ("fsx-capacity", "aws", {"sharedFileSystem": {"capacityGib": 3600}},
      "sharedFileSystem.capacityGib", "multiple of 2400"),
     ("fsx-p2-throughput", "aws", {"sharedFileSystem": {"throughputPerTib": 200}},

@@ -734,3 +734,92 @@ def test_a_fabric_sidecar_that_would_block_the_job_s_end_is_refused():
                                                             sidecars=[plain]))
     with pytest.raises(ValueError, match="restart_policy 'Always'"):
         fabric_sidecars(cluster)  # type: ignore[arg-type]
+
+
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
+
+
+def test_spot_shortage_wait_queues_on_the_spot_flavor_only_and_the_pod_follows_the_flavor():
+    """policy wait: one flavor (the spot pool), no capacity check; the pod requires a GPU pool
+    node but no longer pins one, so Kueue's flavor nodeSelector decides."""
+    from infra.settings.model import SpotShortage
+
+    scenario = run_workload("gcp", Job(pool=PoolChoice.SPOT, spot_shortage=SpotShortage()))
+    (queue,) = scenario.run.of_type(f"{KUEUE}:ClusterQueue")
+    (group,) = queue.inputs["spec"]["resourceGroups"]
+    assert [f["name"] for f in group["flavors"]] == ["dlrm-spot"]
+    assert "admissionChecksStrategy" not in queue.inputs["spec"]
+    terms = scenario.pod_spec()["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert len(terms) == 1  # the spot pool's labels: still a GPU node of the job's pool
+
+
+def test_spot_shortage_on_demand_pursues_spot_by_capacity_and_runs_on_demand_meanwhile():
+    """policy onDemand: flavors spot then on-demand, Concurrent Admission (gate on), and a
+    ProvisioningRequest check on the spot flavor only; the pod may land on either pool."""
+    import yaml
+
+    from infra.settings.model import SpotShortage, SpotShortagePolicy
+
+    scenario = run_workload("gcp", Job(pool=PoolChoice.SPOT, spot_shortage=SpotShortage(
+        policy=SpotShortagePolicy.ON_DEMAND)))
+    (queue,) = scenario.run.of_type(f"{KUEUE}:ClusterQueue")
+    spec = queue.inputs["spec"]
+    (group,) = spec["resourceGroups"]
+    assert [f["name"] for f in group["flavors"]] == ["dlrm-spot", "dlrm-on-demand"]
+    assert spec["concurrentAdmissionPolicy"] == {"migration": {"mode": "TryPreferredFlavors"}}
+    (check,) = spec["admissionChecksStrategy"]["admissionChecks"]
+    assert check["onFlavors"] == ["dlrm-spot"]
+    (admission,) = scenario.run.of_type(f"{KUEUE}:AdmissionCheck")
+    assert admission.inputs["metadata"]["name"] == check["name"]
+    assert admission.inputs["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
+    (config,) = scenario.run.of_type(f"{KUEUE}:ProvisioningRequestConfig")
+    assert config.inputs["spec"]["provisioningClassName"] == \
+        "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    (release,) = scenario.run.of_type("kubernetes:helm.sh/v3:Release")
+    assert {"name": "ConcurrentAdmission", "enabled": True} in \
+        release.inputs["values"]["controllerManager"]["featureGates"]
+    yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    terms = scenario.pod_spec()["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert len(terms) == 2  # either GPU pool; the admitted flavor's nodeSelector picks one
+    validate_manifests(scenario.run, KUBERNETES_VERSION)
+
+
+def kueue_config(scenario: WorkloadRun) -> dict[str, Any]:
+    (release,) = [r for r in scenario.run.of_type("kubernetes:helm.sh/v3:Release")
+                  if r.inputs["chart"].endswith("/kueue")]
+    return yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+
+
+def test_a_suspended_job_is_left_out_of_kueue_so_it_stays_suspended():
+    """job.suspend true: Kueue would unsuspend a queue-labelled job on admission; without the
+    label, and with manageJobsWithoutQueueName false, Kueue leaves it alone, suspended."""
+    for kind in JobKind:
+        scenario = run_workload("aws", Job(kind=kind, pool=PoolChoice.SPOT, suspend=True))
+        job = scenario.workload()
+        assert "kueue.x-k8s.io/queue-name" not in job.inputs["metadata"]["labels"], kind
+        spec = job.inputs["spec"]
+        assert (spec.get("suspend") if kind == JobKind.JOB_SET
+                else spec["runPolicy"]["suspend"]) is True, kind
+        assert kueue_config(scenario)["manageJobsWithoutQueueName"] is False
+        validate_manifests(scenario.run, KUBERNETES_VERSION)
+
+
+def test_a_running_job_is_queued_in_kueue_for_both_kinds(runs):
+    """Both job kinds carry the LocalQueue's label, Kueue's manager enables the kind's
+    integration (kubeflow.org/pytorchjob for the PyTorchJob), and the job waits for the queue;
+    the Kueue objects validate against their CRD schemas."""
+    for key, framework in (("aws-spot", "jobset.x-k8s.io/jobset"),
+                           ("gcp-pytorchjob", "kubeflow.org/pytorchjob")):
+        scenario = runs[key]
+        job = scenario.workload()
+        (local,) = scenario.run.of_type(f"{KUEUE}:LocalQueue")
+        (queue,) = scenario.run.of_type(f"{KUEUE}:ClusterQueue")
+        assert job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == \
+            local.inputs["metadata"]["name"]
+        assert kueue_config(scenario)["integrations"]["frameworks"] == [framework]
+        for earlier in (local, queue):
+            assert scenario.run.waits_for(job, earlier), (key, earlier.name)
+        assert "suspend" not in job.inputs["spec"].get("runPolicy", job.inputs["spec"])
+        validate_manifests(scenario.run, KUBERNETES_VERSION)

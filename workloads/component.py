@@ -8,13 +8,15 @@ job last and `pulumi destroy` deletes it first.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pulumi
 
 from infra.contract import GpuCluster
 from infra.settings.model import Checkpoints, Dataset, Interconnect, Job, JobKind, NodePool
 from infra.preemption import SaveEstimate, stop_budget
-from workloads import (identity, jobset, network_policy, node_gate, prepare, pytorchjob, service,
+from workloads import (identity, jobset, kueue, network_policy, node_gate, prepare, pytorchjob,
+                       service,
                        storage)
 from workloads.command import job_command, pytorchjob_command
 from workloads.flags import gate_enforced, trainer_flags
@@ -51,6 +53,7 @@ class TrainingJob(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("torchrec-cloud:workloads:TrainingJob", name, None, opts)
         cluster, job = args.cluster, args.job
+        self._cluster = cluster
         names = JobNames.of(job)
         ready = list(cluster.ready)
         fs_ready = cluster.shared_file_system.ready
@@ -90,29 +93,32 @@ class TrainingJob(pulumi.ComponentResource):
                              args.kubernetes_version)
         flags = trainer_flags(cluster, job, args.checkpoints, args.dataset, budget,
                               args.save_estimate, args.interconnect)
+        # Control-plane add-ons follow the control plane's minor, not the nodes' (GKE's may lag).
+        version = cluster.kubernetes_version or args.kubernetes_version
         if job.kind == JobKind.PYTORCH_JOB:
-            operator = pytorchjob.training_operator(
-                f"{name}-training-operator",
-                cluster.kubernetes_version or args.kubernetes_version, opts_for())
+            operator = pytorchjob.training_operator(f"{name}-training-operator", version,
+                                                    opts_for())
+            queue = self._queue(name, names, job, version, ns, opts_for)
             command: list[pulumi.Input[str]] = pytorchjob_command(budget)
             if run_id is not None:  # in the main container: workloads/prepare.py waiting_first
                 command = prepare.waiting_first(command, cluster, args.dataset, names, run_id)
             template = pod_template(cluster, job, names, budget, ContainerSpec(
-                PYTORCHJOB_CONTAINER, command, flags, pytorchjob.PORT_NAME), kube_api=kube_api)
+                PYTORCHJOB_CONTAINER, command, flags, pytorchjob.PORT_NAME), kube_api=kube_api,
+                pools=[f.pool for f in queue.flavors])
             workload: pulumi.CustomResource = pytorchjob.pytorch_job(
-                f"{name}-pytorchjob", names, job, template, opts_for(*before_job, operator))
+                f"{name}-pytorchjob", names, job, template,
+                opts_for(*before_job, operator, *queue.resources), queue=names.job)
         else:
-            controller = jobset.jobset_controller(
-                f"{name}-jobset-controller",
-                cluster.kubernetes_version or args.kubernetes_version, opts_for())
+            controller = jobset.jobset_controller(f"{name}-jobset-controller", version, opts_for())
+            queue = self._queue(name, names, job, version, ns, opts_for)
             waits = ([] if run_id is None else
                      [prepare.layout_wait(cluster, args.dataset, names, run_id)])
             template = pod_template(cluster, job, names, budget, ContainerSpec(
                 TRAINER_CONTAINER, job_command(job, names, budget), flags, "rendezvous"), waits,
-                kube_api=kube_api)
+                kube_api=kube_api, pools=[f.pool for f in queue.flavors])
             workload = jobset.job_set(f"{name}-jobset", names, job, TRAINER_CONTAINER, template,
-                                      opts_for(*before_job, controller),
-                                      also_final=[w.name for w in waits])
+                                      opts_for(*before_job, controller, *queue.resources),
+                                      also_final=[w.name for w in waits], queue=names.job)
 
         # Resolved once the job object exists, so a stack output never names a job not yet made.
         self.job_name = workload.id.apply(lambda _: names.job)
@@ -125,3 +131,37 @@ class TrainingJob(pulumi.ComponentResource):
                       f"do not start, see why: {why_command(names, cloud)}")
         self.register_outputs({"job_name": self.job_name, "watch_commands": self.watch_commands,
                                "submitted": self.submitted})
+
+    def _queue(self, name: str, names: JobNames, job: Job, version: str | None,
+               ns: pulumi.Resource, opts_for: Callable[..., pulumi.ResourceOptions]) -> "Queue":
+        """Kueue, the job's flavors and queues (workloads/kueue.py); the JobSet waits for them."""
+        cluster = self._cluster
+        fallback = kueue.uses_fallback(job.pool, job.spot_shortage, cluster.gpu_pools)
+        controller = kueue.controller(f"{name}-kueue", version, job.spot_shortage, fallback,
+                                      opts_for(), job.kind)
+        labels = names.common_labels
+        flavor_list = kueue.flavors(names.job, job.pool, job.spot_shortage, cluster.gpu_pools)
+        made: list[pulumi.Resource] = [controller]
+        for flavor in flavor_list:
+            made.append(kueue.resource_flavor(f"{name}-flavor-{flavor.name}", flavor, labels,
+                                              opts_for(controller)))
+        check = None
+        if fallback:
+            check = kueue.provisioning_check_name(names.job)
+            config = kueue.provisioning_request_config(f"{name}-provisioning-config", check,
+                                                       labels, opts_for(controller))
+            made += [config, kueue.admission_check(f"{name}-spot-capacity-check", check, labels,
+                                                   opts_for(controller, config))]
+        made.append(kueue.cluster_queue(f"{name}-cluster-queue", names.job, flavor_list, check,
+                                        labels, opts_for(*made)))
+        made.append(kueue.local_queue(f"{name}-local-queue", names.job, names.namespace,
+                                      names.job, labels, opts_for(ns, *made)))
+        return Queue(flavor_list, made)
+
+
+@dataclass(frozen=True)
+class Queue:
+    """What the JobSet is queued through: its flavors (most preferred first) and the objects."""
+
+    flavors: list[kueue.Flavor]
+    resources: list[pulumi.Resource]

@@ -33,6 +33,7 @@ from infra.addon_versions import ADDON_VERSIONS, version_for
 from infra.kubernetes_release import minor_key, minor_of
 from infra.settings.model import JOBSET_REPLICATED_JOB, Job
 from trainer.exit_codes import CONFIG_ERROR, NODE_LEFT_OUT, NO_RETRY, RESUME
+from workloads.kueue import queue_label
 from workloads.names import JobNames
 
 # The version follows the cluster's Kubernetes minor: infra/addon_versions.py, rows "jobset"
@@ -116,13 +117,20 @@ def jobset_controller(name: str, kubernetes_version: str | None,
 
 def job_set(name: str, names: JobNames, job: Job, container: str,
             template: k8s.core.v1.PodTemplateSpecArgs, opts: pulumi.ResourceOptions,
-            also_final: Sequence[str] = ()) -> k8s.apiextensions.CustomResource:
+            also_final: Sequence[str] = (), queue: str | None = None
+            ) -> k8s.apiextensions.CustomResource:
+    """`queue`: the Kueue LocalQueue (workloads/kueue.py). Kueue's webhook then creates the
+    JobSet suspended and Kueue unsuspends it on admission (Kueue tasks/run/jobsets.md), so the
+    spec is not given `suspend` here: that field belongs to Kueue while the JobSet lives. A job
+    the user suspends gets no queue label (kueue.queue_label), so Kueue does not unsuspend it."""
     return k8s.apiextensions.CustomResource(
         name,
         api_version=API_VERSION,
         kind="JobSet",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=names.job, namespace=names.namespace,
-                                            labels=names.common_labels, annotations=SKIP_AWAIT),
+                                            labels={**names.common_labels,
+                                                    **queue_label(queue, job.suspend)},
+                                            annotations=SKIP_AWAIT),
         spec={
             # Only when asked: a new key in a running JobSet's spec would replace it.
             **({"suspend": True} if job.suspend else {}),

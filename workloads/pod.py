@@ -42,22 +42,26 @@ def job_pool(cluster: GpuCluster, job: Job) -> GpuPool:
     return cluster.gpu_pools[job.pool.value]
 
 
-def tolerations(pool: GpuPool) -> list[core.TolerationArgs]:
+def tolerations(*pools: GpuPool) -> list[core.TolerationArgs]:
+    """Every taint of the pools the pod may run on, once each, and the GPU taint."""
+    taints = list(dict.fromkeys(t for pool in pools for t in pool.taints))
     own = [core.TolerationArgs(key=t.key, operator="Equal", value=t.value, effect=t.effect)
-           for t in pool.taints]
-    if any(t.key == "nvidia.com/gpu" for t in pool.taints):
+           for t in taints]
+    if any(t.key == "nvidia.com/gpu" for t in taints):
         return own
     return [*own, GPU_TAINT]
 
 
-def node_affinity(pool: GpuPool) -> core.AffinityArgs:
-    """Required, not preferred: a trainer pod on the wrong pool would wait for GPUs forever."""
+def node_affinity(*pools: GpuPool) -> core.AffinityArgs:
+    """Required, not preferred: a trainer pod off the GPU pools would wait for GPUs forever.
+    One term per pool (terms are ORed): with Kueue, the admitted flavor's nodeSelector then
+    picks the pool (Kueue matches each flavor's nodeLabels against these terms)."""
     return core.AffinityArgs(node_affinity=core.NodeAffinityArgs(
         required_during_scheduling_ignored_during_execution=core.NodeSelectorArgs(
             node_selector_terms=[core.NodeSelectorTermArgs(match_expressions=[
                 core.NodeSelectorRequirementArgs(key=key, operator="In", values=[value])
                 for key, value in sorted(pool.node_labels.items())
-            ])],
+            ]) for pool in pools],
         ),
     ))
 
@@ -188,11 +192,15 @@ def fabric_sidecars(cluster: GpuCluster) -> list[core.ContainerArgs]:
 def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBudget,
                  container: ContainerSpec,
                  waits: Sequence[core.ContainerArgs] = (),
-                 kube_api: bool = False) -> core.PodTemplateSpecArgs:
+                 kube_api: bool = False,
+                 pools: Sequence[GpuPool] = ()) -> core.PodTemplateSpecArgs:
     """The pod both job kinds run; its grace is the pool's stop budget (infra/preemption.py).
     `waits`: init containers that hold the trainer until its input exists (workloads/prepare.py).
-    `kube_api`: the trainer gets an API token, to leave a bad node out (workloads/node_gate.py)."""
+    `kube_api`: the trainer gets an API token, to leave a bad node out (workloads/node_gate.py).
+    `pools`: the GPU pools the pod may run on (Kueue's flavors, same machine); default the
+    job's pool."""
     pool = job_pool(cluster, job)
+    pools = tuple(pools) or (pool,)
     size = pod_size(pool, cluster.interconnect)
     quantities = size.quantities()
     trainer = core.ContainerArgs(
@@ -233,8 +241,8 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBud
             enable_service_links=False,
             restart_policy="Never",  # required by podFailurePolicy; JobSet recreates the gang
             termination_grace_period_seconds=budget.pod_grace_seconds,
-            tolerations=tolerations(pool),
-            affinity=node_affinity(pool),
+            tolerations=tolerations(*pools),
+            affinity=node_affinity(*pools),
             security_context=core.PodSecurityContextArgs(
                 run_as_non_root=True, run_as_user=RUN_AS, run_as_group=RUN_AS,
                 # The projected service-account token (Azure workload identity's, EKS IRSA's) is

@@ -29,6 +29,7 @@ from infra.addon_versions import ADDON_VERSIONS, version_for
 from infra.kubernetes_release import minor_key, minor_of
 from infra.settings.model import Job
 from workloads.jobset import SKIP_AWAIT
+from workloads.kueue import queue_label
 from workloads.names import JobNames
 
 # Versions: infra/addon_versions.py rows "training-operator"; each one vendored here.
@@ -63,13 +64,19 @@ def training_operator(name: str, kubernetes_version: str | None,
 
 def pytorch_job(name: str, names: JobNames, job: Job,
                 template: k8s.core.v1.PodTemplateSpecArgs,
-                opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+                opts: pulumi.ResourceOptions, queue: str | None = None
+                ) -> k8s.apiextensions.CustomResource:
+    """`queue`: the Kueue LocalQueue (workloads/kueue.py, Kueue's kubeflow.org/pytorchjob
+    integration): Kueue's webhook sets runPolicy.suspend and unsuspends the job on admission
+    (Kueue tasks/run/kubeflow/pytorchjobs.md)."""
     return k8s.apiextensions.CustomResource(
         name,
         api_version="kubeflow.org/v1",
         kind="PyTorchJob",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=names.job, namespace=names.namespace,
-                                            labels=names.common_labels, annotations=SKIP_AWAIT),
+                                            labels={**names.common_labels,
+                                                    **queue_label(queue, job.suspend)},
+                                            annotations=SKIP_AWAIT),
         spec={
             "nprocPerNode": str(job.processes_per_node),
             "elasticPolicy": {

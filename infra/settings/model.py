@@ -435,6 +435,25 @@ class PoolChoice(str, Enum):
     SPOT = "spot"
 
 
+class SpotShortagePolicy(str, Enum):
+    WAIT = "wait"
+    ON_DEMAND = "onDemand"
+
+
+class SpotShortage(Section):
+    """What a spot job does when the spot pool cannot get nodes (Kueue, workloads/kueue.py); waiting never uses job.backoffLimit and never fails the job."""  # noqa: E501 (one line: the README table row)
+
+    policy: SpotShortagePolicy = Field(
+        SpotShortagePolicy.WAIT,
+        description="wait (for spot nodes, up to maxWaitMinutes, then hold the job) or "
+        "onDemand (run on gpuPools.onDemand meanwhile, back to spot once spot nodes are "
+        "admitted: a gang restart from the checkpoint; GCP only).")
+    max_wait_minutes: int = Field(
+        240, ge=15,
+        description="wait: how long Kueue keeps requeueing a gang that gets no nodes before "
+        "it deactivates (holds) it with a reason; the JobSet is never Failed by the wait.")
+
+
 TrainerArgValue = Union[str, int, float, bool, list[int], list[str]]
 
 
@@ -451,6 +470,9 @@ class Job(Section):
         JobKind.JOB_SET,
         description="JobSet (one Indexed Job, restarted as a gang) or PyTorchJob (Kubeflow).")
     pool: PoolChoice = Field(PoolChoice.ON_DEMAND, description="onDemand or spot.")
+    spot_shortage: SpotShortage = Field(
+        default_factory=lambda: SpotShortage(),
+        description="When spot capacity is short (job.pool spot): see the section.")
     nodes: int = Field(2, ge=1, description="Nodes (pods) the job spans.")
     processes_per_node: int = Field(8, ge=1, description="torchrun processes per node.")
     backoff_limit: int = Field(

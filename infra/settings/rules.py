@@ -31,6 +31,7 @@ from infra.settings.model import (
     NodePool,
     PoolChoice,
     Settings,
+    SpotShortagePolicy,
 )
 from trainer.prepare import (CRITEO_1TB_ROWS, CRITEO_KAGGLE_ROWS, WORKER_MEMORY_GIB,
                              default_workers, estimated_hours)
@@ -168,6 +169,30 @@ def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
     elif s.job.nodes > s.job_pool.max_nodes:
         yield Problem("job.nodes", s.job.nodes,
                       f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes})")
+
+
+def spot_shortage_fallback_fits(s: Settings) -> Iterator[Problem]:
+    """job.spotShortage.policy onDemand: the gang may run on either pool, so both must be the
+    same machine (one pod size, one process count), and the cloud's autoscaler must answer
+    Kueue's ProvisioningRequest for the spot pool (workloads/kueue.py): GKE's does natively;
+    AKS's managed autoscaler documents no ProvisioningRequest support; on AWS our Cluster
+    Autoscaler would need --enable-provisioning-requests, the ProvisioningRequest CRD and RBAC
+    for it, which this program does not install yet."""
+    if s.job.pool != PoolChoice.SPOT or s.job.spot_shortage.policy != SpotShortagePolicy.ON_DEMAND:
+        return
+    path = "job.spotShortage.policy"
+    if s.cloud != Cloud.GCP:
+        yield Problem(path, "onDemand", f"wait on {s.cloud.value}: the fallback needs the "
+                      "autoscaler to answer a ProvisioningRequest for spot capacity, which only "
+                      "GKE's does in this program")
+    elif s.gpu_pools.on_demand.machine_type != s.gpu_pools.spot.machine_type:
+        yield Problem(path, "onDemand",
+                      f"wait, or the same machineType in gpuPools.onDemand "
+                      f"({s.gpu_pools.on_demand.machine_type}) and gpuPools.spot "
+                      f"({s.gpu_pools.spot.machine_type})")
+    elif s.job.nodes > s.gpu_pools.on_demand.max_nodes:
+        yield Problem("job.nodes", s.job.nodes, "at most gpuPools.onDemand.maxNodes "
+                      f"({s.gpu_pools.on_demand.max_nodes}) with spotShortage.policy onDemand")
 
 
 def spot_needs_checkpoints(s: Settings) -> Iterator[Problem]:
@@ -327,6 +352,7 @@ RULES: tuple[Rule, ...] = (
     fabric_needs_a_machine_that_has_it,
     processes_fit_the_gpus,
     job_fits_its_pool,
+    spot_shortage_fallback_fits,
     spot_needs_checkpoints,
     spot_price_is_azure_only,
     kubernetes_names_are_valid,

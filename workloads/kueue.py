@@ -1,0 +1,272 @@
+"""Gang admission with Kueue (kubernetes-sigs/kueue): the JobSet waits, suspended, until its
+whole gang fits a GPU pool's quota, and a gang that cannot get nodes is evicted and requeued
+by Kueue instead of being failed by JobSet.
+
+Why Kueue: it is the queue JobSet documents for all-or-nothing admission (Kueue
+site/content/en/docs/tasks/run/jobsets.md), it installs the same way on EKS, AKS and GKE, and
+its ResourceFlavors map one to one onto our spot and on-demand pools.
+
+What it does here (Kueue v0.19.2, config.kueue.x-k8s.io/v1beta2 and kueue.x-k8s.io/v1beta2):
+- one ResourceFlavor per GPU pool: nodeLabels = the pool's labels (Kueue injects them into the
+  admitted pods as a nodeSelector), tolerations = the pool's taints;
+- one ClusterQueue whose nominal GPU quota per flavor is the pool's max nodes x GPUs per node,
+  so the gang is admitted only when all of it fits a pool (keps/349-all-or-nothing);
+- a LocalQueue in the job's namespace; the JobSet (or PyTorchJob) carries
+  `kueue.x-k8s.io/queue-name` and Kueue's webhook creates it suspended until admission
+  (tasks/run/jobsets.md, tasks/run/kubeflow/pytorchjobs.md: Kueue sets runPolicy.suspend). Kueue
+  deprecates its Kubeflow Trainer v1 integration (PyTorchJob; removal tentatively v0.20): a
+  Kueue upgrade past v0.19 needs the JobSet kind;
+- job.suspend true: the job is rendered without the queue label, so Kueue (with
+  manageJobsWithoutQueueName false) leaves it alone and it stays suspended as asked; setting
+  it back recreates the job with the label;
+- waitForPodsReady: an admitted gang whose pods are not all Ready within `timeout` (or that
+  loses readiness for `recoveryTimeout`, e.g. a spot node gone and not coming back) is
+  suspended and requeued with exponential backoff; after `backoffLimitCount` requeues the
+  Workload is deactivated (`.spec.active: false`), held with a reason, never Failed
+  (apis/config/v1beta2/configuration_types.go RequeuingStrategy). A suspension deletes the
+  pods; JobSet counts no restart for it, so waiting never spends `maxRestarts`.
+
+Capacity fallback (job.spotShortage.policy onDemand): Kueue assigns flavors by quota, in the
+ClusterQueue's order, and a requeued Workload starts the search at the first flavor again
+(pkg/scheduler/scheduler.go: the flavor scan state `LastAssignment` is cleared on admission
+and eviction), so a spot flavor with free quota but no spot capacity would be chosen forever.
+Kueue's way to pursue a less preferred flavor while the preferred one waits is Concurrent
+Admission (alpha since v0.18, feature gate ConcurrentAdmission; site/content/en/docs/concepts/
+concurrent_admission.md, keps/8691-concurrent-admission): a Variant per flavor; the on-demand
+Variant runs while the spot Variant waits, and once the spot Variant is admitted the workload
+migrates back to spot (mode TryPreferredFlavors, the only one supported) - a gang restart from
+its checkpoint, i.e. "back to spot at the next restart".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.addon_versions import ADDON_VERSIONS, version_for
+from infra.contract import GpuPool
+from infra.kubernetes_release import minor_key, minor_of
+from infra.settings.model import JobKind, PoolChoice, SpotShortage, SpotShortagePolicy
+
+ADDON = "kueue"
+# Kueue's own install guide (site/content/en/docs/getting-started/installation.md, "Install by
+# Helm"): helm install kueue oci://registry.k8s.io/kueue/charts/kueue --version=<chart version>
+CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+NAMESPACE = "kueue-system"
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # on the JobSet (tasks/run/jobsets.md "Queue selection")
+JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+PYTORCHJOB_FRAMEWORK = "kubeflow.org/pytorchjob"  # charts/kueue/values.yaml integrations list
+FRAMEWORKS = {JobKind.JOB_SET: JOBSET_FRAMEWORK, JobKind.PYTORCH_JOB: PYTORCHJOB_FRAMEWORK}
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# waitForPodsReady: the time a gang may take from admission to every pod Ready, which covers a
+# GPU node's scale-up from zero and the trainer image's pull (minutes each). Requeues then back
+# off 60 s, 120 s, 240 s ... up to BACKOFF_MAX_SECONDS (Kueue's defaults, stated).
+READY_TIMEOUT_MINUTES = 15
+BACKOFF_BASE_SECONDS = 60
+BACKOFF_MAX_SECONDS = 600
+
+
+def chart_version(kubernetes_version: str | None) -> str:
+    """The Kueue release for the cluster's minor (infra/addon_versions.py rows "kueue"); the
+    chart's version is the release without the leading v (charts/kueue/Chart.yaml)."""
+    if kubernetes_version is None:
+        row = max(ADDON_VERSIONS[ADDON], key=lambda r: minor_key(r.newest))
+        return row.version.lstrip("v")
+    return version_for(ADDON, minor_of(kubernetes_version)).lstrip("v")
+
+
+def requeue_limit(max_wait_minutes: int) -> int:
+    """Requeues after which Kueue deactivates a gang that never became ready: each attempt
+    waits READY_TIMEOUT_MINUTES, then backs off BACKOFF_BASE_SECONDS * 2^(n-1) (capped), so the
+    whole wait stays within `max_wait_minutes` (at least one attempt)."""
+    spent, count = READY_TIMEOUT_MINUTES * 60, 0
+    while True:
+        backoff = min(BACKOFF_BASE_SECONDS * 2 ** count, BACKOFF_MAX_SECONDS)
+        if spent + backoff + READY_TIMEOUT_MINUTES * 60 > max_wait_minutes * 60:
+            return count
+        spent += backoff + READY_TIMEOUT_MINUTES * 60
+        count += 1
+
+
+def queue_label(queue: str | None, suspend: bool) -> dict[str, str]:
+    """The label that puts a job in Kueue's hands; none for a job the user keeps suspended,
+    which Kueue would otherwise unsuspend on admission."""
+    return {} if queue is None or suspend else {QUEUE_LABEL: queue}
+
+
+def manager_config(shortage: SpotShortage, kind: JobKind = JobKind.JOB_SET) -> dict[str, object]:
+    """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2), the chart's defaults kept where
+    the chart sets them (charts/kueue/values.yaml managerConfig), plus what the gang needs.
+    Only the job kind's integration is on: the PyTorchJob CRD exists only with that kind."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        # Only JobSets with a queue-name label are managed: the preparation Job and add-ons
+        # (manageJobsWithoutQueueName false, the default) are left alone.
+        "manageJobsWithoutQueueName": False,
+        "integrations": {"frameworks": [FRAMEWORKS[kind]]},
+        # Quota on GPUs only: the pods' CPU, memory, huge pages and fabric devices are the
+        # scheduler's business (QuotaCheckStrategy, beta and on by default in v0.19).
+        "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
+        "waitForPodsReady": {
+            "timeout": f"{READY_TIMEOUT_MINUTES}m",
+            "recoveryTimeout": f"{READY_TIMEOUT_MINUTES}m",
+            "blockAdmission": False,
+            "requeuingStrategy": {
+                "timestamp": "Eviction",
+                "backoffLimitCount": requeue_limit(shortage.max_wait_minutes),
+                "backoffBaseSeconds": BACKOFF_BASE_SECONDS,
+                "backoffMaxSeconds": BACKOFF_MAX_SECONDS,
+            },
+        },
+    }
+
+
+def uses_fallback(pool: PoolChoice, shortage: SpotShortage, pools: Mapping[str, GpuPool]) -> bool:
+    return (pool == PoolChoice.SPOT and shortage.policy == SpotShortagePolicy.ON_DEMAND
+            and PoolChoice.ON_DEMAND.value in pools)
+
+
+def helm_values(shortage: SpotShortage, fallback: bool,
+                kind: JobKind = JobKind.JOB_SET) -> dict[str, object]:
+    import yaml
+
+    return {
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
+            manager_config(shortage, kind), sort_keys=False)},
+        # controllerManager.featureGates: [{name, enabled}] (charts/kueue/values.yaml).
+        "controllerManager": {"featureGates": [{"name": "ConcurrentAdmission", "enabled": True}]}
+        if fallback else {},
+    }
+
+
+def controller(name: str, kubernetes_version: str | None, shortage: SpotShortage,
+               fallback: bool, opts: pulumi.ResourceOptions,
+               kind: JobKind = JobKind.JOB_SET) -> k8s.helm.v3.Release:
+    """Kueue's CRDs, webhook and controller (namespace kueue-system) from its Helm chart."""
+    return k8s.helm.v3.Release(
+        name,
+        k8s.helm.v3.ReleaseArgs(
+            name="kueue", chart=CHART, version=chart_version(kubernetes_version),
+            namespace=NAMESPACE, create_namespace=True, values=helm_values(shortage, fallback, kind),
+            atomic=True, cleanup_on_fail=True),
+        opts=opts)
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """One ResourceFlavor: a GPU pool under the name Kueue knows it by."""
+
+    name: str
+    pool: GpuPool
+
+    @property
+    def gpu_quota(self) -> int:
+        return self.pool.max_nodes * self.pool.machine.gpu_count
+
+
+def flavor_name(job_name: str, key: str) -> str:
+    return f"{job_name}-{'on-demand' if key == PoolChoice.ON_DEMAND.value else 'spot'}"
+
+
+def flavors(job_name: str, pool: PoolChoice, shortage: SpotShortage,
+            pools: Mapping[str, GpuPool]) -> list[Flavor]:
+    """The ClusterQueue's flavors, most preferred first: the job's pool, then on-demand when
+    the spot shortage policy falls back to it."""
+    keys = [pool.value]
+    if uses_fallback(pool, shortage, pools):
+        keys.append(PoolChoice.ON_DEMAND.value)
+    return [Flavor(flavor_name(job_name, key), pools[key]) for key in keys]
+
+
+def resource_flavor(name: str, flavor: Flavor, labels: Mapping[str, str],
+                    opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        name, api_version=API_VERSION, kind="ResourceFlavor",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=flavor.name, labels=dict(labels)),
+        spec={
+            "nodeLabels": dict(sorted(flavor.pool.node_labels.items())),
+            "tolerations": [{"key": t.key, "operator": "Equal", "value": t.value,
+                             "effect": t.effect} for t in flavor.pool.taints],
+        },
+        opts=opts)
+
+
+# Capacity, not quota, decides whether the spot Variant may run: a ProvisioningRequest on the
+# spot flavor only (admissionChecksStrategy.onFlavors, keps/1432-admission-check-per-resource-
+# flavor), answered by Cluster Autoscaler (concepts/admission_check/provisioning_request.md).
+# best-effort-atomic-scale-up: all of the gang's nodes or none (cluster-autoscaler FAQ.md
+# "Supported ProvisioningClasses").
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+
+
+def provisioning_check_name(job_name: str) -> str:
+    return f"{job_name}-spot-capacity"
+
+
+def provisioning_request_config(name: str, check: str, labels: Mapping[str, str],
+                                opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        name, api_version=API_VERSION, kind="ProvisioningRequestConfig",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=check, labels=dict(labels)),
+        spec={"provisioningClassName": PROVISIONING_CLASS, "managedResources": [GPU_RESOURCE],
+              "podSetMergePolicy": "IdenticalWorkloadSchedulingRequirements"},
+        opts=opts)
+
+
+def admission_check(name: str, check: str, labels: Mapping[str, str],
+                    opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        name, api_version=API_VERSION, kind="AdmissionCheck",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=check, labels=dict(labels)),
+        spec={"controllerName": PROVISIONING_CONTROLLER, "parameters": {
+            "apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": check}},
+        opts=opts)
+
+
+def cluster_queue_spec(flavor_list: Sequence[Flavor], capacity_check: str | None = None
+                       ) -> dict[str, object]:
+    spec: dict[str, object] = {
+        "namespaceSelector": {},  # the LocalQueue decides who may use it
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{
+            "coveredResources": [GPU_RESOURCE],
+            "flavors": [{"name": f.name, "resources": [
+                {"name": GPU_RESOURCE, "nominalQuota": f.gpu_quota}]} for f in flavor_list],
+        }],
+    }
+    if len(flavor_list) > 1:
+        spec["concurrentAdmissionPolicy"] = {"migration": {"mode": "TryPreferredFlavors"}}
+    if capacity_check is not None:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [
+            {"name": capacity_check, "onFlavors": [flavor_list[0].name]}]}
+    return spec
+
+
+def cluster_queue(name: str, queue_name: str, flavor_list: Sequence[Flavor],
+                  capacity_check: str | None, labels: Mapping[str, str],
+                  opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        name, api_version=API_VERSION, kind="ClusterQueue",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=queue_name, labels=dict(labels)),
+        spec=cluster_queue_spec(flavor_list, capacity_check), opts=opts)
+
+
+def local_queue(name: str, queue_name: str, namespace: str, cluster_queue_name: str,
+                labels: Mapping[str, str], opts: pulumi.ResourceOptions
+                ) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        name, api_version=API_VERSION, kind="LocalQueue",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=queue_name, namespace=namespace,
+                                            labels=dict(labels)),
+        spec={"clusterQueue": cluster_queue_name}, opts=opts)
