@@ -175,13 +175,15 @@ def test_efa_is_on_and_a_placement_group_exists(run: Run) -> None:
             "name", f"{PREFIX}-{key}")
 
 
-def test_only_the_primary_interface_takes_an_ip_the_other_cards_are_efa_only(run: Run) -> None:
+def test_efa_interfaces_follow_the_ec2_guide_primary_at_0_0_efa_only_at_device_1(run: Run) -> None:
+    """EC2 guide (efa-acc-inst-types.html): card 0 device 0 an EFA-with-ENA interface; each
+    additional one on the next card, device index 1, EFA or EFA-only."""
     for key in ("onDemand", "spot"):
         interfaces = {i["networkCardIndex"]: i for i in
                       run.one(LAUNCH_TEMPLATE, key).inputs["networkInterfaces"]}
         primary = interfaces.pop(0)
         assert (primary["interfaceType"], primary["deviceIndex"]) == ("efa", 0)
-        assert interfaces and all((i["interfaceType"], i["deviceIndex"]) == ("efa-only", 0)
+        assert interfaces and all((i["interfaceType"], i["deviceIndex"]) == ("efa-only", 1)
                                   for i in interfaces.values())
 
 
@@ -190,6 +192,8 @@ def test_imdsv2_is_required_and_root_volumes_are_encrypted_on_every_node(run: Ru
     assert len(templates) == 3
     for template in templates:
         assert template.inputs["metadataOptions"]["httpTokens"] == "required"
+        # Token responses stop at the host: a pod on the pod network cannot read the node role.
+        assert template.inputs["metadataOptions"]["httpPutResponseHopLimit"] == 1
         root = template.inputs["blockDeviceMappings"][0]
         assert root["deviceName"] == "/dev/xvda" and root["ebs"]["encrypted"] == "true"
 
@@ -292,18 +296,35 @@ def test_fsx_is_persistent_2_encrypted_in_the_gpu_zone(run: Run) -> None:
     assert fsx["securityGroupIds"] == [f"sg-{PREFIX}-fsx"]
 
 
-def test_the_fsx_security_group_opens_988_and_1018_1023_to_nodes_only(run: Run) -> None:
-    fsx_sg, nodes_sg = f"sg-{PREFIX}-fsx", f"sg-{PREFIX}-gpu-nodes"
-    rules = [r.inputs for r in run.of_type(INGRESS) if r.inputs["securityGroupId"] == fsx_sg]
-    opened = {(r["fromPort"], r["toPort"], r["referencedSecurityGroupId"]) for r in rules}
-    assert opened == {(988, 988, nodes_sg), (1018, 1023, nodes_sg),
-                      (988, 988, fsx_sg), (1018, 1023, fsx_sg)}
+LUSTRE = {(988, 988), (1018, 1023)}
+
+
+def _lustre_sources(run: Run, group: str) -> set[tuple[int, int, str]]:
+    rules = [r.inputs for r in run.of_type(INGRESS) if r.inputs["securityGroupId"] == group]
     assert all(r["ipProtocol"] == "tcp" and "cidrIpv4" not in r for r in rules)
+    return {(r["fromPort"], r["toPort"], r["referencedSecurityGroupId"]) for r in rules}
 
 
-def test_gpu_nodes_carry_the_lustre_client_group(run: Run) -> None:
-    template = run.one(LAUNCH_TEMPLATE, "onDemand").inputs
-    assert f"sg-{PREFIX}-gpu-nodes" in template["networkInterfaces"][0]["securityGroups"]
+def test_the_fsx_security_group_opens_988_and_1018_1023_to_the_nodes_and_itself_only(
+        run: Run) -> None:
+    fsx_sg = f"sg-{PREFIX}-fsx"
+    assert _lustre_sources(run, fsx_sg) == {
+        (low, high, source) for low, high in LUSTRE
+        for source in (aws_fake.CLUSTER_SECURITY_GROUP, fsx_sg)}
+    # ... and the clients' group admits the file system back (the FSx guide's client rules).
+    assert _lustre_sources(run, aws_fake.CLUSTER_SECURITY_GROUP) == {
+        (low, high, fsx_sg) for low, high in LUSTRE}
+
+
+def test_every_node_that_may_mount_fsx_carries_the_lustre_client_group(run: Run) -> None:
+    """GPU nodes (training) name the cluster security group on every interface; the system
+    template names none, so EKS puts the cluster security group on the system nodes, where
+    dataset.prepare runs with its default pool: cpu."""
+    for key in ("onDemand", "spot"):
+        for interface in run.one(LAUNCH_TEMPLATE, key).inputs["networkInterfaces"]:
+            assert aws_fake.CLUSTER_SECURITY_GROUP in interface["securityGroups"]
+    system = run.one(LAUNCH_TEMPLATE, "-system").inputs
+    assert "vpcSecurityGroupIds" not in system and "networkInterfaces" not in system
 
 
 def test_no_dataset_association_without_an_import_uri(run: Run) -> None:
@@ -366,7 +387,47 @@ def test_the_job_requests_efa_devices_from_the_catalog(run: Run) -> None:
     assert str(container["resources"]["limits"]["vpc.amazonaws.com/efa"]) == str(efa)
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
-    assert "IPC_LOCK" in container["securityContext"]["capabilities"]["add"]
+
+
+# The capabilities the Pod Security "baseline" level lets a container add
+# (https://kubernetes.io/docs/concepts/security/pod-security-standards/, Baseline, "Capabilities").
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",
+                         "MKNOD", "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID",
+                         "SYS_CHROOT"}
+
+
+def test_efa_pods_ask_for_no_capability_and_their_namespace_enforces_baseline(run: Run) -> None:
+    """EFA needs unlimited locked memory, which the GPU nodes' containerd gives every container;
+    IPC_LOCK does nothing for uid 1000 and would only force the `privileged` level."""
+    pod = training_pod_template(run)["spec"]
+    trainer = pod["containers"][0]
+    assert "add" not in trainer["securityContext"]["capabilities"]
+    assert trainer["securityContext"]["runAsUser"] == 1000
+    for container in [*pod["containers"], *pod.get("initContainers", [])]:
+        context = container["securityContext"]
+        assert set(context["capabilities"].get("add", [])) <= BASELINE_CAPABILITIES, container["name"]
+        assert context["privileged"] is False, container["name"]
+    assert not any(key in pod for key in ("hostNetwork", "hostPID", "hostIPC"))
+    assert not [v for v in pod["volumes"] if "hostPath" in v]
+    (namespace,) = run.of_type("kubernetes:core/v1:Namespace")
+    assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+
+
+def test_a_cpu_preparation_runs_on_system_nodes_that_fsx_admits() -> None:
+    """dataset.prepare's default pool is cpu: a system node, which carries only the cluster
+    security group. The file system's group must admit Lustre from it, or the mount hangs."""
+    run = run_stack("aws", overrides={"dataset": {
+        "importUri": "s3://criteo-data/terabyte", "path": "criteo/prepared",
+        "prepare": {"enabled": True, "source": "s3://raw-criteo/days/"}}})
+    (prepare,) = run.of_type("kubernetes:batch/v1:Job")
+    pod = prepare.inputs["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"torchrec-cloud/pool": "system"}
+    assert any("persistentVolumeClaim" in v for v in pod["volumes"])  # it mounts the FSx claim
+    system = run.one(LAUNCH_TEMPLATE, "-system").inputs
+    assert "vpcSecurityGroupIds" not in system  # so EKS gives the nodes the cluster group
+    sources = _lustre_sources(run, f"sg-{PREFIX}-fsx")
+    assert {(988, 988, aws_fake.CLUSTER_SECURITY_GROUP),
+            (1018, 1023, aws_fake.CLUSTER_SECURITY_GROUP)} <= sources
 
 
 def test_the_training_pod_forces_nccl_onto_efa(run: Run) -> None:
@@ -457,8 +518,9 @@ TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 
 def _asg_tags(run: Run, pool: str) -> dict[str, Any]:
     asg = aws_fake.auto_scaling_group_name(_group(run, pool)["nodeGroupName"])
-    tags = [r.inputs for r in run.of_type(ASG_TAG) if r.inputs["autoscalingGroupName"] == asg]
-    assert all(t["tag"]["propagateAtLaunch"] is False for t in tags)
+    tags = [r.inputs for r in run.of_type(ASG_TAG) if r.inputs["autoscalingGroupName"] == asg
+            and r.inputs["tag"]["key"].startswith(TEMPLATE)]
+    assert all(t["tag"]["propagateAtLaunch"] is False for t in tags)  # for the autoscaler only
     return {t["tag"]["key"]: t["tag"]["value"] for t in tags}
 
 
@@ -688,6 +750,39 @@ def test_every_node_instance_volume_and_interface_carries_the_stack_and_handler_
         assert set(specs) == {"instance", "volume", "network-interface"}, template.name
         for tags in specs.values():
             assert tags == {"project": "torchrec-cloud", NTH_TAG: "true"}, template.name
+    # GPU nodes launched after a tag edit get the edited tags from their Auto Scaling group.
+    for pool in ("gpu", "gpuspot"):
+        launch_tags = {t.inputs["tag"]["key"]: t.inputs["tag"]["value"]
+                       for t in run.of_type(ASG_TAG) if t.name.startswith(f"{PREFIX}-{pool}-tag-")
+                       and t.inputs["tag"]["propagateAtLaunch"]}
+        assert launch_tags == {"project": "torchrec-cloud", NTH_TAG: "true"}, pool
+
+
+def _gpu_launch_inputs(run: Run) -> dict[str, Any]:
+    """What EKS rolls GPU nodes for: the GPU groups and their launch templates' inputs, less
+    what the engine ignores on the templates (their ignore_changes)."""
+    found: dict[str, Any] = {}
+    for key in ("onDemand", "spot"):
+        template = run.one(LAUNCH_TEMPLATE, key)
+        found[template.name] = {k: v for k, v in template.inputs.items()
+                                if k not in template.ignore_changes}
+    for pool in ("gpu", "gpuspot"):
+        found[pool] = _group(run, pool)
+    return found
+
+
+def test_a_tag_edit_rolls_no_gpu_node_and_reaches_the_nodes_launched_after_it(run: Run) -> None:
+    """Each launch template edit is a new version, and a group following its template's latest
+    version replaces every node for it (surging new p4d nodes beyond the quota; a Capacity Block
+    group refuses the update unless at zero). Tags go to the Auto Scaling group instead."""
+    edited = run_stack("aws", overrides={"tags": {"project": "torchrec-cloud", "team": "ranking"}})
+    assert _gpu_launch_inputs(edited) == _gpu_launch_inputs(run)
+    for key in ("onDemand", "spot"):
+        assert "tagSpecifications" in edited.one(LAUNCH_TEMPLATE, key).ignore_changes
+    team = [t.inputs for t in edited.of_type(ASG_TAG) if t.inputs["tag"]["key"] == "team"]
+    assert len(team) == 2  # one per GPU group
+    assert all(t["tag"] == {"key": "team", "value": "ranking", "propagateAtLaunch": True}
+               for t in team)
 
 
 def test_the_handler_starts_after_its_queue_policy_rules_and_role(run: Run) -> None:
@@ -830,20 +925,29 @@ def test_the_spot_job_starts_from_zero_spot_nodes_and_the_autoscaler_can_grow_th
 
 
 # --- ordering: what a cloud API checks at creation is created first ------------------------
-def test_fsx_is_created_after_every_rule_of_its_security_group(run: Run) -> None:
+def _lustre_rules(run: Run) -> list[harness.Captured]:
+    return [r for r in run.of_type(INGRESS) + run.of_type(
+        "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule") if "lustre" in r.name]
+
+
+def test_fsx_is_created_after_the_lustre_rules_it_checks_not_after_the_cluster(run: Run) -> None:
+    """CreateFileSystem checks that its group admits Lustre from itself; the client rules name
+    the EKS cluster's security group, so waiting for them would start FSx after EKS."""
     fsx = run.one("aws:fsx/lustreFileSystem:LustreFileSystem")
-    rules = [r for r in run.of_type(INGRESS) + run.of_type(
-        "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
-        if r.inputs["securityGroupId"] == f"sg-{PREFIX}-fsx"]
-    assert len(rules) == 8  # 988 and 1018-1023, in and out, from nodes and from itself
-    for rule in rules:
+    own = [r for r in _lustre_rules(run) if r.inputs["securityGroupId"] == f"sg-{PREFIX}-fsx"
+           and r.inputs["referencedSecurityGroupId"] == f"sg-{PREFIX}-fsx"]
+    assert len(own) == 4  # 988 and 1018-1023, in and out
+    for rule in own:
         assert run.waits_for(fsx, rule), rule.name
+    assert not run.waits_for(fsx, run.one("eks:index:Cluster"))
 
 
-def test_node_groups_launch_after_routes_out_and_the_gpu_security_rules(run: Run) -> None:
+def test_node_groups_launch_after_routes_out_the_efa_and_every_lustre_rule(run: Run) -> None:
+    lustre = _lustre_rules(run)
+    assert len(lustre) == 10  # FSx: in and out, self and clients; clients: in from FSx
     waited = [*run.of_type("aws:ec2/routeTableAssociation:RouteTableAssociation"),
               run.one("aws:ec2/vpcEndpoint:VpcEndpoint"),
-              *[r for r in run.of_type(INGRESS) if "gpu-nodes" in r.name]]
+              *[r for r in run.of_type(INGRESS) if "gpu-nodes" in r.name], *lustre]
     for group in run.of_type(MNG):
         for earlier in waited:
             assert run.waits_for(group, earlier), (group.name, earlier.name)
@@ -918,15 +1022,40 @@ def test_an_unknown_zone_is_refused_with_the_regions_zones() -> None:
 
 # --- capacity reservations (infra/aws/reservations.py) --------------------------------------
 def test_an_on_demand_capacity_reservation_is_targeted_by_the_on_demand_group() -> None:
-    run = run_stack("aws", overrides={"aws": {"capacityReservation": {"id": "cr-0123456789abcdef0"}}})
+    reservation = aws_fake.RESERVATION_IN_PLACEMENT_GROUP
+    run = run_stack("aws", overrides={"aws": {"capacityReservation": {"id": reservation}}})
     template = run.one(LAUNCH_TEMPLATE, "onDemand").inputs
     assert template["capacityReservationSpecification"] == {
-        "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}}
+        "capacityReservationTarget": {"capacityReservationId": reservation}}
     assert "instanceMarketOptions" not in template
-    assert "placement" not in template  # the reservation's own placement, not a new group
     assert _group(run, "gpu")["capacityType"] == "ON_DEMAND"
     spot = run.one(LAUNCH_TEMPLATE, "spot").inputs
     assert "capacityReservationSpecification" not in spot and "placement" in spot
+
+
+def test_a_reservation_in_a_cluster_placement_group_gets_launches_into_that_group() -> None:
+    """EC2 (cr-cpg.html): a reservation made in a cluster placement group serves launches that
+    name that group; the program's own group would never get a node from it."""
+    run = run_stack("aws", overrides={"aws": {"capacityReservation": {
+        "id": aws_fake.RESERVATION_IN_PLACEMENT_GROUP}}})
+    template = run.one(LAUNCH_TEMPLATE, "onDemand").inputs
+    assert template["placement"] == {"groupName": aws_fake.RESERVED_PLACEMENT_GROUP}
+    placement_groups = run.of_type("aws:ec2/placementGroup:PlacementGroup")
+    assert [g.name for g in placement_groups] == [f"{PREFIX}-spot"]  # none made for the reservation
+
+
+def test_a_reservation_outside_placement_groups_launches_without_one() -> None:
+    run = run_stack("aws", overrides={"aws": {"capacityReservation": {
+        "id": aws_fake.RESERVATION_OUTSIDE_PLACEMENT_GROUPS}}})
+    assert not run.one(LAUNCH_TEMPLATE, "onDemand").inputs.get("placement")
+
+
+def test_a_reservation_in_another_accounts_placement_group_is_refused() -> None:
+    run = run_stack("aws", overrides={"aws": {"capacityReservation": {
+        "id": aws_fake.RESERVATION_OF_ANOTHER_ACCOUNT}}}, expect_error=True)
+    message = str(run.error)
+    assert "aws.capacityReservation.id" in message and aws_fake.RESERVATION_OF_ANOTHER_ACCOUNT in message
+    assert f"placement group {aws_fake.RESERVED_PLACEMENT_GROUP} of account {aws_fake.OTHER_ACCOUNT}" in message
 
 
 def test_a_capacity_block_uses_the_capacity_block_market_and_capacity_type() -> None:
@@ -938,6 +1067,7 @@ def test_a_capacity_block_uses_the_capacity_block_market_and_capacity_type() -> 
     assert template["instanceType"] == "p4d.24xlarge"
     assert template["capacityReservationSpecification"]["capacityReservationTarget"] == {
         "capacityReservationId": aws_fake.CAPACITY_BLOCK_ID}
+    assert not template.get("placement")  # the block is in no placement group (fake)
     group = _group(run, "gpu")
     assert group["capacityType"] == "CAPACITY_BLOCK"
     assert "instanceTypes" not in group  # named in the launch template instead

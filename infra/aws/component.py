@@ -117,8 +117,10 @@ class AwsGpuCluster(pulumi.ComponentResource):
         instance_tags = {**s.tags, interruption.managed_tag(cluster_name): "true"}
 
         # --- node groups ---------------------------------------------------------------------
-        groups = storage.create_security_groups(prefix, net.vpc.id, aws_opts)
-        # Nodes join only with routes out (ECR, S3) and, on GPU nodes, their EFA/Lustre rules.
+        # Lustre clients: the cluster security group, which every node carries.
+        groups = storage.create_security_groups(prefix, net.vpc.id,
+                                                cluster.cluster_security_group_id, aws_opts)
+        # Nodes join only with routes out (ECR, S3), the Lustre rules and (GPU) the EFA rules.
         node_opts = pulumi.ResourceOptions.merge(
             component_opts,
             pulumi.ResourceOptions(depends_on=[*early_addons, *net.ready, *groups.rules]))
@@ -131,14 +133,22 @@ class AwsGpuCluster(pulumi.ComponentResource):
             fabric=s.interconnect.fabric, placement=s.interconnect.placement,
             reservation=reservation if key == PoolChoice.ON_DEMAND else None)
             for key, pool in s.gpu_pools_by_key.items()]
+        # A reservation made in a cluster placement group takes launches into that group only.
+        reserved_placement = (reservations.placement_group(prefix, reservation, account_id,
+                                                           aws_opts)
+                              if reservation is not None else None)
         gpu_groups = []
         for plan in plans:
             group, _placement = node_groups.gpu_node_group(
                 prefix, cluster, plan, node_role.arn, net.private_subnets[gpu_zone].id,
-                gpu_zone, gpu_node_sgs, instance_tags, s.kubernetes.version, aws_opts, node_opts)
+                gpu_zone, gpu_node_sgs, instance_tags, s.kubernetes.version, aws_opts, node_opts,
+                reservation_placement_group=(reserved_placement if plan.reservation is not None
+                                             else None))
             gpu_groups.append(group)
-            # Scale from zero for GPU + EFA pods (infra/aws/autoscaler.py).
-            node_groups.tag_auto_scaling_group(prefix, cluster_name, plan, group, aws_opts)
+            # Scale from zero for GPU + EFA pods (infra/aws/autoscaler.py), and the launch
+            # tags of the nodes launched from now on (a tag edit replaces no node).
+            node_groups.tag_auto_scaling_group(prefix, cluster_name, plan, group, instance_tags,
+                                               aws_opts)
         all_groups = [system_group, *gpu_groups]
 
         late_addons = [

@@ -114,12 +114,18 @@ def efa_env(machine: Machine) -> dict[str, str]:
 
 
 def efa_interconnect(machine: Machine, fabric: bool) -> InterconnectSpec:
-    """EFA resources and env for the job's machine; plain TCP sockets when the fabric is off."""
+    """EFA resources and env for the job's machine; plain TCP sockets when the fabric is off.
+
+    No capability: EFA pins memory against RLIMIT_MEMLOCK, which the GPU nodes' containerd
+    already gives containers unlimited (infra/aws/node_groups.py GPU_NODE_USER_DATA), and the
+    trainer runs as uid 1000, for whom IPC_LOCK would do nothing (a non-root process loses its
+    capabilities at execve, capabilities(7); Kubernetes sets no ambient ones). IPC_LOCK is also
+    outside the Pod Security "baseline" level, so asking for it would make the job's namespace
+    enforce "privileged" (workloads/identity.py) for nothing."""
     if not uses_efa(machine, fabric):
         return InterconnectSpec(pod_resources={}, env={"NCCL_DEBUG": "WARN"})
     return InterconnectSpec(
         pod_resources={EFA_RESOURCE: machine.efa_interfaces, **hugepages(machine)},
         env=efa_env(machine),
-        capabilities=("IPC_LOCK",),  # EFA pins (locks) memory for RDMA
         fabric_rails=machine.efa_interfaces,  # aws-ofi-nccl logs "found <n> nics"
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ class NodeGroupPlan:
     key: str  # "onDemand" / "spot"
     pool: GpuPool
     efa: bool
-    placement: bool  # our own cluster placement group (never with a reservation: it has its own)
+    placement: bool  # our own cluster placement group (never with a reservation: see gpu_node_group)
     reservation: CapacityReservation | None = None
 
     @property
@@ -91,12 +92,30 @@ def gpu_pool_plan(key: str, pool: NodePool, machine: Machine, spot: bool, fabric
     )
 
 
+# IMDSv2 token responses go no further than the host's own network namespace: a pod on the pod
+# network (the trainer, whose egress is open) cannot get a token, so it cannot read the node
+# role's credentials (https://docs.aws.amazon.com/eks/latest/best-practices/identity-and-access-management.html,
+# "Restrict access to the instance profile assigned to the worker node"). What still works:
+# - host-network agents: the VPC CNI (aws-node) and kube-proxy (EKS add-ons), the EFA device
+#   plugin (aws/eks-charts stable/aws-efa-k8s-device-plugin templates/daemonset.yaml:
+#   `hostNetwork: true`; it reads /dev/infiniband, not IMDS);
+# - the FSx CSI node plugin is on the pod network, and falls back to the Kubernetes API (its
+#   node's providerID and zone labels) when instance metadata does not answer
+#   (kubernetes-sigs/aws-fsx-csi-driver pkg/cloud/metadata.go, NewMetadataService); its
+#   controller is given the region (infra/aws/addons.py fsx_csi_values);
+# - Cluster Autoscaler reads AWS_REGION (chart value awsRegion) before it would ask IMDS
+#   (cluster-autoscaler/cloudprovider/aws/aws_manager.go getRegion); the termination handler
+#   in queue mode never builds an IMDS client (aws-node-termination-handler
+#   cmd/node-termination-handler.go: `imdsDisabled := nthConfig.EnableSQSTerminationDraining`);
+#   both, the CNI, the FSx controller and the job take credentials from IRSA, not the node role.
+IMDS_HOP_LIMIT = 1
+
+
 def _metadata() -> aws.ec2.LaunchTemplateMetadataOptionsArgs:
-    # IMDSv2 only (session tokens). Hop limit 2, as in EKS' own templates, because node agents
-    # in containers (FSx CSI node, EFA plugin) read instance metadata; the node role they could
-    # reach holds only kubelet's and ECR-read permissions, and the VPC CNI uses its own IRSA role.
+    """IMDSv2 only (session tokens), reachable from the host network only (IMDS_HOP_LIMIT)."""
     return aws.ec2.LaunchTemplateMetadataOptionsArgs(
-        http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2)
+        http_endpoint="enabled", http_tokens="required",
+        http_put_response_hop_limit=IMDS_HOP_LIMIT)
 
 
 def _root_volume(size_gib: int) -> list[aws.ec2.LaunchTemplateBlockDeviceMappingArgs]:
@@ -170,36 +189,64 @@ spec:
 """
 
 
+# The EC2 guide's layout for EFA on instances with several network cards ("Maximize network
+# bandwidth on Amazon EC2 instances with multiple network cards",
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html): "For the
+# primary network interface (network card index 0, device index 0), create an EFA (EFA with
+# ENA) interface. You can't use an EFA-only network interface as the primary network
+# interface." and "For each additional network interface, use the next unused network card
+# index, device index 1, and either an EFA (EFA with ENA) or EFA-only network interface".
+PRIMARY_DEVICE_INDEX = 0
+ADDITIONAL_DEVICE_INDEX = 1
+
+
+def efa_interfaces(machine: Machine, security_group_ids: list
+                   ) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
+    """One interface per network card, as the EC2 guide lays them out (above): card 0 the
+    primary EFA-with-ENA interface (it carries the node's IP), every other card an EFA-only
+    interface at device index 1. EFA-only interfaces take no IP address from the subnet (31 per
+    p5 node otherwise) and add no Linux routes that could drop traffic
+    (https://amazonaws.cn/en/new/2024/amazon-ec2-announces-efa-updates-for-scalability-with-aiml-applications).
+    No public-IP setting on any of them: EC2 refuses associatePublicIPAddress on multi-interface
+    launches, and the private subnets assign none. The groups go on each interface."""
+    return [
+        aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+            network_card_index=card,
+            device_index=PRIMARY_DEVICE_INDEX if card == 0 else ADDITIONAL_DEVICE_INDEX,
+            interface_type="efa" if card == 0 else "efa-only",
+            security_groups=security_group_ids,
+            delete_on_termination="true")
+        for card in range(machine.efa_interfaces)
+    ]
+
+
 def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: list,
-                        placement_group: aws.ec2.PlacementGroup | None,
+                        placement_group_name: pulumi.Input[str] | None,
                         instance_tags: Mapping[str, str],
                         opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
     """IMDSv2, encrypted root, one EFA interface per network card, the placement group.
 
-    Card 0 device 0 is the primary interface, EFA with ENA (it carries the node's IP); every
-    other card gets an EFA-only interface at device index 0, as the current EC2 guide
-    recommends for instances with several network cards (no public-IP setting on any of them:
-    EC2 refuses associatePublicIPAddress on multi-interface launches, and the private subnets
-    assign none): EFA-only interfaces take no IP address from the subnet (31 per
-    p5 node otherwise) and add no Linux routes that could drop traffic
-    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html;
-    https://amazonaws.cn/en/new/2024/amazon-ec2-announces-efa-updates-for-scalability-with-aiml-applications)."""
+    `placement_group_name`: ours, or the capacity reservation's (an Output that may resolve to
+    None: a reservation outside any placement group).
+
+    Tags: the launch tags here are the ones at the group's creation, and later edits of them
+    are ignored: each edit would be a new template version, and a group that follows its
+    template's latest version replaces every node for it (EKS surges new nodes first, beyond
+    the GPU quota; a Capacity Block group refuses the update unless at zero nodes). A tag edit
+    reaches the GPU nodes launched after it through their Auto Scaling group instead
+    (`tag_auto_scaling_group`), without replacing any."""
     machine = plan.pool.machine
     network_interfaces = None
     vpc_security_group_ids = security_group_ids
     if plan.efa:
-        # With network interfaces the groups go on each interface, not on the template.
         vpc_security_group_ids = None
-        network_interfaces = [
-            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-                network_card_index=card, device_index=0,
-                interface_type="efa" if card == 0 else "efa-only",
-                security_groups=security_group_ids,
-                delete_on_termination="true")
-            for card in range(machine.efa_interfaces)
-        ]
-    placement = (aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
-                 if placement_group is not None else None)
+        network_interfaces = efa_interfaces(machine, security_group_ids)
+    placement = None
+    if isinstance(placement_group_name, pulumi.Output):
+        placement = placement_group_name.apply(
+            lambda name: aws.ec2.LaunchTemplatePlacementArgs(group_name=name) if name else None)
+    elif placement_group_name:
+        placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group_name)
     reservation, market, instance_type = _reservation(plan)
     return aws.ec2.LaunchTemplate(
         f"{prefix}-{plan.key}", metadata_options=_metadata(),
@@ -209,7 +256,12 @@ def gpu_launch_template(prefix: str, plan: NodeGroupPlan, security_group_ids: li
         capacity_reservation_specification=reservation, instance_market_options=market,
         instance_type=instance_type,
         user_data=base64.b64encode(GPU_NODE_USER_DATA.encode()).decode() if plan.efa else None,
-        update_default_version=True, opts=opts)
+        update_default_version=True,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            ignore_changes=[TAG_SPECIFICATIONS])))
+
+
+TAG_SPECIFICATIONS = "tagSpecifications"  # the launch template's launch tags (wire name)
 
 
 def _reservation(plan: NodeGroupPlan) -> tuple[
@@ -291,17 +343,26 @@ def gpu_node_group_name(prefix: str, plan: NodeGroupPlan) -> str:
     return f"{prefix}-{plan.pool.name}-{digest}"
 
 
+def _tag_resource_name(key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", key)
+
+
 def tag_auto_scaling_group(prefix: str, cluster_name: str, plan: NodeGroupPlan,
-                           group: eks.ManagedNodeGroup, resource_opts: pulumi.ResourceOptions
-                           ) -> list[aws.autoscaling.Tag]:
-    """Put the node-template tags on the Auto Scaling group EKS made for `group`. EKS does not
-    copy node group labels, taints or tags to it (terraform-aws-eks does the same with
-    aws_autoscaling_group_tag); the tags are not propagated to instances."""
+                           group: eks.ManagedNodeGroup, instance_tags: Mapping[str, str],
+                           resource_opts: pulumi.ResourceOptions) -> list[aws.autoscaling.Tag]:
+    """Tag the Auto Scaling group EKS made for `group` (EKS copies no node group labels, taints
+    or tags to it; terraform-aws-eks does the same with aws_autoscaling_group_tag):
+    - the node-template tags, for the autoscaler only (not propagated to instances);
+    - `instance_tags` (the stack's tags and the handler's), propagated to the instances the
+      group launches from now on. Editing an Auto Scaling group's tags replaces no instance;
+      for an instance tag that the launch template also sets, the group's value wins. EBS
+      volumes take no tags from the group, so they keep the launch template's
+      (https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-tagging.html)."""
     found = aws.eks.get_node_group_output(
         cluster_name=cluster_name, node_group_name=gpu_node_group_name(prefix, plan),
         opts=pulumi.InvokeOutputOptions(provider=resource_opts.provider, depends_on=[group]))
     asg_name = found.apply(lambda group: group.resources[0].autoscaling_groups[0].name)
-    return [
+    template_tags = [
         aws.autoscaling.Tag(
             f"{prefix}-{plan.pool.name}-{key.removeprefix(NODE_TEMPLATE + '/').replace('/', '-')}",
             autoscaling_group_name=asg_name,
@@ -309,21 +370,37 @@ def tag_auto_scaling_group(prefix: str, cluster_name: str, plan: NodeGroupPlan,
             opts=resource_opts)
         for key, value in scale_from_zero_tags(plan).items()
     ]
+    launch_tags = [
+        aws.autoscaling.Tag(
+            f"{prefix}-{plan.pool.name}-tag-{_tag_resource_name(key)}",
+            autoscaling_group_name=asg_name,
+            tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=True),
+            opts=resource_opts)
+        for key, value in sorted(instance_tags.items())
+    ]
+    return [*template_tags, *launch_tags]
 
 
 def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
                    node_role_arn: pulumi.Input[str], subnet_id: pulumi.Input[str], zone: str,
                    security_group_ids: list, instance_tags: Mapping[str, str],
                    kubernetes_version: str,
-                   resource_opts: pulumi.ResourceOptions, opts: pulumi.ResourceOptions
+                   resource_opts: pulumi.ResourceOptions, opts: pulumi.ResourceOptions,
+                   reservation_placement_group: pulumi.Input[str] | None = None,
                    ) -> tuple[eks.ManagedNodeGroup, aws.ec2.PlacementGroup | None]:
-    """One GPU group in the GPU zone's private subnet, in its own cluster placement group."""
+    """One GPU group in the GPU zone's private subnet, in its own cluster placement group, or,
+    on a capacity reservation, in the reservation's (`reservation_placement_group`, from
+    infra/aws/reservations.py): a reservation made in a cluster placement group serves only
+    launches that name that group, so a group of our own would never get a node
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html)."""
     placement_group = None
+    placement_group_name: pulumi.Input[str] | None = reservation_placement_group
     if plan.placement:
         placement_group = aws.ec2.PlacementGroup(
             f"{prefix}-{plan.key}", strategy=aws.ec2.PlacementStrategy.CLUSTER,
             tags={"Name": f"{prefix}-{plan.key}", "zone": zone}, opts=resource_opts)
-    template = gpu_launch_template(prefix, plan, security_group_ids, placement_group,
+        placement_group_name = placement_group.name
+    template = gpu_launch_template(prefix, plan, security_group_ids, placement_group_name,
                                    instance_tags, resource_opts)
     pool = plan.pool
     group = eks.ManagedNodeGroup(

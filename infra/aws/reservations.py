@@ -9,6 +9,10 @@ is fine: the group stays at zero until it is active, and EKS itself scales the g
 minutes before it ends. On-Demand Capacity Reservations have the same zone and type rule
 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-launch.html), but
 pulumi-aws 7 has no data source that reads one, so only EC2 checks those, at launch.
+
+A reservation made in a cluster placement group serves only launches into that group
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html; the launch names the group
+and the reservation, capacity-reservations-launch.html): `placement_group` reads which group.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import pulumi_aws as aws
 from infra.settings.errors import Problem, SettingsError
 from infra.settings.model import CapacityReservation
 
+PATH = "aws.capacityReservation.id"
+
 # States a block can still launch in (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html).
 USABLE_BLOCK_STATES = ("scheduled", "payment-pending", "active")
 
@@ -28,7 +34,7 @@ USABLE_BLOCK_STATES = ("scheduled", "payment-pending", "active")
 def block_problems(found: aws.ec2.GetCapacityBlockReservationResult, machine_type: str,
                    zone_name: str, job_nodes: int, now: datetime) -> list[Problem]:
     """What EC2 would refuse at launch, as settings problems."""
-    path = "aws.capacityReservation.id"
+    path = PATH
     problems = []
     if found.instance_type != machine_type:
         problems.append(Problem(path, found.id, f"a block of {found.instance_type}; set "
@@ -56,3 +62,43 @@ def check(reservation: CapacityReservation, machine_type: str, zone_name: str, j
                               datetime.now(timezone.utc))
     if problems:
         raise SettingsError(problems)
+
+
+def placement_group_name(arn: str | None, reservation_id: str, account_id: str) -> str | None:
+    """The group a launch must name for this reservation: the name in its placement group ARN
+    (arn:aws:ec2:<region>:<account>:placement-group/<name>), None when it is in none.
+
+    A group another account owns (a shared reservation) is refused: EC2 takes a shared placement
+    group by id only (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/share-placement-group.html,
+    "you must specify a shared placement group by ID, not by name"), and the reservation gives
+    its ARN, not its id."""
+    if not arn:
+        return None
+    owner = arn.split(":")[4]
+    name = arn.split("/", 1)[1]
+    if owner != account_id:
+        raise SettingsError([Problem(
+            PATH, reservation_id,
+            f"a reservation in placement group {name} of account {owner}: a launch names a "
+            f"shared placement group by id, which the reservation does not give; use a "
+            f"reservation of account {account_id}, or one outside a placement group")])
+    return name
+
+
+def placement_group(prefix: str, reservation: CapacityReservation, account_id: str,
+                    opts: pulumi.ResourceOptions) -> pulumi.Input[str] | None:
+    """The name of the cluster placement group the reservation was made in, or None.
+
+    A Capacity Block: from its data source (placementGroupArn "if applicable"), when the program
+    runs. An On-Demand Capacity Reservation: pulumi-aws 7 has no data source for one, so it is
+    read as an existing resource (`CapacityReservation.get`: the provider's read,
+    DescribeCapacityReservations, which sets placement_group_arn; Pulumi never changes or
+    deletes a resource it only reads); the name is then known when the read returns, in preview
+    too."""
+    if reservation.capacity_block:
+        found = aws.ec2.get_capacity_block_reservation(
+            id=reservation.id, opts=pulumi.InvokeOptions(provider=opts.provider))
+        return placement_group_name(found.placement_group_arn, reservation.id, account_id)
+    existing = aws.ec2.CapacityReservation.get(f"{prefix}-reservation", reservation.id, opts=opts)
+    return existing.placement_group_arn.apply(
+        lambda arn: placement_group_name(arn, reservation.id, account_id))

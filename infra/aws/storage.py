@@ -22,17 +22,33 @@ LUSTRE_VERSION = "2.15"
 
 @dataclass(frozen=True)
 class SecurityGroups:
-    gpu_nodes: aws.ec2.SecurityGroup  # on every GPU node: EFA traffic, Lustre client
+    gpu_nodes: aws.ec2.SecurityGroup  # on every GPU node: EFA traffic within the group
     fsx: aws.ec2.SecurityGroup  # on the file system
-    # Every rule of both groups. FSx checks its group's Lustre rules inside CreateFileSystem
-    # ("InvalidNetworkSettings ... port 988"), and a node's EFA needs the all-traffic self rule:
-    # what uses a group waits for all of these, not only for the group's id.
+    # The Lustre rules CreateFileSystem checks ("InvalidNetworkSettings ... port 988"): the
+    # file system's group must admit 988 and 1018-1023 from itself. The file system waits for
+    # these only, not for the client rules, which need the EKS cluster's security group.
+    file_system_rules: list[pulumi.Resource]
+    # Every rule: EFA's all-traffic self rules and the Lustre rules to and from the clients.
+    # Nodes launch after all of them (a node whose EFA or Lustre rules are missing fails).
     rules: list[pulumi.Resource]
 
 
 def create_security_groups(prefix: str, vpc_id: pulumi.Input[str],
+                           lustre_clients: pulumi.Input[str],
                            opts: pulumi.ResourceOptions) -> SecurityGroups:
-    """EFA needs all traffic within its group; Lustre only 988 and 1018-1023, nodes <-> FSx."""
+    """EFA needs all traffic within its group; Lustre only 988 and 1018-1023, clients <-> FSx.
+
+    `lustre_clients`: the EKS cluster security group. Every node carries it (EKS puts it on
+    the system nodes, whose launch template names no group; the GPU launch templates name it
+    beside the EFA group), and every node may mount the file system: the training pods on GPU
+    nodes, and `dataset.prepare` on a system node with its default `pool: cpu`. The FSx guide
+    ("File system access control with Amazon VPC", Lustre rules: inbound 988 and 1018-1023 on
+    the file system's group from itself and from the clients' groups, and on the clients' groups
+    from the file system's: https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html).
+    A rule that admitted the GPU group only left a system node's mount hanging.
+
+    The groups' descriptions stay as they were created: EC2 cannot change a description, so
+    a new one would replace the group, and a new FSx group would replace the file system."""
     nodes = aws.ec2.SecurityGroup(f"{prefix}-gpu-nodes", vpc_id=vpc_id,
                                   description="GPU nodes: EFA within the group, Lustre client",
                                   tags={"Name": f"{prefix}-gpu-nodes"}, opts=opts)
@@ -40,7 +56,7 @@ def create_security_groups(prefix: str, vpc_id: pulumi.Input[str],
                                 description="FSx for Lustre: Lustre ports from GPU nodes only",
                                 tags={"Name": f"{prefix}-fsx"}, opts=opts)
     rule_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=nodes))
-    rules: list[pulumi.Resource] = [
+    efa_rules: list[pulumi.Resource] = [
         aws.vpc.SecurityGroupIngressRule(f"{prefix}-gpu-nodes-efa-in", security_group_id=nodes.id,
                                          ip_protocol="-1", referenced_security_group_id=nodes.id,
                                          description="EFA: all traffic within the group",
@@ -51,24 +67,33 @@ def create_security_groups(prefix: str, vpc_id: pulumi.Input[str],
                                         opts=rule_opts),
     ]
     fsx_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=fsx))
+    file_system_rules: list[pulumi.Resource] = []
+    client_rules: list[pulumi.Resource] = []
     for low, high in LUSTRE_PORTS:
         ports = f"{low}" if low == high else f"{low}-{high}"
-        for source, group in (("nodes", nodes), ("self", fsx)):
-            rules.append(aws.vpc.SecurityGroupIngressRule(
+        # The client rules are not children of the FSx group: they wait for the EKS cluster
+        # (its security group), and the file system, which waits for its group, must not.
+        for source, group_id, into, rule_parent in (
+                ("self", fsx.id, file_system_rules, fsx_opts),
+                ("clients", lustre_clients, client_rules, opts)):
+            into.append(aws.vpc.SecurityGroupIngressRule(
                 f"{prefix}-fsx-lustre-{ports}-from-{source}", security_group_id=fsx.id,
                 ip_protocol="tcp", from_port=low, to_port=high,
-                referenced_security_group_id=group.id,
-                description=f"Lustre {ports} from {source}", opts=fsx_opts))
-            rules.append(aws.vpc.SecurityGroupEgressRule(
+                referenced_security_group_id=group_id,
+                description=f"Lustre {ports} from {source}", opts=rule_parent))
+            into.append(aws.vpc.SecurityGroupEgressRule(
                 f"{prefix}-fsx-lustre-{ports}-to-{source}", security_group_id=fsx.id,
                 ip_protocol="tcp", from_port=low, to_port=high,
-                referenced_security_group_id=group.id,
-                description=f"Lustre {ports} to {source}", opts=fsx_opts))
-        rules.append(aws.vpc.SecurityGroupIngressRule(
-            f"{prefix}-gpu-nodes-lustre-{ports}-from-fsx", security_group_id=nodes.id,
+                referenced_security_group_id=group_id,
+                description=f"Lustre {ports} to {source}", opts=rule_parent))
+        # On the cluster security group (EKS lets rules be added to it; its default egress
+        # already allows everything out).
+        client_rules.append(aws.vpc.SecurityGroupIngressRule(
+            f"{prefix}-lustre-clients-{ports}-from-fsx", security_group_id=lustre_clients,
             ip_protocol="tcp", from_port=low, to_port=high, referenced_security_group_id=fsx.id,
-            description=f"Lustre {ports} from the file system", opts=rule_opts))
-    return SecurityGroups(gpu_nodes=nodes, fsx=fsx, rules=rules)
+            description=f"Lustre {ports} from the file system", opts=opts))
+    return SecurityGroups(gpu_nodes=nodes, fsx=fsx, file_system_rules=file_system_rules,
+                          rules=[*efa_rules, *file_system_rules, *client_rules])
 
 
 def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
@@ -96,8 +121,9 @@ def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
         import_path=import_uri if linked_at_creation else None,
         auto_import_policy="NEW_CHANGED_DELETED" if linked_at_creation else None,
         tags={"Name": f"{prefix}-fsx"},
-        # CreateFileSystem checks the group's Lustre rules: create it after every one of them.
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=groups.rules)),
+        # CreateFileSystem checks the group's own Lustre rules: create it after them.
+        opts=pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(depends_on=groups.file_system_rules)),
     )
     association = None
     if import_uri and fs.deployment_type == FsxDeploymentType.PERSISTENT_2:

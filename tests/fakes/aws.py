@@ -146,6 +146,30 @@ def _capacity_block(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
             "totalInstanceCount": 2, "tags": {}}
 
 
+# On-Demand Capacity Reservations (infra/aws/reservations.py), read by id: one made in a
+# cluster placement group, one outside any.
+RESERVATION_IN_PLACEMENT_GROUP = "cr-0123456789abcdef0"
+RESERVATION_OUTSIDE_PLACEMENT_GROUPS = "cr-0fedcba9876543210"
+RESERVATION_OF_ANOTHER_ACCOUNT = "cr-0aaaabbbbccccdddd"
+RESERVED_PLACEMENT_GROUP = "p4d-reserved"
+OTHER_ACCOUNT = "210987654321"
+
+
+def _capacity_reservation(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    reservation_id = args.resource_id or args.name
+    placement = {
+        RESERVATION_IN_PLACEMENT_GROUP:
+            f"arn:aws:ec2:{REGION}:{ACCOUNT}:placement-group/{RESERVED_PLACEMENT_GROUP}",
+        RESERVATION_OF_ANOTHER_ACCOUNT:
+            f"arn:aws:ec2:{REGION}:{OTHER_ACCOUNT}:placement-group/{RESERVED_PLACEMENT_GROUP}",
+    }.get(reservation_id)
+    return {"id": reservation_id, "instanceType": "p4d.24xlarge", "availabilityZone": "us-east-1a",
+            "instanceCount": 2, "instancePlatform": "Linux/UNIX", "tenancy": "default",
+            "ownerId": OTHER_ACCOUNT if reservation_id == RESERVATION_OF_ANOTHER_ACCOUNT else ACCOUNT,
+            "arn": f"arn:aws:ec2:{REGION}:{ACCOUNT}:capacity-reservation/{reservation_id}",
+            **({"placementGroupArn": placement} if placement else {})}
+
+
 # --- EKS versions (infra/aws/versions.py) -------------------------------------------------
 # EKS' calendar as DescribeClusterVersions reports it: release, end of standard support, end of
 # extended support. 1.30-1.35 are EKS' published dates; 1.36-1.38 are projected (14 months of
@@ -286,6 +310,7 @@ OUTPUTS: dict[str, Any] = {
     "aws:ecr/repository:Repository": _repository,
     "aws:sqs/queue:Queue": _queue,
     "aws:cloudwatch/eventRule:EventRule": _event_rule,
+    "aws:ec2/capacityReservation:CapacityReservation": _capacity_reservation,
 }
 CALLS: dict[str, Any] = {
     "aws:ecr/getAuthorizationToken:getAuthorizationToken": _authorization_token,
