@@ -1504,3 +1504,43 @@ def test_a_restriction_for_another_region_or_the_pages_after_the_first_are_read(
     rows = list_skus("s", "eastus", "t", get=lambda url, token: pages[
         "first" if "skus?" in url else url])
     assert rows == [here]
+
+
+# --- InfiniBand only for the job's namespace -------------------------------------------------
+VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+
+
+def test_only_the_jobs_namespace_may_request_the_infiniband_hcas(run: Run) -> None:
+    """`rdma/ib` opens every HCA of a node, outside Cilium: an admission policy denies it to
+    pods in every other namespace, valid against the official 1.34 schemas (the oldest minor
+    AKS lists on the suite's day), and the job waits for it."""
+    from tests.k8s_manifests import manifest_of
+    import kubernetes_validate
+
+    policy, binding = run.one(VAP, "rdma-ib"), run.one(VAP_BINDING, "rdma-ib")
+    for resource in (policy, binding):
+        kubernetes_validate.validate(manifest_of(resource), "1.34.0", strict=True)
+        assert resource.provider_urn == run.named("torchrec-cloud-azure-k8s-addons").urn
+    spec = policy.inputs["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["pods"] and rule["operations"] == ["CREATE"]
+    (validation,) = spec["validations"]
+    assert "'rdma/ib' in c.resources.requests" in validation["expression"]
+    assert "'rdma/ib' in c.resources.limits" in validation["expression"]
+    assert "initContainers" in spec["variables"][0]["expression"]
+    bound = binding.inputs["spec"]
+    assert bound["policyName"] == policy.inputs["metadata"]["name"]
+    assert bound["validationActions"] == ["Deny"]
+    (requirement,) = bound["matchResources"]["namespaceSelector"]["matchExpressions"]
+    job_namespace = run.one(JOB).inputs["metadata"]["namespace"]  # its pods' namespace
+    assert requirement == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                           "values": [job_namespace]}
+    assert training_pod_template(run)["spec"]["containers"][0]["resources"]["limits"]["rdma/ib"]
+    assert run.waits_for(run.one(JOB), binding)
+
+
+def test_without_infiniband_no_rdma_policy() -> None:
+    run = run_stack("azure", overrides={"interconnect": {"fabric": False}})
+    assert not [r for r in [*run.of_type(VAP), *run.of_type(VAP_BINDING)] if "rdma-ib" in r.name]

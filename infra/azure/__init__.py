@@ -27,6 +27,7 @@ from infra.azure.netapp import create_netapp, shared_file_system
 from infra.azure.network import create_network
 from infra.azure.node_pools import contract_pool, create_gpu_pool, plan_pools
 from infra.azure.registry import REGISTRY_MAX_LENGTH, create_trainer_image
+from infra.azure.rdma_admission import restrict_rdma
 from infra.azure.skus import check_pool_zones
 from infra.azure.storage import (STORAGE_ACCOUNT_MAX_LENGTH, KeptStore, checkpoint_store,
                                  create_checkpoints, find_kept_store)
@@ -155,9 +156,10 @@ class AzureGpuCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*pools.values(), *access]))
         rdma = any(uses_infiniband(s, pool.machine) for pool in gpu_pools.values())
         taints = [taint for pool in gpu_pools.values() for taint in pool.taints]
-        addons = create_addons(
-            prefix, rdma, taints, s.kubernetes.version,
-            pulumi.ResourceOptions(parent=self, provider=addons_provider))
+        addons_opts = pulumi.ResourceOptions(parent=self, provider=addons_provider)
+        addons = create_addons(prefix, rdma, taints, s.kubernetes.version, addons_opts)
+        if rdma:  # the HCAs only for the job's namespace
+            addons += restrict_rdma(prefix, s.job.namespace, addons_opts)
 
         anf = create_netapp(prefix, fs, group, net.netapp_subnet.id, net.plan.nodes,
                             list(s.gpu_zones), tags, child)
