@@ -1468,7 +1468,7 @@ def test_a_gpu_size_barred_from_the_zone_is_refused_naming_the_zones_that_work(
     text = str(run.error)
     assert "gpuZones" in text and "Standard_ND96asr_v4" in text and "it can in: 2, 3" in text
     assert not [r for r in run.resources if r.custom and r.type.startswith("azure-native:")]
-    sku_requests = [url for url, _ in fake.AKS_REQUESTS if "Microsoft.Compute/skus" in url]
+    sku_requests = fake.SKU_REQUESTS
     assert sku_requests and "api-version=2021-07-01" in sku_requests[-1]
     assert "%24filter=location+eq+%27eastus%27" in sku_requests[-1]
 
@@ -1544,3 +1544,23 @@ def test_only_the_jobs_namespace_may_request_the_infiniband_hcas(run: Run) -> No
 def test_without_infiniband_no_rdma_policy() -> None:
     run = run_stack("azure", overrides={"interconnect": {"fabric": False}})
     assert not [r for r in [*run.of_type(VAP), *run.of_type(VAP_BINDING)] if "rdma-ib" in r.name]
+
+
+def test_the_readme_states_what_anf_gives_the_dataset_reads() -> None:
+    """The README's ANF read figures follow from the catalog's per-TiB rates and the trainer's
+    one-hot layout (trainer/prepare/write.py: float32 dense, int32 ids and label)."""
+    from infra.catalog import ANF_MIB_S_PER_TIB
+    from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    sample_bytes = 4 * (NUM_DENSE_FEATURES + NUM_SPARSE_FEATURES + 1)
+    premium = ANF_MIB_S_PER_TIB["Premium"] * 4
+    wanted = 16 * 150_000 * sample_bytes / 2**20  # 2 ND96 nodes x 8 ranks at the target rate
+    assert f"{sample_bytes} B a sample" in readme
+    assert f"Premium 4 TiB gives {premium} MiB/s" in readme
+    assert f"about {premium * 2**20 / sample_bytes / 1e6:.2f}M samples/s" in readme
+    assert f"read about {wanted:.0f} MiB/s" in readme
+    assert f"about {round((1 - premium / wanted) * 10) * 10} % of its time" in readme
+    assert f"Ultra` ({ANF_MIB_S_PER_TIB['Ultra'] * 4} MiB/s at 4 TiB)" in readme
+    six = ANF_MIB_S_PER_TIB["Premium"] * 6
+    assert six >= wanted and f"{six} MiB/s" in readme

@@ -268,15 +268,19 @@ RESOURCE_SKUS: list[dict[str, Any]] = [
 ]
 
 
+SKU_REQUESTS: list[str] = []  # every Resource SKUs request
+
+
 def arm_get(url: str, token: str) -> dict[str, Any]:
     """Stands in for the program's ARM GETs (infra/azure/versions.get_json): AKS's version
     listing and the Resource SKUs list, both with the ARM-audience token."""
-    AKS_REQUESTS.append((url, token))
     if token != ENTRA_ACCESS_TOKEN:
         raise AssertionError(f"ARM request {url} without the ARM-audience token")
     if "/kubernetesVersions?api-version=" in url:
+        AKS_REQUESTS.append((url, token))
         return AKS_LISTING
     if "/providers/Microsoft.Compute/skus?" in url and "api-version=2021-07-01" in url:
+        SKU_REQUESTS.append(url)
         return {"value": RESOURCE_SKUS}
     raise AssertionError(f"unexpected ARM request {url}")
 
