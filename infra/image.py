@@ -37,7 +37,12 @@ def build_trainer_image(
     parent: pulumi.Resource,
     depends_on: list[pulumi.Resource] | None = None,
 ) -> docker_build.Image:
-    """Build for linux/amd64 (the GPU nodes) and push `<repository_url>:<content tag>`."""
+    """Build for linux/amd64 (the GPU nodes) and push `<repository_url>:<content tag>`.
+
+    Never built on preview: pulumi-docker-build's `buildOnPreview` defaults to true, which
+    would build the multi-gigabyte CUDA image on every `pulumi preview` (and the preview step of
+    every `pulumi up`); the tag is a content hash known without building, so the preview
+    still shows whether the image changes."""
     tag = trainer_content_tag()
     return docker_build.Image(
         name,
@@ -46,6 +51,7 @@ def build_trainer_image(
         platforms=[docker_build.Platform.LINUX_AMD64],
         tags=[pulumi.Output.concat(repository_url, ":", tag)],
         push=True,
+        build_on_preview=False,
         registries=[registry],
         opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or []),
     )

@@ -286,7 +286,8 @@ def run_stack(stack: str, overrides: dict[str, Any] | None = None,
     error: BaseException | None = None
     try:
         with unittest.mock.patch("infra.azure.acr_login.post_form", azure_fakes.acr_exchange), \
-                unittest.mock.patch("infra.azure.versions.get_json", azure_fakes.aks_versions_get):
+                unittest.mock.patch("infra.azure.versions.get_json", azure_fakes.arm_get), \
+                unittest.mock.patch("infra.azure.kube_access.post_json", azure_fakes.access_review):
             program()
     except BaseException as caught:  # noqa: BLE001 (the program's own error is the result)
         if not expect_error:

@@ -14,6 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import unittest.mock
+
 import pytest
 import time_machine
 import yaml
@@ -340,14 +342,135 @@ def test_the_kubeconfig_is_the_decoded_user_credential_and_secret(run: Run) -> N
     assert yaml.safe_load(run.outputs["kubeconfig"])["current-context"] == "fake"
 
 
-def test_entra_kubeconfigs_use_the_azure_cli_login() -> None:
-    config = {"apiVersion": "v1", "kind": "Config", "users": [{"name": "u", "user": {"exec": {
-        "command": "kubelogin", "args": ["get-token", "--login", "devicecode",
-                                         "--server-id", "x"]}}}]}
-    decoded = yaml.safe_load(decode_kubeconfig(base64.b64encode(yaml.safe_dump(config).encode())
-                                               .decode()))
-    args = decoded["users"][0]["user"]["exec"]["args"]
-    assert args[args.index("--login") + 1] == "azurecli"
+def _kubelogin_args(run_or_config: Any) -> list[str]:
+    config = yaml.safe_load(run_or_config)
+    (user,) = config["users"]
+    exec_ = user["user"]["exec"]
+    assert exec_["command"] == "kubelogin"
+    return exec_["args"]
+
+
+def _flag(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+# The deployer's environment -> kubelogin's --login and the flags it needs (kube_login.py).
+LOGINS = {
+    "azure CLI": ({}, "azurecli", {}),
+    "service principal secret": (
+        {"ARM_CLIENT_ID": "sp", "ARM_CLIENT_SECRET": "s3cret", "ARM_TENANT_ID": fake.TENANT,
+         "ARM_SUBSCRIPTION_ID": fake.SUBSCRIPTION}, "spn", {"--use-azurerm-env-vars": None}),
+    "service principal certificate": (
+        {"ARM_CLIENT_ID": "sp", "ARM_CLIENT_CERTIFICATE_PATH": "/ci/sp.pfx",
+         "ARM_TENANT_ID": fake.TENANT}, "spn", {"--use-azurerm-env-vars": None}),
+    "GitHub Actions OIDC": (
+        {"ARM_USE_OIDC": "true", "ARM_CLIENT_ID": "gh-app", "ARM_TENANT_ID": fake.TENANT,
+         "ACTIONS_ID_TOKEN_REQUEST_URL": "https://token.actions.example/x",
+         "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "t"},
+        "workloadidentity", {"--client-id": "gh-app", "--tenant-id": fake.TENANT}),
+    "OIDC token file": (
+        {"ARM_USE_OIDC": "true", "ARM_CLIENT_ID": "app", "ARM_TENANT_ID": fake.TENANT,
+         "ARM_OIDC_TOKEN_FILE_PATH": "/var/run/token"},
+        "workloadidentity", {"--client-id": "app", "--federated-token-file": "/var/run/token"}),
+    "managed identity": ({"ARM_USE_MSI": "true", "ARM_CLIENT_ID": "uami"}, "msi",
+                         {"--client-id": "uami"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LOGINS))
+def test_the_kubeconfig_signs_in_as_the_deployer_does(case: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rendered kubeconfig's kubelogin follows the azure-native provider's login: never
+    devicecode, never AKS's Azure CLI client id for another identity, no secret written in."""
+    environ, method, flags = LOGINS[case]
+    for name in [n for n in os.environ if n.startswith(("ARM_", "ACTIONS_ID_TOKEN"))]:
+        monkeypatch.delenv(name)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    run = run_stack("azure")
+    rendered = run.outputs["kubeconfig"]
+    args = _kubelogin_args(rendered)
+    assert args.count("--login") == 1 and _flag(args, "--login") == method
+    assert _flag(args, "--server-id") == fake.AKS_SERVER_APP_ID  # AKS's audience kept
+    for name, value in flags.items():
+        assert name in args and (value is None or _flag(args, name) == value), args
+    if method != "azurecli":
+        assert fake.AZURE_CLI_CLIENT_ID not in args
+    assert "s3cret" not in rendered and "ARM_CLIENT_SECRET" not in rendered
+    assert args.count("--tenant-id") <= 1
+
+
+@pytest.mark.parametrize(("environ", "match"), [
+    ({"ARM_USE_DEFAULT_AZURE_CREDENTIAL": "true"}, "ARM_USE_DEFAULT_AZURE_CREDENTIAL"),
+    ({"ARM_USE_OIDC": "true", "ARM_CLIENT_ID": "a", "ARM_TENANT_ID": "t",
+      "ARM_OIDC_TOKEN": "literal"}, "ARM_OIDC_TOKEN_FILE_PATH"),
+    ({"ARM_USE_OIDC": "true"}, "ARM_CLIENT_ID and ARM_TENANT_ID"),
+])
+def test_a_login_kubelogin_cannot_repeat_is_refused_before_any_resource(
+        environ: dict[str, str], match: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in os.environ if n.startswith(("ARM_", "ACTIONS_ID_TOKEN"))]:
+        monkeypatch.delenv(name)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    run = run_stack("azure", expect_error=True)
+    assert match in str(run.error) and "Nothing was created" in str(run.error)
+    assert not [r for r in run.resources if r.custom and r.type.startswith("azure-native:")]
+
+
+def test_a_local_accounts_kubeconfig_is_left_as_aks_gives_it() -> None:
+    from infra.azure.kube_login import KubeLogin, use_login
+    from tests.fakes.common import FAKE_KUBECONFIG
+
+    assert yaml.safe_load(use_login(FAKE_KUBECONFIG, KubeLogin("spn"))) == \
+        yaml.safe_load(FAKE_KUBECONFIG)
+
+
+# --- the deployer's Kubernetes rights are in force before the first Kubernetes call ----------
+def test_no_kubernetes_provider_gets_the_kubeconfig_before_the_grant_is_in_force() -> None:
+    """AKS RBAC Cluster Admin takes up to five minutes to propagate: the program asks the API
+    server (SelfSubjectAccessReview, the AKS-audience token) until it may create namespaces and
+    CRDs, and only then hands the kubeconfig on; both providers wait for the grant."""
+    fake.REVIEWS.clear()
+    fake.GRANT["denied_reviews"] = 3
+    with unittest.mock.patch("infra.azure.kube_access.time.sleep") as slept:
+        run = run_stack("azure")
+    assert fake.GRANT["denied_reviews"] == 0 and slept.call_count == 3
+    urls = {url for url, *_ in fake.REVIEWS}
+    assert urls == {f"{fake.API_SERVER}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"}
+    asked = {(b["spec"]["resourceAttributes"]["group"], b["spec"]["resourceAttributes"]["resource"])
+             for _, b, _, _ in fake.REVIEWS}
+    assert asked == {("", "namespaces"), ("apiextensions.k8s.io", "customresourcedefinitions")}
+    assert {token for _, _, token, _ in fake.REVIEWS} == {fake.AKS_AUDIENCE_TOKEN}
+    assert {ca for *_, ca in fake.REVIEWS} == {"fake-cluster-ca"}  # the cluster's CA only
+    grant = _role(run, AKS_RBAC_CLUSTER_ADMIN)
+    for provider in run.of_type(K8S_PROVIDER):
+        assert run.waits_for(provider, grant)
+        assert SECRET_SIG in json.dumps(provider.inputs.get("kubeconfig"))
+
+
+def test_a_grant_never_in_force_stops_the_run_naming_the_identity() -> None:
+    from infra.azure import kube_access
+
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kube_access, "post_json",
+                      lambda url, body, token, ca: {**body, "status": {"allowed": False}})
+        with pytest.raises(RuntimeError, match=f"{fake.DEPLOYER_OBJECT_ID}.*15 minutes"):
+            kube_access.wait_until_granted(fake.aks_exec_kubeconfig(), "t",
+                                           fake.DEPLOYER_OBJECT_ID, sleep, lambda: now[0])
+    assert now[0] >= kube_access.WAIT_SECONDS
+
+
+def test_a_cluster_with_local_accounts_grants_nothing_and_asks_nothing() -> None:
+    fake.REVIEWS.clear()
+    run = run_stack("azure", overrides={"azure": {"disableLocalAccounts": False}})
+    assert not fake.REVIEWS
+    assert not [r for r in run.of_type(ROLE)
+                if r.inputs["roleDefinitionId"].endswith(AKS_RBAC_CLUSTER_ADMIN)]
 
 
 # --- NetApp Files ------------------------------------------------------------------------------
@@ -473,6 +596,10 @@ def test_trainer_image_is_built_into_the_stacks_registry(run: Run) -> None:
     image = run.one("docker-build:index:Image").inputs
     server = f"{run.outputs['registry']}.azurecr.io"
     assert image["push"] is True
+    # `pulumi preview` never builds the CUDA image (buildOnPreview defaults to true); the tag is
+    # a content hash, so the preview still shows a changed trainer. Shared infra/image.py: every
+    # cloud's image is built this way.
+    assert image["buildOnPreview"] is False
     assert image["tags"][0].startswith(f"{server}/torchrec-trainer:")
     assert run.outputs["trainer_image"].startswith(f"{server}/")
 
@@ -488,9 +615,11 @@ def test_the_image_is_pushed_in_the_same_run_with_an_acr_token_for_the_deployer(
     assert login["username"] == "00000000-0000-0000-0000-000000000000"
     assert login["password"] == fake.ACR_REFRESH_TOKEN
     exchanges = [fields for url, fields in fake.EXCHANGES if url == f"https://{server}/oauth2/exchange"]
+    # The registry-audience token, which a registry with ARM-audience tokens disabled (built-in
+    # Azure Policy) still accepts; the fake registry refuses the ARM one.
     assert exchanges and exchanges[-1] == {"grant_type": "access_token", "service": server,
                                            "tenant": fake.TENANT,
-                                           "access_token": fake.ENTRA_ACCESS_TOKEN}
+                                           "access_token": fake.ACR_AUDIENCE_TOKEN}
     assert run.waits_for(image, run.one(REGISTRY))
 
 
@@ -1313,3 +1442,125 @@ def test_infiniband_without_the_aks_feature_is_refused_before_any_resource() -> 
         assert "az feature register" in str(run.error)
         # Without the fabric the feature is not needed.
         assert run_stack("azure", overrides={"interconnect": {"fabric": False}}).resources
+
+
+# --- VM sizes in their zones, for this subscription (Resource SKUs) ---------------------------
+@pytest.fixture
+def skus(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    rows = [dict(row) for row in fake.RESOURCE_SKUS]
+    monkeypatch.setattr(fake, "RESOURCE_SKUS", rows)
+    return rows
+
+
+def _restrict(rows: list[dict[str, Any]], name: str, **kwargs: Any) -> None:
+    index = next(i for i, r in enumerate(rows) if r["name"] == name)
+    zones = rows[index]["locationInfo"][0]["zones"]
+    rows[index] = fake.vm_sku(name, kwargs.pop("zones", zones), **kwargs)
+
+
+def test_a_gpu_size_barred_from_the_zone_is_refused_naming_the_zones_that_work(
+        skus: list[dict[str, Any]]) -> None:
+    """AKS would refuse the pool even at 0 nodes (AvailabilityZoneNotSupported) after the
+    cluster exists; the subscription's SKU restrictions say so before anything is created."""
+    _restrict(skus, "Standard_ND96asr_v4", restricted_zones=["1"])
+    run = run_stack("azure", expect_error=True)
+    assert isinstance(run.error, SettingsError)
+    text = str(run.error)
+    assert "gpuZones" in text and "Standard_ND96asr_v4" in text and "it can in: 2, 3" in text
+    assert not [r for r in run.resources if r.custom and r.type.startswith("azure-native:")]
+    sku_requests = fake.SKU_REQUESTS
+    assert sku_requests and "api-version=2021-07-01" in sku_requests[-1]
+    assert "%24filter=location+eq+%27eastus%27" in sku_requests[-1]
+
+
+def test_a_size_offered_in_fewer_zones_or_not_in_the_region_is_refused(
+        skus: list[dict[str, Any]]) -> None:
+    _restrict(skus, "Standard_ND96asr_v4", zones=["2"])
+    assert "it can in: 2" in str(run_stack("azure", expect_error=True).error)
+    _restrict(skus, "Standard_ND96asr_v4", whole_region=True)
+    assert "it can in: none" in str(run_stack("azure", expect_error=True).error)
+    skus[:] = [r for r in skus if r["name"] != "Standard_D4s_v5"]
+    error = str(run_stack("azure", overrides={"gpuZones": ["2"], "zones": ["1", "2"]},
+                          expect_error=True).error)
+    assert "systemPool.machineType" in error and "lists no VM size Standard_D4s_v5" in error
+
+
+def test_zones_the_subscription_may_use_pass(skus: list[dict[str, Any]]) -> None:
+    _restrict(skus, "Standard_ND96asr_v4", restricted_zones=["1"])
+    run = run_stack("azure", overrides={"zones": ["1", "2"], "gpuZones": ["2"]})
+    assert {tuple(p.inputs["availabilityZones"]) for p in run.of_type(POOL)} == {("2",)}
+    assert run.one(VOLUME).inputs["zones"] == ["2"]  # ANF follows the GPU zone
+
+
+def test_a_restriction_for_another_region_or_the_pages_after_the_first_are_read() -> None:
+    from infra.azure.skus import list_skus, usable_zones
+
+    other = fake.vm_sku("Standard_ND96asr_v4", ["1", "2"], restricted_zones=["1"],
+                        location="westus2")
+    here = fake.vm_sku("Standard_ND96asr_v4", ["1", "2", "3"])
+    here["restrictions"] = other["restrictions"]  # a westus2 restriction on the eastus row
+    assert usable_zones([here], "Standard_ND96asr_v4", "eastus") == {"1", "2", "3"}
+    pages = {"first": {"value": [], "nextLink": "second"}, "second": {"value": [here]}}
+    rows = list_skus("s", "eastus", "t", get=lambda url, token: pages[
+        "first" if "skus?" in url else url])
+    assert rows == [here]
+
+
+# --- InfiniBand only for the job's namespace -------------------------------------------------
+VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+
+
+def test_only_the_jobs_namespace_may_request_the_infiniband_hcas(run: Run) -> None:
+    """`rdma/ib` opens every HCA of a node, outside Cilium: an admission policy denies it to
+    pods in every other namespace, valid against the official 1.34 schemas (the oldest minor
+    AKS lists on the suite's day), and the job waits for it."""
+    from tests.k8s_manifests import manifest_of
+    import kubernetes_validate
+
+    policy, binding = run.one(VAP, "rdma-ib"), run.one(VAP_BINDING, "rdma-ib")
+    for resource in (policy, binding):
+        kubernetes_validate.validate(manifest_of(resource), "1.34.0", strict=True)
+        assert resource.provider_urn == run.named("torchrec-cloud-azure-k8s-addons").urn
+    spec = policy.inputs["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["pods"] and rule["operations"] == ["CREATE"]
+    (validation,) = spec["validations"]
+    assert "'rdma/ib' in c.resources.requests" in validation["expression"]
+    assert "'rdma/ib' in c.resources.limits" in validation["expression"]
+    assert "initContainers" in spec["variables"][0]["expression"]
+    bound = binding.inputs["spec"]
+    assert bound["policyName"] == policy.inputs["metadata"]["name"]
+    assert bound["validationActions"] == ["Deny"]
+    (requirement,) = bound["matchResources"]["namespaceSelector"]["matchExpressions"]
+    job_namespace = run.one(JOB).inputs["metadata"]["namespace"]  # its pods' namespace
+    assert requirement == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                           "values": [job_namespace]}
+    assert training_pod_template(run)["spec"]["containers"][0]["resources"]["limits"]["rdma/ib"]
+    assert run.waits_for(run.one(JOB), binding)
+
+
+def test_without_infiniband_no_rdma_policy() -> None:
+    run = run_stack("azure", overrides={"interconnect": {"fabric": False}})
+    assert not [r for r in [*run.of_type(VAP), *run.of_type(VAP_BINDING)] if "rdma-ib" in r.name]
+
+
+def test_the_readme_states_what_anf_gives_the_dataset_reads() -> None:
+    """The README's ANF read figures follow from the catalog's per-TiB rates and the trainer's
+    one-hot layout (trainer/prepare/write.py: float32 dense, int32 ids and label)."""
+    from infra.catalog import ANF_MIB_S_PER_TIB
+    from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    sample_bytes = 4 * (NUM_DENSE_FEATURES + NUM_SPARSE_FEATURES + 1)
+    premium = ANF_MIB_S_PER_TIB["Premium"] * 4
+    wanted = 16 * 150_000 * sample_bytes / 2**20  # 2 ND96 nodes x 8 ranks at the target rate
+    assert f"{sample_bytes} B a sample" in readme
+    assert f"Premium 4 TiB gives {premium} MiB/s" in readme
+    assert f"about {premium * 2**20 / sample_bytes / 1e6:.2f}M samples/s" in readme
+    assert f"read about {wanted:.0f} MiB/s" in readme
+    assert f"about {round((1 - premium / wanted) * 10) * 10} % of its time" in readme
+    assert f"Ultra` ({ANF_MIB_S_PER_TIB['Ultra'] * 4} MiB/s at 4 TiB)" in readme
+    six = ANF_MIB_S_PER_TIB["Premium"] * 6
+    assert six >= wanted and f"{six} MiB/s" in readme

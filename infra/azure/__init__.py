@@ -8,6 +8,8 @@ contract.
 
 from __future__ import annotations
 
+import os
+
 import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
@@ -18,11 +20,15 @@ from infra.azure.features import INFINIBAND_FEATURE, require_registered
 from infra.azure.cluster import (create_cluster, create_maintenance_windows,
                                  grant_subnet_to_cluster, user_kubeconfig)
 from infra.azure.identity import AKS_RBAC_CLUSTER_ADMIN, assign_role
+from infra.azure.kube_access import granted_kubeconfig
+from infra.azure.kube_login import AZURE_CLI, KubeLogin, deployer_login
 from infra.azure.interconnect import create_placement_group, interconnect_spec, uses_infiniband
 from infra.azure.netapp import create_netapp, shared_file_system
 from infra.azure.network import create_network
 from infra.azure.node_pools import contract_pool, create_gpu_pool, plan_pools
 from infra.azure.registry import REGISTRY_MAX_LENGTH, create_trainer_image
+from infra.azure.rdma_admission import restrict_rdma
+from infra.azure.skus import check_pool_zones
 from infra.azure.storage import (STORAGE_ACCOUNT_MAX_LENGTH, KeptStore, checkpoint_store,
                                  create_checkpoints, find_kept_store)
 from infra.azure.versions import CLUSTER_GROUP_OUTPUT, live_cluster
@@ -91,7 +97,12 @@ class AzureGpuCluster(pulumi.ComponentResource):
                for pool in s.enabled_gpu_pools):
             # Before anything is registered: a subscription invoke with default credentials.
             require_registered(INFINIBAND_FEATURE, "interconnect.fabric", True)
+        check_pool_zones(s)  # each pool's VM size in its zones, for this subscription
         prefix = args.name_prefix
+        # How the Entra-only kubeconfig's kubelogin signs in: as the deployer, from the same
+        # environment the azure-native provider reads; a login it cannot repeat is refused here.
+        login = (deployer_login(os.environ) if s.azure and s.azure.disable_local_accounts
+                 else KubeLogin(AZURE_CLI))
         # Both are read before anything is registered (synchronous invokes).
         found = kept_store(prefix, args.previous)
         running = pool_versions(args)
@@ -137,15 +148,18 @@ class AzureGpuCluster(pulumi.ComponentResource):
         gpu_pools = {plan.key: contract_pool(plan, s) for plan in plans}
         job_machine = machine(s.cloud, s.job_pool.machine_type)
 
-        kubeconfig = user_kubeconfig(cluster, group, provider)
+        kubeconfig = user_kubeconfig(cluster, group, provider, login)
+        for grant in access:  # no Kubernetes call before the deployer's grant is in force
+            kubeconfig = granted_kubeconfig(kubeconfig, grant, client.object_id, provider)
         addons_provider = k8s.Provider(
             f"{prefix}-k8s-addons", kubeconfig=kubeconfig,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*pools.values(), *access]))
         rdma = any(uses_infiniband(s, pool.machine) for pool in gpu_pools.values())
         taints = [taint for pool in gpu_pools.values() for taint in pool.taints]
-        addons = create_addons(
-            prefix, rdma, taints, s.kubernetes.version,
-            pulumi.ResourceOptions(parent=self, provider=addons_provider))
+        addons_opts = pulumi.ResourceOptions(parent=self, provider=addons_provider)
+        addons = create_addons(prefix, rdma, taints, s.kubernetes.version, addons_opts)
+        if rdma:  # the HCAs only for the job's namespace
+            addons += restrict_rdma(prefix, s.job.namespace, addons_opts)
 
         anf = create_netapp(prefix, fs, group, net.netapp_subnet.id, net.plan.nodes,
                             list(s.gpu_zones), tags, child)

@@ -19,6 +19,14 @@ import urllib.request
 
 from infra.azure.https import with_retries
 
+# The token's audience: ACR's own, never ARM's. The built-in Azure Policy "Container registries
+# should have ARM audience token authentication disabled" (and its Modify twin) turns
+# `azureADAuthenticationAsArmPolicy` off, and then only ACR-audience tokens are accepted; an
+# ACR-audience token works with the policy on as well (https://aka.ms/acr/authentication;
+# Azure/azure-policy built-in-policies/policyDefinitions/Container Registry/
+# ACR_AADAuthenticationAsArmPolicy_AuditDeny.json). azure-native's getClientToken asks Entra for
+# `<endpoint>/.default` (pulumi-azure-native provider/pkg/provider/provider.go, tokenRequestOpts).
+ACR_AUDIENCE = "https://containerregistry.azure.net"
 ACR_REFRESH_TOKEN_USER = "00000000-0000-0000-0000-000000000000"
 EXCHANGE_TIMEOUT_SECONDS = 60
 

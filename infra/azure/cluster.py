@@ -24,11 +24,11 @@ from __future__ import annotations
 import base64
 
 import pulumi
-import yaml
 from pulumi_azure_native import authorization
 from pulumi_azure_native import containerservice as aks
 
 from infra.azure.identity import NETWORK_CONTRIBUTOR, assign_role
+from infra.azure.kube_login import KubeLogin, use_login
 from infra.settings.model import Settings
 
 # Overlay CNI: pods get addresses outside the VNet, so these ranges must not overlap it.
@@ -163,30 +163,14 @@ def grant_subnet_to_cluster(prefix: str, cluster: aks.ManagedCluster,
         scope=subnet_id, subscription_id=subscription_id, opts=opts)
 
 
-def use_azure_cli_login(kubeconfig: str) -> str:
-    """AKS returns Entra kubeconfigs that run `kubelogin --login devicecode`, which would wait
-    for a browser inside `pulumi up`; reuse the `az login` session instead."""
-    config = yaml.safe_load(kubeconfig)
-    for user in config.get("users") or []:
-        exec_ = (user.get("user") or {}).get("exec")
-        if not exec_ or "kubelogin" not in str(exec_.get("command", "")):
-            continue
-        args = list(exec_.get("args") or [])
-        if "--login" in args and args.index("--login") + 1 < len(args):
-            args[args.index("--login") + 1] = "azurecli"
-        else:
-            args += ["--login", "azurecli"]
-        exec_["args"] = args
-    return yaml.safe_dump(config, sort_keys=False)
-
-
-def decode_kubeconfig(encoded: str) -> str:
-    """The credentials API returns the kubeconfig base64-encoded."""
-    return use_azure_cli_login(base64.b64decode(encoded).decode())
+def decode_kubeconfig(encoded: str, login: KubeLogin) -> str:
+    """The credentials API returns the kubeconfig base64-encoded; its kubelogin signs in as the
+    deployer does (infra/azure/kube_login.py), never by devicecode."""
+    return use_login(base64.b64decode(encoded).decode(), login)
 
 
 def user_kubeconfig(cluster: aks.ManagedCluster, resource_group_name: pulumi.Input[str],
-                    provider: pulumi.ProviderResource) -> pulumi.Output[str]:
+                    provider: pulumi.ProviderResource, login: KubeLogin) -> pulumi.Output[str]:
     """The cluster-user kubeconfig (never the admin one), as a secret. With local accounts off
     it is an `exec` kubeconfig that needs `kubelogin` on the PATH."""
     credentials = aks.list_managed_cluster_user_credentials_output(
@@ -196,4 +180,4 @@ def user_kubeconfig(cluster: aks.ManagedCluster, resource_group_name: pulumi.Inp
         opts=pulumi.InvokeOutputOptions(provider=provider, depends_on=[cluster]),
     )
     return pulumi.Output.secret(
-        credentials.kubeconfigs.apply(lambda configs: decode_kubeconfig(configs[0].value)))
+        credentials.kubeconfigs.apply(lambda configs: decode_kubeconfig(configs[0].value, login)))

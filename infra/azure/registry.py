@@ -20,7 +20,7 @@ import pulumi
 import pulumi_docker_build as docker_build
 from pulumi_azure_native import authorization, containerregistry
 
-from infra.azure.acr_login import ACR_REFRESH_TOKEN_USER, exchange_for_refresh_token
+from infra.azure.acr_login import ACR_AUDIENCE, ACR_REFRESH_TOKEN_USER, exchange_for_refresh_token
 from infra.azure.identity import ACR_PULL, ACR_PUSH, assign_role
 from infra.image import build_trainer_image, image_reference
 
@@ -40,7 +40,7 @@ def push_credentials(registry: containerregistry.Registry, tenant_id: pulumi.Inp
                      provider: pulumi.ProviderResource) -> docker_build.RegistryArgs:
     """The registry login for the image push: an ACR refresh token for the deployer, a secret."""
     access = authorization.get_client_token_output(
-        opts=pulumi.InvokeOutputOptions(provider=provider))
+        endpoint=ACR_AUDIENCE, opts=pulumi.InvokeOutputOptions(provider=provider))
     token = pulumi.Output.all(registry.login_server, tenant_id, access.token).apply(
         lambda args: exchange_for_refresh_token(*args))
     return docker_build.RegistryArgs(address=registry.login_server,

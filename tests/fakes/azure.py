@@ -6,8 +6,9 @@ import base64
 from typing import Any
 
 import pulumi
+import yaml
 
-from tests.fakes.common import FAKE_KUBECONFIG
+from infra.catalog import MACHINES, Cloud
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000abcd"
 TENANT = "11111111-1111-1111-1111-111111111111"
@@ -18,8 +19,13 @@ TRAINER_PRINCIPAL_ID = "55555555-5555-5555-5555-555555555555"
 OIDC_ISSUER = f"https://eastus.oic.prod-aks.azure.com/{TENANT}/abcdef/"
 ANF_MOUNT_IP = "10.1.128.4"
 CLUSTER_PRINCIPAL_ID = "88888888-8888-8888-8888-888888888888"
-ENTRA_ACCESS_TOKEN = "fake-entra-access-token"
+ENTRA_ACCESS_TOKEN = "fake-entra-access-token"  # audience: Azure Resource Manager
+ACR_AUDIENCE_TOKEN = "fake-entra-acr-audience-token"  # audience: https://containerregistry.azure.net
+AKS_AUDIENCE_TOKEN = "fake-entra-aks-server-token"  # audience: the AKS server application
 ACR_REFRESH_TOKEN = "fake-acr-refresh-token"
+AKS_SERVER_APP_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
+AZURE_CLI_CLIENT_ID = "80faf920-1908-4b52-b5ef-a8e7bedfc67a"  # what AKS writes for devicecode
+API_SERVER = "https://torchrec-cloud-azure-aks.hcp.eastus.azmk8s.io:443"
 
 
 def _rg(args: pulumi.runtime.MockResourceArgs) -> str:
@@ -147,13 +153,40 @@ def _client_config(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
             "subscriptionId": SUBSCRIPTION, "tenantId": TENANT}
 
 
+def aks_exec_kubeconfig() -> str:
+    """What listClusterUserCredential(format=exec) returns for an Entra-only cluster: a
+    kubelogin exec user with AKS's server application, the Azure CLI's client id, devicecode."""
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {
+            "server": API_SERVER,
+            "certificate-authority-data": base64.b64encode(b"fake-cluster-ca").decode()}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "clusterUser"}}],
+        "users": [{"name": "clusterUser", "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "kubelogin",
+            "args": ["get-token", "--environment", "AzurePublicCloud", "--server-id",
+                     AKS_SERVER_APP_ID, "--client-id", AZURE_CLI_CLIENT_ID, "--tenant-id", TENANT,
+                     "--login", "devicecode"],
+            "env": None, "interactiveMode": "IfAvailable", "provideClusterInfo": False}}}],
+    }, sort_keys=False)
+
+
 def _user_credentials(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-    encoded = base64.b64encode(FAKE_KUBECONFIG.encode()).decode()
+    encoded = base64.b64encode(aks_exec_kubeconfig().encode()).decode()
     return {"kubeconfigs": [{"name": "clusterUser", "value": encoded}]}
 
 
+TOKENS_BY_AUDIENCE = {None: ENTRA_ACCESS_TOKEN, "": ENTRA_ACCESS_TOKEN,
+                      "https://containerregistry.azure.net": ACR_AUDIENCE_TOKEN,
+                      AKS_SERVER_APP_ID: AKS_AUDIENCE_TOKEN}
+
+
 def _client_token(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-    return {"token": ENTRA_ACCESS_TOKEN}
+    """getClientToken asks Entra for `<endpoint>/.default`; each audience its own token."""
+    endpoint = args.args.get("endpoint")
+    if endpoint not in TOKENS_BY_AUDIENCE:
+        return {}, [("endpoint", f"no fake token for audience {endpoint!r}")]
+    return {"token": TOKENS_BY_AUDIENCE[endpoint]}
 
 
 EXCHANGES: list[tuple[str, dict[str, str]]] = []  # every token exchange the program made
@@ -162,7 +195,9 @@ EXCHANGES: list[tuple[str, dict[str, str]]] = []  # every token exchange the pro
 def acr_exchange(url: str, fields: dict[str, str]) -> dict[str, Any]:
     """Stands in for ACR's POST /oauth2/exchange (infra/azure/acr_login.post_form)."""
     EXCHANGES.append((url, dict(fields)))
-    if fields.get("access_token") != ENTRA_ACCESS_TOKEN or fields.get("grant_type") != "access_token":
+    # A registry under the built-in "ARM audience token authentication disabled" policy: only
+    # an ACR-audience token is exchanged.
+    if fields.get("access_token") != ACR_AUDIENCE_TOKEN or fields.get("grant_type") != "access_token":
         return {"errors": [{"code": "UNAUTHORIZED"}]}
     return {"refresh_token": ACR_REFRESH_TOKEN}
 
@@ -204,12 +239,71 @@ AKS_LISTING: dict[str, Any] = aks_listing(
 AKS_REQUESTS: list[tuple[str, str]] = []  # (url, token) of every listing request
 
 
-def aks_versions_get(url: str, token: str) -> dict[str, Any]:
-    """Stands in for ARM's GET .../locations/{region}/kubernetesVersions."""
-    AKS_REQUESTS.append((url, token))
-    if token != ENTRA_ACCESS_TOKEN or "/kubernetesVersions?api-version=" not in url:
-        raise AssertionError(f"unexpected ARM request {url}")
-    return AKS_LISTING
+def vm_sku(name: str, zones: list[str], restricted_zones: list[str] = (),  # type: ignore[assignment]
+           location: str = "eastus", whole_region: bool = False) -> dict[str, Any]:
+    """One Resource SKUs row (api-version 2021-07-01, the shape `az vm list-skus` prints): the
+    zones the size is offered in, and this subscription's restrictions."""
+    restrictions = []
+    if restricted_zones:
+        restrictions.append({"type": "Zone", "values": [location],
+                             "restrictionInfo": {"locations": [location],
+                                                 "zones": list(restricted_zones)},
+                             "reasonCode": "NotAvailableForSubscription"})
+    if whole_region:
+        restrictions.append({"type": "Location", "values": [location],
+                             "restrictionInfo": {"locations": [location]},
+                             "reasonCode": "NotAvailableForSubscription"})
+    return {"resourceType": "virtualMachines", "name": name, "tier": "Standard",
+            "size": name.removeprefix("Standard_"), "locations": [location],
+            "locationInfo": [{"location": location, "zones": list(zones), "zoneDetails": []}],
+            "capabilities": [], "restrictions": restrictions}
+
+
+# The subscription's Resource SKUs in the stack's region (tests change rows).
+RESOURCE_SKUS: list[dict[str, Any]] = [
+    {"resourceType": "disks", "name": "Premium_LRS", "locations": ["eastus"],
+     "locationInfo": [{"location": "eastus", "zones": ["1", "2", "3"]}], "restrictions": []},
+    # Every Azure size in the catalog, offered in all three zones, unrestricted.
+    *(vm_sku(m.name, ["1", "2", "3"]) for m in MACHINES if m.cloud == Cloud.AZURE),
+]
+
+
+SKU_REQUESTS: list[str] = []  # every Resource SKUs request
+
+
+def arm_get(url: str, token: str) -> dict[str, Any]:
+    """Stands in for the program's ARM GETs (infra/azure/versions.get_json): AKS's version
+    listing and the Resource SKUs list, both with the ARM-audience token."""
+    if token != ENTRA_ACCESS_TOKEN:
+        raise AssertionError(f"ARM request {url} without the ARM-audience token")
+    if "/kubernetesVersions?api-version=" in url:
+        AKS_REQUESTS.append((url, token))
+        return AKS_LISTING
+    if "/providers/Microsoft.Compute/skus?" in url and "api-version=2021-07-01" in url:
+        SKU_REQUESTS.append(url)
+        return {"value": RESOURCE_SKUS}
+    raise AssertionError(f"unexpected ARM request {url}")
+
+
+aks_versions_get = arm_get  # the name tests use for the version listing
+
+
+# --- the API server's SelfSubjectAccessReview (infra/azure/kube_access.post_json) ----------
+REVIEWS: list[tuple[str, dict[str, Any], str, str]] = []
+GRANT = {"denied_reviews": 0}  # reviews answered "not allowed" before the grant is in force
+
+
+def access_review(url: str, body: dict[str, Any], token: str, ca_pem: str) -> dict[str, Any]:
+    """The API server's answer to a SelfSubjectAccessReview from the AKS-audience token."""
+    import urllib.error
+
+    REVIEWS.append((url, body, token, ca_pem))
+    if token != AKS_AUDIENCE_TOKEN:
+        raise urllib.error.HTTPError(url, 401, "Unauthorized", {}, None)  # type: ignore[arg-type]
+    if GRANT["denied_reviews"] > 0:
+        GRANT["denied_reviews"] -= 1
+        return {**body, "status": {"allowed": False}}
+    return {**body, "status": {"allowed": True}}
 
 
 # --- the subscription as it is: clusters and a destroy's kept checkpoint store --------------
