@@ -149,11 +149,12 @@ ADDON_VERSIONS: dict[str, tuple[AddonVersion, ...]] = {
     ),
     # --- GCP: NCCL plugin installer images (tag) ---------------------------------------------
     "gpudirect-tcpx": (
-        AddonVersion("v3.1.9", "1.27", NEWEST_RELEASED_MINOR,
+        AddonVersion("v3.1.12", "1.27", NEWEST_RELEASED_MINOR,
                      "https://cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-"
                      "gpudirect-tcpx (a minimum GKE version only, 1.27 as remembered, not "
-                     "reread in the 2026-11 pass); tag from cluster-toolkit gpu_direct.tf",
-                     verified=False),
+                     "reread in the 2026-11 pass); tag from container-engine-accelerators "
+                     "gpudirect-tcpx/README.md, release Jun 22, 2026 (rxdm v2.0.15, NCCL "
+                     "2.19.4)", verified=False),
     ),
     "gpudirect-tcpxo": (
         AddonVersion("v1.0.15", "1.28", NEWEST_RELEASED_MINOR,

@@ -113,6 +113,13 @@ class InterconnectSpec:
     # The fabric NICs NCCL must use on every node (EFA interfaces, InfiniBand HCAs); the fabric
     # gate fails a node where NCCL found fewer (a dead HCA or EFA device). 0 = not checked.
     fabric_rails: int = 0
+    # True: the trainer container runs as root (uid 0), for a fabric whose vendor runs its NCCL
+    # only so (GKE GPUDirect-TCPX/TCPXO); still not privileged, no privilege escalation, every
+    # capability dropped but `capabilities`.
+    trainer_runs_as_root: bool = False
+    # The NCCL version ("2.19.4") the fabric's plugin is qualified with; the fabric gate fails a
+    # node whose ranks loaded another. "" = not checked.
+    nccl_version: str = ""
 
 
 @dataclass(frozen=True)

@@ -284,6 +284,37 @@ def test_private_nodes_and_api_open_only_to_the_settings_cidrs(run, settings):
     assert cluster.inputs["privateClusterConfig"]["enablePrivateNodes"] is True
     blocks = cluster.inputs["masterAuthorizedNetworksConfig"]["cidrBlocks"]
     assert [b["cidrBlock"] for b in blocks] == settings.kubernetes.api_access_cidrs
+    assert cluster.inputs["masterAuthorizedNetworksConfig"]["gcpPublicCidrsAccessEnabled"] is False
+
+
+def test_the_control_plane_endpoints_are_declared_the_current_way(run):
+    """ControlPlaneEndpointsConfig: the IP endpoint pulumi uses (behind the authorized
+    networks), the DNS endpoint closed to traffic from outside Google. The peering /28 stays:
+    it is what the webhook rule names (test above)."""
+    endpoints = run.one(CLUSTER).inputs["controlPlaneEndpointsConfig"]
+    assert endpoints == {"ipEndpointsConfig": {"enabled": True},
+                         "dnsEndpointConfig": {"allowExternalTraffic": False}}
+
+
+def test_the_endpoint_fields_the_stack_sets_exist_in_the_installed_provider():
+    """The fields' wire names as pulumi-gcp declares them; a renamed field would otherwise pass
+    the mocks silently (they accept any dict)."""
+    import inspect
+
+    import pulumi_gcp as gcp
+
+    c = gcp.container
+    assert "control_plane_endpoints_config" in inspect.signature(c.Cluster._internal_init).parameters
+    assert list(inspect.signature(
+        c.ClusterControlPlaneEndpointsConfigIpEndpointsConfigArgs).parameters) == ["enabled"]
+    assert "allow_external_traffic" in inspect.signature(
+        c.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs).parameters
+    # No replacement for the deprecated PrivateClusterConfig flags in this provider version:
+    # ip_endpoints_config has no enable_public_endpoint (above), the cluster no
+    # default_enable_private_nodes.
+    cluster_args = inspect.signature(c.Cluster._internal_init).parameters
+    assert "private_cluster_config" in cluster_args
+    assert not [name for name in cluster_args if "default_enable_private_nodes" in name]
 
 
 def test_workload_identity_pool_is_the_projects(run, settings):
@@ -574,6 +605,31 @@ def test_a3_with_fabric_gets_the_tcpx_nccl_environment(a3_contract):
     assert env["NCCL_CROSS_NIC"] == "0"
     assert env["NCCL_PROTO"] == "Simple"
     assert env["NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"] == "eth1,eth2,eth3,eth4"
+    # gpudirect-tcpx/README.md, release Jun 22, 2026 (v3.1.12 / v2.0.15), "NCCL configs".
+    assert env["NCCL_ALGO"] == "Ring,Tree"
+    assert env["NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS"] == "500000"
+    assert env["LD_PRELOAD"] == f"{env['LD_LIBRARY_PATH']}/libnccl.so.2"
+    assert a3_contract.interconnect.nccl_version == "2.19.4"  # "qualified and supported"
+    assert a3_contract.interconnect.trainer_runs_as_root
+
+
+def test_the_tcpx_release_notes_pair_the_images_the_stack_pins():
+    """The pinned pair is one of Google's releases, as its release notes list them (coupled:
+    "The tcpx-daemon version is coupled with the NCCL plugin installer version")."""
+    from infra.catalog import Interconnect
+    from infra.gcp.interconnect import GPUDIRECT
+
+    releases = {  # gpudirect-tcpx/README.md: installer, rxdm, qualified NCCL
+        "Jun 22, 2026": ("v3.1.12", "v2.0.15", "2.19.4"),
+        "Feb 15, 2024": ("v3.1.9", "v2.0.12", "2.19.3"),
+    }
+    tcpx = GPUDIRECT[Interconnect.GPUDIRECT_TCPX]
+    pinned = (tcpx.installer_image.rsplit(":", 1)[1], tcpx.rxdm_image.rsplit(":", 1)[1],
+              tcpx.nccl_version)
+    assert pinned == releases["Jun 22, 2026"]  # the newest
+    tcpxo = GPUDIRECT[Interconnect.GPUDIRECT_TCPXO]
+    assert (tcpxo.installer_image.rsplit(":", 1)[1], tcpxo.rxdm_image.rsplit(":", 1)[1],
+            tcpxo.nccl_version) == ("v1.0.15", "v1.0.21", "2.28.7")  # gpudirect-tcpxo, Jan 9, 2026
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -818,8 +874,9 @@ def test_a3_high_installs_the_tcpx_plugin_and_the_device_injector_pinned(a3_run)
             assert "@sha256:" in image or re.search(r":v?\d+(\.\d+)+$", image), image
     installer = sets["nccl-tcpx-installer"]["spec"]["template"]["spec"]
     [init] = installer["initContainers"]
+    # Google's current TCPX release (gpudirect-tcpx/README.md, Jun 22, 2026).
     assert init["image"] == ("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/"
-                             "nccl-plugin-gpudirecttcpx-dev:v3.1.9")
+                             "nccl-plugin-gpudirecttcpx-dev:v3.1.12")
     assert "/scripts/container_entry.sh install --install-nccl" in init["args"][0]
     injector = sets["device-injector"]["spec"]["template"]["spec"]
     assert injector["containers"][0]["image"].startswith("gcr.io/gke-release/nri-device-injector@sha256:")
@@ -832,7 +889,8 @@ def test_a3_mega_installs_the_tcpxo_plugin_after_exposing_the_aperture_devices(a
     pre, install = installer["initContainers"]
     assert pre["name"] == "pre-installation" and pre["command"][:4] == ["nsenter", "-at", "1", "--"]
     assert "/dev/aperture_devices" in pre["command"][-1]
-    assert pre["image"] == "ubuntu:24.04"
+    # Google's Docker Hub cache: no anonymous Docker Hub rate limit on the nodes' pulls.
+    assert pre["image"] == "mirror.gcr.io/library/ubuntu:24.04"
     assert install["image"].endswith("/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15")
     values = installer["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
@@ -862,7 +920,7 @@ def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
     prepare, sidecar = spec["initContainers"]
     assert prepare["name"] == "prepare-shared-fs" and "restartPolicy" not in prepare
     assert sidecar["name"] == "tcpx-daemon" and sidecar["restartPolicy"] == "Always"
-    assert sidecar["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12"
+    assert sidecar["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.15"
     assert sidecar["command"][:2] == ["/tcpgpudmarxd/build/app/tcpgpudmarxd", "--gpu_nic_preset"]
     assert sidecar["securityContext"]["capabilities"] == {"add": ["NET_ADMIN"]}
     assert sidecar["securityContext"]["privileged"] is False
@@ -878,11 +936,18 @@ def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert {k: env[k] for k in TCPX_ENV} == TCPX_ENV
     assert env["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"] == "/run/tcpx"  # where the socket is mounted
-    # The trainer itself stays locked down: only the sidecar holds NET_ADMIN, as root; the
-    # trainer adds only IPC_LOCK, as Google's unprivileged TCPX pod does, to pin its buffers.
+    # The trainer runs as root, as Google's NCCL container does, and adds only IPC_LOCK, as
+    # Google's unprivileged TCPX pod does; otherwise locked down; only the sidecar holds
+    # NET_ADMIN.
     context = container["securityContext"]
-    assert context["runAsUser"] == 1000 and context["readOnlyRootFilesystem"] is True
+    assert context["runAsUser"] == 0 and context["runAsNonRoot"] is False
+    assert context["readOnlyRootFilesystem"] is True and context["privileged"] is False
+    assert context["allowPrivilegeEscalation"] is False
     assert context["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    # The NCCL core the installer ships is the one loaded, and the gate checks its version.
+    assert env["LD_PRELOAD"] == "/usr/local/nvidia/lib64/libnccl.so.2"
+    assert "--fabric_nccl_version=2.19.4" in " ".join(container["args"])
     namespace = a3_run.one("kubernetes:core/v1:Namespace").inputs["metadata"]["labels"]
     assert namespace["pod-security.kubernetes.io/enforce"] == "privileged"
 
@@ -902,11 +967,18 @@ def test_a3_mega_pod_carries_the_tcpxo_sidecar_with_its_startup_probe(a3_mega_ru
     assert {"name": "HEALTH_CHECK_LOG_FILE", "value": "/run/health-check"} in sidecar["env"]
     container = trainer(pod)
     assert {"name": "aperture-devices", "mountPath": "/dev/aperture_devices"} in container["volumeMounts"]
-    env = {e["name"]: e.get("value") for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}  # NODE_NAME: valueFrom
     assert env["NCCL_FASTRAK_IFNAME"] == ",".join(f"eth{n}" for n in range(1, 9))
     assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
     assert env["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "131072"  # the guest config checker enforces it
     assert env["NCCL_TUNER_CONFIG_PATH"].startswith(env["LD_LIBRARY_PATH"] + "/")
+    # Root as Google's TCPXO NCCL container, which adds no capability; the installer's NCCL
+    # ("qualified and supported: NCCL 2.28.7-1") preloaded and checked by the gate.
+    context = container["securityContext"]
+    assert context["runAsUser"] == 0 and context["capabilities"] == {"drop": ["ALL"]}
+    assert context["privileged"] is False and context["allowPrivilegeEscalation"] is False
+    assert env["LD_PRELOAD"] == f"{env['LD_LIBRARY_PATH']}/libnccl.so.2"
+    assert "--fabric_nccl_version=2.28.7" in " ".join(container["args"])
 
 
 @pytest.mark.parametrize("fixture", ["a3_run", "a3_mega_run"])

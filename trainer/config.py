@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence, get_args, get_origin, get_type_hints
 
@@ -173,6 +174,10 @@ class TrainConfig:
     fabric_rails: int = _help(
         "Fabric NICs NCCL must find on every node in enforce mode (EFA interfaces, InfiniBand "
         "HCAs), read from its INFO log; 0 = not checked.", default=0)
+    fabric_nccl_version: str = _help(
+        "NCCL version (e.g. 2.19.4) every rank must have loaded in enforce mode: the one the "
+        "fabric's NCCL plugin is qualified with (GKE GPUDirect); empty = not checked.",
+        default="")
     fabric_gate_sizes: Optional[List[int]] = _help(
         "Comma separated message sizes in bytes for the gate's all_reduce and all_to_all "
         "(default: 1 MiB, 128 MiB, 1 GiB on GPU; 64 KiB, 1 MiB on CPU); floors are judged at "
@@ -258,6 +263,10 @@ class TrainConfig:
             bad("fabric_max_nodes_left_out", self.fabric_max_nodes_left_out, "must be >= 0")
         if self.fabric_rails < 0:
             bad("fabric_rails", self.fabric_rails, "must be >= 0 (0 = not checked)")
+        if self.fabric_nccl_version and not re.fullmatch(r"\d+\.\d+\.\d+",
+                                                          self.fabric_nccl_version):
+            bad("fabric_nccl_version", self.fabric_nccl_version,
+                "must be major.minor.patch, e.g. 2.19.4 (empty = not checked)")
         if self.fabric_gate_sizes is not None and (not self.fabric_gate_sizes
                                                    or min(self.fabric_gate_sizes) < 4):
             bad("fabric_gate_sizes", _join(self.fabric_gate_sizes),

@@ -152,6 +152,48 @@ def parse_rails(text: str) -> Optional[int]:
     return counts[-1] if counts else None
 
 
+# NCCL's banner, "NCCL INFO NCCL version 2.19.4+cuda12.2" (init.cc showVersion): written by the
+# process that is rank 0 of a communicator, so not by every rank.
+_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+
+
+def parse_nccl_version(text: str) -> Optional[str]:
+    """The NCCL version ("2.19.4") an NCCL INFO log names (the last one), or None."""
+    found = _NCCL_VERSION.findall(text)
+    return found[-1] if found else None
+
+
+def loaded_nccl_version(maps: str = "/proc/self/maps") -> Optional[str]:
+    """The version of the libnccl this process has loaded, asked of that library itself
+    (ncclGetVersion), or None when none is loaded. Not torch.cuda.nccl.version(): that is the
+    version torch was compiled against (torch/csrc/cuda/nccl.cpp, NCCL_MAJOR/MINOR/PATCH), not
+    the one a preload or the loader picked."""
+    try:
+        with open(maps) as fh:
+            paths = [line.split()[-1] for line in fh if "libnccl.so" in line]
+    except OSError:
+        return None
+    if not paths:
+        return None
+    import ctypes  # only where a library is loaded: dlopen returns the loaded one
+
+    code = ctypes.c_int()
+    try:
+        if ctypes.CDLL(paths[0]).ncclGetVersion(ctypes.byref(code)) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    return nccl_version_from_code(code.value)
+
+
+def nccl_version_from_code(code: int) -> str:
+    """ncclGetVersion's integer as "major.minor.patch": major*10000 + minor*100 + patch from
+    NCCL 2.9 on, major*1000 + minor*100 + patch before (nccl.h NCCL_VERSION)."""
+    if code >= 20900:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+
+
 def _unique(items: Iterable[str]) -> List[str]:
     return list(dict.fromkeys(items))
 
@@ -211,6 +253,7 @@ class RankFigures:
     node: str = ""  # the Kubernetes node (env NODE_NAME from spec.nodeName; else the host)
     gpu_problems: List[str] = field(default_factory=list)  # trainer/gpu_health.py
     matmul_tflops: Optional[float] = None  # this rank's BF16 matmul throughput (GPU only)
+    nccl_version: Optional[str] = None  # the NCCL this rank loaded (None: unknown, e.g. gloo)
 
 
 SYSFS_INFINIBAND = "/sys/class/infiniband"
@@ -367,6 +410,8 @@ class GateResult:
     attempts: int = 1
     exit_status: int = 0  # 0 (go on), NODE_LEFT_OUT or FABRIC_ERROR; set by run_fabric_gate
     left_out: List[str] = field(default_factory=list)  # nodes tainted by this run
+    expected_nccl_version: str = ""  # the NCCL the fabric's plugin is qualified with
+    nccl_versions: List[str] = field(default_factory=list)  # what the ranks loaded
 
     def line(self) -> str:
         """The one log line, pass or fail."""
@@ -388,8 +433,10 @@ class GateResult:
             f", {self.fewest_rails} fabric NICs" + (f" of {self.expected_rails}"
                                                      if self.expected_rails else ""))
         size = _size(self.sizes[-1]) if self.sizes else "-"
+        nccl = (f"; NCCL {'+'.join(self.nccl_versions)}" if self.nccl_versions else "") + (
+            f" (expected {self.expected_nccl_version})" if self.expected_nccl_version else "")
         text = (f"fabric gate {status}: transport {self.transport} (expected "
-                f"{self.expected_transport or 'any'}{nics}); all_reduce busbw {_gbps(bw)} at "
+                f"{self.expected_transport or 'any'}{nics}){nccl}; all_reduce busbw {_gbps(bw)} at "
                 f"{size} ({floor}); all_to_all busbw {_gbps(a2a)} ({a2a_floor}); slowest rank "
                 f"{self.slowest_rank} on {self.slowest_host} "
                 f"{self.slowest_ratio:.2f}x the others' median compute time (limit "
@@ -432,7 +479,7 @@ def _where(f: RankFigures) -> str:
 def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
            expected_transport: str, floor_gbps: float, seconds: float = 0.0,
            expected_rails: int = 0, all_to_all_floor_gbps: float = 0.0,
-           matmul_floor_tflops: float = 0.0) -> GateResult:
+           matmul_floor_tflops: float = 0.0, expected_nccl_version: str = "") -> GateResult:
     """The verdict from every rank's figures: a pure function, so tests can feed it numbers
     (published healthy runs, degraded ones). Problems of one node name it in `bad_nodes`;
     bandwidth under a floor is the fabric's and names none."""
@@ -467,6 +514,12 @@ def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
             if f.transport != expected_transport:
                 node_problem(f, f"transport {f.transport or 'unknown'} is not "
                                 f"{expected_transport}")
+    if expected_nccl_version:
+        for f in by_rank:
+            if f.nccl_version != expected_nccl_version:
+                node_problem(f, f"NCCL {f.nccl_version or 'unknown'} is loaded, not "
+                                f"{expected_nccl_version}, the one the fabric's plugin is "
+                                "qualified with")
     if expected_rails:
         for f in by_rank:
             if f.rails is not None and f.rails < expected_rails:
@@ -486,28 +539,33 @@ def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
         slowest_ratio=ratio, seconds=seconds, problems=problems, expected_rails=expected_rails,
         fewest_rails=min((f.rails for f in by_rank if f.rails is not None), default=None),
         all_to_all_floor_gbps=all_to_all_floor_gbps,
-        bad_nodes=_unique(f.node or f.host for f in bad))
+        bad_nodes=_unique(f.node or f.host for f in bad),
+        expected_nccl_version=expected_nccl_version,
+        nccl_versions=_unique(f.nccl_version for f in by_rank if f.nccl_version))
 
 
 # --- the gate ---
 
-def this_rank_network(device: torch.device) -> Tuple[Optional[str], Optional[int]]:
-    """The transport and fabric NIC count this process's NCCL log gives ("gloo" and None on
-    CPU, unless a test supplies a log)."""
+def this_rank_network(device: torch.device
+                      ) -> Tuple[Optional[str], Optional[int], Optional[str]]:
+    """The transport, fabric NIC count and NCCL version of this process ("gloo", None, None on
+    CPU, unless a test supplies a log): the first two from its NCCL log, the version from the
+    library it loaded, else from the log (which only a communicator's rank 0 writes it in)."""
     injected = os.environ.get(TEST_NCCL_LOG_ENV)
     if injected:
         with open(injected, errors="replace") as fh:
             text = fh.read()
-        return parse_transport(text), parse_rails(text)
+        return parse_transport(text), parse_rails(text), parse_nccl_version(text)
     if device.type != "cuda":
-        return "gloo", None
+        return "gloo", None, None
     text = read_nccl_log(os.environ.get("NCCL_DEBUG_FILE"))
     for line in text.splitlines():  # what the pod log would have shown (prepare_nccl_logging)
         if _echo_whole_log:
             print(line, flush=True)
         elif " NCCL WARN " in line:
             print(line, file=sys.stderr, flush=True)
-    return parse_transport(text), parse_rails(text)
+    return (parse_transport(text), parse_rails(text),
+            loaded_nccl_version() or parse_nccl_version(text))
 
 
 def _measure(cfg: "TrainConfig", ctx: "DistContext", sizes: Sequence[int],
@@ -516,9 +574,9 @@ def _measure(cfg: "TrainConfig", ctx: "DistContext", sizes: Sequence[int],
     """One measurement on every rank and the verdict from every rank's figures."""
     compute_s = time_compute(ctx.device, ctx.rank)
     all_reduce_s, all_to_all_s = time_collectives(sizes, ctx.world_size, ctx.device)
-    transport, rails = this_rank_network(ctx.device)
+    transport, rails, nccl_version = this_rank_network(ctx.device)
     mine = RankFigures(rank=ctx.rank, host=socket.gethostname(), transport=transport,
-                       rails=rails, compute_s=compute_s,
+                       rails=rails, nccl_version=nccl_version, compute_s=compute_s,
                        all_reduce_s=all_reduce_s, all_to_all_s=all_to_all_s,
                        # once per node: every local rank shares its devices and limits
                        local_problems=node_problems if ctx.local_rank == 0 else [],
@@ -530,7 +588,8 @@ def _measure(cfg: "TrainConfig", ctx: "DistContext", sizes: Sequence[int],
                     cfg.fabric_transport, cfg.fabric_floor_gbps, time.perf_counter() - start,
                     expected_rails=cfg.fabric_rails,
                     all_to_all_floor_gbps=cfg.fabric_all_to_all_floor_gbps,
-                    matmul_floor_tflops=cfg.gpu_matmul_floor_tflops)
+                    matmul_floor_tflops=cfg.gpu_matmul_floor_tflops,
+                    expected_nccl_version=cfg.fabric_nccl_version)
     result.attempts = attempt
     return result
 

@@ -22,7 +22,8 @@ STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                "checkpoint_write_mb_per_sec", "keep_checkpoints", "save_deadline_seconds",
                "dataset_path", "metrics_file", "tensorboard_dir", "fabric_gate",
                "fabric_transport", "fabric_floor_gbps", "fabric_all_to_all_floor_gbps",
-               "fabric_gate_sizes", "fabric_rails", "gpu_matmul_floor_tflops")
+               "fabric_gate_sizes", "fabric_rails", "fabric_nccl_version",
+               "gpu_matmul_floor_tflops")
 # The gate's message sizes below its judged plateau size: latency-bound and mid sizes, reported.
 GATE_SMALLER_SIZES = (1 << 20, 128 << 20)
 
@@ -93,9 +94,10 @@ def gate_enforced(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> 
 
 
 def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> list[str]:
-    """Enforce the machine's transport, fabric NIC count, GPU matmul floor and, across nodes,
-    the all_reduce and all_to_all floors for this node count at their plateau size, when the
-    stack uses its fabric; otherwise only report (CPU/gloo or sockets have no floor)."""
+    """Enforce the machine's transport, fabric NIC count, qualified NCCL version, GPU matmul
+    floor and, across nodes, the all_reduce and all_to_all floors for this node count at their
+    plateau size, when the stack uses its fabric; otherwise only report (CPU/gloo or sockets
+    have no floor)."""
     if not interconnect.gate:
         return ["--fabric_gate=off"]
     if not gate_enforced(cluster, job, interconnect):
@@ -103,8 +105,10 @@ def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect)
     machine = job_pool(cluster, job).machine
     rails = cluster.interconnect.fabric_rails
     matmul = gpu_matmul_floor_tflops(machine)
+    nccl = cluster.interconnect.nccl_version
     flags = ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
              *([f"--fabric_rails={rails}"] if rails else []),
+             *([f"--fabric_nccl_version={nccl}"] if nccl else []),
              *([f"--gpu_matmul_floor_tflops={matmul:g}"] if matmul else [])]
     if job.nodes < 2:  # one node: NVLink only, no fabric floor applies
         return flags

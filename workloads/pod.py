@@ -104,17 +104,20 @@ RAISE_MEMLOCK_CAPABILITIES = ["SETGID", "SETUID", "SYS_RESOURCE"]
 def security_context(cluster: GpuCluster) -> core.SecurityContextArgs:
     """Non-root with every capability dropped; where RDMA needs a raised locked-memory limit,
     the container starts as root with just the three capabilities the launcher uses to raise
-    it and drop to RUN_AS before the trainer runs (no privilege escalation either way)."""
+    it and drop to RUN_AS before the trainer runs; where the fabric's vendor runs NCCL only as
+    root (GKE GPUDirect: contract `trainer_runs_as_root`), root with nothing but the fabric's
+    capabilities. No privilege escalation, read-only root file system either way."""
     raise_memlock = cluster.interconnect.raise_locked_memory
+    root = raise_memlock or cluster.interconnect.trainer_runs_as_root
     add = sorted({*cluster.interconnect.capabilities,
                   *(RAISE_MEMLOCK_CAPABILITIES if raise_memlock else [])})
     return core.SecurityContextArgs(
         allow_privilege_escalation=False,
         privileged=False,
         read_only_root_filesystem=True,
-        run_as_non_root=not raise_memlock,
-        run_as_user=0 if raise_memlock else RUN_AS,
-        run_as_group=0 if raise_memlock else RUN_AS,
+        run_as_non_root=not root,
+        run_as_user=0 if root else RUN_AS,
+        run_as_group=0 if root else RUN_AS,
         capabilities=core.CapabilitiesArgs(drop=["ALL"], add=add or None),
         seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
     )

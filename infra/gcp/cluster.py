@@ -4,7 +4,9 @@ nodes in the GPU zone, locked down.
 Regional, not zonal: a regional control plane is replicated across the region's zones and
 stays up while GKE upgrades it, and costs the same cluster management fee
 (https://cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters,
-https://cloud.google.com/kubernetes-engine/pricing). Its nodes still live where the pools say:
+https://cloud.google.com/kubernetes-engine/pricing), but GKE's free tier (USD 74.40 of credit a
+month per billing account) applies "only to zonal and Autopilot clusters": this cluster pays
+the full USD 0.10 an hour (README, "Cost"). Its nodes still live where the pools say:
 every pool names its zones (`node_locations`), so the GPU pools stay in the one GPU zone that
 compact placement needs. The location is fixed at creation: a stack created zonal before this
 change gets a new (regional) cluster on its next `pulumi up`; the bucket and the Filestore
@@ -76,6 +78,28 @@ def ignored_after_creation(release: Release) -> list[str]:
     return ignored if release.upgrade_from else [*ignored, "min_master_version"]
 
 
+def private_cluster_config(network: Network) -> gcp.container.ClusterPrivateClusterConfigArgs:
+    """Private nodes, and the control plane's private /28 in VPC Network Peering.
+
+    Kept on purpose, although GKE now creates private clusters on Private Service Connect
+    unless `master_ipv4_cidr_block` is given: this /28 is the one source range the admission
+    webhook firewall rule (infra/gcp/network.py) can name, as GKE's firewall guide has users
+    name it (the `gke-CLUSTER-HASH-master` rule's source, "master-ipv4-cidr"). A PSC control
+    plane has no range GKE documents as the source of its webhook calls. The field itself is not
+    deprecated (container v1 PrivateClusterConfig: only enable_private_nodes,
+    enable_private_endpoint, master_global_access_config and private_endpoint_subnetwork are).
+    Their replacements are not all in the installed pulumi-gcp 10.2: ip_endpoints_config takes
+    only `enabled`, and there is no cluster-level default_enable_private_nodes, so
+    enable_private_nodes and enable_private_endpoint stay here; Google's own cluster-toolkit
+    gke-cluster module (2026-06) sets exactly these three.
+    """
+    return gcp.container.ClusterPrivateClusterConfigArgs(
+        enable_private_nodes=True,  # no public IPs on nodes
+        enable_private_endpoint=False,  # pulumi runs from outside; limited to the settings' CIDRs
+        master_ipv4_cidr_block=network.ranges.control_plane,
+    )
+
+
 def create_cluster(prefix: str, settings: Settings, network: Network,
                    node_account_email: pulumi.Input[str], release: Release,
                    opts: pulumi.ResourceOptions,
@@ -125,12 +149,17 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
             cluster_secondary_range_name=PODS_RANGE,
             services_secondary_range_name=SERVICES_RANGE,
         ),
-        private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
-            enable_private_nodes=True,  # no public IPs on nodes
-            enable_private_endpoint=False,  # pulumi runs from outside; limited below
-            # A known range, so the webhook firewall rule (infra/gcp/network.py) can name it.
-            master_ipv4_cidr_block=network.ranges.control_plane,
+        # The endpoints as GKE now models them (ControlPlaneEndpointsConfig): the IP endpoint,
+        # which pulumi reaches from the settings' CIDRs (authorized networks, below), and the
+        # DNS endpoint closed to traffic from outside Google, as cluster-toolkit's gke-cluster
+        # sets it (`allow_external_traffic = var.enable_external_dns_endpoint`, default false).
+        control_plane_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigArgs(
+            ip_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigIpEndpointsConfigArgs(
+                enabled=True),
+            dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
+                allow_external_traffic=False),
         ),
+        private_cluster_config=private_cluster_config(network),
         master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
             cidr_blocks=[
                 gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(

@@ -41,8 +41,13 @@ PAUSE_IMAGE = ("gke.gcr.io/pause:3.8@sha256:"
 NRI_INJECTOR_IMAGE = ("gcr.io/gke-release/nri-device-injector@sha256:"
                       "6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970")
 # TCPXO's pre-installation step runs its script in the host's namespaces (nsenter -at 1): the
-# image supplies only nsenter. The references use the unpinned "ubuntu"; pinned here.
-NSENTER_IMAGE = "ubuntu:24.04"
+# image supplies only nsenter. The references name Docker Hub's "ubuntu"; here the same image
+# comes from mirror.gcr.io, Google's cache of Docker Hub, whose pulls "do not count against
+# Docker Hub rate limits" and which is "kept in sync with Docker Hub"
+# (https://cloud.google.com/artifact-registry/docs/pull-cached-dockerhub-images). Not a
+# digest: no registry could be asked for one from where this was written, and a digest copied
+# from elsewhere would be unchecked; the release tag keeps nsenter's major version.
+NSENTER_IMAGE = "mirror.gcr.io/library/ubuntu:24.04"
 
 INSTALLER_NAMES = {Interconnect.GPUDIRECT_TCPX: "nccl-tcpx-installer",
                    Interconnect.GPUDIRECT_TCPXO: "nccl-tcpxo-installer"}

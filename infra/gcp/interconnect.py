@@ -37,16 +37,26 @@ SOCKET_ENV = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "WARN"}
 GPU_VPC_MTU = 8244  # both blueprints: modules/network/multivpc `mtu: 8244` for the GPU VPCs
 NVIDIA_LIB64 = "/usr/local/nvidia/lib64"  # where the plugin installer's libraries appear in pods
 HOST_NVIDIA = "/home/kubernetes/bin/nvidia"  # GKE's driver directory on COS nodes
+# The NCCL core the plugin installer copies next to its plugin ("The NCCL plugin installer
+# includes NCCL core as well and it is recommended to use this NCCL core", gpudirect-tcpx and
+# gpudirect-tcpxo README.md, "Compatible NCCL version"). LD_LIBRARY_PATH alone does not make it
+# the one loaded: torch's libtorch_cuda finds the nvidia-nccl wheel's libnccl.so.2 through its
+# own RPATH, which the loader searches before LD_LIBRARY_PATH. A preloaded library with the same
+# soname is the one every later lookup of libnccl.so.2 binds to. Should the installer not have
+# run, the loader ignores the missing file (with a message) and torch's NCCL loads: the fabric
+# gate then fails the node on the version (trainer/fabric_gate.py, --fabric_nccl_version).
+QUALIFIED_NCCL = f"{NVIDIA_LIB64}/libnccl.so.2"
 
-# GKE's "Maximize GPU network bandwidth" guide for a3-highgpu-8g (GPUDirect-TCPX), as the
-# contents of cluster-toolkit examples/gke-a3-highgpu/nccl-config.yaml (run-nccl.sh) agree:
+# container-engine-accelerators gpudirect-tcpx/README.md, release "Jun 22, 2026" (plugin v3.1.12,
+# rxdm v2.0.15), "NCCL configs", as cluster-toolkit examples/gke-a3-highgpu/nccl-config.yaml
+# (run-nccl.sh) sets them but for NCCL_ALGO, which that release widens from Ring to Ring,Tree:
 # eth0 is the control NIC, eth1-eth4 carry GPU traffic; the bindings pin the NICs' threads to
 # the CPUs on the same NUMA node as their GPUs. The unix client prefix is the folder the rxdm
 # serves its sockets in (--uds_path /run/tcpx), mounted into the trainer at the same path.
 TCPX_ENV = {
     "NCCL_SOCKET_IFNAME": "eth0",
     "NCCL_CROSS_NIC": "0",
-    "NCCL_ALGO": "Ring",
+    "NCCL_ALGO": "Ring,Tree",
     "NCCL_PROTO": "Simple",
     "NCCL_NSOCKS_PERTHREAD": "4",
     "NCCL_SOCKET_NTHREADS": "1",
@@ -63,12 +73,13 @@ TCPX_ENV = {
         "eth1:8-21,112-125;eth2:8-21,112-125;eth3:60-73,164-177;eth4:60-73,164-177",
     "NCCL_GPUDIRECTTCPX_RX_BINDINGS":
         "eth1:22-35,126-139;eth2:22-35,126-139;eth3:74-87,178-191;eth4:74-87,178-191",
-    "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "50000",
+    "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "500000",
     "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX": "/run/tcpx",
     "NCCL_GPUDIRECTTCPX_FORCE_ACK": "0",
     "NCCL_DEBUG": "WARN",
     # enable-tcpx-in-workload.py (update_gpu_containers): NCCL and its plugin from the installer.
     "LD_LIBRARY_PATH": NVIDIA_LIB64,
+    "LD_PRELOAD": QUALIFIED_NCCL,
 }
 
 # container-engine-accelerators gpudirect-tcpxo/README.md, release "Jan 9, 2026" (plugin
@@ -103,6 +114,7 @@ TCPXO_ENV = {
     "NCCL_DEBUG": "WARN",
     # enable-tcpxo-in-workload.py (update_gpu_containers).
     "LD_LIBRARY_PATH": NVIDIA_LIB64,
+    "LD_PRELOAD": QUALIFIED_NCCL,
     "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices",
 }
 
@@ -120,21 +132,33 @@ class GpuDirect:
     sidecar: str  # the sidecar's container name (the device annotation is keyed by it)
     devices: tuple[str, ...]  # what the NRI device injector puts into the sidecar
     env: Mapping[str, str]
+    # The NCCL release Google qualifies with this plugin (README.md "Compatible NCCL version",
+    # "qualified and supported"), which the fabric gate requires of the NCCL each rank loaded.
+    nccl_version: str
+    # What the trainer container adds to root's empty capability set: what the reference NCCL
+    # container adds (interconnect_spec).
+    trainer_capabilities: tuple[str, ...] = ()
     host_volumes: Mapping[str, str] = field(default_factory=dict)  # name -> host path
 
 
 GPUDIRECT: dict[Interconnect, GpuDirect] = {
-    # cluster-toolkit gke-node-pool/gpu_direct.tf: "nccl_plugin v3.1.9 for tcpx", rxdm_version
-    # "v2.0.12" (matching), min_additional_networks 4; the A3 High blueprint pins
-    # nccl_tcpx_version v3.1.9; container-engine-accelerators gpudirect-tcpx/*.yaml use both.
+    # container-engine-accelerators gpudirect-tcpx/README.md, newest release "Jun 22, 2026":
+    # installer v3.1.12, tcpx-daemon v2.0.15 (coupled), "qualified and supported: NCCL 2.19.4".
+    # Google's manifests in the same repository and cluster-toolkit (gpu_direct.tf, the A3 High
+    # blueprint) still name the February 2024 pair, v3.1.9 and v2.0.12. min_additional_networks
+    # 4 (gpu_direct.tf).
     Interconnect.GPUDIRECT_TCPX: GpuDirect(
         interconnect=Interconnect.GPUDIRECT_TCPX,
         nics=4,
-        installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9",
-        rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12",
+        installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.12",
+        rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.15",
         sidecar="tcpx-daemon",
         devices=GPU_DEVICES,
         env=TCPX_ENV,
+        nccl_version="2.19.4",
+        # gpudirect-tcpx/nccl-test-unprivileged-without-hostnetwork.yaml: the NCCL container
+        # adds IPC_LOCK (the plugin pins the buffers it shares with the rxdm).
+        trainer_capabilities=("IPC_LOCK",),
         # enable-tcpx-in-workload.py add_volumes ("tcpx-socket" is an emptyDir, below).
         host_volumes={"libraries": f"{HOST_NVIDIA}/lib64", "sys": "/sys", "proc-sys": "/proc/sys"},
     ),
@@ -150,6 +174,9 @@ GPUDIRECT: dict[Interconnect, GpuDirect] = {
         sidecar="tcpxo-daemon",
         devices=GPU_DEVICES + ("/dev/dmabuf_import_helper",),
         env=TCPXO_ENV,
+        nccl_version="2.28.7",  # "qualified and supported: NCCL 2.28.7-1" (-1: the package)
+        # gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml: the NCCL container
+        # adds nothing.
         # enable-tcpxo-in-workload.py add_volumes.
         host_volumes={"nvidia-install-dir-host": HOST_NVIDIA, "sys": "/sys",
                       "proc-sys": "/proc/sys", "aperture-devices": "/dev/aperture_devices"},
@@ -291,6 +318,20 @@ def interconnect_spec(gpu: Machine, fabric: bool) -> InterconnectSpec:
 
     With GPUDirect the pod mounts host paths and runs a root sidecar holding NET_ADMIN, which
     the Pod Security "baseline" level refuses: the job's namespace must enforce "privileged".
+
+    The trainer runs as root there, as the NCCL container of every Google TCPX/TCPXO reference
+    does (container-engine-accelerators gpudirect-tcpx(o)/nccl-test*.yaml, cluster-toolkit
+    examples/gke-a3-*/nccl-test*.yaml: no runAsUser, the image's root). That uid 1000 would work
+    is not shown: the rxdm's sockets are world-writable (tcpgpudmarxd app/tcpgpudmarxd.cu
+    `umask(0)` before it binds them), but the plugin sends with SO_ZEROCOPY
+    (nccl-plugin-gpudirecttcpx src/connect.cc), whose pinned pages the kernel charges to
+    RLIMIT_MEMLOCK unless the process holds IPC_LOCK (Linux net/core/skbuff.c
+    mm_account_pinned_pages), a capability a non-root uid loses at execve; and no Google
+    reference runs the plugin's DMA-buf path as another user. Otherwise the container stays
+    locked down (workloads/pod.py): not privileged, no privilege escalation, read-only root file
+    system, RuntimeDefault seccomp, and every capability dropped but what the reference NCCL
+    container adds (IPC_LOCK for TCPX). On Filestore (no root squash) root can write the job's
+    folders the preparer gives to uid 1000.
     """
     direct = gpudirect_for(gpu, fabric)
     if direct is None:
@@ -302,9 +343,8 @@ def interconnect_spec(gpu: Machine, fabric: bool) -> InterconnectSpec:
         volumes=pod_volumes(direct),
         trainer_volume_mounts=trainer_volume_mounts(direct),
         sidecars=[rxdm_sidecar(direct)],
-        # Google's unprivileged TCPX pod gives its NCCL container IPC_LOCK (container-engine-
-        # accelerators gpudirect-tcpx/nccl-test-unprivileged-without-hostnetwork.yaml): the
-        # plugin pins the buffers it shares with the rxdm.
-        capabilities=("IPC_LOCK",),
+        capabilities=direct.trainer_capabilities,
         privileged_pod_security=True,
+        trainer_runs_as_root=True,
+        nccl_version=direct.nccl_version,
     )

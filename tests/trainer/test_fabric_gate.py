@@ -318,3 +318,102 @@ def test_a_node_s_rdma_problem_fails_an_enforced_gate_naming_rank_and_host():
     assert result.problems == ["rank 1 (node-1): locked-memory limit 65536 bytes is too small "
                                "for RDMA"]
     assert decide(figures, [1 << 20], "report", "ib", 0.0).passed  # report mode only warns
+
+
+# --- the NCCL the fabric's plugin is qualified with (GKE GPUDirect) ---
+
+def test_the_nccl_version_is_read_from_a_real_log_and_the_code_ncclgetversion_returns():
+    from trainer.fabric_gate import nccl_version_from_code, parse_nccl_version
+
+    assert parse_nccl_version(_sample(LOGS / "ib_roce_nccl_tests_185.log")[2]) == "2.19.3"
+    assert parse_nccl_version(_sample(LOGS / "ib_with_socket_bootstrap_horovod_1523.log")[2]) \
+        == "2.4.7"
+    assert parse_nccl_version(_sample(LOGS / "tcpx_skypilot_readme.log")[2]) is None
+    # nccl.h NCCL_VERSION(X,Y,Z): X*10000+Y*100+Z from 2.9, X*1000+Y*100+Z before.
+    assert nccl_version_from_code(21904) == "2.19.4"
+    assert nccl_version_from_code(22807) == "2.28.7"
+    assert nccl_version_from_code(2708) == "2.7.8"
+
+
+def test_a_rank_on_another_nccl_fails_enforce_by_node_and_an_unknown_one_too():
+    figures = _figures(transport="tcpx")
+    figures[0].nccl_version, figures[1].nccl_version = "2.19.4", "2.29.7"
+    result = decide(figures, [1 << 20], "enforce", "tcpx", 0.0, expected_nccl_version="2.19.4")
+    assert not result.passed and result.bad_nodes == ["node-1"]
+    assert ("rank 1 (node-1): NCCL 2.29.7 is loaded, not 2.19.4, the one the fabric's plugin "
+            "is qualified with") in result.problems
+    assert "; NCCL 2.19.4+2.29.7 (expected 2.19.4);" in result.line()
+    figures[1].nccl_version = None  # the preload did not happen and no version was readable
+    assert "rank 1 (node-1): NCCL unknown is loaded" in decide(
+        figures, [1 << 20], "enforce", "tcpx", 0.0, expected_nccl_version="2.19.4").problems[0]
+    figures[1].nccl_version = "2.19.4"
+    assert decide(figures, [1 << 20], "enforce", "tcpx", 0.0,
+                  expected_nccl_version="2.19.4").passed
+    assert decide(_figures(), [1 << 20], "enforce", "efa", 0.0).passed  # not asked: not checked
+
+
+def test_an_nccl_log_of_another_version_fails_the_gate_through_the_launcher():
+    log = LOGS / "ib_roce_nccl_tests_185.log"  # "NCCL version 2.19.3+cuda12.3", over IB/RoCE
+    proc = _launch(["--fabric_gate", "enforce", "--fabric_nccl_version", "2.19.4"],
+                   {TEST_NCCL_LOG_ENV: str(log)})
+    assert proc.returncode == FABRIC_ERROR, proc.stderr[-3000:]
+    [line] = _gate_lines(proc)
+    assert "NCCL 2.19.3 (expected 2.19.4)" in line
+    assert "NCCL 2.19.3 is loaded, not 2.19.4" in line
+
+
+def test_a_malformed_nccl_version_is_refused_naming_the_flag(capsys):
+    from trainer.config import parse_config
+
+    with pytest.raises(SystemExit) as exited:
+        parse_config(["--fabric_nccl_version", "2.19"])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "fabric_nccl_version" in error and "2.19" in error and "major.minor.patch" in error
+    assert parse_config(["--fabric_nccl_version", "2.28.7"]).fabric_nccl_version == "2.28.7"
+
+
+LIBNCCL_STUB = "int ncclGetVersion(int *version) { *version = %d; return 0; }\n"
+# Stands in for libtorch_cuda.so: it needs libnccl.so.2 (DT_NEEDED, a soname, no path) and finds
+# it through its own RPATH, as torch's wheel finds the nvidia-nccl wheel's copy.
+LIBTORCH_STUB = ("int ncclGetVersion(int *version);\n"
+                 "int torch_nccl_version(void) { int v = 0; ncclGetVersion(&v); return v; }\n")
+
+
+def _cc(tmp_path: Path, source: str, out: Path, *flags: str) -> Path:
+    src = tmp_path / (out.name + ".c")
+    src.write_text(source)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(out), str(src), *flags], check=True)
+    return out
+
+
+def test_the_preloaded_nccl_is_the_one_torch_binds_to_and_the_gate_reads(tmp_path):
+    """What the A3 pod's LD_PRELOAD does, with stand-in libraries: a library that needs
+    libnccl.so.2 through its RPATH (torch) binds to the preloaded copy (the installer's), while
+    LD_LIBRARY_PATH alone loses to the RPATH; the gate reads the loaded library's version."""
+    installer = _cc(tmp_path, LIBNCCL_STUB % 21904, tmp_path / "installer" / "libnccl.so.2",
+                    "-Wl,-soname,libnccl.so.2")  # 2.19.4, as /usr/local/nvidia/lib64 holds
+    wheel = _cc(tmp_path, LIBNCCL_STUB % 22907, tmp_path / "wheel" / "libnccl.so.2",
+                "-Wl,-soname,libnccl.so.2")  # 2.29.7, torch's own
+    torch_lib = _cc(tmp_path, LIBTORCH_STUB, tmp_path / "torch" / "libtorch_stub.so",
+                    f"-L{wheel.parent}", "-l:libnccl.so.2", f"-Wl,-rpath,{wheel.parent}",
+                    "-Wl,--disable-new-dtags")  # DT_RPATH: searched before LD_LIBRARY_PATH
+    probe = ("import ctypes, sys; torch = ctypes.CDLL(sys.argv[1]); "
+             "from trainer.fabric_gate import loaded_nccl_version; "
+             "print(torch.torch_nccl_version(), loaded_nccl_version())")
+
+    def run(extra: dict) -> str:
+        return subprocess.run([sys.executable, "-c", probe, str(torch_lib)], cwd=REPO,
+                              capture_output=True, text=True, env={**env(), **extra},
+                              check=True).stdout.strip()
+
+    assert run({}) == "22907 2.29.7"  # torch's own NCCL
+    assert run({"LD_LIBRARY_PATH": str(installer.parent)}) == "22907 2.29.7"  # RPATH wins
+    assert run({"LD_PRELOAD": str(installer)}) == "21904 2.19.4"  # the preload wins
+    # A missing preload is ignored by the loader: torch's NCCL loads, and the gate sees that.
+    assert run({"LD_PRELOAD": str(tmp_path / "absent" / "libnccl.so.2")}) == "22907 2.29.7"
+    # No NCCL in the process at all (CPU): nothing to report.
+    assert subprocess.run([sys.executable, "-c", "from trainer.fabric_gate import "
+                           "loaded_nccl_version; print(loaded_nccl_version())"], cwd=REPO,
+                          env=env(), capture_output=True, text=True).stdout.strip() == "None"
