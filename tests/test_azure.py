@@ -29,7 +29,8 @@ from infra.azure.network import plan_subnets
 from infra.catalog import Cloud, Interconnect, MACHINES, machine
 from infra.settings import SettingsError
 from tests.fakes import azure as fake
-from tests.harness import JOBSET, USER_API_CIDRS, Run, run_stack, training_pod_template
+from tests.harness import (JOBSET, USER_API_CIDRS, Captured, Run, run_stack,
+                           training_pod_template)
 
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -90,6 +91,12 @@ def test_every_azure_resource_uses_the_explicit_regional_provider(run: Run) -> N
     assert azure and all(r.provider_urn == provider.urn for r in azure)
 
 
+def cluster_add_ons(run: Run) -> list[Captured]:
+    """The cluster's Helm add-ons (GPU and network operators); Kueue belongs to the job's
+    layer (workloads/kueue.py), installed with the TrainingJob component."""
+    return [r for r in run.of_type(RELEASE) if not r.inputs["chart"].endswith("/kueue")]
+
+
 def test_everything_sits_under_the_component(run: Run) -> None:
     component = run.one(COMPONENT)
     def under(urn: str) -> bool:
@@ -97,8 +104,10 @@ def test_everything_sits_under_the_component(run: Run) -> None:
         return node is not None and (node.parent == component.urn or under(node.parent))
     for resource in run.resources:
         if resource.type.startswith(("azure-native:", "pulumi:providers:azure")) or resource.type in (
-                RELEASE, NIC_POLICY, "docker-build:index:Image"):
+                NIC_POLICY, "docker-build:index:Image"):
             assert under(resource.urn), resource.name
+    for add_on in cluster_add_ons(run):
+        assert under(add_on.urn), add_on.name
 
 
 def test_resources_carry_the_stack_tags(run: Run) -> None:
@@ -312,14 +321,14 @@ def test_the_training_pod_asks_for_infiniband_and_may_lock_memory(run: Run) -> N
 def test_without_fabric_no_network_operator_and_no_rdma() -> None:
     run = run_stack("azure", overrides={"interconnect": {"fabric": False}})
     assert not run.of_type(NIC_POLICY)
-    assert [r.inputs["chart"] for r in run.of_type(RELEASE)] == ["gpu-operator"]
+    assert [r.inputs["chart"] for r in cluster_add_ons(run)] == ["gpu-operator"]
     pod = training_pod_template(run)["spec"]
     assert all("rdma/ib" not in c["resources"].get("limits", {}) for c in pod["containers"])
     for pool in run.of_type(POOL):  # nothing declares InfiniBand that no plugin will offer
         assert RDMA_TAG not in pool.inputs["tags"]
     # The operator's own node feature discovery must reach the tainted GPU nodes (spot too), or
     # no node is labelled as having a GPU and no driver is ever deployed.
-    (operator,) = run.of_type(RELEASE)
+    (operator,) = cluster_add_ons(run)
     workers = operator.inputs["values"]["node-feature-discovery"]["worker"]["tolerations"]
     tolerated = {(t["key"], t.get("value")) for t in workers}
     assert {("sku", "gpu"), ("kubernetes.azure.com/scalesetpriority", "spot")} <= tolerated
@@ -332,7 +341,7 @@ def test_the_kubernetes_provider_waits_for_the_pools_and_add_ons(run: Run) -> No
     assert run.one(JOB).provider_urn == provider.urn
     for pool in run.of_type(POOL):
         assert run.waits_for(provider, pool)
-    for addon in [*run.of_type(RELEASE), *run.of_type(NIC_POLICY)]:
+    for addon in [*cluster_add_ons(run), *run.of_type(NIC_POLICY)]:
         assert run.waits_for(provider, addon)
     assert run.waits_for(run.one(JOB), run.one(RELEASE, "gpu-operator"))
 
