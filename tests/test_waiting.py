@@ -22,8 +22,12 @@ def view(**kwargs) -> ClusterView:
     return ClusterView(job=fx.JOB, namespace=fx.NS, **kwargs)
 
 
-def pending(spot: bool = False, message: str = fx.INSUFFICIENT_GPU) -> list[dict]:
-    return [fx.trainer_pod(i, spot=spot, unschedulable=message) for i in (0, 1)]
+def pending(spot: bool = False, message: str = fx.INSUFFICIENT_GPU, cloud: str = "gcp") -> list[dict]:
+    """The gang's two pods as the stack renders them for that cloud's pool, admitted by Kueue to
+    that pool's flavor, not yet on a node."""
+    pool = "spot" if spot else "onDemand"
+    placement = fx.rendered_spec(cloud, (pool,), admitted=pool)
+    return [fx.trainer_pod(i, placement=placement, unschedulable=message) for i in (0, 1)]
 
 
 # --- no quota -------------------------------------------------------------------------------
@@ -43,7 +47,7 @@ def test_gke_quota_refusal_says_no_quota_and_where_to_ask():
 
 def test_eks_quota_is_read_from_the_autoscaler_log_and_names_the_p_instance_quota():
     verdict = explain(view(
-        nodes=EKS_NODES, pods=pending(message="0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
+        nodes=EKS_NODES, pods=pending(cloud="aws", message="0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
         events=[fx.event("TriggeredScaleUp", "pod triggered scale-up: [{eks-gpu-ondemand-a1b2c3d4 0->2 (max: 2)}]")],
         autoscaler_events=[fx.event("ScaleUpFailed", fx.AWS_PLACEHOLDER, kind="ConfigMap",
                                     on="cluster-autoscaler-status", namespace="kube-system",
@@ -52,13 +56,13 @@ def test_eks_quota_is_read_from_the_autoscaler_log_and_names_the_p_instance_quot
                        + fx.AWS_VCPU + "\n"))
     assert verdict.kind == Kind.NO_QUOTA
     assert "vCPU limit of 0" in verdict.evidence
-    assert "L-417A185B" in verdict.next_step  # Running On-Demand P instances
+    assert "L-417A185B" in verdict.next_step and "Running On-Demand P instances" in verdict.next_step
     assert "aws service-quotas request-service-quota-increase" in verdict.next_step
 
 
 def test_aks_quota_from_the_failed_scale_up_group_event():
     verdict = explain(view(
-        nodes=AKS_NODES, pods=pending(),
+        nodes=AKS_NODES, pods=pending(cloud="azure"),
         autoscaler_events=[fx.event("FailedToScaleUpGroup", fx.AZURE_QUOTA, kind="ConfigMap",
                                     on="cluster-autoscaler-status", namespace="kube-system",
                                     type_="Warning")]))
@@ -88,20 +92,20 @@ def test_gke_pool_exhausted_in_the_status_configmap():
 
 
 def test_aks_zonal_allocation_failure_in_the_status_configmap():
-    verdict = explain(view(nodes=AKS_NODES, pods=pending(spot=True),
+    verdict = explain(view(nodes=AKS_NODES, pods=pending(spot=True, cloud="azure"),
                            autoscaler_status=fx.autoscaler_status(fx.AZURE_ALLOCATION)))
     assert verdict.kind == Kind.NO_CAPACITY
     assert "aks-gpuspot-98036146-vmss" in verdict.evidence and "ZonalAllocationFailed" in verdict.evidence
 
 
 def test_eks_spot_insufficient_capacity_from_the_log():
-    verdict = explain(view(nodes=EKS_NODES, pods=pending(spot=True), autoscaler_log=fx.AWS_ICE))
+    verdict = explain(view(nodes=EKS_NODES, pods=pending(spot=True, cloud="aws"), autoscaler_log=fx.AWS_ICE))
     assert verdict.kind == Kind.NO_CAPACITY
     assert "InsufficientInstanceCapacity" in verdict.evidence
 
 
 def test_a_failed_scale_up_without_the_cloud_s_words_still_says_it_failed():
-    verdict = explain(view(nodes=EKS_NODES, pods=pending(), autoscaler_events=[
+    verdict = explain(view(nodes=EKS_NODES, pods=pending(cloud="aws"), autoscaler_events=[
         fx.event("ScaleUpFailed", fx.AWS_PLACEHOLDER, kind="ConfigMap",
                  on="cluster-autoscaler-status", namespace="kube-system", type_="Warning")]))
     assert verdict.kind == Kind.SCALE_UP_FAILED
@@ -243,3 +247,140 @@ def test_running_completed_failed_and_missing():
     verdict = explain(view(jobset=failed))
     assert verdict.kind == Kind.FAILED and "exit code 2" in verdict.evidence
     assert explain(view(jobset=None)).kind == Kind.NOT_FOUND
+
+
+# --- a gang Kueue holds or requeues (Kueue v0.19.2 Workload status) ---------------------------
+
+def test_a_deactivated_workload_is_held_and_says_how_to_reactivate_it():
+    evicted = fx.condition("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded",
+                           fx.DEACTIVATED_MESSAGE)
+    reserved = fx.condition("QuotaReserved", "False", "Pending", fx.DEACTIVATED_MESSAGE)
+    verdict = explain(view(jobset=fx.jobset(suspend=True, queue="training"), workloads=[
+        fx.kueue_workload(reserved, others=(evicted,), active=False)]))
+    assert verdict.kind == Kind.HELD
+    assert "waiting for admission" not in verdict.reason and "frees up" not in verdict.next_step
+    assert "DeactivatedDueToRequeuingLimitExceeded" in verdict.evidence
+    assert verdict.next_step.endswith(
+        "kubectl -n torchrec patch workload jobset-dlrm-3c9a1 --type merge "
+        """-p '{"spec":{"active":true}}'""")
+
+
+def test_a_gang_in_requeue_backoff_says_when_and_why_without_any_pod():
+    """During the backoff the pods are deleted: the reason comes from the events about the
+    gang's earlier pods and the autoscaler's status ConfigMap."""
+    evicted = fx.condition("Evicted", "True", "PodsReadyTimeout", fx.PODS_READY_TIMEOUT_MESSAGE)
+    requeued = fx.condition("Requeued", "False", "PodsReadyTimeout", fx.PODS_READY_TIMEOUT_MESSAGE)
+    reserved = fx.condition("QuotaReserved", "False", "Pending", fx.PODS_READY_TIMEOUT_MESSAGE)
+    workload = fx.kueue_workload(reserved, others=(evicted, requeued), requeue_state={
+        "count": 2, "requeueAt": "2026-11-26T10:20:00Z"})
+    verdict = explain(view(
+        jobset=fx.jobset(suspend=True, queue="training"), pods=[], workloads=[workload],
+        events=[fx.event("TriggeredScaleUp", fx.TRIGGERED, on="dlrm-node-0-0-x7k2p",
+                         time="2026-11-26T10:00:05Z"),
+                fx.event("FailedScaleUp", fx.GCE_STOCKOUT, on="dlrm-node-0-0-x7k2p",
+                         type_="Warning", time="2026-11-26T10:01:00Z")],
+        autoscaler_status=fx.autoscaler_status(fx.GCE_POOL_EXHAUSTED)))
+    assert verdict.kind == Kind.REQUEUED
+    assert "2026-11-26T10:20:00Z" in verdict.reason and "requeue 2" in verdict.reason
+    assert "no capacity" in verdict.reason
+    assert "ZONE_RESOURCE_POOL_EXHAUSTED" in verdict.evidence  # the newest refusal: the ConfigMap
+    assert "gpuZones" in verdict.next_step
+
+
+def test_a_gang_in_requeue_backoff_with_no_refusal_says_it_is_retried():
+    evicted = fx.condition("Evicted", "True", "PodsReadyTimeout", fx.PODS_READY_TIMEOUT_MESSAGE)
+    workload = fx.kueue_workload(fx.condition("QuotaReserved", "False", "Pending", ""),
+                                 others=(evicted,), requeue_state={
+                                     "count": 1, "requeueAt": "2026-11-26T10:02:00Z"})
+    verdict = explain(view(jobset=fx.jobset(suspend=True, queue="training"), workloads=[workload]))
+    assert verdict.kind == Kind.REQUEUED
+    assert "Kueue tries again at 2026-11-26T10:02:00Z" in verdict.next_step
+
+
+# --- which pool the pod is for, as the stack renders it ---------------------------------------
+
+@pytest.mark.parametrize("cloud", ["aws", "azure", "gcp"])
+def test_spot_is_read_from_the_rendered_placement_not_from_tolerations(cloud):
+    from workloads.waiting import _on_spot
+
+    def pod(pools, admitted):
+        return fx.trainer_pod(0, placement=fx.rendered_spec(cloud, pools, admitted))
+
+    assert _on_spot(pod(("spot",), "spot"))
+    assert _on_spot(pod(("spot",), None))  # before admission: its only affinity term is spot
+    # spot shortage policy onDemand: the pod tolerates both pools; the admitted flavor decides
+    assert _on_spot(pod(("spot", "onDemand"), "spot"))
+    assert not _on_spot(pod(("spot", "onDemand"), "onDemand"))
+    assert not _on_spot(pod(("onDemand",), "onDemand"))
+
+
+def test_a_gke_spot_pod_has_no_spot_toleration_and_still_reads_as_spot():
+    spec = fx.rendered_spec("gcp", ("spot",), "spot")
+    assert not any("spot" in str(t.get("key")) for t in spec["tolerations"])
+    assert spec["nodeSelector"]["cloud.google.com/gke-spot"] == "true"
+
+
+# --- rule order -------------------------------------------------------------------------------
+
+def test_a_pool_pinned_by_the_gate_s_taint_says_node_left_out_not_raise_max_nodes():
+    bad = fx.node("gke-torchrec-gpu-ondemand-9f8e", taints=[
+        {"key": "torchrec-cloud/unhealthy", "value": "true", "effect": "NoSchedule"}])
+    verdict = explain(view(nodes=[*GKE_NODES, bad], pods=pending(message=fx.UNHEALTHY_TAINT_MESSAGE),
+                           events=[fx.event("NotTriggerScaleUp", fx.MAX_SIZE)]))
+    assert verdict.kind == Kind.NODE_LEFT_OUT
+    assert "maxNodes" in verdict.next_step and "gke-torchrec-gpu-ondemand-9f8e" in verdict.reason
+
+
+# --- Azure's provisioning failure, EC2 reservations, EC2 quotas by family ---------------------
+
+def test_aks_provisioning_state_failed_reads_as_likely_no_capacity_with_the_activity_log():
+    verdict = explain(view(
+        nodes=AKS_NODES, pods=pending(spot=True, cloud="azure"),
+        autoscaler_events=[fx.event("ScaleUpFailed", fx.AZURE_PROVISIONING_FAILED, kind="ConfigMap",
+                                    on="cluster-autoscaler-status", namespace="kube-system",
+                                    type_="Warning")]))
+    assert verdict.kind == Kind.NO_CAPACITY and "likely a stock-out" in verdict.reason
+    assert "provisioning-state-failed" in verdict.evidence
+    # the node resource group, from the AKS node's providerID
+    assert "az monitor activity-log list -g mc --status Failed --offset 1h" in verdict.next_step
+
+
+def test_a_full_capacity_reservation_names_the_reservation_not_the_zone():
+    verdict = explain(view(nodes=EKS_NODES, pods=pending(cloud="aws"),
+                           autoscaler_log=fx.AWS_RESERVATION_FULL))
+    assert verdict.kind == Kind.NO_CAPACITY and "reservation" in verdict.reason
+    assert "aws ec2 describe-capacity-reservations" in verdict.next_step
+    assert "StartDate" in verdict.next_step
+
+
+@pytest.mark.parametrize("text", [
+    "An error occurred (ReservationCapacityExceeded) when calling the RunInstances operation",
+    "InsufficientInstanceCapacity - Insufficient capacity in the targeted capacity reservation cr-0123",
+    "The Capacity Block cr-0123456789abcdef0 is not active yet",
+])
+def test_reservation_refusals_read_as_reservation(text):
+    found = cloud_errors.match(text)
+    assert found is not None and found.refusal == Refusal.NO_RESERVATION
+
+
+@pytest.mark.parametrize("instance, quota", [
+    ("p5.48xlarge", "All P5 Spot Instance Requests"),
+    ("p4d.24xlarge", "All P4, P3 and P2 Spot Instance Requests"),
+])
+def test_eks_spot_quota_is_named_by_instance_family(instance, quota):
+    text = (f"W1126 10:01:02.345678 1 auto_scaling_groups.go:555] ASG eks-gpu-spot-a1b2 scaling "
+            f"failed with description: Launching a new EC2 instance. Status Reason: Could not "
+            f"launch Spot Instances. MaxSpotInstanceCountExceeded - Max spot instance count "
+            f"exceeded ({instance}). Launching EC2 instance failed.")
+    verdict = explain(view(nodes=EKS_NODES, pods=pending(spot=True, cloud="aws"), autoscaler_log=text))
+    assert verdict.kind == Kind.NO_QUOTA
+    assert f"QuotaName=='{quota}'" in verdict.next_step
+    assert "L-7212CCBC" not in verdict.next_step
+
+
+def test_eks_spot_quota_family_from_the_pool_s_accelerator_label():
+    """The vCPU-limit text names no instance type; the pod's placement does (the shipped AWS
+    stack's p4d pool: k8s.amazonaws.com/accelerator=nvidia-a100)."""
+    verdict = explain(view(nodes=EKS_NODES, pods=pending(spot=True, cloud="aws"),
+                           autoscaler_log=fx.AWS_VCPU))
+    assert "All P4, P3 and P2 Spot Instance Requests" in verdict.next_step

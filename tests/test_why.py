@@ -112,7 +112,7 @@ def test_a_pending_gang_on_eks_prints_no_quota_with_the_ec2_words(tmp_path):
         "/api/v1/namespaces/kube-system/pods?labelSelector=app.kubernetes.io%2Fname%3Daws-cluster-autoscaler":
             _list("PodList", [{"apiVersion": "v1", "kind": "Pod",
                                "metadata": {"name": CA_POD, "namespace": "kube-system"}}]),
-        f"/api/v1/namespaces/kube-system/pods/{CA_POD}/log?tailLines=300": fx.AWS_VCPU + "\n",
+        f"/api/v1/namespaces/kube-system/pods/{CA_POD}/log?sinceSeconds=3600": fx.AWS_VCPU + "\n",
     }
     with FakeApi(routes) as api:
         done = why(tmp_path, kubeconfig(tmp_path, api.url))
@@ -121,10 +121,47 @@ def test_a_pending_gang_on_eks_prints_no_quota_with_the_ec2_words(tmp_path):
     assert lines[0] == ("dlrm (torchrec): no quota: the cloud refused a new on-demand "
                         "GPU node because the account's quota is used up")
     assert lines[1].startswith("  evidence: W1126") and "vCPU limit of 0" in lines[1]
-    assert lines[2].startswith("  next step: request quota: aws service-quotas") and "L-417A185B" in lines[2]
+    assert lines[2].startswith('  next step: request quota "Running On-Demand P instances": aws service-quotas')
+    assert "L-417A185B" in lines[2]
     # Kueue is not installed here: both API versions were asked, and their absence is no error.
     assert f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{fx.NS}/workloads" in api.requests
     assert f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{fx.NS}/workloads" in api.requests
+
+
+def test_the_autoscaler_log_is_read_by_time_and_from_the_container_before_a_restart(tmp_path):
+    """The EC2 words logged before the autoscaler restarted are only in the previous container's
+    log; the last hour of both is read, not a line count."""
+    pods = [fx.trainer_pod(i, unschedulable="0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")
+            for i in (0, 1)]
+    log = f"/api/v1/namespaces/kube-system/pods/{CA_POD}/log"
+    routes = {
+        JOBSET: fx.jobset(),
+        f"{NS_PATH}/pods": _list("PodList", pods),
+        f"{NS_PATH}/events": _list("EventList", []),
+        "/api/v1/nodes": _list("NodeList", [fx.node("ip-10-0-1-23.ec2.internal", provider="aws:///us-east-1a/i-0abc")]),
+        "/api/v1/namespaces/kube-system/pods?labelSelector=app.kubernetes.io%2Fname%3Daws-cluster-autoscaler":
+            _list("PodList", [{"apiVersion": "v1", "kind": "Pod",
+                               "metadata": {"name": CA_POD, "namespace": "kube-system"},
+                               "status": {"containerStatuses": [
+                                   {"name": "aws-cluster-autoscaler", "restartCount": 1}]}}]),
+        f"{log}?previous=true&sinceSeconds=3600": fx.AWS_ICE + "\n",
+        f"{log}?sinceSeconds=3600": "I1126 10:30:00.1 1 static_autoscaler.go:300] Starting main loop\n",
+    }
+    with FakeApi(routes) as api:
+        done = why(tmp_path, kubeconfig(tmp_path, api.url))
+    assert done.returncode == 0, done.stderr
+    assert "no capacity" in done.stdout and "InsufficientInstanceCapacity" in done.stdout
+    assert not any("tailLines" in r for r in api.requests)
+
+
+def test_the_eks_autoscaler_logs_at_v1_so_its_warnings_stay_within_reach():
+    """The chart's default is v=4 (values.yaml extraArgs.v); the scaling-failure line is a
+    warning, logged at any level."""
+    from infra.aws.autoscaler import values
+
+    args = values("c", "us-east-1", "1.33", "arn:aws:iam::123456789012:role/ca",
+                  {"torchrec-cloud/pool": "system"})["extraArgs"]
+    assert args["v"] == 1
 
 
 def test_a_gang_held_by_kueue_prints_its_condition(tmp_path):

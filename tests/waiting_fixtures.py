@@ -7,13 +7,83 @@ sources' own: workloads/waiting.py and workloads/cloud_errors.py cite where each
 
 from __future__ import annotations
 
+import functools
 import zlib
 from typing import Any
 
 NS, JOB = "torchrec", "dlrm"
 T0 = "2026-11-26T10:00:00Z"
-SPOT_TOLERATION = {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true",
-                   "effect": "NoSchedule"}
+
+
+# --- the pod spec as the stack renders it -----------------------------------------------------
+
+def _plain(value: Any) -> Any:
+    """Pulumi input types (core.AffinityArgs, ...) as the API's JSON: camelCase dicts."""
+    import pulumi._types as pulumi_types
+
+    if pulumi_types.is_input_type(type(value)):
+        return _plain(pulumi_types.input_type_to_dict(value))
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@functools.lru_cache(maxsize=None)
+def stack_pools(cloud: str) -> dict[str, Any]:
+    """The shipped stack's GPU pools (contract GpuPool: labels and taints) as that cloud's own
+    pool code builds them: infra/aws/node_groups.gpu_pool_plan, infra/azure/node_pools.plan_pools,
+    infra/gcp/node_pools.gpu_pool_labels (GKE spot pools carry the gke-spot label, no taint)."""
+    from infra.catalog import Cloud, machine
+    from infra.contract import GpuPool
+    from infra.settings import settings_from_mapping
+    from infra.settings.model import PoolChoice
+    from tests.harness import PROJECT, stack_config
+
+    prefix = f"{PROJECT}:"
+    settings = settings_from_mapping({k.removeprefix(prefix): v for k, v in
+                                      stack_config(cloud).items() if k.startswith(prefix)})
+    pools: dict[str, Any] = {}
+    if cloud == "azure":
+        from infra.azure.node_pools import plan_pools
+
+        for plan in plan_pools(settings):
+            gpu = machine(Cloud.AZURE, plan.pool.machine_type)
+            pools[plan.key] = GpuPool(plan.pool.name, gpu, plan.pool.min_nodes,
+                                      plan.pool.desired_nodes, plan.pool.max_nodes, plan.spot,
+                                      plan.node_labels, list(plan.node_taints))
+        return pools
+    for key, pool in settings.gpu_pools_by_key.items():
+        spot = key == PoolChoice.SPOT
+        if cloud == "aws":
+            from infra.aws.node_groups import gpu_pool_plan
+
+            pools[key.value] = gpu_pool_plan(key.value, pool, machine(Cloud.AWS, pool.machine_type),
+                                             spot, fabric=True, placement=True).pool
+        else:
+            from infra.gcp.node_pools import GPU_TAINT, gpu_pool_labels
+
+            pools[key.value] = GpuPool(pool.name, machine(Cloud.GCP, pool.machine_type),
+                                       pool.min_nodes, pool.desired_nodes, pool.max_nodes, spot,
+                                       gpu_pool_labels(pool, spot), [GPU_TAINT])
+    return pools
+
+
+def rendered_spec(cloud: str, pools: tuple[str, ...], admitted: str | None) -> dict[str, Any]:
+    """The trainer pod's placement as workloads/pod.py renders it for `pools` (the job's pool,
+    then on-demand with the fallback policy), and, once Kueue admitted the gang to the flavor of
+    pool `admitted`, with that flavor's nodeLabels merged into spec.nodeSelector (workloads/
+    kueue.py resource_flavor: nodeLabels = the pool's labels; Kueue's podset.Merge)."""
+    from workloads.pod import node_affinity, tolerations
+
+    by_key = stack_pools(cloud)
+    chosen = [by_key[k] for k in pools]
+    spec: dict[str, Any] = {"tolerations": _plain(tolerations(*chosen)),
+                            "affinity": _plain(node_affinity(*chosen))}
+    if admitted is not None:
+        spec["nodeSelector"] = dict(sorted(by_key[admitted].node_labels.items()))
+    return spec
 
 
 def jobset(*, suspend: bool = False, conditions: list[dict[str, Any]] | None = None,
@@ -34,11 +104,12 @@ def condition(type_: str, status: str, reason: str, message: str) -> dict[str, A
 
 
 def trainer_pod(index: int, *, phase: str = "Pending", node: str | None = None,
-                spot: bool = False, unschedulable: str | None = None,
+                placement: dict[str, Any] | None = None, unschedulable: str | None = None,
                 waiting: tuple[str, str, str] | None = None,
                 init_running: str | None = None) -> dict[str, Any]:
     """A JobSet pod `<jobset>-node-0-<index>` with our labels. unschedulable: the scheduler's
-    message; waiting: (container, reason, message); init_running: an init container running."""
+    message; waiting: (container, reason, message); init_running: an init container running;
+    placement: nodeSelector/affinity/tolerations, e.g. rendered_spec(...)."""
     name = f"{JOB}-node-0-{index}"
     conditions = []
     if unschedulable is not None:
@@ -64,8 +135,7 @@ def trainer_pod(index: int, *, phase: str = "Pending", node: str | None = None,
         status["containerStatuses"] = [{"name": "trainer", "ready": True, "restartCount": 0,
                                         "image": "x", "imageID": "x", "started": True,
                                         "state": {"running": {"startedAt": T0}}}]
-    spec: dict[str, Any] = {"containers": [{"name": "trainer", "image": "x"}],
-                            "tolerations": [SPOT_TOLERATION] if spot else []}
+    spec: dict[str, Any] = {"containers": [{"name": "trainer", "image": "x"}], **(placement or {})}
     if node:
         spec["nodeName"] = node
     return {
@@ -141,9 +211,14 @@ def autoscaler_status(status_yaml: str) -> dict[str, Any]:
     }
 
 
-def kueue_workload(reserved: dict[str, Any], admitted: dict[str, Any] | None = None
-                   ) -> dict[str, Any]:
-    """Kueue names a JobSet's Workload jobset-<name>-<hash> and owns it by the JobSet."""
+def kueue_workload(reserved: dict[str, Any], admitted: dict[str, Any] | None = None, *,
+                   others: tuple[dict[str, Any], ...] = (), active: bool = True,
+                   requeue_state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Kueue names a JobSet's Workload jobset-<name>-<hash> and owns it by the JobSet.
+    others: more conditions (Evicted, Requeued); requeue_state: status.requeueState."""
+    status: dict[str, Any] = {"conditions": [c for c in (reserved, admitted, *others) if c]}
+    if requeue_state is not None:
+        status["requeueState"] = requeue_state
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
         "metadata": {"name": f"jobset-{JOB}-3c9a1", "namespace": NS,
@@ -152,8 +227,9 @@ def kueue_workload(reserved: dict[str, Any], admitted: dict[str, Any] | None = N
                                           "kind": "JobSet", "name": JOB, "controller": True,
                                           "blockOwnerDeletion": True,
                                           "uid": "5f0c2d4e-0000-4000-8000-000000000001"}]},
-        "spec": {"queueName": "training", "podSets": [{"name": "node", "count": 2}]},
-        "status": {"conditions": [c for c in (reserved, admitted) if c]},
+        "spec": {"queueName": "training", "podSets": [{"name": "node", "count": 2}],
+                 "active": active},
+        "status": status,
     }
 
 
@@ -231,3 +307,19 @@ UNHEALTHY_TAINT_MESSAGE = ("0/3 nodes are available: 1 node(s) had untolerated t
                            "{torchrec-cloud/unhealthy: true}, 2 node(s) didn't match Pod's node "
                            "affinity/selector. preemption: 0/3 nodes are available: 3 Preemption "
                            "is not helpful for scheduling.")
+# Kueue v0.19.2's own words (pkg/controller/core/workload_controller.go: triggerDeactivation and
+# the deactivation branch; reconcileNotReadyTimeout), after its requeuing limit and on a timeout.
+DEACTIVATED_MESSAGE = ("The workload is deactivated due to exceeding the maximum number of "
+                       "re-queuing retries")
+PODS_READY_TIMEOUT_MESSAGE = f"Exceeded the PodsReady timeout {NS}/jobset-{JOB}-3c9a1"
+# AKS's Cluster Autoscaler for a scale set VM that failed to provision (azure_scale_set.go:
+# OutOfResources, provisioning-state-failed), as clusterstate.go's ScaleUpFailed event.
+AZURE_PROVISIONING_FAILED = ("Failed adding 2 nodes to group aks-gpuspot-98036146-vmss due to "
+                             "OutOfResource.provisioning-state-failed; source errors: Azure failed "
+                             "to provision a node for this node group")
+# EC2's reservation refusals as an Auto Scaling group's failed activity repeats them.
+AWS_RESERVATION_FULL = ("W1126 10:01:02.345678       1 auto_scaling_groups.go:555] ASG eks-gpu-"
+                        "ondemand-a1b2c3d4 scaling failed with description: Launching a new EC2 "
+                        "instance. Status Reason: ReservationCapacityExceeded - The targeted "
+                        "Capacity Reservation does not enough available instance capacity to "
+                        "fulfill your request. Launching EC2 instance failed.")

@@ -18,6 +18,7 @@ from enum import Enum
 class Refusal(str, Enum):
     NO_QUOTA = "no_quota"
     NO_CAPACITY = "no_capacity"
+    NO_RESERVATION = "no_reservation"  # the targeted capacity reservation is full or not active
 
 
 @dataclass(frozen=True)
@@ -25,13 +26,14 @@ class CloudPattern:
     refusal: Refusal
     cloud: str  # "aws", "azure" or "gcp"
     pattern: re.Pattern[str]
+    likely: bool = False  # the text names no cause; capacity is the likely one
 
 
-def _p(refusal: Refusal, cloud: str, regex: str) -> CloudPattern:
-    return CloudPattern(refusal, cloud, re.compile(regex, re.IGNORECASE))
+def _p(refusal: Refusal, cloud: str, regex: str, likely: bool = False) -> CloudPattern:
+    return CloudPattern(refusal, cloud, re.compile(regex, re.IGNORECASE), likely)
 
 
-Q, C = Refusal.NO_QUOTA, Refusal.NO_CAPACITY
+Q, C, R = Refusal.NO_QUOTA, Refusal.NO_CAPACITY, Refusal.NO_RESERVATION
 
 PATTERNS: tuple[CloudPattern, ...] = (
     # AWS. EC2 error codes (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html):
@@ -46,6 +48,17 @@ PATTERNS: tuple[CloudPattern, ...] = (
     _p(Q, "aws", r"VcpuLimitExceeded"),
     _p(Q, "aws", r"requested more vCPU capacity than your current vCPU limit"),
     _p(Q, "aws", r"MaxSpotInstanceCountExceeded|InstanceLimitExceeded"),
+    # Reservations (aws.capacityReservation): EC2's ReservationCapacityExceeded, "The targeted
+    # Capacity Reservation does not [have] enough available instance capacity" (errors-overview);
+    # a Capacity Block launches nothing before its start ("when the reservation begins, you can
+    # use the Capacity Block", EC2 user guide, capacity-blocks-using; its state is "scheduled"
+    # until then, capacity-blocks-view) and a full or inactive reservation is refused as
+    # InsufficientInstanceCapacity naming the reservation. Listed before plain capacity: the
+    # answer is the reservation, not the zone.
+    _p(R, "aws", r"ReservationCapacityExceeded"),
+    _p(R, "aws", r"InsufficientInstanceCapacity.{0,200}\b(capacity reservation|capacity block)"),
+    _p(R, "aws", r"\b(capacity reservation|capacity block)\b.{0,120}\b(not (yet )?active|"
+                 r"scheduled|not in the active state)"),
     _p(C, "aws", r"InsufficientInstanceCapacity"),
     _p(C, "aws", r"do not have sufficient \S+ capacity"),
     _p(C, "aws", r"no Spot capacity available"),
@@ -64,6 +77,15 @@ PATTERNS: tuple[CloudPattern, ...] = (
     _p(C, "azure", r"\b(Zonal)?AllocationFailed\b"),
     _p(C, "azure", r"\bOverconstrained(Zonal)?AllocationRequest\b"),
     _p(C, "azure", r"\bSkuNotAvailable\b"),
+    # What AKS's Cluster Autoscaler itself reports for a scale set VM that failed to provision
+    # (kubernetes/autoscaler cluster-autoscaler/cloudprovider/azure azure_scale_set.go and
+    # azure_scale_set_instance_cache.go, instanceStatusFromVM): ErrorClass OutOfResources, code
+    # "provisioning-state-failed", "Azure failed to provision a node for this node group". It
+    # reaches the ScaleUpFailed event ("Failed adding %v nodes to group %v due to
+    # OutOfResource.provisioning-state-failed; source errors: ...", clusterstate/clusterstate.go)
+    # and the status ConfigMap's backoffInfo. Azure's own code is not in it: most often a
+    # stock-out (AllocationFailed), so "likely"; the activity log has the exact one.
+    _p(C, "azure", r"provisioning-state-failed|Azure failed to provision a node", likely=True),
     # GCP. GKE's autoscaler writes a pod event "Node scale up in zones %v associated with this pod
     # failed: %v. Pod is at risk of not being scheduled." with "GCE quota exceeded" or "GCE out of
     # resources" (GKE cluster-autoscaler pkg/visibility events, failedScaleUpReason); its
@@ -85,7 +107,8 @@ PATTERNS: tuple[CloudPattern, ...] = (
 
 def match(text: str) -> CloudPattern | None:
     """The first pattern found in `text`; quotas are listed before capacity in each cloud, so a
-    message that names both (a spot request refused for quota) reads as quota."""
+    message that names both (a spot request refused for quota) reads as quota, and a
+    reservation's refusal before the zone's."""
     for candidate in PATTERNS:
         if candidate.pattern.search(text):
             return candidate

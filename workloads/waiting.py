@@ -27,6 +27,17 @@ Where the words come from:
   the Workload's QuotaReserved=False condition, reasons WaitingForQuota / ExceedsMaxQuota /
   Pending, message "couldn't assign flavors to pod set <name>: insufficient quota for <resource>
   in flavor <flavor>, ... > maximum capacity (...)"; Admitted=False while admission checks wait.
+- Kueue v0.19.2, a held or requeued gang (apis/kueue/v1beta2/workload_types.go: spec.active,
+  status.requeueState {count, requeueAt}, condition Evicted with reasons PodsReadyTimeout and
+  Deactivated; pkg/workload/evict/evict.go IsEvictedByDeactivation: a reason that starts with
+  "Deactivated", written "Deactivated" + "DueTo" + the cause, e.g.
+  DeactivatedDueToRequeuingLimitExceeded with "The workload is deactivated due to exceeding the
+  maximum number of re-queuing retries" (pkg/controller/core/workload_controller.go
+  triggerDeactivation); a PodsReadyTimeout eviction says "Exceeded the PodsReady timeout <ns/name>"
+  and sets requeueState (workload.go UpdateRequeueState); pkg/controller/jobframework/reconciler.go
+  ~585-605 stops the job on Evicted=True and sets Requeued=False with the eviction's reason until
+  the backoff ends (Requeued=True, BackoffFinished). A deactivated Workload is never admitted
+  again until spec.active is set back to true.
 Cloud quota and capacity texts: workloads/cloud_errors.py.
 """
 
@@ -51,7 +62,26 @@ UNHEALTHY_TAINT = "torchrec-cloud/unhealthy"
 AUTOSCALER_STATUS = "cluster-autoscaler-status"  # kube-system ConfigMap (FAQ.md)
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
 SCALE_UP_FAILED_EVENTS = frozenset({"FailedScaleUp", "ScaleUpFailed", "FailedToScaleUpGroup"})
-_SPOT_WORDS = re.compile(r"spot", re.IGNORECASE)
+# The node labels that mark a spot node, per cloud. The pod carries them as spec.nodeSelector
+# (Kueue merges the admitted flavor's nodeLabels there: workloads/kueue.py resource_flavor) or in
+# its required node affinity (workloads/pod.py node_affinity, one term per pool it may use).
+# GKE spot pools are not tainted: GKE labels their nodes cloud.google.com/gke-spot=true and
+# cloud.google.com/gke-provisioning=spot (cloud.google.com/kubernetes-engine/docs/concepts/spot-vms);
+# infra/gcp/node_pools.py gpu_pool_labels. EKS managed node groups label capacity type
+# eks.amazonaws.com/capacityType=SPOT (docs.aws.amazon.com/eks/latest/userguide/managed-node-groups.html);
+# this stack's own pools carry torchrec-cloud/capacity=spot (infra/aws/node_groups.py CAPACITY_LABEL).
+# AKS spot pools: kubernetes.azure.com/scalesetpriority=spot (learn.microsoft.com/azure/aks/spot-node-pool;
+# infra/azure/node_pools.py SPOT_LABEL).
+SPOT_LABELS: dict[str, str] = {
+    "cloud.google.com/gke-spot": "true",
+    "cloud.google.com/gke-provisioning": "spot",
+    "eks.amazonaws.com/capacityType": "SPOT",
+    "torchrec-cloud/capacity": "spot",
+    "kubernetes.azure.com/scalesetpriority": "spot",
+}
+# Kueue's Evicted reasons (apis/kueue/v1beta2/workload_types.go, v0.19.2).
+EVICTED_PODS_READY_TIMEOUT = "PodsReadyTimeout"
+EVICTED_DEACTIVATED = "Deactivated"  # a prefix: "DeactivatedDueTo<cause>"
 
 
 class Kind(str, Enum):
@@ -62,6 +92,8 @@ class Kind(str, Enum):
     FAILED = "failed"
     RUNNING = "running"
     IMAGE_PULL = "image pull failing"
+    HELD = "held by Kueue"
+    REQUEUED = "requeued after a timeout"
     ADMISSION = "waiting for admission"
     SUSPENDED = "suspended"
     NO_QUOTA = "no quota"
@@ -166,13 +198,27 @@ def _waiting(pod: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             if (c.get("state") or {}).get("waiting")]
 
 
+def _is_spot_label(key: str, value: str) -> bool:
+    return key in SPOT_LABELS and value.lower() == SPOT_LABELS[key].lower()
+
+
 def _on_spot(pod: dict[str, Any]) -> bool:
-    """The pod tolerates a spot taint (EKS capacityType=SPOT, AKS scalesetpriority=spot, GKE
-    gke-spot): it is meant for the spot pool."""
-    for t in (pod.get("spec") or {}).get("tolerations") or []:
-        if _SPOT_WORDS.search(f"{t.get('key', '')}={t.get('value', '')}"):
-            return True
-    return False
+    """The pod is meant for a spot pool: its nodeSelector names a spot label (what Kueue injects
+    on admission), or, without one, every required node affinity term does. Tolerations say
+    nothing: a GKE spot pool has no spot taint, and a pod that may use both pools (the on-demand
+    fallback) tolerates the spot taint even when it is admitted to on-demand."""
+    spec = pod.get("spec") or {}
+    selector = spec.get("nodeSelector") or {}
+    if any(key in SPOT_LABELS for key in selector):
+        return any(_is_spot_label(k, str(v)) for k, v in selector.items())
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") or []
+    return bool(terms) and all(
+        any(e.get("operator") == "In" and any(_is_spot_label(e.get("key", ""), v)
+                                               for v in e.get("values") or [])
+            for e in term.get("matchExpressions") or [])
+        for term in terms)
 
 
 def _cloud(view: ClusterView) -> str | None:
@@ -210,12 +256,49 @@ def _backoffs(status_map: dict[str, Any] | None) -> list[str]:
 
 # ---- advice ----------------------------------------------------------------------------------
 
-def quota_step(cloud: str | None, spot: bool) -> str:
+# EC2 Spot quotas by instance family (EC2 user guide, "Spot Instance quotas": "All P4, P3 and
+# P2 Spot Instance Requests", "All P5 Spot Instance Requests"); their codes are not in that guide,
+# so the step looks the code up by name. On-demand P instances share one quota, "Running
+# On-Demand P instances", L-417A185B (EC2 user guide, "On-Demand Instance quotas").
+AWS_SPOT_P_QUOTAS = {"p5": "All P5 Spot Instance Requests",
+                     "p4": "All P4, P3 and P2 Spot Instance Requests",
+                     "p3": "All P4, P3 and P2 Spot Instance Requests",
+                     "p2": "All P4, P3 and P2 Spot Instance Requests"}
+AWS_ON_DEMAND_P_QUOTA = ("Running On-Demand P instances", "L-417A185B")
+_INSTANCE_TYPE = re.compile(r"\b(p\d)[a-z-]*\.\d*x?large\b", re.IGNORECASE)
+_GPU_FAMILY = {"h100": "p5", "h200": "p5", "a100": "p4", "v100": "p3", "k80": "p2"}
+
+
+def aws_family(texts: list[str]) -> str | None:
+    """The P family ("p4", "p5") named by an instance type (p4d.24xlarge) or an accelerator label
+    value (k8s.amazonaws.com/accelerator=nvidia-a100) in any of `texts`."""
+    for text in texts:
+        if m := _INSTANCE_TYPE.search(text):
+            return m.group(1).lower()
+    for text in texts:
+        for gpu, family in _GPU_FAMILY.items():
+            if f"nvidia-{gpu}" in text.lower():
+                return family
+    return None
+
+
+def quota_step(cloud: str | None, spot: bool, family: str | None = None) -> str:
     """Where each cloud takes a quota request (the README's quota sections say how much)."""
     if cloud == "aws":
-        code = "L-7212CCBC" if spot else "L-417A185B"  # All P Spot Instance Requests / Running On-Demand P instances
-        return ("request quota: aws service-quotas request-service-quota-increase --service-code "
-                f"ec2 --quota-code {code} --desired-value <vCPUs for job.nodes nodes> "
+        if not spot:
+            name, code = AWS_ON_DEMAND_P_QUOTA
+            return (f"request quota \"{name}\": aws service-quotas request-service-quota-increase "
+                    f"--service-code ec2 --quota-code {code} --desired-value <vCPUs for job.nodes "
+                    "nodes> (https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
+        names = ([AWS_SPOT_P_QUOTAS[family]] if family in AWS_SPOT_P_QUOTAS
+                 else sorted(set(AWS_SPOT_P_QUOTAS.values())))
+        name = " or ".join(f"\"{n}\"" for n in names)
+        lookup = names[0] if len(names) == 1 else "<name>"
+        return (f"request quota {name}: its code is "
+                "aws service-quotas list-service-quotas --service-code ec2 --query "
+                f"\"Quotas[?QuotaName=='{lookup}'].QuotaCode\", then aws service-quotas "
+                "request-service-quota-increase --service-code ec2 --quota-code <code> "
+                "--desired-value <vCPUs for job.nodes nodes> "
                 "(https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
     if cloud == "azure":
         return ("request quota: az vm list-usage --location <region> -o table shows the family; "
@@ -227,6 +310,30 @@ def quota_step(cloud: str | None, spot: bool) -> str:
                 "(gcloud compute regions describe <region>; "
                 "https://console.cloud.google.com/iam-admin/quotas)")
     return "request GPU quota for the node pool's machine type in the cloud's quota console"
+
+
+def reservation_step() -> str:
+    """An EC2 reservation that is full or not active yet (aws.capacityReservation)."""
+    return ("the capacity reservation (aws.capacityReservation.id) is full or not active yet: see "
+            "its state and start time with aws ec2 describe-capacity-reservations "
+            "--capacity-reservation-ids <id> --query \"CapacityReservations[].[State,StartDate,"
+            "EndDate,AvailableInstanceCount]\"; a Capacity Block launches nothing before its "
+            "StartDate")
+
+
+def azure_provisioning_step(view: ClusterView, spot: bool) -> str:
+    """Azure's code behind the autoscaler's "provisioning-state-failed" is only in the node
+    resource group's activity log; its name is in every AKS node's providerID."""
+    group = "<node resource group>"
+    for node in view.nodes:
+        m = re.search(r"/resourceGroups/([^/]+)/", (node.get("spec") or {}).get("providerID") or "",
+                      re.IGNORECASE)
+        if m:
+            group = m.group(1)
+            break
+    return (f"the exact code (AllocationFailed, ZonalAllocationFailed, SkuNotAvailable, a quota): "
+            f"az monitor activity-log list -g {group} --status Failed --offset 1h; "
+            + capacity_step(spot))
 
 
 def capacity_step(spot: bool) -> str:
@@ -248,6 +355,7 @@ class _Facts:
     preparers: list[dict[str, Any]]
     pending: list[dict[str, Any]]  # our pods with no node yet
     events: list[Event]  # events about our pending pods, oldest first
+    all_events: list[Event]  # every event of the namespace, oldest first
     spot: bool
     cloud: str | None
 
@@ -260,7 +368,7 @@ def _facts(view: ClusterView) -> _Facts:
     pending_names = {_name(p) for p in pending}
     events = sorted((Event.of(e) for e in view.events), key=lambda e: e.time)
     ours = [e for e in events if e.kind == "Pod" and e.name in pending_names]
-    return _Facts(view, names, trainers, preparers, pending, ours,
+    return _Facts(view, names, trainers, preparers, pending, ours, events,
                   spot=any(_on_spot(p) for p in trainers), cloud=_cloud(view))
 
 
@@ -315,10 +423,64 @@ def _owned_workload(f: _Facts) -> dict[str, Any] | None:
     return None
 
 
+def _held(f: _Facts, wl: dict[str, Any]) -> Verdict | None:
+    """A deactivated Workload (spec.active false; Evicted reason Deactivated...): Kueue never
+    admits it again by itself."""
+    evicted = _conditions(wl).get("Evicted") or {}
+    deactivated = (evicted.get("status") == "True"
+                   and str(evicted.get("reason", "")).startswith(EVICTED_DEACTIVATED))
+    if (wl.get("spec") or {}).get("active", True) is not False and not deactivated:
+        return None
+    name = _name(wl)
+    evidence = (f"Workload/{name} spec.active=false"
+                + (f", Evicted=True ({evicted.get('reason', '')}): {evicted.get('message', '')}"
+                   if deactivated else ""))
+    found = _refusal(f, _refusal_texts(f, after_eviction=True))
+    if found:
+        evidence += f"; last refusal: {found[0]}"
+    return Verdict(Kind.HELD, "held: Kueue deactivated the job's Workload (it gave up requeuing "
+                   "it) and will not admit it again by itself", evidence,
+                   f"after fixing the cause, reactivate it: kubectl -n {f.view.namespace} patch "
+                   f"workload {name} --type merge -p '{{\"spec\":{{\"active\":true}}}}'")
+
+
+def _requeued(f: _Facts, wl: dict[str, Any]) -> Verdict | None:
+    """Evicted for PodsReadyTimeout and waiting out the requeue backoff: no pods exist now, so
+    the reason is read from what the autoscaler said about the gang's earlier pods."""
+    conditions = _conditions(wl)
+    evicted, requeued = conditions.get("Evicted") or {}, conditions.get("Requeued") or {}
+    state = (wl.get("status") or {}).get("requeueState") or {}
+    if not (evicted.get("status") == "True"
+            and evicted.get("reason") == EVICTED_PODS_READY_TIMEOUT
+            and requeued.get("status") != "True"):
+        return None
+    when = state.get("requeueAt") or "after its backoff"
+    count = state.get("count")
+    evidence = (f"Workload/{_name(wl)} Evicted=True ({EVICTED_PODS_READY_TIMEOUT}): "
+                f"{evicted.get('message', '')}; requeueState requeueAt={when}"
+                + (f" count={count}" if count is not None else ""))
+    found = _refusal(f, _refusal_texts(f, after_eviction=True))
+    why, step = "the autoscaler's last word about its pods is below", (
+        f"nothing to do: Kueue tries again at {when}; kubectl -n {f.view.namespace} describe "
+        f"workload {_name(wl)}")
+    if found:
+        line, m = found
+        why = ("no quota" if m.refusal == Refusal.NO_QUOTA else "no capacity") + f": {line}"
+        step = _refusal_step(f, m, line)
+        evidence += f"; last refusal: {line}"
+    return Verdict(Kind.REQUEUED, f"requeued: the gang's pods were not all ready within "
+                   f"waitForPodsReady's timeout, so Kueue evicted it; it is requeued at {when}"
+                   + (f" (requeue {count})" if count is not None else "") + f"; why: {why}",
+                   evidence, step)
+
+
 def _admission(f: _Facts) -> Verdict | None:
     wl = _owned_workload(f)
     if wl is None:
         return None
+    held = _held(f, wl) or _requeued(f, wl)
+    if held is not None:
+        return held
     conditions = _conditions(wl)
     reserved, admitted = conditions.get("QuotaReserved"), conditions.get("Admitted")
     if admitted and admitted.get("status") == "True":
@@ -351,11 +513,17 @@ def _suspended(f: _Facts) -> Verdict | None:
     return None
 
 
-def _refusal_texts(f: _Facts) -> list[str]:
-    """Every line in which the autoscaler reports a cloud's refusal, newest last."""
-    if not f.pending:
+def _refusal_texts(f: _Facts, after_eviction: bool = False) -> list[str]:
+    """Every line in which the autoscaler reports a cloud's refusal, newest last. With pods
+    pending: the events about those pods. After Kueue evicted the gang (no pods now): the events
+    about any pod of the job (named <job>-...), since they outlive the deleted pods."""
+    if after_eviction:
+        events = [e for e in f.all_events if e.kind == "Pod" and e.name.startswith(f"{f.view.job}-")]
+    elif f.pending:
+        events = f.events
+    else:
         return []
-    lines = [e.line() for e in f.events if e.reason in SCALE_UP_FAILED_EVENTS]
+    lines = [e.line() for e in events if e.reason in SCALE_UP_FAILED_EVENTS]
     lines += [Event.of(e).line() for e in sorted(f.view.autoscaler_events,
                                                  key=lambda e: Event.of(e).time)
               if Event.of(e).reason in SCALE_UP_FAILED_EVENTS]
@@ -364,18 +532,52 @@ def _refusal_texts(f: _Facts) -> list[str]:
     return lines
 
 
+def _refusal(f: _Facts, texts: list[str]) -> tuple[str, cloud_errors.CloudPattern] | None:
+    """The newest line a cloud pattern recognises."""
+    for line in reversed(texts):
+        if m := cloud_errors.match(line):
+            return line, m
+    return None
+
+
+def _placement_texts(f: _Facts) -> list[str]:
+    out = []
+    for pod in f.trainers:
+        spec = pod.get("spec") or {}
+        out += [f"{k}={v}" for k, v in (spec.get("nodeSelector") or {}).items()]
+        out.append(str(spec.get("affinity") or ""))
+    return out
+
+
+def _refusal_step(f: _Facts, m: cloud_errors.CloudPattern, line: str) -> str:
+    if m.refusal == Refusal.NO_QUOTA:
+        return quota_step(f.cloud or m.cloud, f.spot, aws_family([line, *_placement_texts(f)]))
+    if m.refusal == Refusal.NO_RESERVATION:
+        return reservation_step()
+    if m.likely and m.cloud == "azure":
+        return azure_provisioning_step(f.view, f.spot)
+    return capacity_step(f.spot)
+
+
 def _cloud_refusal(f: _Facts) -> Verdict | None:
     texts = _refusal_texts(f)
-    found = [(line, m) for line in reversed(texts) if (m := cloud_errors.match(line))]
+    found = _refusal(f, texts)
     if found:
-        line, m = found[0]
+        line, m = found
         spot = "spot" if f.spot else "on-demand"
+        step = _refusal_step(f, m, line)
         if m.refusal == Refusal.NO_QUOTA:
             return Verdict(Kind.NO_QUOTA, f"no quota: the cloud refused a new {spot} GPU node "
-                           "because the account's quota is used up", line,
-                           quota_step(f.cloud or m.cloud, f.spot))
+                           "because the account's quota is used up", line, step)
+        if m.refusal == Refusal.NO_RESERVATION:
+            return Verdict(Kind.NO_CAPACITY, "no capacity in the reservation: the capacity "
+                           "reservation the GPU pool launches into is full or not active yet",
+                           line, step)
+        if m.likely:
+            return Verdict(Kind.NO_CAPACITY, f"no capacity (likely a stock-out): the cloud "
+                           f"failed to create the {spot} GPU node", line, step)
         return Verdict(Kind.NO_CAPACITY, f"no capacity: the cloud has no {spot} GPU machine "
-                       "to give in that zone now (a stock-out)", line, capacity_step(f.spot))
+                       "to give in that zone now (a stock-out)", line, step)
     backoff = [e for e in f.events if e.reason == "NotTriggerScaleUp"
                and "in backoff after failed scale-up" in e.message]
     if texts or backoff:
@@ -426,7 +628,10 @@ def _node_left_out(f: _Facts) -> Verdict | None:
                     "the gang waits for a healthy node in its place",
                     f"Node/{_name(node)} taint {UNHEALTHY_TAINT}={taint.get('value', '')}:"
                     f"{taint.get('effect', '')}",
-                    f"the autoscaler replaces it; to reuse it after a repair: kubectl taint "
+                    "it still counts toward the pool's maxNodes: the autoscaler removes it once "
+                    "idle (scale-down-unneeded-time, 10 minutes; not below the pool's minNodes) "
+                    "and adds a healthy node; sooner, or at minNodes: raise the pool's maxNodes "
+                    "by one; to reuse it after a repair: kubectl taint "
                     f"nodes {_name(node)} {UNHEALTHY_TAINT}-")
     return None
 
@@ -485,8 +690,11 @@ def _starting(f: _Facts) -> Verdict:
 
 
 _RULES: tuple[Callable[[_Facts], Verdict | None], ...] = (
-    _finished, _running, _image_pull, _admission, _suspended, _cloud_refusal, _no_scale_up,
-    _node_left_out, _scaling_up, _unschedulable, _preparing,
+    # The gate's taint before the autoscaler's "max node group size reached": a tainted node
+    # still counts toward the pool's size, so the pool looks full while it waits for a
+    # healthy node in its place.
+    _finished, _running, _image_pull, _admission, _suspended, _cloud_refusal, _node_left_out,
+    _no_scale_up, _scaling_up, _unschedulable, _preparing,
 )
 
 

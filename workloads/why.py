@@ -31,7 +31,12 @@ KUEUE_PATHS = ("/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads",
 # The cluster-autoscaler chart's pod label on EKS: "<cloudProvider>-cluster-autoscaler"
 # (charts/cluster-autoscaler/templates/_helpers.tpl, cluster-autoscaler.name); infra/aws/autoscaler.py.
 AWS_AUTOSCALER_SELECTOR = "app.kubernetes.io/name=aws-cluster-autoscaler"
-LOG_LINES = 300
+# The last hour of the autoscaler's log, not a line count: its "ASG %s scaling failed with
+# description: %s" is a klog.Warningf (cloudprovider/aws/auto_scaling_groups.go,
+# cluster-autoscaler-1.35.2), written once per failed activity, and even at the stack's v=1
+# (infra/aws/autoscaler.py) a line count says nothing about how far back it reaches.
+# sinceSeconds: core/v1 PodLogOptions.
+LOG_SINCE_SECONDS = 3600
 
 
 class NotFound(Exception):
@@ -94,11 +99,19 @@ def _job(read: Reader, ns: str, job: str) -> dict[str, Any] | None:
 
 
 def _autoscaler_log(read: Reader) -> str:
-    """Where Cluster Autoscaler runs as a pod (EKS), the cloud's words are only in its log."""
+    """Where Cluster Autoscaler runs as a pod (EKS), the cloud's words are only in its log: the
+    last hour of it, and of the previous container's too when it restarted (PodLogOptions
+    `previous`), oldest first."""
     pods = _items(read, f"/api/v1/namespaces/kube-system/pods?labelSelector={quote(AWS_AUTOSCALER_SELECTOR)}")
-    logs = [_optional(read, f"/api/v1/namespaces/kube-system/pods/{p['metadata']['name']}/log"
-                      f"?tailLines={LOG_LINES}", "") for p in pods]
-    return "\n".join(logs)
+    logs = []
+    for pod in pods:
+        path = f"/api/v1/namespaces/kube-system/pods/{pod['metadata']['name']}/log"
+        restarted = any((c.get("restartCount") or 0) > 0
+                        for c in (pod.get("status") or {}).get("containerStatuses") or [])
+        if restarted:
+            logs.append(_optional(read, f"{path}?previous=true&sinceSeconds={LOG_SINCE_SECONDS}", ""))
+        logs.append(_optional(read, f"{path}?sinceSeconds={LOG_SINCE_SECONDS}", ""))
+    return "\n".join(log for log in logs if log)
 
 
 def read_view(read: Reader, namespace: str, job: str, cloud: str | None = None) -> ClusterView:

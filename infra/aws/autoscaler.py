@@ -121,6 +121,11 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
       GPU node are training pods, protected anyway by SAFE_TO_EVICT while they run and no
       obstacle once Completed; daemon set pods (device plugins, CSI node) never block removal.
     - scale-down-unneeded-time 10m (the default, stated): an idle GPU node goes after 10 minutes.
+    - v 1 instead of the chart's 4 (values.yaml `extraArgs.v: 4`, chart 9.59.0): at 4 the log
+      scrolls through minutes in a few thousand lines, and the line `python -m workloads.why`
+      needs, "ASG %s scaling failed with description", is a klog.Warningf
+      (cloudprovider/aws/auto_scaling_groups.go), written whatever -v is, as are the scale-up
+      failures' "Failed adding %v nodes" lines (clusterstate.go, klog.V(1)).
     """
     return {
         "cloudProvider": "aws",
@@ -134,6 +139,7 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
             "expander": "least-waste",
             "balance-similar-node-groups": False,
             "scale-down-unneeded-time": "10m",
+            "v": 1,  # Helm merges this over the chart's extraArgs (logtostderr, stderrthreshold stay)
         },
         # On the system pool: never on a node it might remove, and never on a tainted GPU node.
         "nodeSelector": dict(node_selector),
