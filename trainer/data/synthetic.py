@@ -119,8 +119,11 @@ class SyntheticSource:
         """Every epoch is fresh data: epoch ``e`` is the ``e``-th run of ``steps_per_epoch`` steps."""
         return map(assemble, self.tensors("train", epoch, first_step(first_sample, self.global_batch)))
 
-    def eval_batches(self, count: int) -> Iterator[Batch]:
+    def eval_batches(self, count: Optional[int]) -> Iterator[Batch]:
         return map(assemble, self.tensors("val", 0, 0, count))
+
+    def train_samples(self) -> int:
+        return self.steps_per_epoch * self.global_batch
 
     def test_batches(self, count: int) -> Iterator[Batch]:
         """Synthetic data has no test set: the eval split is its only held-out data."""
