@@ -129,7 +129,8 @@ class TrainConfig:
     )
     eval_batches: int = _help(
         "Held-out global batches for each evaluation, split over the ranks: the same samples "
-        "whatever the world size (0 = no evaluation, -1 = the whole held-out set). The set's "
+        "whatever the world size (0 = no evaluation, -1 = the whole held-out set; synthetic "
+        "data: --synthetic_steps_per_epoch / 10 global batches). The set's "
         "last, partial global batch is scored too (padded; the padding is not scored).",
         default=20)
 
@@ -166,6 +167,10 @@ class TrainConfig:
         "Stop training once a validation AUC reaches this (the reference's --validation_auroc; "
         "MLPerf's target is 0.80275); the run then ends as completed.", default=None)
     metrics_file: Optional[str] = _help("JSON lines metrics file (rank 0 writes).", default=None)
+    eval_scores_dir: Optional[str] = _help(
+        "Rank 0 writes each evaluation's scored samples here, <split>-step-<N>.npy: float32 "
+        "[2, samples], logits then labels, in held-out order (to check or recompute a metric).",
+        default=None)
     tensorboard_dir: Optional[str] = _help("TensorBoard log directory (rank 0 writes).", default=None)
 
     # --- fabric gate ---
@@ -266,9 +271,6 @@ class TrainConfig:
                 "the last size must be 1 (one click logit)")
         if self.eval_batches < -1:
             bad("eval_batches", self.eval_batches, "0 (none), -1 (all) or a number of batches")
-        elif self.eval_batches == -1 and self.dataset_path is None:
-            bad("eval_batches", self.eval_batches, "-1 (the whole held-out set) needs "
-                "--dataset_path: synthetic held-out data has no end")
         if self.eval_every and self.evals_per_epoch:
             bad("evals_per_epoch", self.evals_per_epoch, "set either it or --eval_every")
         if self.validation_auroc is not None and not 0 < self.validation_auroc <= 1:

@@ -48,3 +48,13 @@ def learning_rate(cfg: TrainConfig, step: int) -> float:
     if held is None:  # refused by the config's checks; kept as a guard
         raise ValueError("--lr_decay_start: the reference scheduler has no rate to hold here")
     return held
+
+
+def eval_interval(cfg: TrainConfig, train_samples: int, global_batch: int) -> int:
+    """Steps between evaluations: --eval_every, or for --evals_per_epoch the reference's
+    --validation_freq_within_epoch formula, training samples // (global batch x evaluations per
+    epoch) (README.MD: $((TOTAL_TRAINING_SAMPLES / (GLOBAL_BATCH_SIZE * 20))), 3200 steps for
+    Criteo 1TB at 65536), at least 1."""
+    if not cfg.evals_per_epoch:
+        return cfg.eval_every
+    return max(1, train_samples // (global_batch * cfg.evals_per_epoch))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import signal
 import time
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from trainer.distributed import DistContext, shard_model
 from trainer.metrics import MetricsLogger, Window, auc, gather_to_first
 from trainer.model import build_model
 from trainer.restarts import record_start
-from trainer.schedule import learning_rate
+from trainer.schedule import eval_interval, learning_rate
 
 log = logging.getLogger(__name__)
 # After SIGTERM: seconds kept for the summary, the final barrier and the exit after the save,
@@ -326,14 +327,9 @@ class Trainer:
         return end
 
     def _resolve_eval_every(self) -> int:
-        """--eval_every, or the reference's --validation_freq_within_epoch formula for
-        --evals_per_epoch: training samples // (global batch x evaluations per epoch)
-        (README.MD: $((TOTAL_TRAINING_SAMPLES / (GLOBAL_BATCH_SIZE * 20))), 3200 steps for
-        Criteo 1TB at 65536), at least 1."""
         if not self.cfg.evals_per_epoch:
             return self.cfg.eval_every
-        samples = self.source.train_samples()
-        return max(1, samples // (self.progress.global_batch * self.cfg.evals_per_epoch))
+        return eval_interval(self.cfg, self.source.train_samples(), self.progress.global_batch)
 
     def run(self) -> Dict[str, Any]:
         self.restore()
@@ -503,9 +499,16 @@ class Trainer:
                                f"{self.progress.step}: stopped it, not recorded")
             return {}
         local = torch.cat(outputs, dim=1) if outputs else torch.zeros(2, 0, device=self.ctx.device)
+        counts = torch.stack([(o[1] >= 0).sum() for o in outputs]).float().reshape(1, -1) \
+            if outputs else torch.zeros(1, 0, device=self.ctx.device)
         local = local[:, local[1] >= 0]  # padding rows (label -1) are not samples
-        gathered = gather_to_first(local)
+        gathered = held_out_order(gather_to_first(local), gather_to_first(counts),
+                                  dist.get_world_size())
         figures = torch.full((4,), float("nan"), dtype=torch.float64)
+        if gathered is not None and self.cfg.eval_scores_dir:
+            os.makedirs(self.cfg.eval_scores_dir, exist_ok=True)
+            np.save(os.path.join(self.cfg.eval_scores_dir, f"{split}-step-{self.progress.step}.npy"),
+                    gathered.astype(np.float32))
         if gathered is not None and gathered.shape[1]:  # rank 0
             all_logits, all_labels = gathered.astype(np.float64)
             figures = torch.tensor([log_loss(all_logits, all_labels), auc(all_logits, all_labels),
@@ -522,6 +525,21 @@ class Trainer:
             self.last_eval = result
             self.evaluated_at = self.progress.step
         return result
+
+
+def held_out_order(samples: Optional[np.ndarray], counts: Optional[np.ndarray],
+                   world: int) -> Optional[np.ndarray]:
+    """Rank 0's gathered samples [2, n] (rank 0's, then rank 1's, ...) put back in held-out
+    order: global batch after global batch, each its ranks' slices in rank order, from each
+    rank's scored samples per batch (``counts`` [1, world x batches], rank-major)."""
+    if samples is None or counts is None or world == 1:
+        return samples
+    per_rank = counts.reshape(world, -1).astype(np.int64)  # [rank, batch]
+    ends = np.cumsum(per_rank.sum(axis=1))
+    starts = np.cumsum(per_rank, axis=1) - per_rank + (ends - per_rank.sum(axis=1))[:, None]
+    order = [np.arange(starts[r, b], starts[r, b] + per_rank[r, b])
+             for b in range(per_rank.shape[1]) for r in range(world)]
+    return samples[:, np.concatenate(order)] if order else samples
 
 
 def log_loss(logits: np.ndarray, labels: np.ndarray) -> float:
