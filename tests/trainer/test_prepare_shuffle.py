@@ -1,4 +1,4 @@
-"""``python -m trainer.prepare --shuffle`` against MLPerf's own preprocessing, run here with
+"""``python -m trainer.prepare --shuffle_seed 0`` against MLPerf's own preprocessing, run here with
 torchrec 1.8's functions as mlcommons/training aa344c7 recommendation_v2/torchrec_dlrm/scripts/
 process_Criteo_1TB_Click_Logs_dataset.sh chains them: step 1 ``npy_preproc_criteo``
 (``BinaryCriteoUtils.tsv_to_npys`` per day), step 2 ``contiguous_preproc_criteo
@@ -50,7 +50,7 @@ def test_shuffled_days_equal_mlperfs_preprocessing_byte_for_byte(tmp_path, monke
     write_sample(str(tmp_path / "raw"), days=DAYS, rows=ROWS)
     raw, out, ref = tmp_path / "raw", tmp_path / "out", tmp_path / "ref"
     reference_pipeline(raw, ref, seed)
-    layout = prepare(parse(["--source", str(raw), "--output", str(out), "--shuffle",
+    layout = prepare(parse(["--source", str(raw), "--output", str(out),
                             "--shuffle_seed", str(seed), "--workers", "2"]))
     assert layout["shuffle_seed"] == seed
     compared = 0
@@ -80,7 +80,7 @@ def test_shuffled_days_equal_mlperfs_preprocessing_byte_for_byte(tmp_path, monke
 
 def test_a_rerun_after_the_shuffle_keeps_the_shuffled_days(tmp_path, monkeypatch):
     write_sample(str(tmp_path / "raw"), days=3, rows=400)
-    args = ["--source", str(tmp_path / "raw"), "--output", str(tmp_path / "out"), "--shuffle"]
+    args = ["--source", str(tmp_path / "raw"), "--output", str(tmp_path / "out"), "--shuffle_seed", "0"]
     prepare(parse(args))
     first = {p: p.read_bytes() for p in (tmp_path / "out").glob("day_*.npy")}
     prepare(parse(args))  # every pass skipped: the shuffled days are not shuffled again

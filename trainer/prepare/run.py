@@ -95,7 +95,7 @@ def _prepare(opts: Options, found: Tuple[str, List[source.RawFile]], workers: Wo
     sizes = _vocabulary(work, scans, vocab_settings, workers)
     table_rows = vocab.table_sizes(sizes, opts.max_ind_range)
 
-    shuffled = opts.shuffle and dataset == "criteo_1tb" and n >= 2
+    shuffled = opts.shuffle_seed is not None and dataset == "criteo_1tb" and n >= 2
     # Shuffled: the days are written one-hot, shuffled, and only then made multi-hot (MLPerf
     # materializes its multi-hot days from the shuffled ones).
     day_multi_hot = opts.multi_hot_sizes if not shuffled else None

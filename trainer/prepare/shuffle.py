@@ -1,4 +1,4 @@
-"""Pass 4 (``--shuffle``): days 0-22 shuffled together as MLPerf's step 3 does, byte for byte.
+"""Pass 4 (``--shuffle_seed``): days 0-22 shuffled together as MLPerf's step 3 does, byte for byte.
 
 The reference (mlcommons/training aa344c7, recommendation_v2/torchrec_dlrm/scripts/
 process_Criteo_1TB_Click_Logs_dataset.sh, step 3: ``shuffle_preproc_criteo --random_seed 0``)
