@@ -109,8 +109,9 @@ class TrainConfig:
     )
     multi_hot_sizes: Optional[List[int]] = _help(
         f"Comma separated ids per feature, {NUM_SPARSE_FEATURES} values: one-hot data (or "
-        "synthetic) made multi-hot on the fly as MLPerf DLRM-DCNv2's reference does (the "
-        "feature's own id first, then ids fixed per id; trainer/data/multi_hot.py). MLPerf: "
+        "synthetic) made multi-hot on the fly as MLPerf DLRM-DCNv2's reference does (its "
+        "seeded lookup tables: the id itself, then the ids its table row holds; "
+        "trainer/data/multi_hot.py). MLPerf: "
         "3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1. Not for data that is already "
         "multi-hot (day_<i>_sparse_multi_hot.npz).", default=None)
     multi_hot_distribution_type: str = _help(

@@ -20,7 +20,7 @@ from trainer.config import NUM_DENSE_FEATURES
 from trainer.data.batch import BatchTensors, assemble, batch_tensors
 from trainer.data.source import first_step
 
-if TYPE_CHECKING:  # multi_hot imports this module's hash
+if TYPE_CHECKING:  # only a type here: the source is handed one
     from trainer.data.multi_hot import MultiHot
 
 TRAIN, EVAL = 0, 1
