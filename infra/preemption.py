@@ -73,10 +73,13 @@ class SaveEstimate:
 
 
 def checkpoint_bytes(trainer_args: dict[str, object]) -> int:
-    """Embedding weights (fp32) plus row-wise Adagrad's one value per row; dense layers are
-    megabytes beside them. Defaults are the trainer's own (trainer/config.py)."""
+    """Embedding weights (fp32) plus row-wise Adagrad's one value per row, or exact Adagrad's one
+    per weight; dense layers are megabytes beside them. Defaults are the trainer's own
+    (trainer/config.py), under a --recipe's values (trainer/recipe.py)."""
     from trainer.config import NUM_SPARSE_FEATURES, TrainConfig  # plain: no torch import
+    from trainer.recipe import with_recipe
 
+    trainer_args = with_recipe(trainer_args)
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     per_feature = trainer_args.get("num_embeddings_per_feature")
     if isinstance(per_feature, list) and per_feature:
@@ -86,7 +89,8 @@ def checkpoint_bytes(trainer_args: dict[str, object]) -> int:
                                     defaults["num_embeddings"])) * NUM_SPARSE_FEATURES
     dim = int(trainer_args.get("embedding_dim", defaults["embedding_dim"]))  # type: ignore[arg-type]
     optimizer = trainer_args.get("optimizer", defaults["optimizer"])
-    return rows * dim * 4 + (rows * 4 if optimizer == "adagrad" else 0)
+    state = {"adagrad": rows * 4, "exact_adagrad": rows * dim * 4}.get(str(optimizer), 0)
+    return rows * dim * 4 + state
 
 
 def object_store_mb_s(cloud: Cloud | str, streams: int) -> tuple[float, str]:

@@ -101,6 +101,8 @@ BAD: list[tuple[str, str, dict[str, Any], dict[str, Any], str, Any, str]] = [
      "dataset.prepare.days", "0-24", "within 0-23"),
     ("kaggle-days", "aws", prepared(format="criteo_kaggle", days="0-3"), {},
      "dataset.prepare.days", "0-3", "criteo_kaggle is one file"),
+    ("kaggle-shuffle", "aws", prepared(format="criteo_kaggle", shuffle=True), {},
+     "dataset.prepare.shuffle", True, "criteo_1tb only"),
     ("gpu-pool-full", "aws", prepared(pool="gpu"), {},
      "gpuPools.onDemand.maxNodes", 2, "at least 3"),
     ("cpu-override-too-big", "aws", prepared(cpu=4), {},
@@ -174,7 +176,7 @@ def test_gpu_preparation_is_accepted_with_a_node_to_spare():
 
 AWS_PREPARE = Dataset(path="criteo/mlperf", prepare=DatasetPrepare(
     enabled=True, source="s3://raw-criteo/1tb", frequency_threshold=0, max_ind_range=40_000_000,
-    multi_hot_sizes=MLPERF_MULTI_HOT, pool="gpu"))
+    multi_hot_sizes=MLPERF_MULTI_HOT, pool="gpu", shuffle=True))
 AZURE_PREPARE = Dataset(path="criteo/one-hot", prepare=DatasetPrepare(
     enabled=True, source="criteo/raw", frequency_threshold=3, days="0-3",
     multi_hot_sizes=MLPERF_MULTI_HOT, multi_hot="onTheFly", multi_hot_distribution="pareto"))
@@ -218,7 +220,7 @@ def test_the_job_runs_trainer_prepare_with_flags_from_the_settings(runs):
     assert prepare_flags(runs["aws"]) == {
         "source": "s3://raw-criteo/1tb", "output": "/mnt/shared/criteo/mlperf",
         "dataset": "criteo_1tb", "workers": str(int(p4d.vcpus * 0.9)),
-        "max_ind_range": "40000000",
+        "max_ind_range": "40000000", "shuffle_seed": "0",  # MLPerf's step 3, --random_seed 0
         "multi_hot_sizes": ",".join(map(str, MLPERF_MULTI_HOT)),
         "multi_hot_distribution_type": "uniform"}
     # One-hot on disk when the trainer draws the multi-hot ids itself; a path source is the

@@ -67,22 +67,37 @@ class TrainConfig:
     batch_size: int = _help(
         "Samples per step per rank; global batch = this x world size of the first run, kept "
         "in checkpoints: a resume on M ranks takes global batch / M per rank.", default=512)
+    global_batch_size: Optional[int] = _help(
+        "Samples per step over all ranks, instead of --batch_size: each rank takes this / the "
+        "world size (torchrun's WORLD_SIZE), which must divide it.", default=None)
     learning_rate: float = _help("Peak learning rate for embeddings and dense layers.", default=0.01)
     optimizer: str = _help(
         "Optimizer for both parts: 'adagrad' (row-wise Adagrad fused into the embedding "
-        "backward, Adagrad for dense) or 'sgd'.",
+        "backward, Adagrad for dense), 'exact_adagrad' (torch.optim.Adagrad in the embedding "
+        "backward, which torchrec runs as FBGEMM's EXACT_ADAGRAD: one accumulator per weight, "
+        "as MLPerf's reference) or 'sgd'.",
         default="adagrad",
-        meta={"choices": ("adagrad", "sgd")},
+        meta={"choices": ("adagrad", "exact_adagrad", "sgd")},
     )
-    lr_warmup_steps: int = _help("Steps of linear warm-up from 0 to --learning_rate.", default=0)
-    lr_decay_start: int = _help("Step at which polynomial decay starts (0 = no decay).", default=0)
-    lr_decay_steps: int = _help("Steps over which the rate decays to 0 after --lr_decay_start.", default=0)
+    lr_warmup_steps: int = _help(
+        "Steps of linear warm-up to --learning_rate (trainer/schedule.py: the reference's "
+        "LRPolicyScheduler).", default=0)
+    lr_decay_start: int = _help(
+        "Step at which the quadratic decay starts (used when --lr_decay_steps > 0); must not "
+        "come before the end of the warm-up.", default=0)
+    lr_decay_steps: int = _help(
+        "Steps of quadratic decay from --lr_decay_start; the rate then holds at its last "
+        "value (at least 1e-7), as the reference's scheduler does; 0 = no decay.", default=0)
     num_epochs: int = _help("Passes over the training data.", default=1)
     max_steps: Optional[int] = _help(
         "Stop after this many global steps (counted across resumes); default: --num_epochs.",
         default=None,
     )
     seed: int = _help("Seed for weights and synthetic data; same seed, same run.", default=0)
+    recipe: str = _help(
+        "A published recipe whose hyper-parameters fill every flag not given on the command "
+        "line: 'mlperf' = mlcommons' DLRM-DCNv2 reference (trainer/recipe.py, with its "
+        "sources); empty = none.", default="", meta={"choices": ("", "mlperf")})
 
     # --- data ---
     dataset_path: Optional[str] = _help(
@@ -94,8 +109,9 @@ class TrainConfig:
     )
     multi_hot_sizes: Optional[List[int]] = _help(
         f"Comma separated ids per feature, {NUM_SPARSE_FEATURES} values: one-hot data (or "
-        "synthetic) made multi-hot on the fly as MLPerf DLRM-DCNv2's reference does (the "
-        "feature's own id first, then ids fixed per id; trainer/data/multi_hot.py). MLPerf: "
+        "synthetic) made multi-hot on the fly as MLPerf DLRM-DCNv2's reference does (its "
+        "seeded lookup tables: the id itself, then the ids its table row holds; "
+        "trainer/data/multi_hot.py). MLPerf: "
         "3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1. Not for data that is already "
         "multi-hot (day_<i>_sparse_multi_hot.npz).", default=None)
     multi_hot_distribution_type: str = _help(
@@ -114,7 +130,10 @@ class TrainConfig:
     )
     eval_batches: int = _help(
         "Held-out global batches for each evaluation, split over the ranks: the same samples "
-        "whatever the world size (0 = no evaluation).", default=20)
+        "whatever the world size (0 = no evaluation, -1 = the whole held-out set; synthetic "
+        "data: --synthetic_steps_per_epoch / 10 global batches). The set's "
+        "last, partial global batch is scored too (padded; the padding is not scored).",
+        default=20)
 
     # --- checkpoints ---
     checkpoint_dir: Optional[str] = _help(
@@ -141,7 +160,18 @@ class TrainConfig:
     # --- metrics ---
     log_every: int = _help("Steps between metric lines / JSON records.", default=50)
     eval_every: int = _help("Evaluate every N steps (0 = only at the end).", default=0)
+    evals_per_epoch: int = _help(
+        "Evaluate this many times an epoch instead of --eval_every: every training samples // "
+        "(global batch x this) steps, the reference's --validation_freq_within_epoch formula "
+        "(MLPerf: 20, every 0.05 epoch); 0 = off.", default=0)
+    validation_auroc: Optional[float] = _help(
+        "Stop training once a validation AUC reaches this (the reference's --validation_auroc; "
+        "MLPerf's target is 0.80275); the run then ends as completed.", default=None)
     metrics_file: Optional[str] = _help("JSON lines metrics file (rank 0 writes).", default=None)
+    eval_scores_dir: Optional[str] = _help(
+        "Rank 0 writes each evaluation's scored samples here, <split>-step-<N>.npy: float32 "
+        "[2, samples], logits then labels, in held-out order (to check or recompute a metric).",
+        default=None)
     tensorboard_dir: Optional[str] = _help("TensorBoard log directory (rank 0 writes).", default=None)
 
     # --- fabric gate ---
@@ -184,6 +214,13 @@ class TrainConfig:
         "the largest.", default=None)
 
     def __post_init__(self) -> None:
+        if self.global_batch_size is not None:
+            world = int(os.environ.get("WORLD_SIZE", "1"))
+            if self.global_batch_size < 1 or self.global_batch_size % world:
+                raise ValueError(f"invalid trainer flags:\n  --global_batch_size="
+                                 f"{self.global_batch_size!r}: must be a positive multiple of the "
+                                 f"world size ({world} ranks)")
+            self.batch_size = self.global_batch_size // world
         if self.num_embeddings_per_feature is None and self.dataset_path is not None:
             self.num_embeddings_per_feature = prepared_table_sizes(self.dataset_path)
         errors = list(self._errors())
@@ -202,7 +239,7 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 bad(name, getattr(self, name), "must be a positive integer")
         for name in ("lr_warmup_steps", "lr_decay_start", "lr_decay_steps",
-                     "checkpoint_every", "eval_every", "eval_batches", "seed"):
+                     "checkpoint_every", "eval_every", "evals_per_epoch", "seed"):
             if getattr(self, name) < 0:
                 bad(name, getattr(self, name), "must be >= 0")
         if self.max_steps is not None and self.max_steps < 1:
@@ -233,9 +270,25 @@ class TrainConfig:
         if self.over_arch_layer_sizes and self.over_arch_layer_sizes[-1] != 1:
             bad("over_arch_layer_sizes", _join(self.over_arch_layer_sizes),
                 "the last size must be 1 (one click logit)")
-        if self.lr_decay_start and not self.lr_decay_steps:
-            bad("lr_decay_steps", self.lr_decay_steps,
-                "must be > 0 when --lr_decay_start is set")
+        if self.eval_batches < -1:
+            bad("eval_batches", self.eval_batches, "0 (none), -1 (all) or a number of batches")
+        if self.eval_every and self.evals_per_epoch:
+            bad("evals_per_epoch", self.evals_per_epoch, "set either it or --eval_every")
+        if self.validation_auroc is not None and not 0 < self.validation_auroc <= 1:
+            bad("validation_auroc", self.validation_auroc, "an AUC in (0, 1]")
+        if self.validation_auroc is not None and not (
+                (self.eval_every or self.evals_per_epoch) and self.eval_batches):
+            bad("validation_auroc", self.validation_auroc, "needs evaluations during training: "
+                "--eval_every or --evals_per_epoch, and --eval_batches not 0")
+        if self.lr_decay_steps:  # trainer/schedule.py: what the reference's scheduler accepts
+            warm, start, steps = self.lr_warmup_steps, self.lr_decay_start, self.lr_decay_steps
+            if start < warm:
+                bad("lr_decay_start", start, f"must be >= --lr_warmup_steps ({warm}): the "
+                    "reference exits with 'warmup must finish before the decay starts'")
+            elif not (warm >= 2 or (start <= 1 < start + steps)):
+                bad("lr_decay_start", start, "with --lr_warmup_steps 0 or 1 the decay must "
+                    "start at step 0 or 1 and last past it: the reference's scheduler has no "
+                    "rate to hold before it")
         for name in ("checkpoint_every", "checkpoint_every_seconds"):
             if getattr(self, name) and not self.checkpoint_dir:
                 bad(name, getattr(self, name), "needs --checkpoint_dir")
@@ -316,10 +369,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def recipe_defaults(recipe: str, given: set, dataset_path: Optional[str]) -> dict:
+    """The recipe's flag values for the flags not ``given`` on the command line. A given
+    --batch_size replaces the recipe's global batch; data already multi-hot (MLPerf's
+    materialized .npz days) takes no on-the-fly multi-hot flags."""
+    from trainer.recipe import RECIPES
+
+    values = {k: v for k, v in RECIPES[recipe].items() if k not in given}
+    if "batch_size" in given:
+        values.pop("global_batch_size", None)
+    if "multi_hot_sizes" not in given and _already_multi_hot(dataset_path):
+        values.pop("multi_hot_sizes", None)
+        values.pop("multi_hot_distribution_type", None)
+    return values
+
+
+def _already_multi_hot(dataset_path: Optional[str]) -> bool:
+    if not dataset_path or not os.path.isdir(dataset_path):
+        return False
+    from trainer.data.layout import prepared_multi_hot_sizes
+
+    return bool(prepared_multi_hot_sizes(dataset_path)) or any(
+        name.endswith("_sparse_multi_hot.npz") for name in os.listdir(dataset_path))
+
+
+def _given_flags(argv: Sequence[str]) -> set:
+    """Field names of the flags on the command line (``--name value`` or ``--name=value``)."""
+    return {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
+
+
 def parse_config(argv: Optional[Sequence[str]] = None) -> TrainConfig:
-    """Parse and validate flags; a bad value exits with status 2 and a message naming it."""
+    """Parse and validate flags; a bad value exits with status 2 and a message naming it.
+    With --recipe, the recipe's values become the defaults of the flags not given."""
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.recipe:
+        parser.set_defaults(**recipe_defaults(args.recipe, _given_flags(argv), args.dataset_path))
+        args = parser.parse_args(argv)
     try:
         return TrainConfig(**vars(args))
     except ValueError as err:

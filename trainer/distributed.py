@@ -44,7 +44,8 @@ from trainer.data.layout import prepared_multi_hot_sizes
 # On CPU TorchRec offers only table-wise of these; on GPU the planner also weighs row-wise.
 RESHARDABLE_SHARDING_TYPES = [ShardingType.TABLE_WISE.value, ShardingType.ROW_WISE.value,
                               ShardingType.TABLE_ROW_WISE.value]
-POOLING_FACTOR_ONE_HOT = 1.0  # one id per sample: torchrec's planner default
+POOLING_FACTOR_ONE_HOT = 1.0
+ADAGRAD_EPS = 1e-8  # mlcommons/training aa344c7 recommendation_v2/torchrec_dlrm/dlrm_main.py  # one id per sample: torchrec's planner default
 
 # How long a rank may wait in one collective before its peer counts as gone, for the default
 # group (NCCL on GPU, gloo on CPU) and the gloo group of the stop agreement. torch's defaults
@@ -193,10 +194,15 @@ def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext) -> t
         DistributedModelParallel, CombinedOptimizer, KeyedOptimizerWrapper]:
     """Fuse the embedding optimizer into the backward, plan, shard, and build the dense
     optimizer. Returns (model, combined optimizer, dense optimizer)."""
-    if cfg.optimizer == "adagrad":
-        apply_optimizer_in_backward(RowWiseAdagrad, model.model.sparse_arch.parameters(),
-                                    {"lr": cfg.learning_rate, "eps": 1e-8})
-        dense_factory = lambda params: torch.optim.Adagrad(params, lr=cfg.learning_rate, eps=1e-8)  # noqa: E731
+    if cfg.optimizer in ("adagrad", "exact_adagrad"):
+        # torch.optim.Adagrad in the backward is what MLPerf's reference passes; torchrec runs
+        # it as EmbOptimType.EXACT_ADAGRAD (torchrec 1.8 distributed/utils.py, the optimizer ->
+        # EmbOptimType map). Its dense Adagrad: lr_decay, weight_decay and the initial
+        # accumulator 0 (torch's defaults), eps ADAGRAD_EPS (dlrm_main.py).
+        sparse = torch.optim.Adagrad if cfg.optimizer == "exact_adagrad" else RowWiseAdagrad
+        apply_optimizer_in_backward(sparse, model.model.sparse_arch.parameters(),
+                                    {"lr": cfg.learning_rate, "eps": ADAGRAD_EPS})
+        dense_factory = lambda params: torch.optim.Adagrad(params, lr=cfg.learning_rate, eps=ADAGRAD_EPS)  # noqa: E731
     else:
         apply_optimizer_in_backward(torch.optim.SGD, model.model.sparse_arch.parameters(),
                                     {"lr": cfg.learning_rate})

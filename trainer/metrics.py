@@ -33,20 +33,25 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives))
 
 
-def gather(t: torch.Tensor) -> np.ndarray:
-    """Concatenate a 1-D tensor from all ranks (sizes may differ)."""
+def gather_to_first(t: torch.Tensor) -> Optional[np.ndarray]:
+    """Concatenate ``t`` [rows, n_rank] of every rank along its last axis on rank 0 only
+    (sizes may differ); None on the other ranks. One ``gather`` to rank 0 instead of an
+    all-gather: an evaluation's 89M logits and labels land once, not on all 16 ranks."""
     world = dist.get_world_size()
     if world == 1:
         return t.detach().float().cpu().numpy()
-    size = torch.tensor([t.numel()], device=t.device)
+    rank = dist.get_rank()
+    size = torch.tensor([t.shape[-1]], device=t.device, dtype=torch.int64)
     sizes = [torch.zeros_like(size) for _ in range(world)]
-    dist.all_gather(sizes, size)
-    longest = int(max(s.item() for s in sizes))
-    padded = torch.zeros(longest, device=t.device, dtype=torch.float32)
-    padded[: t.numel()] = t.float()
-    out = [torch.zeros_like(padded) for _ in range(world)]
-    dist.all_gather(out, padded)
-    return np.concatenate([o[: int(s.item())].cpu().numpy() for o, s in zip(out, sizes)])
+    dist.all_gather(sizes, size)  # a few bytes: each rank's count, to pad to the longest
+    counts = [int(s.item()) for s in sizes]
+    padded = torch.zeros(t.shape[0], max(counts), device=t.device, dtype=torch.float32)
+    padded[:, : t.shape[-1]] = t.float()
+    out = [torch.zeros_like(padded) for _ in range(world)] if rank == 0 else None
+    dist.gather(padded, gather_list=out, dst=0)
+    if out is None:
+        return None
+    return np.concatenate([o[:, :c].cpu().numpy() for o, c in zip(out, counts)], axis=-1)
 
 
 # The training window's AUC comes from a histogram of logits: AUC_BINS equal bins over

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import signal
 import time
 from dataclasses import dataclass
@@ -33,10 +34,10 @@ from trainer.data.loader import BatchStream, readers_for
 from trainer.data.prefetch import Prefetched
 from trainer.data.source import first_step
 from trainer.distributed import DistContext, shard_model
-from trainer.metrics import MetricsLogger, Window, auc, gather
+from trainer.metrics import MetricsLogger, Window, auc, gather_to_first
 from trainer.model import build_model
 from trainer.restarts import record_start
-from trainer.schedule import learning_rate
+from trainer.schedule import eval_interval, learning_rate
 
 log = logging.getLogger(__name__)
 # After SIGTERM: seconds kept for the summary, the final barrier and the exit after the save,
@@ -183,6 +184,8 @@ class Trainer:
         self.resumed_from: Optional[int] = None
         self.stopped = False  # every rank agreed to stop (a SIGTERM): in training or evaluation
         self.evaluated_at: Optional[int] = None  # step of this run's last complete evaluation
+        self.eval_every = cfg.eval_every  # resolved from --evals_per_epoch in run()
+        self.target_reached = False  # a validation AUC reached --validation_auroc
 
     # --- checkpoint state ---
     def state_dict(self) -> Dict[str, Any]:
@@ -319,12 +322,18 @@ class Trainer:
     def _next_stop(self) -> int:
         """The step the current pipeline segment runs to: max_steps or the next eval."""
         end = self.cfg.max_steps if self.cfg.max_steps is not None else 1 << 62
-        if self.cfg.eval_every:
-            end = min(end, (self.progress.step // self.cfg.eval_every + 1) * self.cfg.eval_every)
+        if self.eval_every:
+            end = min(end, (self.progress.step // self.eval_every + 1) * self.eval_every)
         return end
+
+    def _resolve_eval_every(self) -> int:
+        if not self.cfg.evals_per_epoch:
+            return self.cfg.eval_every
+        return eval_interval(self.cfg, self.source.train_samples(), self.progress.global_batch)
 
     def run(self) -> Dict[str, Any]:
         self.restore()
+        self.eval_every = self._resolve_eval_every()
         if self.cfg.checkpoint_dir and self.ctx.rank == 0:  # the bound on resumes without progress
             try:
                 record_start(self.cfg.checkpoint_dir, self.resumed_from)
@@ -342,7 +351,8 @@ class Trainer:
         self.model.train()
         stream: Optional[BatchStream] = None  # one per epoch, kept across evaluations
         try:
-            while self.progress.epoch < self.cfg.num_epochs and not self.stopped:
+            while (self.progress.epoch < self.cfg.num_epochs and not self.stopped
+                   and not self.target_reached):
                 if self.cfg.max_steps is not None and self.progress.step >= self.cfg.max_steps:
                     break
                 if stream is None:
@@ -360,8 +370,8 @@ class Trainer:
                     self.progress.sample_in_epoch = 0
                     stream.close()
                     stream = None
-                elif reason == "limit" and self.cfg.eval_every and self.progress.step % self.cfg.eval_every == 0:
-                    self.evaluate()
+                elif reason == "limit" and self.eval_every and self.progress.step % self.eval_every == 0:
+                    self._check_target(self.evaluate())
         finally:
             if stream is not None:
                 stream.close()
@@ -389,6 +399,7 @@ class Trainer:
             "preempted": preempted,
             "malformed_rows": self._malformed_rows(),
             "world_size": self.ctx.world_size,
+            "target_reached": self.target_reached,
         }
         self.metrics.record("summary", self.progress.step, summary)
         self.metrics.close()
@@ -440,49 +451,95 @@ class Trainer:
             dist.all_reduce(count, group=self.ctx.control_group)
         return int(count.item())
 
+    def _check_target(self, result: Dict[str, float]) -> None:
+        """The reference's stop: a validation AUROC at or above --validation_auroc ends
+        training (dlrm_main.py ``_train``: ``auroc_result >= validation_auroc``). Every rank
+        has the same result (rank 0's, broadcast), so all stop at the same step."""
+        target = self.cfg.validation_auroc
+        if target is not None and result.get("auc", float("nan")) >= target:
+            self.target_reached = True
+            self.metrics.print(f"validation AUC {result['auc']:.5f} reached the target "
+                               f"{target} at step {self.progress.step}: training ends")
+
     @torch.no_grad()
     def evaluate(self, split: str = "val") -> Dict[str, float]:
         """Held-out loss and AUC of ``split`` ('val', or 'test' once at the end where the data
-        has a test set), outside the train pipeline, defined globally: the first
-        --eval_batches held-out global batches, each rank scoring its slice, and both
-        metrics computed over the gathered whole, so runs of any world size compare."""
+        has a test set): the first --eval_batches held-out global batches (-1: all of them,
+        the last partial one included, padded with rows labelled -1 that are not scored),
+        each rank scoring its slice through the train pipeline in eval mode (no backward, no
+        optimizer step; batch i+1's input all-to-all overlaps batch i's forward, as the
+        reference's ``_evaluate``), then logits and labels gathered to rank 0 only, which
+        computes the exact metrics once and broadcasts them: the same values on every rank,
+        whatever the world size."""
         if self.cfg.eval_batches == 0 or self.stopped:
             return {}
-        model = self.pipeline.detach()  # plain forward; progress() re-attaches
-        model.eval()
-        logits, labels = [], []
+        count = None if self.cfg.eval_batches < 0 else self.cfg.eval_batches
         held_out = self.source.eval_batches if split == "val" else self.source.test_batches
         # The run's own stop flag: a SIGTERM ends an evaluation within a chunk of batches, on
         # every rank at the same batch, and the partial result is dropped (a long held-out set
         # would otherwise outlast the deadline; the pod would be killed without a save).
-        batches = AgreedBatches(held_out(self.cfg.eval_batches),
-                                self.cfg.eval_batches, self.stop, self.ctx.control_group)
-        for batch in batches:
-            _, (_, out, y) = model(batch.to(self.ctx.device))
-            logits.append(out)
-            labels.append(y)
-        model.train()
+        batches = AgreedBatches(held_out(count), count if count is not None else 1 << 62,
+                                self.stop, self.ctx.control_group,
+                                pin=self.ctx.device.type == "cuda")
+        outputs: List[torch.Tensor] = []
+        self.model.eval()
+        try:
+            while True:
+                try:
+                    _, out, y = self.pipeline.progress(batches)
+                except StopIteration:
+                    break
+                outputs.append(torch.stack([out.reshape(-1).float(), y.reshape(-1).float()]))
+        finally:
+            batches.close()
+            self.model.train()
         if batches.reason == "stop":
             self.stopped = True
             self.metrics.print(f"SIGTERM during the {split} evaluation at step "
                                f"{self.progress.step}: stopped it, not recorded")
             return {}
-        if not logits:
+        local = torch.cat(outputs, dim=1) if outputs else torch.zeros(2, 0, device=self.ctx.device)
+        counts = torch.stack([(o[1] >= 0).sum() for o in outputs]).float().reshape(1, -1) \
+            if outputs else torch.zeros(1, 0, device=self.ctx.device)
+        local = local[:, local[1] >= 0]  # padding rows (label -1) are not samples
+        gathered = held_out_order(gather_to_first(local), gather_to_first(counts),
+                                  dist.get_world_size())
+        figures = torch.full((4,), float("nan"), dtype=torch.float64)
+        if gathered is not None and self.cfg.eval_scores_dir:
+            os.makedirs(self.cfg.eval_scores_dir, exist_ok=True)
+            np.save(os.path.join(self.cfg.eval_scores_dir, f"{split}-step-{self.progress.step}.npy"),
+                    gathered.astype(np.float32))
+        if gathered is not None and gathered.shape[1]:  # rank 0
+            all_logits, all_labels = gathered.astype(np.float64)
+            figures = torch.tensor([log_loss(all_logits, all_labels), auc(all_logits, all_labels),
+                                    len(all_labels), np.mean(all_labels)], dtype=torch.float64)
+        if dist.get_world_size() > 1:
+            dist.broadcast(figures, src=0, group=self.ctx.control_group)
+        if math.isnan(float(figures[2])) or int(figures[2]) == 0:
             return {}
-        all_logits = gather(torch.cat(logits)).astype(np.float64)
-        all_labels = gather(torch.cat(labels)).astype(np.float64)
-        result = {
-            "loss": log_loss(all_logits, all_labels),
-            "auc": auc(all_logits, all_labels),
-            "samples": int(len(all_labels)),
-            "positive_rate": float(np.mean(all_labels)) if len(all_labels) else float("nan"),
-            "world_size": self.ctx.world_size,
-        }
+        result = {"loss": float(figures[0]), "auc": float(figures[1]),
+                  "samples": int(figures[2]), "positive_rate": float(figures[3]),
+                  "world_size": self.ctx.world_size}
         self.metrics.record("eval" if split == "val" else "test", self.progress.step, result)
         if split == "val":
             self.last_eval = result
             self.evaluated_at = self.progress.step
         return result
+
+
+def held_out_order(samples: Optional[np.ndarray], counts: Optional[np.ndarray],
+                   world: int) -> Optional[np.ndarray]:
+    """Rank 0's gathered samples [2, n] (rank 0's, then rank 1's, ...) put back in held-out
+    order: global batch after global batch, each its ranks' slices in rank order, from each
+    rank's scored samples per batch (``counts`` [1, world x batches], rank-major)."""
+    if samples is None or counts is None or world == 1:
+        return samples
+    per_rank = counts.reshape(world, -1).astype(np.int64)  # [rank, batch]
+    ends = np.cumsum(per_rank.sum(axis=1))
+    starts = np.cumsum(per_rank, axis=1) - per_rank + (ends - per_rank.sum(axis=1))[:, None]
+    order = [np.arange(starts[r, b], starts[r, b] + per_rank[r, b])
+             for b in range(per_rank.shape[1]) for r in range(world)]
+    return samples[:, np.concatenate(order)] if order else samples
 
 
 def log_loss(logits: np.ndarray, labels: np.ndarray) -> float:

@@ -114,6 +114,8 @@ def prepare_flags(cluster: GpuCluster, dataset: Dataset, workers: int) -> list[s
         flags.append(f"--frequency_threshold={prepare.frequency_threshold}")
     if prepare.max_ind_range:
         flags.append(f"--max_ind_range={prepare.max_ind_range}")
+    if prepare.shuffle:
+        flags.append("--shuffle_seed=0")  # the reference's shuffle_preproc_criteo --random_seed 0
     if materializes_multi_hot(prepare):
         assert prepare.multi_hot_sizes is not None
         flags += [f"--multi_hot_sizes={_join(prepare.multi_hot_sizes)}",

@@ -353,6 +353,11 @@ class DatasetPrepare(Section):
     max_ind_range: int = Field(
         0, ge=0, description="Cap every table at this many rows (ids modulo it, as MLPerf's "
         "40000000); 0 = no cap.")
+    shuffle: bool = Field(
+        False, description="criteo_1tb: shuffle the rows of all days but the last together, as "
+        "MLPerf's preprocessing step 3 (torchrec's BinaryCriteoUtils.shuffle, seed 0: the same "
+        "files); needed to reproduce MLPerf DLRM-DCNv2 (job.trainerArgs.recipe: mlperf). The "
+        "last day stays as it is (validation and test halves).")
     multi_hot_sizes: list[int] | None = Field(
         None, description=f"{CRITEO_SPARSE_FEATURES} ids per feature for MLPerf DLRM-DCNv2's "
         "synthetic multi-hot data, e.g. [3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,"

@@ -248,6 +248,27 @@ def trainer_args_are_flags(s: Settings) -> Iterator[Problem]:
                           "flag names without dashes, like batch_size")
 
 
+def mlperf_recipe_keeps_its_global_batch(s: Settings) -> Iterator[Problem]:
+    """With trainerArgs.recipe mlperf the trainer takes MLPerf's global batch over the job's
+    ranks (trainer/recipe.py); a batch_size beside it would silently change the recipe, and
+    ranks that do not divide the global batch would fail the job at its start."""
+    args = s.job.trainer_args
+    if args.get("recipe") != "mlperf":
+        return
+    from trainer.recipe import MLPERF_GLOBAL_BATCH
+
+    if "batch_size" in args:
+        yield Problem("job.trainerArgs.batch_size", args["batch_size"],
+                      f"not with recipe mlperf, whose global batch is {MLPERF_GLOBAL_BATCH} "
+                      "samples split over the ranks: remove it")
+    ranks = s.job.nodes * s.job.processes_per_node
+    if "global_batch_size" not in args and MLPERF_GLOBAL_BATCH % ranks:
+        yield Problem("job.nodes", s.job.nodes,
+                      f"recipe mlperf splits {MLPERF_GLOBAL_BATCH} samples per step over "
+                      f"job.nodes x job.processesPerNode ranks ({ranks}): a number of ranks "
+                      f"that divides {MLPERF_GLOBAL_BATCH}")
+
+
 def file_system_matches_the_cloud(s: Settings) -> Iterator[Problem]:
     expected = FS_KIND_BY_CLOUD[s.cloud]
     if s.shared_file_system.kind != expected:
@@ -357,6 +378,7 @@ RULES: tuple[Rule, ...] = (
     spot_price_is_azure_only,
     kubernetes_names_are_valid,
     trainer_args_are_flags,
+    mlperf_recipe_keeps_its_global_batch,
     file_system_matches_the_cloud,
     fsx_lustre_sizes,
     netapp_sizes,
@@ -672,6 +694,14 @@ def prepare_days_fit_the_format(s: Settings) -> Iterator[Problem]:
                       "0-23 (empty = all 24)")
 
 
+def prepare_shuffles_criteo_1tb_days(s: Settings) -> Iterator[Problem]:
+    """The shuffle mixes the training days (all but the last); Kaggle's one file has none."""
+    prepare = s.dataset.prepare
+    if prepare.shuffle and prepare.format.value == "criteo_kaggle":
+        yield Problem("dataset.prepare.shuffle", prepare.shuffle,
+                      "criteo_1tb only (it shuffles days 0-22 together); false for criteo_kaggle")
+
+
 def prepare_owns_the_multi_hot_flags(s: Settings) -> Iterator[Problem]:
     """With dataset.prepare.multiHotSizes the stack decides whether the trainer draws multi-hot
     ids itself (onTheFly) or reads them (materialize); a trainerArgs value would disagree."""
@@ -791,6 +821,7 @@ def prepare_output_fits_the_file_system(s: Settings) -> Iterator[Problem]:
 
 RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_source_resource_group_is_azure_only,
          prepare_multi_hot_sizes_are_criteo_features,
-         prepare_days_fit_the_format, prepare_owns_the_multi_hot_flags, prepare_fits_its_pool,
+         prepare_days_fit_the_format, prepare_shuffles_criteo_1tb_days,
+         prepare_owns_the_multi_hot_flags, prepare_fits_its_pool,
          prepare_workers_fit_their_pod, prepare_ends_before_its_deadline,
          prepare_output_fits_the_file_system)

@@ -44,8 +44,15 @@ def test_defaults_are_the_criteo_dlrm_layout():
     (["--multi_hot_sizes", "3,2,1"], "--multi_hot_sizes='3,2,1': needs exactly 26"),
     (["--multi_hot_distribution_type", "zipf"], "invalid choice"),
     (["--dense_arch_layer_sizes", "a,b"], "comma separated integers"),
+    (["--eval_batches", "-2"], "--eval_batches=-2: 0 (none), -1 (all)"),
+    (["--eval_every", "5", "--evals_per_epoch", "20"], "set either it or --eval_every"),
+    (["--validation_auroc", "0.8"], "needs evaluations during training"),
+    (["--validation_auroc", "1.5", "--eval_every", "5"], "an AUC in (0, 1]"),
+    (["--recipe", "mlperf", "--global_batch_size", "1000"], "multiple of the world size (16"),
+    (["--recipe", "dlrm"], "invalid choice"),
 ])
-def test_bad_flags_fail_with_a_message_naming_the_flag(argv, named, capsys):
+def test_bad_flags_fail_with_a_message_naming_the_flag(argv, named, capsys, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "16")  # torchrun's: 2 nodes of 8
     with pytest.raises(SystemExit) as exit_info:
         parse_config(argv)
     assert exit_info.value.code == 2

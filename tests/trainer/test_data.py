@@ -104,7 +104,10 @@ def test_criteo_tsv_rows_are_parsed_hashed_and_malformed_rows_counted(tmp_path):
     assert int(b.sparse_features.values().max()) < 7
     assert (b.dense_features >= np.log(2)).all()  # torchrec's log(x - file minimum + 2)
     held_out = list(src.eval_batches(5))
-    assert len(held_out) == 1  # 10 lines held out -> one batch of 8
+    # 10 lines held out -> a batch of 8, then the last 2 padded to 8 with rows labelled -1
+    # (every held-out sample is scored; the padding is not).
+    assert [len(b.labels) for b in held_out] == [8, 8]
+    assert [int((b.labels >= 0).sum()) for b in held_out] == [8, 2]
 
 
 def test_criteo_tsv_sample_i_is_the_same_whatever_the_world_size(tmp_path):
@@ -174,7 +177,12 @@ def test_criteo_npy_days_split_by_rank_last_day_halved_into_validation_and_test(
     val = _global_batches(lambda r, w: sources[r].eval_batches(100), 2, 100)
     test = _global_batches(lambda r, w: sources[r].test_batches(100), 2, 100)
     day2 = np.load(tmp_path / "day_2_dense.npy")
-    assert [len(b) for b in val] == [8, 8] and [len(b) for b in test] == [8, 8]
+    # 20 rows each: two global batches of 8, then the last 4 padded (label -1) to a full batch
+    # (rank 0's slice holds them, rank 1's is all padding): every sample is scored.
+    assert [len(b) for b in val] == [8, 8, 8] and [len(b) for b in test] == [8, 8, 8]
+    for part, rows in ((val, day2[16:20]), (test, day2[36:40])):
+        assert [s[0] for s in part[2][:4]] == [tuple(r) for r in rows.tolist()]
+        assert [s[2] for s in part[2][4:]] == [-1.0] * 4
     assert [s[0] for s in val[0]] == [tuple(r) for r in day2[:8].tolist()]
     assert [s[0] for s in test[0]] == [tuple(r) for r in day2[20:28].tolist()]
     whole = _global_batches(lambda r, w: CriteoSource(str(tmp_path), sizes, 8, r, w).train_batches(0, 0), 1, 10)

@@ -48,6 +48,27 @@ def batch_tensors(dense: np.ndarray, sparse: Sparse, labels: np.ndarray) -> Batc
     )
 
 
+PAD_LABEL = -1.0  # a padding row: forwarded to keep every rank's batch full, never scored
+
+
+def pad_rows(dense: np.ndarray, sparse: Sparse, labels: np.ndarray, size: int
+             ) -> tuple:
+    """Rows appended up to ``size``: zero dense features, id 0 of every table (one id per
+    multi-hot slot), label PAD_LABEL. The last global batch of a held-out set is partial; a
+    rank's slice of it padded to the usual batch keeps every rank's forward (and its
+    all-to-alls) alike, and the evaluation drops rows labelled PAD_LABEL afterwards."""
+    pad = size - len(labels)
+    dense = np.concatenate([np.asarray(dense, dtype=np.float32),
+                            np.zeros((pad, dense.shape[1]), dtype=np.float32)])
+    labels = np.concatenate([np.asarray(labels, dtype=np.float32).reshape(-1),
+                             np.full(pad, PAD_LABEL, dtype=np.float32)])
+    if isinstance(sparse, np.ndarray):
+        sparse = np.concatenate([sparse, np.zeros((pad, sparse.shape[1]), dtype=sparse.dtype)])
+    else:
+        sparse = [np.concatenate([f, np.zeros((pad, f.shape[1]), dtype=f.dtype)]) for f in sparse]
+    return dense, sparse, labels
+
+
 HEADER = 3  # int64: samples, values, lengths
 
 

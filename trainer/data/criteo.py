@@ -39,7 +39,7 @@ import numpy as np
 from torchrec.datasets.utils import Batch
 
 from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
-from trainer.data.batch import BatchTensors, Sparse, assemble, batch_tensors
+from trainer.data.batch import BatchTensors, Sparse, assemble, batch_tensors, pad_rows
 from trainer.data.multi_hot import MultiHot, open_npz_members
 from trainer.data.source import first_step
 from trainer.data.tsv_parse import dense_minimum, parse_block
@@ -315,12 +315,17 @@ class CriteoSource:
     def train_batches(self, epoch: int, first_sample: int) -> Iterator[Batch]:
         return map(assemble, self.tensors("train", epoch, first_step(first_sample, self.global_batch)))
 
-    def eval_batches(self, count: int) -> Iterator[Batch]:
+    def eval_batches(self, count: Optional[int]) -> Iterator[Batch]:
         return map(assemble, self.tensors("val", 0, 0, count))
 
-    def test_batches(self, count: int) -> Iterator[Batch]:
+    def test_batches(self, count: Optional[int]) -> Iterator[Batch]:
         """The test set's first ``count`` global batches; none without a test set."""
         return map(assemble, self.tensors("test", 0, 0, count))
+
+    def train_samples(self) -> int:
+        """Samples of one training epoch (every day file's header or line index is read)."""
+        files, part = self._train
+        return sum(_samples_in(self._rows_in(f), part) for f in files)
 
     def tensors(self, split: str, epoch: int, first: int, stop: Optional[int] = None,
                 stride: int = 1) -> Iterator[BatchTensors]:
@@ -328,7 +333,7 @@ class CriteoSource:
         of ``split`` while they are complete: what one of ``stride`` reader processes builds."""
         del epoch  # one pass per epoch, same order: Criteo is usually trained unshuffled
         part = {"train": self._train, "val": self._eval, "test": self._test}[split]
-        return self._batches(*part, first, stop, stride) if part else iter(())
+        return self._batches(*part, first, stop, stride, split != "train") if part else iter(())
 
     def warm(self, split: str) -> None:
         """Index the split's first TSV file here, before reader processes start: one scan,
@@ -339,30 +344,54 @@ class CriteoSource:
 
     # --- internals ---
     def _batches(self, files: List[str], holdout: Optional[str], first: int,
-                 stop: Optional[int], stride: int) -> Iterator[BatchTensors]:
+                 stop: Optional[int], stride: int, pad_last: bool = False) -> Iterator[BatchTensors]:
+        """Complete global batches; with ``pad_last`` (held-out data: every sample is scored)
+        also the last, partial one, each rank's slice padded to the per-rank batch with rows
+        labelled -1 (``pad_rows``), which the evaluation drops after the forward."""
         layout = _Layout(files, lambda f: _samples_in(self._rows_in(f), holdout))
         cursor = _TsvCursor()
         step = first
         try:
-            while (stop is None or step < stop) and layout.covers((step + 1) * self.global_batch):
-                lo = step * self.global_batch + self.rank * self.batch_size
-                parts = [self._read(path, _lines_of(holdout, a, b, self._rows_in(path)), cursor)
-                         for path, a, b in layout.pieces(lo, lo + self.batch_size)]
-                dense, labels = (_joined([p[i] for p in parts]) for i in (0, 2))
-                if not len(labels):
-                    raise RuntimeError(f"global samples {lo}..{lo + self.batch_size - 1} of "
-                                       f"{files} are all malformed: the data is damaged")
-                if self.format == "npz":  # 26 arrays [n, size_k], each hashed into its table
-                    sparse = [_joined([p[1][k] for p in parts]) % self.hashes[k]
-                              for k in range(NUM_SPARSE_FEATURES)]
-                    yield batch_tensors(dense, sparse, labels)
+            while stop is None or step < stop:
+                if not layout.covers((step + 1) * self.global_batch):
+                    end = layout.starts[-1]  # every file is known now: the part's size
+                    if not (pad_last and end > step * self.global_batch):
+                        return
                 else:
-                    ids = _joined([p[1] for p in parts]) % self.hashes
-                    yield batch_tensors(dense, self.multi_hot.expand(ids) if self.multi_hot else ids,
-                                        labels)
+                    end = (step + 1) * self.global_batch
+                lo = step * self.global_batch + self.rank * self.batch_size
+                hi = min(lo + self.batch_size, end)
+                parts = [self._read(path, _lines_of(holdout, a, b, self._rows_in(path)), cursor)
+                         for path, a, b in layout.pieces(lo, hi)] if hi > lo else []
+                if parts:
+                    dense, labels = (_joined([p[i] for p in parts]) for i in (0, 2))
+                    if not len(labels):
+                        raise RuntimeError(f"global samples {lo}..{hi - 1} of {files} are all "
+                                           "malformed: the data is damaged")
+                    if self.format == "npz":  # 26 arrays [n, size_k], each hashed into its table
+                        sparse: Sparse = [_joined([p[1][k] for p in parts]) % self.hashes[k]
+                                          for k in range(NUM_SPARSE_FEATURES)]
+                    else:
+                        ids = _joined([p[1] for p in parts]) % self.hashes
+                        sparse = self.multi_hot.expand(ids) if self.multi_hot else ids
+                else:  # this rank's slice lies past the end: all padding
+                    dense = np.zeros((0, NUM_DENSE_FEATURES), dtype=np.float32)
+                    labels = np.zeros(0, dtype=np.float32)
+                    sparse = self._no_ids()
+                if hi - lo < self.batch_size:
+                    dense, sparse, labels = pad_rows(dense, sparse, labels, self.batch_size)
+                yield batch_tensors(dense, sparse, labels)
                 step += stride
         finally:
             cursor.close()
+
+    def _no_ids(self) -> Sparse:
+        """Zero samples' ids in this source's shape (one-hot [0, 26] or 26 x [0, size_k])."""
+        if self.format == "npz":
+            members = self._day(self.files[-1])[1]
+            return [np.zeros((0, m.shape[1] if m.ndim > 1 else 1), dtype=np.int64) for m in members]
+        ids = np.zeros((0, NUM_SPARSE_FEATURES), dtype=np.int64)
+        return self.multi_hot.expand(ids) if self.multi_hot else ids
 
     def _rows_in(self, path: str) -> int:
         if self.format in ("npy", "npz"):

@@ -1,15 +1,17 @@
 """Multi-hot ids: MLPerf DLRM-DCNv2's synthetic multi-hot Criteo, read or made on the fly.
 
 MLPerf's reference turns each one-hot id ``x`` of table ``k`` into ``multi_hot_sizes[k]`` ids:
-``x`` itself, then ``size - 1`` ids fixed per ``(k, x)``, uniform in ``[0, rows)`` or
-``pareto(a=0.25) % rows`` (facebookresearch/dlrm torchrec_dlrm/multi_hot.py, class Multihot,
-``__make_multi_hot_indices_tables``: ``embedding_ids`` concatenated with
-``np.random.randint(0, embs_count, ...)`` or ``np.random.pareto(a=0.25, ...) % embs_count``,
-one table per feature seeded with its index). The reference keeps a ``rows x size`` table per
-feature (16 GB for a 40M-row table at size 100); here the extra ids are a hash of
-``(feature, x, j)`` mapped through the same distributions, so nothing is stored and every
-rank derives the same ids. The values differ from the reference's tables (different
-generator), the distribution and the "first id is the one-hot id" property do not.
+row ``x`` of a lookup table ``[arange(rows), synthetic]`` (mlcommons/training aa344c7,
+recommendation_v2/torchrec_dlrm/multi_hot.py, ``Multihot.__make_multi_hot_indices_tables``:
+``np.random.seed(0)`` once, then per table in order ``np.random.randint(0, rows, size=(rows,
+size - 1))`` or ``np.random.pareto(a=0.25, ...).astype(np.int32) % rows``; ``convert_to_multi_hot``
+looks the batch's ids up with ``nn.functional.embedding``). ``MultiHot`` uses exactly those
+tables, drawn by trainer/prepare/multi_hot.py's ``make_tables`` (the same stream, in chunks) into
+a folder under the temporary directory (``$TMPDIR``), once per node and settings (a file lock
+makes the other processes wait, then they memory-map it): the reference keeps a copy in every
+rank (about 23 GB of int32 for MLPerf's sizes); here ranks and reader processes of a node share
+one through the page cache. tests/trainer/test_recipe.py compares ``expand`` with the
+reference's own ``Multihot`` class.
 
 The materialised layout (``day_<i>_sparse_multi_hot.npz``, members ``0.npy`` .. ``25.npy``,
 int32 ``[rows, size_k]``, stored uncompressed) is what mlcommons/training
@@ -19,48 +21,59 @@ it memory-maps each member at its offset in the zip); ``open_npz_members`` does 
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
+import os
 import struct
+import tempfile
 import zipfile
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
 from trainer.config import NUM_SPARSE_FEATURES
-from trainer.data.synthetic import _splitmix64
 
-PARETO_A = 0.25  # the reference's shape parameter
 DISTRIBUTIONS = ("uniform", "pareto")
 
 
-class MultiHot:
-    """Expands one-hot ids [n, 26] into 26 arrays [n, size_k]."""
+def tables_folder(sizes: Sequence[int], rows: Sequence[int], distribution: str,
+                  root: Optional[str] = None) -> str:
+    """The reference's lookup tables for these settings, drawn once into a shared folder."""
+    from trainer.prepare.multi_hot import make_tables
 
-    def __init__(self, sizes: Sequence[int], table_sizes: Sequence[int], distribution: str) -> None:
+    key = json.dumps([list(sizes), list(rows), distribution]).encode()
+    work = os.path.join(root or tempfile.gettempdir(), "torchrec-cloud-multi-hot",
+                        hashlib.sha256(key).hexdigest()[:16])
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(work, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process draws; the others then find them done
+        return make_tables(work, list(sizes), list(rows), distribution)
+
+
+class MultiHot:
+    """Expands one-hot ids [n, 26] (already within their tables) into 26 arrays [n, size_k]."""
+
+    def __init__(self, sizes: Sequence[int], table_sizes: Sequence[int], distribution: str,
+                 root: Optional[str] = None) -> None:
         if distribution not in DISTRIBUTIONS:
             raise ValueError(f"multi-hot distribution {distribution!r}: one of {DISTRIBUTIONS}")
         self.sizes = list(sizes)
-        self.rows = np.asarray(table_sizes, dtype=np.uint64)
+        self.rows = [int(r) for r in table_sizes]
         self.distribution = distribution
+        folder = tables_folder(self.sizes, self.rows, distribution, root)
+        # int32 [rows, size - 1]: the reference's table without its identity column.
+        self.tables = [np.load(os.path.join(folder, f"table_{k}.npy"), mmap_mode="r")
+                       for k in range(len(self.sizes))]
 
     def expand(self, ids: np.ndarray) -> List[np.ndarray]:
         out = []
         for k, size in enumerate(self.sizes):
-            x = ids[:, k].astype(np.uint64)
+            x = np.asarray(ids[:, k], dtype=np.int64)
             if size == 1:
-                out.append(x.astype(np.int64)[:, None])
+                out.append(x[:, None])
                 continue
-            j = np.arange(1, size, dtype=np.uint64)
-            with np.errstate(over="ignore"):
-                key = (x[:, None] * np.uint64(0x9E3779B97F4A7C15)
-                       + np.uint64(k) * np.uint64(0xD1B54A32D192ED03) + j)
-            h = _splitmix64(key)
-            if self.distribution == "uniform":
-                extra = h % self.rows[k]
-            else:  # Lomax, as numpy's pareto: (1 - u) ** (-1 / a) - 1, truncated, mod rows
-                u = (h >> np.uint64(11)).astype(np.float64) / float(1 << 53)
-                value = np.minimum((1.0 - u) ** (-1.0 / PARETO_A) - 1.0, 2.0 ** 62)
-                extra = value.astype(np.uint64) % self.rows[k]
-            out.append(np.concatenate([x[:, None], extra], axis=1).astype(np.int64))
+            out.append(np.concatenate([x[:, None], self.tables[k][x]], axis=1).astype(np.int64))
         return out
 
 

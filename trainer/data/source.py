@@ -25,12 +25,17 @@ class BatchSource(Protocol):
         ``first_sample`` on (the resume point, a multiple of the global batch)."""
         ...
 
-    def eval_batches(self, count: int) -> Iterator[Batch]:
-        """This rank's slices of the first ``count`` held-out global batches: the same
-        held-out samples every time and whatever the world size."""
+    def eval_batches(self, count: Optional[int]) -> Iterator[Batch]:
+        """This rank's slices of the first ``count`` held-out global batches (None: all of
+        them, the last partial one padded with rows labelled -1): the same held-out samples
+        every time and whatever the world size."""
         ...
 
-    def test_batches(self, count: int) -> Iterator[Batch]:
+    def train_samples(self) -> int:
+        """Samples in one epoch of training data."""
+        ...
+
+    def test_batches(self, count: Optional[int]) -> Iterator[Batch]:
         """This rank's slices of the first ``count`` global batches of the test set, scored
         once at the end; none where the data has no test set."""
         ...

@@ -20,7 +20,7 @@ from trainer.config import NUM_DENSE_FEATURES
 from trainer.data.batch import BatchTensors, assemble, batch_tensors
 from trainer.data.source import first_step
 
-if TYPE_CHECKING:  # multi_hot imports this module's hash
+if TYPE_CHECKING:  # only a type here: the source is handed one
     from trainer.data.multi_hot import MultiHot
 
 TRAIN, EVAL = 0, 1
@@ -29,6 +29,7 @@ SKEW = 5.0
 SPARSE_SIGNAL = 0.6  # scale of each feature's per-id score
 DENSE_SIGNAL = 0.5  # scale of the dense weights
 BIAS = -1.0  # ~30% positives, like an ad click log sampled for training
+HELD_OUT_SHARE = 10  # --eval_batches -1 on synthetic data: steps per epoch / this global batches
 BLOCK = 1024  # samples drawn by one generator; a rank's batch reuses the block it falls in
 
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -119,8 +120,11 @@ class SyntheticSource:
         """Every epoch is fresh data: epoch ``e`` is the ``e``-th run of ``steps_per_epoch`` steps."""
         return map(assemble, self.tensors("train", epoch, first_step(first_sample, self.global_batch)))
 
-    def eval_batches(self, count: int) -> Iterator[Batch]:
+    def eval_batches(self, count: Optional[int]) -> Iterator[Batch]:
         return map(assemble, self.tensors("val", 0, 0, count))
+
+    def train_samples(self) -> int:
+        return self.steps_per_epoch * self.global_batch
 
     def test_batches(self, count: int) -> Iterator[Batch]:
         """Synthetic data has no test set: the eval split is its only held-out data."""
@@ -131,8 +135,10 @@ class SyntheticSource:
         """Global batches ``first, first + stride, ...`` below ``stop`` of ``split`` (no test set)."""
         if split == "test":
             return
-        end = self.steps_per_epoch if split == "train" else 1 << 62
-        end = end if stop is None else min(end, stop)
+        if split == "train":
+            end = self.steps_per_epoch if stop is None else min(self.steps_per_epoch, stop)
+        else:  # held out: as many batches as asked for; "all" (None) is a tenth of an epoch
+            end = stop if stop is not None else max(1, self.steps_per_epoch // HELD_OUT_SHARE)
         offset = epoch * self.steps_per_epoch if split == "train" else 0
         for step in range(first, end, stride):
             yield self._slice(TRAIN if split == "train" else EVAL, offset + step)

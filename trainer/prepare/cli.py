@@ -28,6 +28,7 @@ class Options:
     multi_hot_sizes: Optional[List[int]]
     multi_hot_distribution_type: str
     workers: int
+    shuffle_seed: Optional[int] = None  # None: days left in their order
     retries: int = 4
     retry_seconds: float = 120.0
 
@@ -57,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "day_<i>_sparse_multi_hot.npz (e.g. 3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1).")
     p.add_argument("--multi_hot_distribution_type", default="uniform",
                    help=f"Synthetic multi-hot ids: {' or '.join(DISTRIBUTIONS)} (MLPerf multi_hot.py).")
+    p.add_argument("--shuffle_seed",
+                   help="criteo_1tb: shuffle the rows of all days but the last together with this seed, as "
+                        "MLPerf's preprocessing step 3 (torchrec BinaryCriteoUtils.shuffle, the reference runs "
+                        "it with --random_seed 0: the same files for the same seed); the last day stays as it "
+                        "is (validation and test halves). Default: no shuffle.")
     p.add_argument("--workers", default="1", help="Processes, each preparing one day (or column) at a time.")
     p.add_argument("--retries", default="4", help="Attempts after a failure other than a bad flag (each skips "
                                                   "the finished days).")
@@ -99,6 +105,7 @@ def parse(argv: Sequence[str]) -> Options:
         max_ind_range=_int("max_ind_range", args.max_ind_range, 0),
         multi_hot_sizes=sizes, multi_hot_distribution_type=args.multi_hot_distribution_type,
         workers=_int("workers", args.workers, 1),
+        shuffle_seed=None if args.shuffle_seed is None else _int("shuffle_seed", args.shuffle_seed, 0),
         retries=_int("retries", args.retries, 0), retry_seconds=_seconds(args.retry_seconds),
     )
 

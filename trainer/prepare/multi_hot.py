@@ -43,16 +43,16 @@ def make_tables(work: str, sizes: List[int], table_rows: List[int], distribution
     os.makedirs(where, exist_ok=True)
     if os.path.exists(marker):
         os.remove(marker)
-    np.random.seed(SEED)
+    draws = np.random.RandomState(SEED)  # np.random.seed(0)'s stream, global state untouched
     for k, (rows, size) in enumerate(zip(table_rows, sizes)):
         out = NpyFile(os.path.join(where, f"table_{k}.npy"), np.int32, (rows, size - 1))
         for lo in range(0, rows, CHUNK_ROWS):
             n = min(CHUNK_ROWS, rows - lo)
             if distribution == "uniform":
-                part = np.random.randint(0, rows, size=(n, size - 1))
+                part = draws.randint(0, rows, size=(n, size - 1))
             else:
                 with np.errstate(invalid="ignore"):  # the reference's int32 cast of huge draws
-                    part = np.random.pareto(a=PARETO_A, size=(n, size - 1)).astype(np.int32) % rows
+                    part = draws.pareto(a=PARETO_A, size=(n, size - 1)).astype(np.int32) % rows
             out.array.append(part.astype(np.int32))
         out.close()
         out.commit()

@@ -16,7 +16,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Iterator, List, Optional, Tuple
 
 from trainer.config import NUM_SPARSE_FEATURES
-from trainer.prepare import multi_hot, scan, source, status, vocab, write
+import numpy as np
+
+from trainer.prepare import multi_hot, scan, shuffle, source, status, vocab, write
 from trainer.prepare.cli import Options
 from trainer.prepare.jsonfile import write_json
 
@@ -93,12 +95,16 @@ def _prepare(opts: Options, found: Tuple[str, List[source.RawFile]], workers: Wo
     sizes = _vocabulary(work, scans, vocab_settings, workers)
     table_rows = vocab.table_sizes(sizes, opts.max_ind_range)
 
+    shuffled = opts.shuffle_seed is not None and dataset == "criteo_1tb" and n >= 2
+    # Shuffled: the days are written one-hot, shuffled, and only then made multi-hot (MLPerf
+    # materializes its multi-hot days from the shuffled ones).
+    day_multi_hot = opts.multi_hot_sizes if not shuffled else None
     write_settings = {"vocab": vocab_settings, "max_ind_range": opts.max_ind_range,
-                      "multi_hot_sizes": opts.multi_hot_sizes,
-                      "multi_hot_distribution_type": opts.multi_hot_distribution_type if opts.multi_hot_sizes else None}
+                      "multi_hot_sizes": day_multi_hot,
+                      "multi_hot_distribution_type": opts.multi_hot_distribution_type if day_multi_hot else None}
     todo = [f for f in files if write.is_done(work, opts.output, f.prefix, _day_settings(write_settings, f)) is None]
     tables = None
-    if opts.multi_hot_sizes and todo:
+    if day_multi_hot and todo:
         start = time.monotonic()
         tables = multi_hot.make_tables(work, opts.multi_hot_sizes, table_rows, opts.multi_hot_distribution_type)
         say(f"multi-hot lookup tables ready ({(time.monotonic() - start) / 60:.1f} min)")
@@ -107,6 +113,10 @@ def _prepare(opts: Options, found: Tuple[str, List[source.RawFile]], workers: Wo
     for i, result in enumerate(workers.run(write.run, calls), 1):
         rows[result["prefix"]] = result["rows"]
         say(f"day {i}/{n} {result['prefix']} done, {result['rows']:,} rows, {_rate(result)}")
+    if shuffled:
+        if todo:
+            shuffle.forget(work)  # a day was (re)written unshuffled
+        _shuffle(opts, work, files, rows, table_rows, workers)
     shutil.rmtree(os.path.join(work, "multi_hot"), ignore_errors=True)
 
     layout = {
@@ -115,7 +125,8 @@ def _prepare(opts: Options, found: Tuple[str, List[source.RawFile]], workers: Wo
         "rows": [rows[f.prefix] for f in files],
         "num_embeddings_per_feature": table_rows,
         "multi_hot_sizes": opts.multi_hot_sizes,
-        "multi_hot_distribution_type": write_settings["multi_hot_distribution_type"],
+        "multi_hot_distribution_type": opts.multi_hot_distribution_type if opts.multi_hot_sizes else None,
+        "shuffle_seed": opts.shuffle_seed if shuffled else None,
         "frequency_threshold": opts.frequency_threshold,
         "max_ind_range": opts.max_ind_range,
         "source": opts.source,
@@ -126,6 +137,31 @@ def _prepare(opts: Options, found: Tuple[str, List[source.RawFile]], workers: Wo
     say(f"{LAYOUT} written: {sum(layout['rows']):,} rows, num_embeddings_per_feature="
         f"{','.join(map(str, table_rows))}")
     return layout
+
+
+def _shuffle(opts: Options, work: str, files: List[source.RawFile], rows: dict,
+             table_rows: List[int], workers: Workers) -> None:
+    """Pass 4: the training days (all but the last) shuffled together (shuffle.py); then, with
+    --multi_hot_sizes, every day's multi-hot .npz from its shuffled one-hot ids."""
+    train = files[:-1]
+    start = time.monotonic()
+    now = shuffle.shuffle(work, [os.path.join(opts.output, f.prefix) for f in train],
+                          [rows[f.prefix] for f in train], opts.shuffle_seed, run=workers.run)
+    say(f"shuffle of {len(train)} days: " + (f"{(time.monotonic() - start) / 60:.1f} min" if now
+                                             else "skipped (done before)"))
+    if not opts.multi_hot_sizes:
+        return
+    settings = {"sizes": opts.multi_hot_sizes, "rows": table_rows,
+                "distribution": opts.multi_hot_distribution_type, "shuffle_seed": opts.shuffle_seed}
+    done = os.path.join(work, "shuffle", "multi_hot.json")
+    if not now and os.path.exists(done) and json.load(open(done)) == settings:
+        return
+    tables = multi_hot.make_tables(work, opts.multi_hot_sizes, table_rows, opts.multi_hot_distribution_type)
+    for f in files:
+        prefix = os.path.join(opts.output, f.prefix)
+        multi_hot.write_day(f"{prefix}_sparse_multi_hot.npz", np.load(f"{prefix}_sparse.npy", mmap_mode="r"),
+                            tables, opts.multi_hot_sizes, table_rows)
+    write_json(done, settings)
 
 
 def _day_settings(settings: dict, raw: source.RawFile) -> dict:
