@@ -14,7 +14,8 @@ from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
 from torchrec.distributed.fbgemm_qcomm_codec import CommType, QCommsConfig, get_qcomm_codecs_registry
 from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
 from torchrec.distributed.planner.storage_reservations import FixedPercentageStorageReservation
-from torchrec.distributed.planner.types import ParameterConstraints, ShardingOption
+from torchrec.distributed.planner.types import (HardwareConfig, KernelConfig, ParameterConstraints,
+                                                ShardingOption, TopologyFactory, TrainerConfig)
 from torchrec.distributed.types import ModuleSharder, ShardingType
 
 from trainer.sizing import is_data_parallel
@@ -53,16 +54,22 @@ def _bytes_per_ms(gb_per_sec: float) -> float:
 
 
 def topology(hw: Hardware) -> Topology:
-    """torchrec's Topology for ``hw`` (torchrec/distributed/planner/types.py, Topology)."""
-    extra: Dict[str, float] = {}
+    """torchrec's Topology for ``hw``, through the factory torchrec asks for
+    (torchrec/distributed/planner/types.py: TopologyFactory, HardwareConfig)."""
+    bandwidths: Dict[str, float] = {}
     for name, value in (("hbm_mem_bw", hw.hbm_gb_per_sec),
                         ("intra_host_bw", hw.intra_host_gb_per_sec),
                         ("inter_host_bw", hw.inter_host_gb_per_sec)):
         if value:
-            extra[name] = _bytes_per_ms(value)
-    return Topology(world_size=hw.world_size, local_world_size=hw.local_world_size,
-                    compute_device=hw.compute_device, hbm_cap=hw.hbm_bytes,
-                    ddr_cap=hw.ddr_bytes, **extra)  # type: ignore[arg-type]
+            bandwidths[name] = _bytes_per_ms(value)
+    return TopologyFactory.create_topology(
+        trainer_config=TrainerConfig(world_size=hw.world_size,
+                                     local_world_size=hw.local_world_size),
+        hardware_config=HardwareConfig(hbm_cap_bytes=hw.hbm_bytes, ddr_cap_bytes=hw.ddr_bytes,
+                                       **bandwidths),  # type: ignore[arg-type]
+        # Without use_hardware_based_bandwidth the factory ignores the bandwidths given.
+        kernel_config=KernelConfig(compute_device=hw.compute_device,
+                                   use_hardware_based_bandwidth=bool(bandwidths)))
 
 
 def constraints(tables: Sequence[tuple[str, int, int]], pooling: Optional[Sequence[float]],
