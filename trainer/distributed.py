@@ -11,7 +11,7 @@ import socket
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -169,6 +169,19 @@ def sharding_constraints(model: torch.nn.Module, pooling: Optional[List[int]] = 
                                 data_parallel_max_mb)
 
 
+def fuse_embedding_optimizer(model: torch.nn.Module, cfg: TrainConfig
+                             ) -> Callable[[Any], torch.optim.Optimizer]:
+    """Mark the tables' optimizer (fused into the backward; the planner sizes its state from
+    it) and return the dense optimizer's factory."""
+    if cfg.optimizer == "adagrad":
+        apply_optimizer_in_backward(RowWiseAdagrad, model.model.sparse_arch.parameters(),
+                                    {"lr": cfg.learning_rate, "eps": 1e-8})
+        return lambda params: torch.optim.Adagrad(params, lr=cfg.learning_rate, eps=1e-8)
+    apply_optimizer_in_backward(torch.optim.SGD, model.model.sparse_arch.parameters(),
+                                {"lr": cfg.learning_rate})
+    return lambda params: torch.optim.SGD(params, lr=cfg.learning_rate)
+
+
 def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext,
                 batch_size: Optional[int] = None) -> tuple[
         DistributedModelParallel, CombinedOptimizer, KeyedOptimizerWrapper]:
@@ -176,14 +189,7 @@ def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext,
     (default --batch_size; after a resize, the checkpoint's global batch over this world size),
     shard, and build the dense optimizer (which also trains the data-parallel tables).
     Returns (model, combined optimizer, dense optimizer)."""
-    if cfg.optimizer == "adagrad":
-        apply_optimizer_in_backward(RowWiseAdagrad, model.model.sparse_arch.parameters(),
-                                    {"lr": cfg.learning_rate, "eps": 1e-8})
-        dense_factory = lambda params: torch.optim.Adagrad(params, lr=cfg.learning_rate, eps=1e-8)  # noqa: E731
-    else:
-        apply_optimizer_in_backward(torch.optim.SGD, model.model.sparse_arch.parameters(),
-                                    {"lr": cfg.learning_rate})
-        dense_factory = lambda params: torch.optim.SGD(params, lr=cfg.learning_rate)  # noqa: E731
+    dense_factory = fuse_embedding_optimizer(model, cfg)
     planner = planning.planner(hardware(ctx, cfg), batch_size or cfg.batch_size,
                                sharding_constraints(model, pooling_factors(cfg),
                                                     cfg.data_parallel_max_mb))

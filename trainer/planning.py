@@ -15,7 +15,8 @@ from torchrec.distributed.fbgemm_qcomm_codec import CommType, QCommsConfig, get_
 from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
 from torchrec.distributed.planner.storage_reservations import FixedPercentageStorageReservation
 from torchrec.distributed.planner.types import (HardwareConfig, KernelConfig, ParameterConstraints,
-                                                ShardingOption, TopologyFactory, TrainerConfig)
+                                                ShardingOption, Storage, TopologyFactory,
+                                                TrainerConfig)
 from torchrec.distributed.types import ModuleSharder, ShardingType
 
 from trainer.sizing import is_data_parallel
@@ -127,10 +128,13 @@ class RankLoad:
     perf_ms: float  # fwd + bwd compute and comms of this rank's shards
 
 
-def rank_loads(best_plan: Sequence[ShardingOption], world_size: int) -> List[RankLoad]:
-    """Per rank: the storage and estimated time of the shards placed on it (what torchrec's
-    EmbeddingStats sums, planner/stats.py ``_compute_mem_usage_and_perf``)."""
-    hbm, ddr, perf = [0] * world_size, [0] * world_size, [0.0] * world_size
+def rank_loads(best_plan: Sequence[ShardingOption], world_size: int,
+               features: Optional[Storage] = None) -> List[RankLoad]:
+    """Per rank: the storage and estimated time of the shards placed on it, plus the input
+    features' storage every rank holds (``features``: the planner's KJT reservation), which is
+    what torchrec's EmbeddingStats reports (planner/stats.py ``_compute_mem_usage_and_perf``)."""
+    extra = features or Storage(hbm=0, ddr=0)
+    hbm, ddr, perf = [extra.hbm] * world_size, [extra.ddr] * world_size, [0.0] * world_size
     for option in best_plan:
         for shard in option.shards:
             assert shard.rank is not None and shard.storage is not None and shard.perf is not None
@@ -138,6 +142,13 @@ def rank_loads(best_plan: Sequence[ShardingOption], world_size: int) -> List[Ran
             ddr[shard.rank] += shard.storage.ddr
             perf[shard.rank] += shard.perf.total
     return [RankLoad(h, d, p) for h, d, p in zip(hbm, ddr, perf)]
+
+
+def planned_loads(done: EmbeddingShardingPlanner, world_size: int) -> List[RankLoad]:
+    """rank_loads of a planner after plan(), with its reservation for the input features."""
+    reservation = done._storage_reservation
+    assert done._best_plan is not None, "plan() first"
+    return rank_loads(done._best_plan, world_size, getattr(reservation, "_kjt_storage", None))
 
 
 def step_estimate_ms(best_plan: Sequence[ShardingOption], world_size: int) -> float:
