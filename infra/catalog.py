@@ -511,3 +511,28 @@ def gpu_matmul_floor_tflops(m: Machine) -> float:
     of machine `m`; 0 (no floor) for a GPU model without a data sheet figure here."""
     peak = GPU_BF16_DENSE_TFLOPS.get(m.gpu_model or "", 0.0)
     return round(peak * GPU_MATMUL_FLOOR_FRACTION, 1)
+
+
+# --- Memory and NVLink bandwidth per GPU model, for the sharding planner (trainer/plan.py) ------
+# GB/s (1e9 B/s). HBM: NVIDIA data sheets (A100 40GB SXM 1,555; A100 80GB SXM 2,039; H100 SXM
+# 3,350; H200 4,800). NVLink: total bidirectional per GPU (A100 600, H100/H200 900), the
+# figure torchrec's own default (INTRA_NODE_BANDWIDTH, 600 GB/s for A100) is given in. Read
+# from memory of the data sheets, not re-verified in a stored copy.
+GPU_HBM_GB_S = {("A100", 40): 1555.0, ("A100", 80): 2039.0, ("H100", 80): 3350.0,
+                ("H200", 141): 4800.0}
+GPU_NVLINK_GB_S = {"A100": 600.0, "H100": 900.0, "H200": 900.0}
+
+
+def gpu_hbm_gb_s(m: Machine) -> float | None:
+    return GPU_HBM_GB_S.get((m.gpu_model or "", m.gpu_memory_gib))
+
+
+def gpu_nvlink_gb_s(m: Machine) -> float | None:
+    """None where the GPUs are not NVLink-connected (one GPU per machine)."""
+    return GPU_NVLINK_GB_S.get(m.gpu_model or "") if m.gpu_count > 1 else None
+
+
+def inter_host_gb_s_per_gpu(m: Machine) -> float:
+    """The machine's rated network between nodes shared by its GPUs (GB/s per GPU): what
+    torchrec's planner calls inter_host_bw (its default 12.5 GB/s = 100 Gbit/s per GPU)."""
+    return m.network_gbps / 8 / max(m.gpu_count, 1)

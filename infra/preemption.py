@@ -61,21 +61,30 @@ def stop_budget(cloud: Cloud | str, spot: bool, planned_grace_seconds: int,
 
 @dataclass(frozen=True)
 class SaveEstimate:
-    """One checkpoint: its bytes, the write throughput the store offers, and the time."""
+    """One checkpoint: its bytes, the write throughput the store offers all ranks together,
+    and what the fullest rank writes at what one stream moves. Every rank writes its own file:
+    the save lasts until the store has taken every byte and the fullest rank has written its
+    own (an object store's stream speed bounds that; a shared file system's throughput is the
+    only limit there)."""
 
     bytes: int
     mb_per_second: float
     store: str
+    largest_rank_bytes: int = 0
+    stream_mb_per_second: float | None = None
 
     @property
     def seconds(self) -> float:
-        return self.bytes / MB / self.mb_per_second
+        whole = self.bytes / MB / self.mb_per_second
+        if self.stream_mb_per_second is None:
+            return whole
+        return max(whole, self.largest_rank_bytes / MB / self.stream_mb_per_second)
 
 
-def checkpoint_bytes(trainer_args: dict[str, object]) -> int:
-    """Embedding weights (fp32) plus row-wise Adagrad's one value per row, or exact Adagrad's one
-    per weight; dense layers are megabytes beside them. Defaults are the trainer's own
-    (trainer/config.py), under a --recipe's values (trainer/recipe.py)."""
+def _tables(trainer_args: dict[str, object]) -> tuple[list[int], int, str, float]:
+    """Rows per table, width, optimizer and the data-parallel rule of the job's trainer
+    arguments, with the trainer's own defaults (trainer/config.py) under a --recipe's values
+    (trainer/recipe.py)."""
     from trainer.config import NUM_SPARSE_FEATURES, TrainConfig  # plain: no torch import
     from trainer.recipe import with_recipe
 
@@ -83,14 +92,31 @@ def checkpoint_bytes(trainer_args: dict[str, object]) -> int:
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     per_feature = trainer_args.get("num_embeddings_per_feature")
     if isinstance(per_feature, list) and per_feature:
-        rows = sum(int(r) for r in per_feature)
+        rows = [int(r) for r in per_feature]
     else:
-        rows = int(trainer_args.get("num_embeddings",  # type: ignore[arg-type]
-                                    defaults["num_embeddings"])) * NUM_SPARSE_FEATURES
+        rows = [int(trainer_args.get("num_embeddings",  # type: ignore[arg-type]
+                                     defaults["num_embeddings"]))] * NUM_SPARSE_FEATURES
     dim = int(trainer_args.get("embedding_dim", defaults["embedding_dim"]))  # type: ignore[arg-type]
-    optimizer = trainer_args.get("optimizer", defaults["optimizer"])
-    state = {"adagrad": rows * 4, "exact_adagrad": rows * dim * 4}.get(str(optimizer), 0)
-    return rows * dim * 4 + state
+    optimizer = str(trainer_args.get("optimizer", defaults["optimizer"]))
+    max_mb = float(trainer_args.get("data_parallel_max_mb",  # type: ignore[arg-type]
+                                    defaults["data_parallel_max_mb"]))
+    return rows, dim, optimizer, max_mb
+
+
+def checkpoint_bytes(trainer_args: dict[str, object]) -> int:
+    """Embedding weights (fp32) and Adagrad's state (one value per row of a sharded table, full
+    size for a data-parallel one, trainer/sizing.py); dense layers are megabytes beside them."""
+    from trainer.sizing import checkpoint_bytes as table_bytes
+
+    return table_bytes(*_tables(trainer_args))
+
+
+def largest_rank_bytes(trainer_args: dict[str, object], ranks: int, ranks_per_node: int) -> int:
+    """What the fullest rank writes under the trainer's sharding rule (a bound, torch-free:
+    trainer/sizing.py; tests/trainer/test_plan.py checks it against torchrec's real plan)."""
+    from trainer.sizing import largest_rank_checkpoint_bytes
+
+    return largest_rank_checkpoint_bytes(*_tables(trainer_args), ranks, ranks_per_node)
 
 
 def object_store_mb_s(cloud: Cloud | str, streams: int) -> tuple[float, str]:
@@ -117,14 +143,19 @@ def shared_file_system_mb_s(fs: "SharedFileSystem") -> tuple[float, str]:
 
 
 def estimated_save(settings: "Settings") -> SaveEstimate:
-    """One checkpoint of the stack's job: the tables' bytes over the write throughput of where
-    it saves (object store or shared file system), all from infra/catalog.py."""
+    """One checkpoint of the stack's job against the write throughput of where it saves (object
+    store or shared file system, infra/catalog.py), with the fullest rank's share."""
     from infra.settings.model import CheckpointLocation
 
     job = settings.job
-    size = checkpoint_bytes(dict(job.trainer_args))
+    args = dict(job.trainer_args)
+    ranks = job.nodes * job.processes_per_node
+    stream = None
     if settings.checkpoints.location == CheckpointLocation.OBJECT_STORE:
-        rate, how = object_store_mb_s(settings.cloud, job.nodes * job.processes_per_node)
+        rate, how = object_store_mb_s(settings.cloud, ranks)
+        stream = min(checkpoint_store_speed(settings.cloud).object_store_mb_s_per_stream, rate)
     else:
         rate, how = shared_file_system_mb_s(settings.shared_file_system)
-    return SaveEstimate(bytes=size, mb_per_second=rate, store=how)
+    return SaveEstimate(bytes=checkpoint_bytes(args), mb_per_second=rate, store=how,
+                        largest_rank_bytes=largest_rank_bytes(args, ranks, job.processes_per_node),
+                        stream_mb_per_second=stream)

@@ -4,8 +4,9 @@ always clean up.
 Exit status (trainer/exit_codes.py): 0 only when training reached its end; RESUME after a stop
 for preemption (SIGTERM on any rank, in a training step, an evaluation, a checkpoint write or a
 data wait: every rank agrees to stop, saves if the deadline allows) or a lost peer (a collective
-failed because another rank or node went away); CONFIG_ERROR for bad flags; FABRIC_ERROR when
-the fabric gate (trainer/fabric_gate.py) enforces and fails, or NODE_LEFT_OUT when it failed one
+failed because another rank or node went away); CONFIG_ERROR for bad flags (at parse time, or
+a ConfigError once they meet the run: a checkpoint's global batch that this world size does not
+divide); FABRIC_ERROR when the fabric gate (trainer/fabric_gate.py) enforces and fails, or NODE_LEFT_OUT when it failed one
 node's checks and left that node out; anything else is a crash. A worker the NCCL watchdog
 aborts (SIGABRT) exits no status of its own: the launcher (trainer/launch.py) maps the abort."""
 
@@ -14,8 +15,8 @@ import os
 import sys
 import warnings
 
-from trainer.config import parse_config
-from trainer.exit_codes import RESUME
+from trainer.config import ConfigError, parse_config
+from trainer.exit_codes import CONFIG_ERROR, RESUME
 from trainer.peers import is_lost_peer
 
 
@@ -52,6 +53,9 @@ def main() -> int:
         summary = Trainer(cfg, ctx, stop).run()
         if not summary["preempted"]:
             dist.barrier()  # no rank tears its group down while a peer still talks to it
+    except ConfigError as err:  # a flag that cannot work with this run (every rank alike)
+        logging.getLogger("trainer").error("config error: %s", err)
+        return CONFIG_ERROR
     except Exception as err:
         if not is_lost_peer(err):
             raise  # a crash: the job counts it

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence, get_args, get_origin, get_type_hints
 
 from trainer.data.layout import prepared_table_sizes
+from trainer.sizing import DATA_PARALLEL_MAX_MB
 
 # Criteo layout: 13 integer (dense) and 26 categorical (sparse) columns.
 NUM_DENSE_FEATURES = 13
@@ -22,6 +23,12 @@ CHECKPOINT_SCHEMES = ("file", "memory", "s3", "gs", "gcs", "az", "abfs", "abfss"
 # NCCL transports the fabric gate can require (trainer/fabric_gate.py); infra/catalog.py's
 # FABRIC_TRANSPORTS maps each machine's interconnect to one of these names.
 FABRIC_TRANSPORTS = ("socket", "efa", "ib", "tcpx", "tcpxo")
+COMM_PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+class ConfigError(ValueError):
+    """A flag that cannot work with what it meets at run time (e.g. a checkpoint's global
+    batch on this world size): the trainer exits CONFIG_ERROR, no retry can help."""
 
 
 def _help(text: str, **kwargs: Any) -> Any:
@@ -62,6 +69,32 @@ class TrainConfig:
     )
     dcn_num_layers: int = _help("Cross layers for --interaction dcn.", default=3)
     dcn_low_rank_dim: int = _help("Low-rank width of each DCN cross layer.", default=512)
+
+    # --- sharding and numerics ---
+    data_parallel_max_mb: float = _help(
+        "Replicate (data-parallel) every table whose fp32 weights are at most this many MB; the "
+        "planner places the others table-, row- or table-row-wise. A size rule, not the world "
+        "size, decides, so a checkpoint resumes on any world size: keep it the same across "
+        "resumes. 0 = shard every table.", default=DATA_PARALLEL_MAX_MB)
+    embedding_comm_forward_precision: str = _help(
+        "Precision of the embeddings' forward all-to-all (torchrec qcomm codecs); MLPerf "
+        "DLRM-DCNv2 submissions use fp16.", default="fp32", meta={"choices": COMM_PRECISIONS})
+    embedding_comm_backward_precision: str = _help(
+        "Precision of the embedding gradients' backward all-to-all; MLPerf DLRM-DCNv2 "
+        "submissions use bf16.", default="fp32", meta={"choices": COMM_PRECISIONS})
+    tf32: str = _help(
+        "'on': TF32 tensor cores for fp32 matmuls and convolutions on GPU (as MLPerf submissions "
+        "run); 'off': full fp32.", default="off", meta={"choices": ("off", "on")})
+    hbm_gb_per_sec: float = _help(
+        "GPU memory bandwidth (GB/s) the sharding planner assumes; the stack sets it from "
+        "infra/catalog.py; 0 = torchrec's default.", default=0.0)
+    intra_host_gb_per_sec: float = _help(
+        "GPU-to-GPU bandwidth within a node (GB/s, NVLink) the planner assumes; the stack sets "
+        "it from infra/catalog.py; 0 = torchrec's default.", default=0.0)
+    inter_host_gb_per_sec: float = _help(
+        "Bandwidth between nodes per GPU (GB/s) the planner assumes; the stack sets it from "
+        "infra/catalog.py (the machine's network over its GPUs); 0 = torchrec's default.",
+        default=0.0)
 
     # --- optimisation ---
     batch_size: int = _help(
@@ -244,6 +277,10 @@ class TrainConfig:
                 bad(name, getattr(self, name), "must be >= 0")
         if self.max_steps is not None and self.max_steps < 1:
             bad("max_steps", self.max_steps, "must be a positive integer")
+        for name in ("data_parallel_max_mb", "hbm_gb_per_sec", "intra_host_gb_per_sec",
+                     "inter_host_gb_per_sec"):
+            if not getattr(self, name) >= 0:
+                bad(name, getattr(self, name), "must be >= 0")
         if not self.learning_rate > 0:
             bad("learning_rate", self.learning_rate, "must be > 0")
         if self.num_embeddings_per_feature is not None:

@@ -11,41 +11,25 @@ import socket
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
 
 import torch
 import torch.distributed as dist
-from torchrec.distributed.embedding_types import EmbeddingComputeKernel
-from torchrec.distributed.model_parallel import DistributedModelParallel, get_default_sharders
-from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
-from torchrec.distributed.planner.storage_reservations import FixedPercentageStorageReservation
-from torchrec.distributed.planner.types import (
-    HardwareConfig,
-    KernelConfig,
-    ParameterConstraints,
-    TopologyFactory,
-    TrainerConfig,
-)
-from torchrec.distributed.types import ShardingEnv, ShardingType
+from torchrec.distributed.model_parallel import DistributedModelParallel
+from torchrec.distributed.planner import Topology
+from torchrec.distributed.planner.types import ParameterConstraints
+from torchrec.distributed.types import ShardingEnv
 from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
 from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
 from torchrec.optim.optimizers import in_backward_optimizer_filter
 from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from trainer.config import TrainConfig
-from trainer.data.batch import SPARSE_KEYS
+from trainer.sizing import DATA_PARALLEL_MAX_MB
 from trainer.data.layout import prepared_multi_hot_sizes
+from trainer import planning
 
-# Sharding types whose fused row-wise optimizer state has the same keys and global shape
-# [rows] whatever the plan, so DCP reshards a checkpoint onto another world size. Not
-# data-parallel (its tables get the dense optimizer: other state keys, full-size state),
-# not column-wise / table-column-wise (one row-wise momentum per column shard: the state's
-# shape is rows x shards, which changes with the plan), not grid (the same, per node).
-# On CPU TorchRec offers only table-wise of these; on GPU the planner also weighs row-wise.
-RESHARDABLE_SHARDING_TYPES = [ShardingType.TABLE_WISE.value, ShardingType.ROW_WISE.value,
-                              ShardingType.TABLE_ROW_WISE.value]
-POOLING_FACTOR_ONE_HOT = 1.0
-ADAGRAD_EPS = 1e-8  # mlcommons/training aa344c7 recommendation_v2/torchrec_dlrm/dlrm_main.py  # one id per sample: torchrec's planner default
+ADAGRAD_EPS = 1e-8  # mlcommons/training aa344c7 recommendation_v2/torchrec_dlrm/dlrm_main.py
 
 # How long a rank may wait in one collective before its peer counts as gone, for the default
 # group (NCCL on GPU, gloo on CPU) and the gloo group of the stop agreement. torch's defaults
@@ -152,17 +136,23 @@ def host_memory_bytes() -> int:
     return total
 
 
-def topology(ctx: DistContext) -> Topology:
-    """The planner's view of the real hardware: GPU memory per device, host memory per rank."""
-    ddr = host_memory_bytes() // max(ctx.local_world_size, 1)
+def hardware(ctx: DistContext, cfg: TrainConfig) -> planning.Hardware:
+    """The planner's view of the real hardware: GPU memory per device, host memory per rank,
+    and the bandwidths the stack passes from infra/catalog.py (0: torchrec's defaults)."""
     hbm = None
     if ctx.device.type == "cuda":
         hbm = torch.cuda.get_device_properties(ctx.device).total_memory
-    return TopologyFactory.create_topology(
-        trainer_config=TrainerConfig(world_size=ctx.world_size, local_world_size=ctx.local_world_size),
-        hardware_config=HardwareConfig(hbm_cap_bytes=hbm, ddr_cap_bytes=ddr),
-        kernel_config=KernelConfig(compute_device=ctx.device.type),
-    )
+    return planning.Hardware(
+        world_size=ctx.world_size, local_world_size=ctx.local_world_size,
+        compute_device=ctx.device.type, hbm_bytes=hbm,
+        ddr_bytes=host_memory_bytes() // max(ctx.local_world_size, 1),
+        hbm_gb_per_sec=cfg.hbm_gb_per_sec or None,
+        intra_host_gb_per_sec=cfg.intra_host_gb_per_sec or None,
+        inter_host_gb_per_sec=cfg.inter_host_gb_per_sec or None)
+
+
+def topology(ctx: DistContext, cfg: TrainConfig) -> Topology:
+    return planning.topology(hardware(ctx, cfg))
 
 
 def pooling_factors(cfg: TrainConfig) -> Optional[List[int]]:
@@ -171,29 +161,20 @@ def pooling_factors(cfg: TrainConfig) -> Optional[List[int]]:
     return cfg.multi_hot_sizes or prepared_multi_hot_sizes(cfg.dataset_path)
 
 
-def sharding_constraints(model: torch.nn.Module, pooling: Optional[List[int]] = None
+def sharding_constraints(model: torch.nn.Module, pooling: Optional[List[int]] = None,
+                         data_parallel_max_mb: float = DATA_PARALLEL_MAX_MB
                          ) -> dict[str, ParameterConstraints]:
-    """Per table: a reshardable sharding type and the fused kernel, so the optimizer state in
-    a checkpoint does not depend on the world size that wrote it; with multi-hot data, the
-    feature's ids per sample as its pooling factor (the planner's default is 1.0), as MLPerf's
-    DLRM-DCNv2 reference does (recommendation_v2/torchrec_dlrm/dlrm_main.py,
-    ``pooling_factors=[args.multi_hot_sizes[i]]``): a table read 100 times per sample costs
-    the planner's estimates 100 times the lookups and all-to-all traffic."""
+    """planning.constraints for the model's tables (see there)."""
     ebc = model.model.sparse_arch.embedding_bag_collection
-    constraints = {}
-    for table in ebc.embedding_bag_configs():
-        feature = SPARSE_KEYS.index(table.feature_names[0])
-        constraints[table.name] = ParameterConstraints(
-            sharding_types=list(RESHARDABLE_SHARDING_TYPES),
-            compute_kernels=[EmbeddingComputeKernel.FUSED.value],
-            pooling_factors=[float(pooling[feature])] if pooling else [POOLING_FACTOR_ONE_HOT])
-    return constraints
+    tables = [(t.name, t.num_embeddings, t.embedding_dim) for t in ebc.embedding_bag_configs()]
+    return planning.constraints(tables, [float(p) for p in pooling] if pooling else None,
+                                data_parallel_max_mb)
 
 
-def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext) -> tuple[
-        DistributedModelParallel, CombinedOptimizer, KeyedOptimizerWrapper]:
-    """Fuse the embedding optimizer into the backward, plan, shard, and build the dense
-    optimizer. Returns (model, combined optimizer, dense optimizer)."""
+def fuse_embedding_optimizer(model: torch.nn.Module, cfg: TrainConfig
+                             ) -> Callable[[Any], torch.optim.Optimizer]:
+    """Mark the tables' optimizer (fused into the backward; the planner sizes its state from
+    it) and return the dense optimizer's factory."""
     if cfg.optimizer in ("adagrad", "exact_adagrad"):
         # torch.optim.Adagrad in the backward is what MLPerf's reference passes; torchrec runs
         # it as EmbOptimType.EXACT_ADAGRAD (torchrec 1.8 distributed/utils.py, the optimizer ->
@@ -202,21 +183,32 @@ def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext) -> t
         sparse = torch.optim.Adagrad if cfg.optimizer == "exact_adagrad" else RowWiseAdagrad
         apply_optimizer_in_backward(sparse, model.model.sparse_arch.parameters(),
                                     {"lr": cfg.learning_rate, "eps": ADAGRAD_EPS})
-        dense_factory = lambda params: torch.optim.Adagrad(params, lr=cfg.learning_rate, eps=ADAGRAD_EPS)  # noqa: E731
-    else:
-        apply_optimizer_in_backward(torch.optim.SGD, model.model.sparse_arch.parameters(),
-                                    {"lr": cfg.learning_rate})
-        dense_factory = lambda params: torch.optim.SGD(params, lr=cfg.learning_rate)  # noqa: E731
-    # Keep 20% of each device for dense weights, activations and the allocator's slack.
-    planner = EmbeddingShardingPlanner(topology=topology(ctx), batch_size=cfg.batch_size,
-                                       storage_reservation=FixedPercentageStorageReservation(0.2),
-                                       constraints=sharding_constraints(model, pooling_factors(cfg)))
-    plan = planner.collective_plan(model, get_default_sharders(), dist.GroupMember.WORLD)
+        return lambda params: torch.optim.Adagrad(params, lr=cfg.learning_rate, eps=ADAGRAD_EPS)
+    apply_optimizer_in_backward(torch.optim.SGD, model.model.sparse_arch.parameters(),
+                                {"lr": cfg.learning_rate})
+    return lambda params: torch.optim.SGD(params, lr=cfg.learning_rate)
+
+
+def shard_model(model: torch.nn.Module, cfg: TrainConfig, ctx: DistContext,
+                batch_size: Optional[int] = None) -> tuple[
+        DistributedModelParallel, CombinedOptimizer, KeyedOptimizerWrapper]:
+    """Fuse the embedding optimizer into the backward, plan for ``batch_size`` samples per rank
+    (default --batch_size; after a resize, the checkpoint's global batch over this world size),
+    shard, and build the dense optimizer (which also trains the data-parallel tables).
+    Returns (model, combined optimizer, dense optimizer)."""
+    dense_factory = fuse_embedding_optimizer(model, cfg)
+    planner = planning.planner(hardware(ctx, cfg), batch_size or cfg.batch_size,
+                               sharding_constraints(model, pooling_factors(cfg),
+                                                    cfg.data_parallel_max_mb))
+    sharders = planning.sharders(cfg.embedding_comm_forward_precision,
+                                 cfg.embedding_comm_backward_precision)
+    plan = planner.collective_plan(model, sharders, dist.GroupMember.WORLD)
     dmp = DistributedModelParallel(
         module=model,
         device=ctx.device,
         plan=plan,
         env=ShardingEnv.from_process_group(dist.GroupMember.WORLD),
+        sharders=sharders,
     )
     dense = KeyedOptimizerWrapper(dict(in_backward_optimizer_filter(dmp.named_parameters())), dense_factory)
     return dmp, CombinedOptimizer([dmp.fused_optimizer, dense]), dense

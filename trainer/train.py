@@ -28,7 +28,7 @@ from torchrec.datasets.utils import Batch
 from torchrec.distributed import TrainPipelineSparseDist
 
 from trainer.checkpoint import CheckpointException, Checkpointer
-from trainer.config import TrainConfig
+from trainer.config import ConfigError, TrainConfig
 from trainer.data.source import make_source
 from trainer.data.loader import BatchStream, readers_for
 from trainer.data.prefetch import Prefetched
@@ -158,7 +158,7 @@ class Progress:
     def per_rank_batch(self, world_size: int, step: int) -> int:
         """The global batch split over ``world_size`` ranks; ValueError if it does not divide."""
         if self.global_batch % world_size:
-            raise ValueError(
+            raise ConfigError(
                 f"--batch_size: checkpoint step-{step} trains with a global batch of "
                 f"{self.global_batch} samples (--batch_size x the world size of its first run), "
                 f"kept on every resume; {world_size} ranks cannot split it evenly: resume on a "
@@ -170,13 +170,19 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, ctx: DistContext, stop: Optional[StopFlag] = None) -> None:
         self.cfg = cfg
         self.ctx = ctx
-        self.source = make_source(cfg, ctx.rank, ctx.world_size, cfg.batch_size)
-        self.model, self.optimizer, self.dense_optimizer = shard_model(
-            build_model(cfg, ctx.device), cfg, ctx)
-        self.pipeline = TrainPipelineSparseDist(self.model, self.optimizer, ctx.device)
-        self.progress = Progress(world_size=ctx.world_size, global_batch=cfg.batch_size * ctx.world_size)
-        self.resized = False  # resumed from a checkpoint written by another world size
+        if ctx.device.type == "cuda" and cfg.tf32 == "on":  # MLPerf submissions train so
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         self.checkpointer = Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints) if cfg.checkpoint_dir else None
+        self.progress = Progress(world_size=ctx.world_size, global_batch=cfg.batch_size * ctx.world_size)
+        # The batch each rank will train on, known before the plan: after a resize it is the
+        # checkpoint's global batch over this world size (a ConfigError if that does not divide).
+        batch = self._resumed_per_rank_batch() or cfg.batch_size
+        self.source = make_source(cfg, ctx.rank, ctx.world_size, batch)
+        self.model, self.optimizer, self.dense_optimizer = shard_model(
+            build_model(cfg, ctx.device), cfg, ctx, batch)
+        self.pipeline = TrainPipelineSparseDist(self.model, self.optimizer, ctx.device)
+        self.resized = False  # resumed from a checkpoint written by another world size
         self.stop = stop or StopFlag()
         self.window = Window()
         self.last: Dict[str, float] = {}
@@ -221,12 +227,30 @@ class Trainer:
         global batch / world size samples per step, so steps, samples and lr are unchanged."""
         batch = self.progress.per_rank_batch(self.ctx.world_size, step)
         self.resized = self.progress.world_size != self.ctx.world_size
-        if batch != self.cfg.batch_size:
+        if batch != self.source.batch_size:  # an older checkpoint than the one planned for
             log.warning("checkpoint step-%d: keeping its global batch of %d samples, %d per rank "
                         "on %d ranks (--batch_size %d is used only by a fresh run)", step,
                         self.progress.global_batch, batch, self.ctx.world_size, self.cfg.batch_size)
             self.source = make_source(self.cfg, self.ctx.rank, self.ctx.world_size, batch)
         self.progress.world_size = self.ctx.world_size
+
+    def _resumed_per_rank_batch(self) -> Optional[int]:
+        """Per-rank batch of a resume from the newest complete checkpoint (its global batch
+        over this world size), read before the model is planned; None for a fresh run or when
+        it cannot be read here (restore() then falls back as it does)."""
+        if self.checkpointer is None:
+            return None
+        step = self.checkpointer.latest()
+        if step is None:
+            return None
+        box = {"progress": torch.zeros(5, dtype=torch.int64)}
+        try:
+            self.checkpointer.load(step, box)  # only the progress tensor is read
+        except (Exception, CheckpointException) as err:  # noqa: BLE001
+            log.warning("could not read the global batch of checkpoint step-%d: %s", step, err)
+            return None
+        global_batch = int(box["progress"][4])
+        return Progress(global_batch=global_batch).per_rank_batch(self.ctx.world_size, step)
 
     def _load_newest_loadable(self) -> Optional[Tuple[int, Dict[str, Any]]]:
         """Load the newest complete checkpoint; one that fails to load falls back to the

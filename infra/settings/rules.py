@@ -510,8 +510,9 @@ RULES = (*RULES, gcp_fabric_is_one_this_program_sets_up)
 
 def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
                               ) -> Iterator[Problem]:
-    """On spot, one checkpoint save (the tables' bytes over the store's write throughput, both
-    from infra/catalog.py) must fit the trainer's save deadline inside the cloud's notice.
+    """On spot, one checkpoint save (every byte over the store's write throughput, and the
+    fullest rank's bytes under the trainer's sharding rule, trainer/sizing.py, over one
+    stream's, infra/catalog.py) must fit the trainer's save deadline inside the cloud's notice.
 
     `node_version`: the version the job's nodes run, where the cloud knows it and it decides the
     notice (GKE: infra/gcp/component.py checks again with the value the job's stop budget
@@ -525,7 +526,8 @@ def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
         return
     yield Problem(
         "job.trainerArgs", f"{estimate.bytes / 1e9:.1f} GB of tables and optimizer state",
-        f"one checkpoint save takes about {estimate.seconds:.0f} s ({estimate.store}, "
+        f"one checkpoint save takes about {estimate.seconds:.0f} s (the fullest rank writes "
+        f"{estimate.largest_rank_bytes / 1e9:.1f} GB; {estimate.store}, "
         f"{estimate.mb_per_second:,.0f} MB/s) but a {s.cloud.value} spot node's "
         f"{budget.notice.notice_seconds} s notice leaves the trainer "
         f"{budget.save_deadline_seconds} s; use smaller tables, more nodes "

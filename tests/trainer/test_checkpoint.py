@@ -216,3 +216,45 @@ def test_a_rank_stopped_by_a_peers_sigterm_keeps_the_deadline_with_a_save_in_fli
     fs.gate.set()
     with pytest.raises((OSError, CheckpointException)):
         trainer.checkpointer.wait(timeout=20)
+
+
+def test_the_host_copy_of_a_save_is_exactly_this_ranks_shards_and_is_reused(
+        world_of_one, tmp_path, monkeypatch):
+    """The staging buffers hold the rank's state byte for byte (no power-of-two rounding, no
+    second copy), keep each ShardedTensor's global layout, and are allocated once per run."""
+    from torch.distributed._shard.sharded_tensor import ShardedTensor
+
+    from trainer.checkpoint import ReusedHostCopy, host_copy_of, state_bytes
+
+    mixed = ["--num_embeddings_per_feature", ",".join(["500", "5000"] * 13),
+             "--data_parallel_max_mb", "0.1"]
+    trainer, _ = _trainer(tmp_path, LocalFileSystem(), mixed, monkeypatch)
+    state = trainer.state_dict()
+    copy = host_copy_of(state, pin=False)
+    assert state_bytes(copy) == state_bytes(state) > 0
+
+    def leaves(tree, path=()):
+        if isinstance(tree, dict):
+            for key, value in tree.items():
+                yield from leaves(value, (*path, key))
+        else:
+            yield path, tree
+
+    sharded = 0
+    for (path, original), (_, host) in zip(leaves(state), leaves(copy)):
+        if isinstance(original, ShardedTensor):
+            sharded += 1
+            assert host.metadata().shards_metadata[0].shard_offsets == \
+                original.metadata().shards_metadata[0].shard_offsets
+            assert host.size() == original.size()
+            for mine, theirs in zip(host.local_shards(), original.local_shards()):
+                assert mine.tensor.shape == theirs.tensor.shape
+                assert mine.tensor.data_ptr() != theirs.tensor.data_ptr()
+        elif isinstance(original, torch.Tensor) and original.dim():
+            assert host.shape == original.shape and host.data_ptr() != original.data_ptr()
+    assert sharded > 0  # the 5,000-row tables and their row-wise state
+    stager = ReusedHostCopy()
+    stager.stage(state)
+    buffers = stager.state_dict_cache
+    stager.stage(state)
+    assert stager.state_dict_cache is buffers  # every later save copies into the same buffers

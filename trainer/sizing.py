@@ -1,0 +1,113 @@
+"""Table sets and the bytes they take, without torch: shared by the trainer's sharding rule,
+the sizing advisor (trainer/plan.py) and the stack's settings (infra/preemption.py), which
+runs where torch is not installed.
+
+The one rule that keeps checkpoints loadable on any world size while letting the planner
+replicate small tables lives here (``is_data_parallel``): a table is data-parallel when its
+weights are at most ``--data_parallel_max_mb``, whatever the world size. A data-parallel table
+is trained by the dense optimizer (full-size Adagrad state, key ``sum``), a sharded one by the
+fused row-wise optimizer (one value per row, key ``momentum1``): the same table always gets the
+same kind, so the checkpoint's keys and shapes are the same on every world size and DCP
+reshards what is sharded and loads whole what is replicated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+FP32_BYTES = 4
+MB = 1_000_000
+
+# MLPerf DLRM-DCNv2 (mlcommons/training recommendation_v2/torchrec_dlrm/README.MD, "Running the
+# MLPerf DLRM v2 benchmark": --num_embeddings_per_feature, --multi_hot_sizes, --embedding_dim 128,
+# --dense_arch_layer_sizes 512,256,128, --over_arch_layer_sizes 1024,1024,512,256,1,
+# --dcn_num_layers 3 --dcn_low_rank_dim 512; global batch 65536 = --batch_size 8192 x 8 GPUs).
+MLPERF_ROWS = [40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956,
+               405282, 10, 2209, 11938, 155, 4, 976, 14, 40000000, 40000000, 40000000, 590152,
+               12973, 108, 36]
+MLPERF_MULTI_HOT = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10,
+                    3, 1, 1]
+MLPERF_GLOBAL_BATCH = 65536
+# Criteo 1TB one-hot with torchrec's frequency-threshold-3 tables (README "One-hot DLRM").
+CRITEO_FT3_ROWS = [45833188, 36746, 17245, 7413, 20243, 3, 7114, 1441, 62, 29275261, 1572176,
+                   345138, 10, 2209, 11267, 128, 4, 974, 14, 48937457, 11316796, 40094537,
+                   452104, 12606, 104, 35]
+# Criteo 1TB days 0-22 (TOTAL_TRAINING_SAMPLES, recommendation_v2/torchrec_dlrm/README.MD).
+CRITEO_1TB_TRAIN_SAMPLES = 4_195_197_692
+# Replicate tables up to this size by default: MLPerf's 18 tables of at most 39,060 rows
+# (20 MB at 128 wide) are data-parallel, its 405,282-row table (207 MB) and larger are not,
+# the split torchrec's planner itself chooses for them on 2 x 8 H100 (trainer/plan.py shows it).
+# Not higher: a replicated table's Adagrad state is full size (a sharded one's is a value per
+# row), so the stacks' default 100,000-row tables (51 MB) stay sharded and their checkpoint
+# keeps fitting a 30 s spot notice on a shared file system (tests/test_settings.py).
+DATA_PARALLEL_MAX_MB = 32.0
+
+
+@dataclass(frozen=True)
+class TableSet:
+    """Rows and ids per sample (pooling) of each of the 26 tables, at one width."""
+
+    name: str
+    rows: List[int]
+    pooling: List[float]
+    dim: int = 128
+
+    def weight_bytes(self, i: int) -> int:
+        return self.rows[i] * self.dim * FP32_BYTES
+
+
+def table_set(name: str, dim: int = 128, layout: Optional[dict] = None) -> TableSet:
+    """'mlperf' (multi-hot), 'criteo' (one-hot, frequency threshold 3), or 'layout' (a
+    layout.json's num_embeddings_per_feature and multi_hot_sizes)."""
+    if name == "mlperf":
+        return TableSet("mlperf", list(MLPERF_ROWS), [float(p) for p in MLPERF_MULTI_HOT], dim)
+    if name == "criteo":
+        return TableSet("criteo", list(CRITEO_FT3_ROWS), [1.0] * len(CRITEO_FT3_ROWS), dim)
+    if name == "layout" and layout is not None:
+        rows = [int(r) for r in layout["num_embeddings_per_feature"]]
+        pooling = [float(p) for p in layout.get("multi_hot_sizes") or [1] * len(rows)]
+        return TableSet("layout.json", rows, pooling, dim)
+    raise ValueError(f"table set {name!r}: use mlperf, criteo or a layout.json")
+
+
+def is_data_parallel(rows: int, dim: int, max_mb: float) -> bool:
+    """The world-size-free rule: replicate a table whose fp32 weights are at most ``max_mb``."""
+    return rows * dim * FP32_BYTES <= max_mb * MB
+
+
+def optimizer_state_bytes(rows: int, dim: int, optimizer: str, data_parallel: bool) -> int:
+    """Adagrad's state: full size for a data-parallel table (torch.optim.Adagrad's ``sum``) and
+    for every table under exact Adagrad (EXACT_ADAGRAD keeps one value per weight), one value
+    per row for a sharded table under row-wise Adagrad (``momentum1``); SGD none."""
+    if optimizer == "exact_adagrad":
+        return rows * dim * FP32_BYTES
+    if optimizer != "adagrad":
+        return 0
+    return rows * dim * FP32_BYTES if data_parallel else rows * FP32_BYTES
+
+
+def checkpoint_bytes(rows: Sequence[int], dim: int, optimizer: str, max_mb: float) -> int:
+    """One checkpoint: every table's weights and optimizer state, each stored once (DCP saves a
+    replicated tensor from one rank only)."""
+    return sum(r * dim * FP32_BYTES
+               + optimizer_state_bytes(r, dim, optimizer, is_data_parallel(r, dim, max_mb))
+               for r in rows)
+
+
+def largest_rank_checkpoint_bytes(rows: Sequence[int], dim: int, optimizer: str, max_mb: float,
+                                  ranks: int, ranks_per_node: int) -> int:
+    """A bound on the bytes the fullest rank writes, without running the planner (the stack's
+    settings have no torch): a sharded table may sit on one rank (table-wise) only if it fits
+    an even share; a larger one is split at least over one node's ranks (table-row-wise), as
+    torchrec's planner does for MLPerf's 40M-row tables. Replicated tables are spread by DCP's
+    deduplication, which gives each to the rank with the least to write so far.
+    tests/trainer/test_plan.py checks it against the planner's real plan."""
+    ranks = max(ranks, 1)
+    per_node = max(1, min(ranks_per_node, ranks))
+    sizes = [r * dim * FP32_BYTES + optimizer_state_bytes(r, dim, optimizer,
+                                                          is_data_parallel(r, dim, max_mb))
+             for r in rows]
+    even = sum(sizes) / ranks
+    biggest_piece = max((s / per_node if s > even else s) for s in sizes) if sizes else 0
+    return int(max(even, biggest_piece) + biggest_piece)
