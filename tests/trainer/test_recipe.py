@@ -169,7 +169,9 @@ def test_schedules_the_reference_cannot_run_are_flag_errors(flags, fragment, cap
 
 def test_embeddings_train_with_exact_adagrad_and_dense_with_the_references_adagrad(reference):
     """The optimizer torchrec builds from the recipe: the fused EXACT_ADAGRAD kernel for every
-    table, as the reference's torch.optim.Adagrad maps to, and the dense Adagrad's settings."""
+    sharded table, as the reference's torch.optim.Adagrad maps to, and the dense Adagrad's
+    settings (which also train the data-parallel tables: per-weight state, the same rule). The
+    tiny tables here are sharded by --data_parallel_max_mb 0."""
     code = """
 import json, torch
 from trainer.config import parse_config
@@ -178,7 +180,8 @@ from trainer.model import build_model
 from fbgemm_gpu.split_embedding_configs import EmbOptimType
 cfg = parse_config(["--recipe", "mlperf", "--num_embeddings_per_feature", ",".join(["40"] * 26),
                     "--embedding_dim", "8", "--dense_arch_layer_sizes", "16,8",
-                    "--over_arch_layer_sizes", "16,1", "--dcn_low_rank_dim", "4", "--batch_size", "4"])
+                    "--over_arch_layer_sizes", "16,1", "--dcn_low_rank_dim", "4", "--batch_size", "4",
+                    "--data_parallel_max_mb", "0"])
 ctx = init_distributed()
 model, _, dense = shard_model(build_model(cfg, ctx.device), cfg, ctx)
 def leaves(opt):  # CombinedOptimizer -> ... -> EmbeddingFusedOptimizer (one per kernel)
