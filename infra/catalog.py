@@ -99,6 +99,12 @@ class Machine:
     def spot_usd_per_hour(self) -> float:
         return round(self.on_demand_usd_per_hour * (1.0 - self.typical_spot_discount), 4)
 
+    @property
+    def node_ready_minutes(self) -> int:
+        """How long a new node of this machine may take to run a Ready trainer pod
+        (node_ready_minutes)."""
+        return node_ready_minutes(self)
+
 
 def _gpu(**kwargs: object) -> Machine:
     return Machine(**kwargs)  # type: ignore[arg-type]
@@ -192,6 +198,31 @@ MACHINES: tuple[Machine, ...] = (
     Machine(name="n2-standard-4", cloud=Cloud.GCP, vcpus=4, memory_gib=16, network_gbps=10,
             on_demand_usd_per_hour=0.194, typical_spot_discount=0.6),
 )
+
+# --- Node join time: from the autoscaler's scale-up to a Ready trainer pod on the new node ----
+# ESTIMATES, not measured here and published by no vendor as a bound: each sums the VM's start
+# and node registration (minutes), the GPU stack a node gets after it joins, and the pull of a
+# multi-GB trainer image onto an empty disk. Kueue's PodsReady timeout is this figure
+# (workloads/kueue.py), so a slow but healthy cold start is never evicted as "no capacity".
+# - AWS: the EKS accelerated AMI ships the NVIDIA driver; the EFA and GPU device plugins start
+#   after registration. p4d/p5 with 4-32 EFA interfaces and 8 GPUs: 30 minutes.
+# - GCP: GKE's driver installer DaemonSet, then on A3 the GPUDirect sidecar image (rxdm) and
+#   NCCL plugin installer. 30 minutes.
+# - Azure: AKS's own driver install is skipped on the GPU pools and the GPU Operator's driver
+#   container compiles the driver on each new node (infra/azure/addons.py); with InfiniBand the
+#   Network Operator's DOCA-OFED driver container builds and loads its modules first (the driver
+#   container "builds the DOCA OFED driver from source code dynamically", Mellanox/
+#   network-operator-docs docs/openshift/disconnected-openshift.rst), 15 minutes more; the
+#   operators' own Helm timeout here is 1800 s for the same reason.
+NODE_READY_MINUTES = {Cloud.AWS: 30, Cloud.GCP: 30, Cloud.AZURE: 30}
+OFED_BUILD_MINUTES = 15  # Azure InfiniBand: the DOCA-OFED driver built on the node first
+
+
+def node_ready_minutes(m: Machine) -> int:
+    """The join-time estimate above for one machine (45 minutes for Azure ND with InfiniBand)."""
+    extra = OFED_BUILD_MINUTES if m.interconnect == Interconnect.INFINIBAND else 0
+    return NODE_READY_MINUTES[m.cloud] + extra
+
 
 _BY_KEY: dict[tuple[Cloud, str], Machine] = {(m.cloud, m.name): m for m in MACHINES}
 

@@ -473,11 +473,15 @@ class SimulatedJobSet:
         return found[0]
 
     def run_queued(self, kueue: KueueRules, pools: Mapping[str, NodePool], capacity: Capacity,
-                   timeout: float = 300.0) -> GangRecord:
+                   timeout: float = 300.0, watch_evictions: int | None = None) -> GangRecord:
         """The JobSet queued in Kueue (KueueRules), its pods bound to the admitted flavor's pool
         as that pool's nodes exist (`capacity`; a pod without a node stays Pending, its process
         not started), JobSet's rules applied while it runs. A pod is Ready once running (the
-        trainer pod has no readiness probe). Ends Completed, Failed or Deactivated."""
+        trainer pod has no readiness probe). Ends Completed, Failed or Deactivated, or, after
+        `watch_evictions` evictions that left it requeued, Queued: the observer stops
+        watching a job that is still waiting (Kueue without a bound never stops by itself).
+        The requeue count is never reset when the gang becomes Ready: Kueue clears
+        status.requeueState only when a deactivated Workload is reactivated."""
         record = GangRecord()
         start = time.monotonic()
         deadline = start + timeout
@@ -534,6 +538,9 @@ class SimulatedJobSet:
                 return record
             requeues += 1
             requeue_at = now() + kueue.requeue_delay(requeues)
+            if watch_evictions is not None and len(record.evictions) >= watch_evictions:
+                record.outcome = "Queued"  # requeued, backing off: still waiting
+                return record
 
     def _evict(self, pods: list[Pod], record: GangRecord) -> bool:
         """Kueue suspends the JobSet; JobSet suspends its Job; the Job controller deletes the
@@ -557,4 +564,6 @@ class SimulatedJobSet:
 
     @staticmethod
     def logs(pods: list[Pod]) -> str:
-        return "\n".join(f"--- {p.name} ({p.exit_code()})\n{p.log.read_text()[-3000:]}" for p in pods)
+        return "\n".join(f"--- {p.name} ({p.exit_code()})\n"
+                         f"{p.log.read_text()[-3000:] if p.log.exists() else '(Pending)'}"
+                         for p in pods)

@@ -50,6 +50,8 @@ class Captured:
     retain_on_delete: bool = False
     protect: bool = False
     ignore_changes: list[str] = field(default_factory=list)
+    replace_on_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
     import_id: str = ""  # the `import` option: an existing resource adopted, not created
     # The `transforms` option (functions): what they do to a component's children (which
     # mocks never create) is tested by calling them.
@@ -122,6 +124,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
             protect=bool(getattr(request, "protect", False)),
             ignore_changes=list(getattr(request, "ignoreChanges", [])),
+            replace_on_changes=list(getattr(request, "replaceOnChanges", [])),
+            delete_before_replace=bool(getattr(request, "deleteBeforeReplace", False)),
             import_id=str(getattr(request, "importId", "") or ""),
             outputs=self.mocks.outputs_by_name.get((request.type, request.name), {}),
             transforms=self.mocks.transforms_by_name.get((request.type, request.name), []),

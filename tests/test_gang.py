@@ -282,9 +282,11 @@ def test_a_crash_is_counted_and_bad_flags_fail_the_job_at_once(tmp_path):
 
 # --- capacity: Kueue's gang admission (workloads/kueue.py), judged by tests/gang.KueueRules ----
 
-# One minute of the stack's durations per real second: Kueue's 15-minute PodsReady timeout
-# takes 15 s here, the 30-minute rendezvous join timeout 30 s, the pod's grace under 2 s.
+# One minute of the stack's durations per real second: Kueue's 30-minute PodsReady timeout on
+# p4d takes 30 s here, the 30-minute rendezvous join timeout 30 s, the pod's grace under 2 s.
 MINUTE = 1 / 60
+# Four minutes per real second, for runs that only wait: a PodsReady timeout takes 7.5 s.
+FOUR_MINUTES = 1 / 240
 
 
 def rendezvous_would_have_timed_out(workdir: Path) -> list[str]:
@@ -295,9 +297,10 @@ def rendezvous_would_have_timed_out(workdir: Path) -> list[str]:
 
 def assert_kueue_acts_before_the_rendezvous(job: SimulatedJobSet, kueue: KueueRules) -> None:
     """The rendered timeouts: Kueue evicts a gang that is not all Ready before torchrun's
-    join timeout (counted from pod 0's join, itself after admission) could end pod 0."""
-    assert kueue.ready_timeout < job.join_timeout, (kueue.ready_timeout, job.join_timeout)
-    assert kueue.recovery_timeout < job.join_timeout, (kueue.recovery_timeout, job.join_timeout)
+    join timeout could end pod 0: Kueue counts from admission (or the loss of readiness),
+    torchrun from pod 0's join, which comes after its pod started, so equal ones do."""
+    assert kueue.ready_timeout <= job.join_timeout, (kueue.ready_timeout, job.join_timeout)
+    assert kueue.recovery_timeout <= job.join_timeout, (kueue.recovery_timeout, job.join_timeout)
 
 
 def test_spot_capacity_gone_longer_than_the_rendezvous_timeout_then_back_completes_unchanged(
@@ -321,26 +324,48 @@ def test_spot_capacity_gone_longer_than_the_rendezvous_timeout_then_back_complet
     assert record.outcome == "Completed", record
     assert record.pools and set(record.pools) == {"spot"}, record
     assert record.evictions and {r for _, r in record.evictions} == {"PodsReadyTimeout"}, record
-    assert len(record.evictions) <= kueue.backoff_limit, record  # never deactivated
+    assert kueue.backoff_limit is None  # the default: requeued without a bound
     for (admitted, _), (evicted, _) in zip(record.admissions, record.evictions):
-        assert evicted - admitted < job.join_timeout, record
+        assert evicted - admitted >= kueue.ready_timeout, record  # a full node join's time
     assert record.actions == [] and record.counted_restarts == 0, record
     assert not record.early_successes, record
     assert not rendezvous_would_have_timed_out(tmp_path)
     assert_same_training(tmp_path, uninterrupted)
 
 
-def test_spot_capacity_that_never_comes_back_holds_the_job_without_failing_it(tmp_path):
-    """The shortest wait (maxWaitMinutes 15): after its requeues Kueue deactivates the
-    Workload; the JobSet is suspended with a reason, never Failed, no retry used."""
-    rendered = render(Job(pool=PoolChoice.SPOT, spot_shortage=SpotShortage(max_wait_minutes=15)))
+def one_spot_node(pool: str, now: float) -> int:
+    return 1 if pool == "spot" else 0
+
+
+def test_spot_capacity_that_never_comes_back_keeps_the_job_queued_by_default(rendered, tmp_path):
+    """The default wait has no bound: Kueue evicts and requeues the gang after each PodsReady
+    timeout, with backoff, and keeps doing so; the JobSet is never restarted by its own rules,
+    never Failed, and no retry is used. (Watched for three evictions.)"""
     kueue: KueueRules = rendered["kueue"]
-    job = gang(rendered, tmp_path, time_scale=MINUTE)
+    assert kueue.backoff_limit is None
+    job = gang(rendered, tmp_path, time_scale=FOUR_MINUTES)
     assert_kueue_acts_before_the_rendezvous(job, kueue)
+    record = job.run_queued(kueue, rendered["pools"], one_spot_node, timeout=120,
+                            watch_evictions=3)
+    assert record.outcome == "Queued", record
+    assert [reason for _, reason in record.evictions] == ["PodsReadyTimeout"] * 3, record
+    assert len(record.admissions) == 3, record
+    gaps = [admitted - evicted for (evicted, _), (admitted, _)
+            in zip(record.evictions, record.admissions[1:])]
+    assert all(gap >= kueue.requeue_delay(n + 1) for n, gap in enumerate(gaps)), (gaps, record)
+    assert record.actions == [] and record.counted_restarts == 0, record
+    assert not rendezvous_would_have_timed_out(tmp_path)
 
-    def one_spot_node(pool: str, now: float) -> int:
-        return 1 if pool == "spot" else 0
 
+def test_spot_capacity_that_never_comes_back_holds_the_job_when_a_bound_is_set(tmp_path):
+    """maxWaitMinutes set to one node join (30 minutes on p4d): no requeue fits, so Kueue
+    deactivates the Workload at its first PodsReady timeout; the JobSet is suspended with a
+    reason, never Failed, no retry used."""
+    rendered = render(Job(pool=PoolChoice.SPOT, spot_shortage=SpotShortage(max_wait_minutes=30)))
+    kueue: KueueRules = rendered["kueue"]
+    assert kueue.backoff_limit == 0
+    job = gang(rendered, tmp_path, time_scale=FOUR_MINUTES)
+    assert_kueue_acts_before_the_rendezvous(job, kueue)
     record = job.run_queued(kueue, rendered["pools"], one_spot_node, timeout=120)
     assert record.outcome == "Deactivated", record
     assert len(record.evictions) == kueue.backoff_limit + 1, record

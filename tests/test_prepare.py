@@ -315,50 +315,48 @@ def test_the_job_runs_locked_down(runs):
             "type": "RuntimeDefault"}
 
 
-def wait_container(scenario: WorkloadRun) -> dict[str, Any]:
-    return scenario.pod_spec()["initContainers"][1]
+def wait_script(scenario: WorkloadRun) -> str:
+    """The wait part of the main container's script: everything before the trainer's own."""
+    wait, found, _ = scenario.container()["command"][2].partition(
+        "python -c 'import sys; from trainer.config")
+    assert found, scenario.container()["command"][2]
+    return wait
 
 
-def test_jobset_pods_wait_for_this_job_s_layout_json_in_an_init_container(runs):
-    scenario = runs["aws"]
-    names = [c["name"] for c in scenario.pod_spec()["initContainers"]]
-    assert names == ["prepare-shared-fs", "wait-for-dataset"]
-    wait = wait_container(scenario)
-    layout, failed, beat, run_id, first, stale = wait["command"][-6:]
-    folder = scenario.flags()["dataset_path"]
-    assert (layout, failed, beat) == (f"{folder}/layout.json", f"{folder}/prepare-failed.json",
-                                      f"{folder}/prepare-heartbeat.json")
-    assert run_id == prepare_job(scenario).outputs["metadata"]["uid"]
-    assert (int(first), int(stale)) == (3600, 1800)
-    assert {"name": "shared-fs", "mountPath": "/mnt/shared", "readOnly": True} \
-        in wait["volumeMounts"]
-    assert wait["securityContext"]["runAsNonRoot"] is True
-    assert wait["resources"]["limits"] == {"cpu": "100m", "memory": "64Mi"}
-
-
-def test_pytorchjob_pods_wait_in_their_main_container_before_the_trainer(runs):
-    """training-operator v1.9.4 would recreate a pod failed by an init container forever."""
-    scenario = runs["azure"]
-    assert [c["name"] for c in scenario.pod_spec()["initContainers"]] == ["prepare-shared-fs"]
-    shell, flag, script, name = scenario.container()["command"]
-    run_id = prepare_job(scenario).outputs["metadata"]["uid"]
-    assert (shell, flag, name) == ("/bin/sh", "-c", "trainer")
-    assert script.startswith("layout=/mnt/shared/criteo/one-hot/layout.json; ")
-    assert f"run={run_id}; first=3600; stale=1800\n" in script
-    assert script.endswith("exec python -m trainer.launch " + script.split(
-        "exec python -m trainer.launch ", 1)[1])  # the trainer's own script comes last
+def test_both_kinds_wait_in_their_main_container_before_the_trainer(runs):
+    """No init container: a pod in its init containers is never Ready, and Kueue's JobSet
+    PodsReady counts Ready pods, so the gang would be evicted every ready timeout while the
+    preparation runs for hours. The wait runs first in the trainer's container, then hands over
+    (the PyTorchJob kind too: training-operator v1.9.4 would recreate a pod failed by an init
+    container forever)."""
+    for key, folder in (("aws", "/mnt/shared/criteo/mlperf"), ("azure", "/mnt/shared/criteo/one-hot")):
+        scenario = runs[key]
+        assert [c["name"] for c in scenario.pod_spec()["initContainers"]] == \
+            ["prepare-shared-fs"], key
+        shell, flag, script, name = scenario.container()["command"]
+        run_id = prepare_job(scenario).outputs["metadata"]["uid"]
+        assert (shell, flag, name) == ("/bin/sh", "-c", "trainer")
+        assert scenario.flags()["dataset_path"] == folder
+        assert script.startswith(f"layout={folder}/layout.json; failed={folder}/prepare-failed."
+                                 f"json; beat={folder}/prepare-heartbeat.json; run={run_id}; ")
+        assert f"run={run_id}; first=3600; stale=1800\n" in script
+        # the trainer's own script (flag check, then exec of the launcher) comes last
+        assert script.index("found $layout") < script.index("exec python -m trainer.launch")
 
 
 def test_a_failed_preparation_fails_the_jobset_at_once(runs):
-    """The wait's CONFIG_ERROR matches a FailJob rule, whose message JobSet's
-    ConfigurationOrFabricError rule turns into FailJobSet (workloads/jobset.py)."""
+    """The wait's CONFIG_ERROR is the trainer container's exit status: it matches the NO_RETRY
+    FailJob rule, whose message JobSet's ConfigurationOrFabricError rule turns into FailJobSet
+    (workloads/jobset.py); no rule names an init container any more."""
     spec = runs["aws"].workload().inputs["spec"]
     job = spec["replicatedJobs"][0]["template"]["spec"]
-    assert {"action": "FailJob", "onExitCodes": {"containerName": "wait-for-dataset",
-                                                 "operator": "In", "values": [2]}} \
-        in job["podFailurePolicy"]["rules"]
-    message = ("Container wait-for-dataset for pod torchrec/dlrm-trainer-0-0-x failed with exit "
-               "code 2 matching FailJob rule at index 1")
+    rules = job["podFailurePolicy"]["rules"]
+    assert rules[0] == {"action": "FailJob", "onExitCodes": {
+        "containerName": "trainer", "operator": "In", "values": [2, 3]}}
+    assert all(r.get("onExitCodes", {}).get("containerName", "trainer") == "trainer"
+               for r in rules)
+    message = ("Container trainer for pod torchrec/dlrm-trainer-0-0-x failed with exit "
+               "code 2 matching FailJob rule at index 0")
     final = spec["failurePolicy"]["rules"][0]
     assert final["action"] == "FailJobSet"
     assert re.search(final["onJobFailureMessagePatterns"][0], message)
@@ -414,12 +412,18 @@ def test_the_preparation_manifests_are_valid_and_pass_checkov(runs, tmp_path):
 
 # --- the wait, run here -----------------------------------------------------------------------
 
+def run_id_of(scenario: WorkloadRun) -> str:
+    return prepare_job(scenario).outputs["metadata"]["uid"]
+
+
 def start_wait(scenario: WorkloadRun, folder, first: int = 3600, stale: int = 1800,
                poll: str = "0.1") -> subprocess.Popen:
-    """The rendered init container's own script, pointed at a folder here."""
-    command = wait_container(scenario)["command"]
-    argv = [*command[:-6], *(str(folder / f) for f in FILES), command[-3], str(first), str(stale)]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    """The rendered container's wait, its files pointed at a folder here, then a stand-in for
+    the trainer that says it was reached."""
+    wait = wait_script(scenario).replace(scenario.flags()["dataset_path"], str(folder))
+    wait = re.sub(r"first=\d+; stale=\d+", f"first={first}; stale={stale}", wait, count=1)
+    return subprocess.Popen(["/bin/sh", "-c", wait + 'echo "trainer $*"', "trainer", "--x=1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "LAYOUT_POLL_SECONDS": poll})
 
 
@@ -440,7 +444,7 @@ def verdict(run_id: str | None, **fields: Any) -> str:
 def test_the_rendered_wait_holds_until_this_run_s_layout_json_appears_then_exits_0(runs,
                                                                                     tmp_path):
     scenario = runs["aws"]
-    run_id = wait_container(scenario)["command"][-3]
+    run_id = run_id_of(scenario)
     layout = tmp_path / "layout.json"
     layout.write_text(verdict("an-earlier-run", format="criteo-1tb-npy"))  # stale: not ours
     (tmp_path / "prepare-failed.json").write_text(verdict(None, exit_status=1))  # by hand
@@ -453,25 +457,26 @@ def test_the_rendered_wait_holds_until_this_run_s_layout_json_appears_then_exits
     assert sum(line.startswith(f"waiting for {layout}") for line in lines) >= 2
     assert ("kubectl -n torchrec logs -f -l app.kubernetes.io/instance=dlrm,"
             "app.kubernetes.io/name=torchrec-prepare --tail=-1 --max-log-requests=20") in lines[0]
-    assert lines[-1] == f"found {layout}: the dataset is prepared"
+    assert lines[-2:] == [f"found {layout}: the dataset is prepared", "trainer --x=1"]
 
 
 def test_the_rendered_wait_fails_with_config_error_on_this_run_s_recorded_failure(runs,
                                                                                  tmp_path):
     scenario = runs["aws"]
-    run_id = wait_container(scenario)["command"][-3]
+    run_id = run_id_of(scenario)
     process = start_wait(scenario, tmp_path)
     time.sleep(0.3)
     (tmp_path / "prepare-failed.json").write_text(verdict(
         run_id, exit_status=2, error="python -m trainer.prepare: error: --source=s3://x: not found"))
     code, lines = finish(process)
     assert code == 2  # CONFIG_ERROR: the rule above fails the training job at once
+    assert "trainer --x=1" not in lines  # the trainer never started
     assert any(line.startswith("dataset preparation failed") for line in lines)
     assert any("--source=s3://x: not found" in line for line in lines)
 
 
 def test_the_rendered_wait_fails_when_this_run_s_heartbeat_falls_silent(runs, tmp_path):
-    run_id = wait_container(runs["aws"])["command"][-3]
+    run_id = run_id_of(runs["aws"])
     beat = tmp_path / "prepare-heartbeat.json"
     beat.write_text(json.dumps({"run_id": run_id}))
     process = start_wait(runs["aws"], tmp_path, stale=60, poll="0.2")
@@ -490,26 +495,23 @@ def test_the_rendered_wait_fails_when_this_run_never_starts(runs, tmp_path):
     assert "kubectl -n torchrec describe pods -l app.kubernetes.io/instance=dlrm," in lines[-1]
 
 
-def test_the_pytorchjob_script_waits_then_hands_over_to_the_trainer(runs, tmp_path):
-    """The main container's own script, its paths pointed here and the trainer's part echoed."""
-    script = runs["azure"].container()["command"][2]
-    run_id = prepare_job(runs["azure"]).outputs["metadata"]["uid"]
-    wait, _, _ = script.partition("python -c 'import sys; from trainer.config")
-    wait = wait.replace("/mnt/shared/criteo/one-hot", str(tmp_path))
-    env = {**os.environ, "LAYOUT_POLL_SECONDS": "0.1"}
-    process = subprocess.Popen(["/bin/sh", "-c", wait + 'echo "trainer $*"', "trainer", "--x=1"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    time.sleep(0.3)
-    (tmp_path / "layout.json").write_text(verdict(run_id, format="criteo-1tb-npy"))
-    code, lines = finish(process)
-    assert code == 0 and lines[-2:] == [f"found {tmp_path}/layout.json: the dataset is prepared",
-                                        "trainer --x=1"], lines
-    (tmp_path / "layout.json").unlink()
-    (tmp_path / "prepare-failed.json").write_text(verdict(run_id, exit_status=1, error="boom"))
-    process = subprocess.Popen(["/bin/sh", "-c", wait + 'echo "trainer $*"', "trainer"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    code, lines = finish(process)
-    assert code == 2 and "trainer" not in lines[-1]  # exit 2: the operator fails the job
+def test_both_kinds_hand_over_to_the_trainer_once_the_dataset_is_prepared(runs, tmp_path):
+    """The main container's own script, its paths pointed here and the trainer's part echoed:
+    the trainer starts after this run's layout.json, and never after its recorded failure."""
+    for key in ("aws", "azure"):
+        folder = tmp_path / key
+        folder.mkdir()
+        run_id = run_id_of(runs[key])
+        process = start_wait(runs[key], folder)
+        time.sleep(0.3)
+        (folder / "layout.json").write_text(verdict(run_id, format="criteo-1tb-npy"))
+        code, lines = finish(process)
+        assert code == 0 and lines[-2:] == [
+            f"found {folder}/layout.json: the dataset is prepared", "trainer --x=1"], lines
+        (folder / "layout.json").unlink()
+        (folder / "prepare-failed.json").write_text(verdict(run_id, exit_status=1, error="boom"))
+        code, lines = finish(start_wait(runs[key], folder))
+        assert code == 2 and "trainer --x=1" not in lines, lines  # exit 2: the job fails
 
 
 def test_the_wait_ends_at_once_on_sigterm(runs, tmp_path):

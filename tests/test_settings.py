@@ -57,6 +57,17 @@ def test_defaults_alone_make_a_valid_stack(stack: str) -> None:
     assert settings.gpu_pools.spot.enabled and settings.checkpoints.retain_on_destroy
 
 
+def test_a_spot_shortage_is_waited_out_without_a_bound_unless_one_is_set() -> None:
+    """Kueue counts PodsReady timeouts over a job's whole life: a default bound would hold a
+    long spot run after enough reclaims, so none is set unless asked, and one that fits the
+    machine's node join is accepted."""
+    base: dict[str, Any] = {"cloud": "aws", "kubernetes": {"apiAccessCidrs": USER_API_CIDRS},
+                            "job": {"pool": "spot"}}
+    assert settings_from_mapping(base).job.spot_shortage.max_wait_minutes is None
+    base["job"]["spotShortage"] = {"maxWaitMinutes": 30}  # one p4d join (infra/catalog.py)
+    assert settings_from_mapping(base).job.spot_shortage.max_wait_minutes == 30
+
+
 def test_checkpoints_are_retained_on_destroy_by_default() -> None:
     assert Settings.model_fields["checkpoints"].default_factory().retain_on_destroy is True
 
@@ -70,6 +81,11 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
      "job.spotShortage.policy", "wait on azure"),
     ("spot-shortage-wait-too-short", "gcp", {"job": {"spotShortage": {"maxWaitMinutes": 5}}},
      "job.spotShortage.maxWaitMinutes", "greater than or equal to 15"),
+    # Shorter than one ND node's join (its OFED and GPU drivers built on the node): Kueue's
+    # PodsReady timeout there is 45 minutes, so 30 would not wait for one cold start.
+    ("spot-shortage-wait-shorter-than-a-node-join", "azure",
+     {"job": {"pool": "spot", "spotShortage": {"maxWaitMinutes": 30}}},
+     "job.spotShortage.maxWaitMinutes", "unset (wait without end), or at least 45"),
     ("fsx-capacity", "aws", {"sharedFileSystem": {"capacityGib": 3600}},
      "sharedFileSystem.capacityGib", "multiple of 2400"),
     ("fsx-p2-throughput", "aws", {"sharedFileSystem": {"throughputPerTib": 200}},

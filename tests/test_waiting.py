@@ -229,11 +229,16 @@ def test_image_pull_back_off_comes_before_capacity():
 
 
 def test_dataset_preparation_still_running():
-    pods = [fx.trainer_pod(i, node=f"n{i}", init_running="wait-for-dataset") for i in (0, 1)]
+    """The trainer pods run (their main container waits for layout.json, so Kueue sees them
+    Ready) while the preparation pod has not finished: that is what they wait for."""
+    pods = [fx.trainer_pod(i, phase="Running", node=f"n{i}") for i in (0, 1)]
     verdict = explain(view(pods=[*pods, fx.prepare_pod("Running")]))
     assert verdict.kind == Kind.PREPARING
-    assert "wait-for-dataset running" in verdict.evidence
+    assert "dlrm-prepare-1a2b3c4d-x7k2p Running" in verdict.evidence
+    assert "2 trainer pods Running" in verdict.evidence
     assert "app.kubernetes.io/name=torchrec-prepare" in verdict.next_step
+    done = explain(view(pods=[*pods, fx.prepare_pod("Succeeded")]))
+    assert done.kind == Kind.RUNNING
 
 
 # --- not waiting ----------------------------------------------------------------------------

@@ -847,6 +847,60 @@ def test_spot_shortage_on_demand_pursues_spot_by_capacity_and_runs_on_demand_mea
     validate_manifests(scenario.run, KUBERNETES_VERSION)
 
 
+def test_switching_the_spot_shortage_policy_creates_a_new_cluster_queue():
+    """Kueue's webhook rejects any change of a ClusterQueue's concurrentAdmissionPolicy
+    (immutable), so each policy has its own ClusterQueue name: a switch on a live stack is a
+    replacement (a new name: the new one first, the old one deleted once the replaced JobSet's
+    Workload has left it), never an in-place patch. The LocalQueue keeps the job's name (the
+    JobSet's label) and, its spec.clusterQueue immutable too, is replaced delete-first."""
+    from infra.settings.model import SpotShortage, SpotShortagePolicy
+
+    queues = {}
+    for policy in SpotShortagePolicy:
+        scenario = run_workload("gcp", Job(pool=PoolChoice.SPOT,
+                                           spot_shortage=SpotShortage(policy=policy)))
+        (queue,) = scenario.run.of_type(f"{KUEUE}:ClusterQueue")
+        (local,) = scenario.run.of_type(f"{KUEUE}:LocalQueue")
+        name = queue.inputs["metadata"]["name"]
+        queues[name] = "concurrentAdmissionPolicy" in queue.inputs["spec"]
+        assert local.inputs["metadata"]["name"] == "dlrm", policy
+        assert local.inputs["spec"]["clusterQueue"] == name, policy
+        assert "spec.clusterQueue" in local.replace_on_changes and local.delete_before_replace
+        assert scenario.workload().inputs["metadata"]["labels"][
+            "kueue.x-k8s.io/queue-name"] == "dlrm"
+    assert queues == {"dlrm": False, "dlrm-fallback": True}  # one name per policy
+
+
+def test_kueue_waits_for_capacity_without_a_bound_by_default():
+    """backoffLimitCount null: Kueue requeues without end (RequeuingStrategy, v1beta2). A bound
+    would count PodsReady timeouts over the job's whole life, never reset when the gang runs,
+    so a multi-day spot run would be held after enough reclaims."""
+    from infra.settings.model import SpotShortage
+
+    config = kueue_config(run_workload("aws", Job(pool=PoolChoice.SPOT)))
+    strategy = config["waitForPodsReady"]["requeuingStrategy"]
+    assert "backoffLimitCount" not in strategy
+    bounded = kueue_config(run_workload("aws", Job(
+        pool=PoolChoice.SPOT, spot_shortage=SpotShortage(max_wait_minutes=240))))
+    # 30-minute attempts with 1, 2, 4, 5, 5 ... minute backoffs: 6 requeues fit 240 minutes.
+    assert bounded["waitForPodsReady"]["requeuingStrategy"]["backoffLimitCount"] == 6
+
+
+def test_kueue_gives_each_machine_its_cold_start_and_requeues_before_scale_down():
+    """The PodsReady timeout is the machine's node join time (infra/catalog.py): 30 minutes for
+    p4d and A2, 45 for an ND with InfiniBand (its OFED and GPU drivers built on the node); the
+    requeue backoff cap stays below the autoscaler's scale-down-unneeded-time, so the nodes a
+    timed-out attempt brought up are still there when the gang is admitted again."""
+    from infra.aws.autoscaler import values
+
+    for flavour, minutes in (("aws", 30), ("azure", 45), ("gcp", 30)):
+        ready = kueue_config(run_workload(flavour, Job(pool=PoolChoice.SPOT)))["waitForPodsReady"]
+        assert (ready["timeout"], ready["recoveryTimeout"]) == (f"{minutes}m", f"{minutes}m")
+        unneeded = values("c", "us-east-1", "1.34", "arn", {})["extraArgs"][
+            "scale-down-unneeded-time"]
+        assert ready["requeuingStrategy"]["backoffMaxSeconds"] < int(unneeded.rstrip("m")) * 60
+
+
 def kueue_config(scenario: WorkloadRun) -> dict[str, Any]:
     (release,) = [r for r in scenario.run.of_type("kubernetes:helm.sh/v3:Release")
                   if r.inputs["chart"].endswith("/kueue")]

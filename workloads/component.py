@@ -79,7 +79,8 @@ class TrainingJob(pulumi.ComponentResource):
         run_id: pulumi.Output[str] | None = None  # the preparation Job's uid, if there is one
         if args.dataset.prepare.enabled:
             # Created before the training job, which it does not hold up: pulumi-kubernetes
-            # skips awaiting it, and the training pods wait for its layout.json themselves.
+            # skips awaiting it, and the training pods wait for its layout.json themselves, in
+            # their main container (prepare.waiting_first).
             no_ingress = network_policy.prepare_no_ingress(f"{name}-prepare-network-policy",
                                                            names, opts_for(ns))
             preparation = prepare.prepare_job(
@@ -107,18 +108,23 @@ class TrainingJob(pulumi.ComponentResource):
                 pools=[f.pool for f in queue.flavors])
             workload: pulumi.CustomResource = pytorchjob.pytorch_job(
                 f"{name}-pytorchjob", names, job, template,
-                opts_for(*before_job, operator, *queue.resources), queue=names.job)
+                opts_for(*before_job, operator, *queue.resources), queue=queue.name)
         else:
             controller = jobset.jobset_controller(f"{name}-jobset-controller", version, opts_for())
             queue = self._queue(name, names, job, version, ns, opts_for)
-            waits = ([] if run_id is None else
-                     [prepare.layout_wait(cluster, args.dataset, names, run_id)])
+            trainer: list[pulumi.Input[str]] = job_command(job, names, budget)
+            if run_id is not None:
+                # In the main container too, not an init container: Kueue's JobSet PodsReady
+                # counts Ready pods (pkg/controller/jobs/jobset/jobset_controller.go PodsReady),
+                # and a pod in its init containers is never Ready, so hours of preparation would
+                # be taken for missing capacity and the gang evicted every ready timeout.
+                trainer = prepare.waiting_first(trainer, cluster, args.dataset, names, run_id)
             template = pod_template(cluster, job, names, budget, ContainerSpec(
-                TRAINER_CONTAINER, job_command(job, names, budget), flags, "rendezvous"), waits,
+                TRAINER_CONTAINER, trainer, flags, "rendezvous"),
                 kube_api=kube_api, pools=[f.pool for f in queue.flavors])
             workload = jobset.job_set(f"{name}-jobset", names, job, TRAINER_CONTAINER, template,
                                       opts_for(*before_job, controller, *queue.resources),
-                                      also_final=[w.name for w in waits], queue=names.job)
+                                      queue=queue.name)
 
         # Resolved once the job object exists, so a stack output never names a job not yet made.
         self.job_name = workload.id.apply(lambda _: names.job)
@@ -136,11 +142,11 @@ class TrainingJob(pulumi.ComponentResource):
                ns: pulumi.Resource, opts_for: Callable[..., pulumi.ResourceOptions]) -> "Queue":
         """Kueue, the job's flavors and queues (workloads/kueue.py); the JobSet waits for them."""
         cluster = self._cluster
-        fallback = kueue.uses_fallback(job.pool, job.spot_shortage, cluster.gpu_pools)
-        controller = kueue.controller(f"{name}-kueue", version, job.spot_shortage, fallback,
+        flavor_list = kueue.flavors(names.job, job.pool, job.spot_shortage, cluster.gpu_pools)
+        fallback = kueue.concurrent(flavor_list)
+        controller = kueue.controller(f"{name}-kueue", version, job.spot_shortage, flavor_list,
                                       opts_for(), job.kind)
         labels = names.common_labels
-        flavor_list = kueue.flavors(names.job, job.pool, job.spot_shortage, cluster.gpu_pools)
         made: list[pulumi.Resource] = [controller]
         for flavor in flavor_list:
             made.append(kueue.resource_flavor(f"{name}-flavor-{flavor.name}", flavor, labels,
@@ -152,16 +158,19 @@ class TrainingJob(pulumi.ComponentResource):
                                                        labels, opts_for(controller))
             made += [config, kueue.admission_check(f"{name}-spot-capacity-check", check, labels,
                                                    opts_for(controller, config))]
-        made.append(kueue.cluster_queue(f"{name}-cluster-queue", names.job, flavor_list, check,
+        backing = kueue.cluster_queue_name(names.job, flavor_list)
+        made.append(kueue.cluster_queue(f"{name}-cluster-queue", backing, flavor_list, check,
                                         labels, opts_for(*made)))
         made.append(kueue.local_queue(f"{name}-local-queue", names.job, names.namespace,
-                                      names.job, labels, opts_for(ns, *made)))
-        return Queue(flavor_list, made)
+                                      backing, labels, opts_for(ns, *made)))
+        return Queue(names.job, flavor_list, made)
 
 
 @dataclass(frozen=True)
 class Queue:
-    """What the JobSet is queued through: its flavors (most preferred first) and the objects."""
+    """What the JobSet is queued through: the LocalQueue's name, its flavors (most preferred
+    first) and the objects."""
 
+    name: str
     flavors: list[kueue.Flavor]
     resources: list[pulumi.Resource]

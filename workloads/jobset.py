@@ -24,15 +24,13 @@ How a pod's end becomes the job's fate (trainer/exit_codes.py, trainer/launch.py
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.addon_versions import ADDON_VERSIONS, version_for
 from infra.kubernetes_release import minor_key, minor_of
 from infra.settings.model import JOBSET_REPLICATED_JOB, Job
-from trainer.exit_codes import CONFIG_ERROR, NODE_LEFT_OUT, NO_RETRY, RESUME
+from trainer.exit_codes import NODE_LEFT_OUT, NO_RETRY, RESUME
 from workloads.kueue import queue_label
 from workloads.names import JobNames
 
@@ -70,16 +68,12 @@ NO_RETRY_MESSAGE = (rf"failed with exit code ({'|'.join(str(c) for c in NO_RETRY
 NODE_LEFT_OUT_MESSAGE = rf"failed with exit code {NODE_LEFT_OUT} matching FailJob rule"
 
 
-def pod_failure_policy(container: str, also_final: Sequence[str] = ()) -> dict[str, object]:
-    """The child Job's rules, first match wins (batch/v1 PodFailurePolicy). `also_final`: init
-    containers whose CONFIG_ERROR is final too (the dataset wait, workloads/prepare.py); a rule
-    may name an init container ("it should match one of the container or initContainer names in
-    the pod template", PodFailurePolicyOnExitCodesRequirement.containerName)."""
+def pod_failure_policy(container: str) -> dict[str, object]:
+    """The child Job's rules, first match wins (batch/v1 PodFailurePolicy). The dataset wait
+    runs in `container` (workloads/prepare.py waiting_first): its CONFIG_ERROR is in NO_RETRY."""
     return {"rules": [
         {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "In",
                                               "values": list(NO_RETRY)}},
-        *({"action": "FailJob", "onExitCodes": {"containerName": init, "operator": "In",
-                                                "values": [CONFIG_ERROR]}} for init in also_final),
         {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "In",
                                               "values": [RESUME, NODE_LEFT_OUT]}},
         {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
@@ -117,7 +111,7 @@ def jobset_controller(name: str, kubernetes_version: str | None,
 
 def job_set(name: str, names: JobNames, job: Job, container: str,
             template: k8s.core.v1.PodTemplateSpecArgs, opts: pulumi.ResourceOptions,
-            also_final: Sequence[str] = (), queue: str | None = None
+            queue: str | None = None
             ) -> k8s.apiextensions.CustomResource:
     """`queue`: the Kueue LocalQueue (workloads/kueue.py). Kueue's webhook then creates the
     JobSet suspended and Kueue unsuspends it on admission (Kueue tasks/run/jobsets.md), so the
@@ -149,7 +143,7 @@ def job_set(name: str, names: JobNames, job: Job, container: str,
                         "completions": job.nodes,
                         "parallelism": job.nodes,
                         "backoffLimit": 0,  # one crash fails the Job; JobSet counts restarts
-                        "podFailurePolicy": pod_failure_policy(container, also_final),
+                        "podFailurePolicy": pod_failure_policy(container),
                         "template": template,
                     },
                 },

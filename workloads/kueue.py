@@ -21,10 +21,22 @@ What it does here (Kueue v0.19.2, config.kueue.x-k8s.io/v1beta2 and kueue.x-k8s.
   it back recreates the job with the label;
 - waitForPodsReady: an admitted gang whose pods are not all Ready within `timeout` (or that
   loses readiness for `recoveryTimeout`, e.g. a spot node gone and not coming back) is
-  suspended and requeued with exponential backoff; after `backoffLimitCount` requeues the
-  Workload is deactivated (`.spec.active: false`), held with a reason, never Failed
-  (apis/config/v1beta2/configuration_types.go RequeuingStrategy). A suspension deletes the
-  pods; JobSet counts no restart for it, so waiting never spends `maxRestarts`.
+  suspended and requeued with exponential backoff. A suspension deletes the pods; JobSet counts
+  no restart for it, so waiting never spends `maxRestarts`. The timeout is the slowest flavor
+  machine's node join time (infra/catalog.py node_ready_minutes: a p5, ND or A3 cold start
+  plus the image pull), so a slow but healthy scale-up is not taken for missing capacity;
+- no requeue bound by default: `backoffLimitCount` null means "the workloads will repeatedly
+  and endless re-queueing" (apis/config/v1beta2/configuration_types.go RequeuingStrategy).
+  A bound would be a bound on the job's life, not on one shortage: Kueue counts requeues in
+  `.status.requeueState.count` and resets it only when a deactivated Workload is reactivated
+  (pkg/controller/core/workload_controller.go, the inactive branch clears RequeueState;
+  site concepts/workload.md "Exponential Backoff Requeueing"), never when the gang becomes
+  Ready, so spot reclaims over a multi-day run add up. job.spotShortage.maxWaitMinutes, when
+  set, is turned into such a count; past it the Workload is deactivated (`.spec.active:
+  false`), held with a reason, never Failed, and resumed by setting `spec.active` back to true;
+- the requeue backoff is capped below the autoscalers' scale-down-unneeded-time (10 minutes:
+  infra/aws/autoscaler.py; AKS's and GKE's defaults), so nodes that joined for one attempt are
+  still there when the gang is admitted again;
 
 Capacity fallback (job.spotShortage.policy onDemand): Kueue assigns flavors by quota, in the
 ClusterQueue's order, and a requeued Workload starts the search at the first flavor again
@@ -35,7 +47,19 @@ Admission (alpha since v0.18, feature gate ConcurrentAdmission; site/content/en/
 concurrent_admission.md, keps/8691-concurrent-admission): a Variant per flavor; the on-demand
 Variant runs while the spot Variant waits, and once the spot Variant is admitted the workload
 migrates back to spot (mode TryPreferredFlavors, the only one supported) - a gang restart from
-its checkpoint, i.e. "back to spot at the next restart".
+its checkpoint, i.e. "back to spot at the next restart". The on-demand Variant has no admission
+check, so it is admitted at once: the gang starts on on-demand and moves to spot when the spot
+Variant's atomic scale-up succeeds.
+
+Switching the policy on a live stack: the ClusterQueue's `concurrentAdmissionPolicy` is immutable
+(pkg/webhooks/clusterqueue_webhook.go ValidateClusterQueueUpdate; concepts/concurrent_admission.md
+"immutable after the ClusterQueue is created"), so each policy has its own ClusterQueue name
+(cluster_queue_name) and a switch creates the new one. Not delete-before-replace under one name:
+Kueue keeps a ClusterQueue with an admitted Workload (finalizer kueue.x-k8s.io/resource-in-use,
+removed only when it is empty), and the JobSet holding it is replaced only later in the same
+update. The LocalQueue keeps the job's name (the JobSet's queue label) and is replaced, delete
+first, when it points at another ClusterQueue: its spec.clusterQueue is immutable
+(apis/kueue/v1beta2/localqueue_types.go, "field is immutable"), and it has no finalizer.
 """
 
 from __future__ import annotations
@@ -63,12 +87,10 @@ PYTORCHJOB_FRAMEWORK = "kubeflow.org/pytorchjob"  # charts/kueue/values.yaml int
 FRAMEWORKS = {JobKind.JOB_SET: JOBSET_FRAMEWORK, JobKind.PYTORCH_JOB: PYTORCHJOB_FRAMEWORK}
 GPU_RESOURCE = "nvidia.com/gpu"
 
-# waitForPodsReady: the time a gang may take from admission to every pod Ready, which covers a
-# GPU node's scale-up from zero and the trainer image's pull (minutes each). Requeues then back
-# off 60 s, 120 s, 240 s ... up to BACKOFF_MAX_SECONDS (Kueue's defaults, stated).
-READY_TIMEOUT_MINUTES = 15
+# Requeues back off 60 s, 120 s, 240 s, then 300 s each (Kueue's base, stated; its default cap is
+# 3600 s): the cap stays below the autoscalers' 10-minute scale-down-unneeded-time.
 BACKOFF_BASE_SECONDS = 60
-BACKOFF_MAX_SECONDS = 600
+BACKOFF_MAX_SECONDS = 300
 
 
 def chart_version(kubernetes_version: str | None) -> str:
@@ -80,16 +102,22 @@ def chart_version(kubernetes_version: str | None) -> str:
     return version_for(ADDON, minor_of(kubernetes_version)).lstrip("v")
 
 
-def requeue_limit(max_wait_minutes: int) -> int:
-    """Requeues after which Kueue deactivates a gang that never became ready: each attempt
-    waits READY_TIMEOUT_MINUTES, then backs off BACKOFF_BASE_SECONDS * 2^(n-1) (capped), so the
-    whole wait stays within `max_wait_minutes` (at least one attempt)."""
-    spent, count = READY_TIMEOUT_MINUTES * 60, 0
+def ready_timeout_minutes(pools: Sequence[GpuPool]) -> int:
+    """Kueue's PodsReady timeout: the slowest of the flavors' machines to join (the catalog's
+    node_ready_minutes), so that a cold start is never evicted as missing capacity."""
+    return max(pool.machine.node_ready_minutes for pool in pools)
+
+
+def requeue_limit(max_wait_minutes: int, ready_minutes: int) -> int:
+    """The requeues that one continuous shortage of `max_wait_minutes` takes: each attempt waits
+    `ready_minutes`, then backs off BACKOFF_BASE_SECONDS * 2^(n-1) (capped); 0 = held at the
+    first timeout. Kueue counts them over the Workload's whole life (module docstring)."""
+    spent, count = ready_minutes * 60, 0
     while True:
         backoff = min(BACKOFF_BASE_SECONDS * 2 ** count, BACKOFF_MAX_SECONDS)
-        if spent + backoff + READY_TIMEOUT_MINUTES * 60 > max_wait_minutes * 60:
+        if spent + backoff + ready_minutes * 60 > max_wait_minutes * 60:
             return count
-        spent += backoff + READY_TIMEOUT_MINUTES * 60
+        spent += backoff + ready_minutes * 60
         count += 1
 
 
@@ -99,7 +127,17 @@ def queue_label(queue: str | None, suspend: bool) -> dict[str, str]:
     return {} if queue is None or suspend else {QUEUE_LABEL: queue}
 
 
-def manager_config(shortage: SpotShortage, kind: JobKind = JobKind.JOB_SET) -> dict[str, object]:
+def requeuing_strategy(shortage: SpotShortage, ready_minutes: int) -> dict[str, object]:
+    """No backoffLimitCount unless maxWaitMinutes is set: null requeues without end."""
+    strategy: dict[str, object] = {"timestamp": "Eviction"}
+    if shortage.max_wait_minutes is not None:
+        strategy["backoffLimitCount"] = requeue_limit(shortage.max_wait_minutes, ready_minutes)
+    return {**strategy, "backoffBaseSeconds": BACKOFF_BASE_SECONDS,
+            "backoffMaxSeconds": BACKOFF_MAX_SECONDS}
+
+
+def manager_config(shortage: SpotShortage, ready_minutes: int,
+                   kind: JobKind = JobKind.JOB_SET) -> dict[str, object]:
     """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2), the chart's defaults kept where
     the chart sets them (charts/kueue/values.yaml managerConfig), plus what the gang needs.
     Only the job kind's integration is on: the PyTorchJob CRD exists only with that kind."""
@@ -118,15 +156,10 @@ def manager_config(shortage: SpotShortage, kind: JobKind = JobKind.JOB_SET) -> d
         # scheduler's business (QuotaCheckStrategy, beta and on by default in v0.19).
         "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
         "waitForPodsReady": {
-            "timeout": f"{READY_TIMEOUT_MINUTES}m",
-            "recoveryTimeout": f"{READY_TIMEOUT_MINUTES}m",
+            "timeout": f"{ready_minutes}m",
+            "recoveryTimeout": f"{ready_minutes}m",
             "blockAdmission": False,
-            "requeuingStrategy": {
-                "timestamp": "Eviction",
-                "backoffLimitCount": requeue_limit(shortage.max_wait_minutes),
-                "backoffBaseSeconds": BACKOFF_BASE_SECONDS,
-                "backoffMaxSeconds": BACKOFF_MAX_SECONDS,
-            },
+            "requeuingStrategy": requeuing_strategy(shortage, ready_minutes),
         },
     }
 
@@ -136,13 +169,13 @@ def uses_fallback(pool: PoolChoice, shortage: SpotShortage, pools: Mapping[str, 
             and PoolChoice.ON_DEMAND.value in pools)
 
 
-def helm_values(shortage: SpotShortage, fallback: bool,
+def helm_values(shortage: SpotShortage, fallback: bool, ready_minutes: int,
                 kind: JobKind = JobKind.JOB_SET) -> dict[str, object]:
     import yaml
 
     return {
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
-            manager_config(shortage, kind), sort_keys=False)},
+            manager_config(shortage, ready_minutes, kind), sort_keys=False)},
         # controllerManager.featureGates: [{name, enabled}] (charts/kueue/values.yaml).
         "controllerManager": {"featureGates": [{"name": "ConcurrentAdmission", "enabled": True}]}
         if fallback else {},
@@ -150,14 +183,16 @@ def helm_values(shortage: SpotShortage, fallback: bool,
 
 
 def controller(name: str, kubernetes_version: str | None, shortage: SpotShortage,
-               fallback: bool, opts: pulumi.ResourceOptions,
+               flavor_list: Sequence["Flavor"], opts: pulumi.ResourceOptions,
                kind: JobKind = JobKind.JOB_SET) -> k8s.helm.v3.Release:
     """Kueue's CRDs, webhook and controller (namespace kueue-system) from its Helm chart."""
+    values = helm_values(shortage, concurrent(flavor_list),
+                         ready_timeout_minutes([f.pool for f in flavor_list]), kind)
     return k8s.helm.v3.Release(
         name,
         k8s.helm.v3.ReleaseArgs(
             name="kueue", chart=CHART, version=chart_version(kubernetes_version),
-            namespace=NAMESPACE, create_namespace=True, values=helm_values(shortage, fallback, kind),
+            namespace=NAMESPACE, create_namespace=True, values=values,
             atomic=True, cleanup_on_fail=True),
         opts=opts)
 
@@ -234,6 +269,18 @@ def admission_check(name: str, check: str, labels: Mapping[str, str],
         opts=opts)
 
 
+def concurrent(flavor_list: Sequence[Flavor]) -> bool:
+    """Concurrent Admission: a Variant per flavor, when there is more than one (the fallback)."""
+    return len(flavor_list) > 1
+
+
+def cluster_queue_name(job_name: str, flavor_list: Sequence[Flavor]) -> str:
+    """One name per concurrentAdmissionPolicy (immutable, module docstring): the job's name,
+    or `<job>-fallback` with Concurrent Admission. A ClusterQueue name may be a DNS subdomain
+    (253 characters); the LocalQueue, whose name is a label value, keeps the job's."""
+    return f"{job_name}-fallback" if concurrent(flavor_list) else job_name
+
+
 def cluster_queue_spec(flavor_list: Sequence[Flavor], capacity_check: str | None = None
                        ) -> dict[str, object]:
     spec: dict[str, object] = {
@@ -245,7 +292,7 @@ def cluster_queue_spec(flavor_list: Sequence[Flavor], capacity_check: str | None
                 {"name": GPU_RESOURCE, "nominalQuota": f.gpu_quota}]} for f in flavor_list],
         }],
     }
-    if len(flavor_list) > 1:
+    if concurrent(flavor_list):
         spec["concurrentAdmissionPolicy"] = {"migration": {"mode": "TryPreferredFlavors"}}
     if capacity_check is not None:
         spec["admissionChecksStrategy"] = {"admissionChecks": [
@@ -262,11 +309,15 @@ def cluster_queue(name: str, queue_name: str, flavor_list: Sequence[Flavor],
         spec=cluster_queue_spec(flavor_list, capacity_check), opts=opts)
 
 
-def local_queue(name: str, queue_name: str, namespace: str, cluster_queue_name: str,
+def local_queue(name: str, queue_name: str, namespace: str, backing_queue: str,
                 labels: Mapping[str, str], opts: pulumi.ResourceOptions
                 ) -> k8s.apiextensions.CustomResource:
     return k8s.apiextensions.CustomResource(
         name, api_version=API_VERSION, kind="LocalQueue",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=queue_name, namespace=namespace,
                                             labels=dict(labels)),
-        spec={"clusterQueue": cluster_queue_name}, opts=opts)
+        spec={"clusterQueue": backing_queue},
+        # spec.clusterQueue is immutable: pointing at another ClusterQueue (a policy switch)
+        # replaces the LocalQueue under the same name, so the old one goes first.
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)))

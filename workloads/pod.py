@@ -194,11 +194,9 @@ def fabric_sidecars(cluster: GpuCluster) -> list[core.ContainerArgs]:
 
 def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBudget,
                  container: ContainerSpec,
-                 waits: Sequence[core.ContainerArgs] = (),
                  kube_api: bool = False,
                  pools: Sequence[GpuPool] = ()) -> core.PodTemplateSpecArgs:
     """The pod both job kinds run; its grace is the pool's stop budget (infra/preemption.py).
-    `waits`: init containers that hold the trainer until its input exists (workloads/prepare.py).
     `kube_api`: the trainer gets an API token, to leave a bad node out (workloads/node_gate.py).
     `pools`: the GPU pools the pod may run on (Kueue's flavors, same machine); default the
     job's pool."""
@@ -232,10 +230,11 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBud
             annotations={**cluster.pod_annotations, **cluster.interconnect.pod_annotations}
             or None),
         spec=core.PodSpecArgs(
-            # The folder preparer runs to completion first, then any wait for the dataset; the
-            # sidecars then start, and the trainer once they have (after their startup probes,
-            # where they have one).
-            init_containers=[shared_fs_preparer(cluster, job), *waits, *fabric_sidecars(cluster)],
+            # The folder preparer runs to completion first; the sidecars then start, and the
+            # trainer once they have (after their startup probes, where they have one). No wait
+            # for the dataset here: a pod in its init containers is not Ready, and Kueue would
+            # evict the gang (workloads/prepare.py waiting_first runs it in the trainer).
+            init_containers=[shared_fs_preparer(cluster, job), *fabric_sidecars(cluster)],
             containers=[trainer],
             service_account_name=names.service_account,
             # IRSA, Azure and GKE workload identity inject their own projected token (or use the

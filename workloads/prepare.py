@@ -1,22 +1,26 @@
 """Dataset preparation before training: one `batch/v1` Job running `python -m trainer.prepare`,
-and the init container that holds the training pods until its output is complete.
+and the wait, run first in each training pod's main container, until its output is complete.
 
-Why the training pods wait in an init container and `pulumi up` does not wait for the Job:
+Why the training pods wait themselves and `pulumi up` does not wait for the Job:
 pulumi-kubernetes awaits a Job until its `Complete` condition, with a 10-minute default timeout
 (https://www.pulumi.com/registry/packages/kubernetes/api-docs/batch/v1/job/: "If the Job has not
 reached a Ready state after 10 minutes, it will time out and mark the resource update as
 Failed"), and preparing Criteo 1TB takes hours. With `pulumi.com/skipAwait` the Job counts as
 created once the API server has it; the JobSet or PyTorchJob still depends on it (created after
-it, deleted before it), and each training pod's `wait-for-dataset` init container polls for
-`<dataset.path>/layout.json`, which `trainer.prepare` writes last (trainer/prepare/README.md).
+it, deleted before it), and each training pod's main container polls for
+`<dataset.path>/layout.json`, which `trainer.prepare` writes last (trainer/prepare/README.md),
+before it runs the trainer (waiting_first). Not in an init container: a pod still in its init
+containers is not Ready, and Kueue's PodsReady timeout (workloads/kueue.py) would evict the gang
+over and over while a preparation runs for hours; a running main container is Ready, so the
+gang is admitted and holds its GPU nodes while it waits.
 
 How the wait knows this Job's verdict (trainer/prepare/status.py): the Job's uid, a Pulumi output
 once the API server has the Job, is in the wait's arguments, and the preparation stamps its
 `layout.json` or its `prepare-failed.json` with the same uid (its pod's
 `batch.kubernetes.io/controller-uid` label, through the downward API). A verdict left by an
-earlier run is ignored; this run's failure ends the wait with CONFIG_ERROR, which fails the
-training job at once (the JobSet's podFailurePolicy names this init container; the PyTorchJob
-kind runs the wait in its main container, `waiting_first`); a preparation that leaves no verdict
+earlier run is ignored; this run's failure ends the wait with CONFIG_ERROR, the main container's
+exit status, which fails the training job at once (the JobSet's NO_RETRY rule, workloads/
+jobset.py; the PyTorchJob operator's restartPolicy ExitCode); a preparation that leaves no verdict
 (its pod killed on every retry, past its deadline, never started) stops its heartbeat, and the
 wait fails when that has been silent too long.
 
@@ -52,7 +56,6 @@ from workloads.watch import on_prepare_pods, prepare_logs_command
 
 core = k8s.core.v1
 PREPARE_CONTAINER = "prepare"
-WAIT_CONTAINER = "wait-for-dataset"
 POLL_SECONDS = 30
 # The label each cloud puts the system pool's name under: infra/aws/node_groups.py and
 # infra/gcp/node_pools.py label it torchrec-cloud/pool; AKS labels every node of an agent pool
@@ -285,7 +288,6 @@ fails before it runs (%(describe)s); its log: %(logs)s"; exit %(fail)d
 done
 trap - TERM INT
 """
-WAIT_ARGUMENTS = 'layout="$1"; failed="$2"; beat="$3"; run="$4"; first="$5"; stale="$6"\n'
 
 
 def wait_loop(names: JobNames) -> str:
@@ -299,21 +301,14 @@ def _watched_files(cluster: GpuCluster, dataset: Dataset) -> list[str]:
     return [f"{out}/{LAYOUT_FILE}", f"{out}/{FAILED_FILE}", f"{out}/{HEARTBEAT_FILE}"]
 
 
-def wait_command(cluster: GpuCluster, dataset: Dataset, names: JobNames,
-                 run_id: pulumi.Input[str]) -> list[pulumi.Input[str]]:
-    """The init container's command: the loop, its inputs as arguments."""
-    return ["/bin/sh", "-c", WAIT_ARGUMENTS + wait_loop(names), WAIT_CONTAINER,
-            *_watched_files(cluster, dataset), run_id, str(FIRST_HEARTBEAT_SECONDS),
-            str(HEARTBEAT_STALE_SECONDS)]
-
-
-def waiting_first(command: list[str], cluster: GpuCluster, dataset: Dataset, names: JobNames,
-                  run_id: pulumi.Input[str]) -> list[pulumi.Input[str]]:
+def waiting_first(command: list[pulumi.Input[str]], cluster: GpuCluster, dataset: Dataset,
+                  names: JobNames, run_id: pulumi.Input[str]) -> list[pulumi.Input[str]]:
     """`command` (`/bin/sh -c SCRIPT NAME`, its "$@" the container's args) with the wait run
-    first in the same container: for the PyTorchJob kind, whose operator recreates a pod failed
-    by an init container without end (training-operator v1.9.4 pkg/controller.v1/common/pod.go
-    reads the exit code of the main container only, 0xbeef when it never ran, and 0xbeef >= 128
-    is "retryable" under restartPolicy ExitCode), while the main container's exit 2 fails the job."""
+    first in the same container, for both job kinds: the pod is Ready while it waits (Kueue's
+    PodsReady, module docstring), and for the PyTorchJob kind an init container's failure would
+    be recreated without end (training-operator v1.9.4 pkg/controller.v1/common/pod.go reads the
+    exit code of the main container only, 0xbeef when it never ran, and 0xbeef >= 128 is
+    "retryable" under restartPolicy ExitCode), while the main container's exit 2 fails the job."""
     shell, flag, script, *rest = command
     layout, failed, beat = (shlex.quote(f) for f in _watched_files(cluster, dataset))
     inputs = pulumi.Output.concat(
@@ -324,21 +319,3 @@ def waiting_first(command: list[str], cluster: GpuCluster, dataset: Dataset, nam
 
 def job_uid(prepare_job: k8s.batch.v1.Job) -> pulumi.Output[str]:
     return prepare_job.metadata.apply(lambda meta: meta.uid)
-
-
-def layout_wait(cluster: GpuCluster, dataset: Dataset, names: JobNames,
-                run_id: pulumi.Input[str]) -> core.ContainerArgs:
-    """The training pods' init container (JobSet kind): done when the Job `run_id` has written
-    layout.json, failed (CONFIG_ERROR) when it has recorded a failure or its heartbeat is silent."""
-    return core.ContainerArgs(
-        name=WAIT_CONTAINER,
-        image=cluster.trainer_image,
-        image_pull_policy="Always",
-        command=wait_command(cluster, dataset, names, run_id),
-        resources=core.ResourceRequirementsArgs(
-            requests={"cpu": "100m", "memory": "64Mi"}, limits={"cpu": "100m", "memory": "64Mi"}),
-        security_context=_locked_down(),
-        volume_mounts=[core.VolumeMountArgs(name=SHARED_VOLUME,
-                                            mount_path=cluster.shared_file_system.mount_path,
-                                            read_only=True)],
-    )

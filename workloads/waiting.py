@@ -53,7 +53,6 @@ import yaml
 from workloads import cloud_errors
 from workloads.cloud_errors import Refusal
 from workloads.names import JobNames
-from workloads.prepare import WAIT_CONTAINER
 from workloads.watch import prepare_logs_command
 
 # The taint the fabric and GPU health gate puts on a node it leaves out (issue 22, item 5, "name
@@ -665,16 +664,18 @@ def _unschedulable(f: _Facts) -> Verdict | None:
 
 
 def _preparing(f: _Facts) -> Verdict | None:
-    for pod in f.trainers:
-        for c in (pod.get("status") or {}).get("initContainerStatuses") or []:
-            if c.get("name") == WAIT_CONTAINER and "running" in (c.get("state") or {}):
-                prep = ", ".join(f"Pod/{_name(p)} {(p.get('status') or {}).get('phase')}"
-                                 for p in f.preparers) or "no preparation pod left"
-                return Verdict(Kind.PREPARING, "the dataset preparation is still running; "
-                               "training starts when it has written layout.json",
-                               f"Pod/{_name(pod)} init container {WAIT_CONTAINER} running; {prep}",
-                               f"follow it: {prepare_logs_command(f.names)}")
-    return None
+    """The trainer pods run, but their main container waits for layout.json first
+    (workloads/prepare.py waiting_first) while a preparation pod has not finished."""
+    running = [p for p in f.trainers if (p.get("status") or {}).get("phase") == "Running"]
+    unfinished = [p for p in f.preparers
+                  if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+    if not running or len(running) < len(f.trainers) or not unfinished:
+        return None
+    prep = ", ".join(f"Pod/{_name(p)} {(p.get('status') or {}).get('phase')}" for p in unfinished)
+    return Verdict(Kind.PREPARING, "the dataset preparation is still running; the trainer pods "
+                   "hold their nodes and start training when it has written layout.json",
+                   f"{prep}; {len(running)} trainer pods Running, waiting for it",
+                   f"follow it: {prepare_logs_command(f.names)}")
 
 
 def _starting(f: _Facts) -> Verdict:
@@ -692,9 +693,10 @@ def _starting(f: _Facts) -> Verdict:
 _RULES: tuple[Callable[[_Facts], Verdict | None], ...] = (
     # The gate's taint before the autoscaler's "max node group size reached": a tainted node
     # still counts toward the pool's size, so the pool looks full while it waits for a
-    # healthy node in its place.
-    _finished, _running, _image_pull, _admission, _suspended, _cloud_refusal, _node_left_out,
-    _no_scale_up, _scaling_up, _unschedulable, _preparing,
+    # healthy node in its place. A preparation before "running": the trainer pods run, waiting
+    # for its layout in their main container.
+    _finished, _preparing, _running, _image_pull, _admission, _suspended, _cloud_refusal,
+    _node_left_out, _no_scale_up, _scaling_up, _unschedulable,
 )
 
 

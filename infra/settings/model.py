@@ -450,13 +450,17 @@ class SpotShortage(Section):
 
     policy: SpotShortagePolicy = Field(
         SpotShortagePolicy.WAIT,
-        description="wait (for spot nodes, up to maxWaitMinutes, then hold the job) or "
-        "onDemand (run on gpuPools.onDemand meanwhile, back to spot once spot nodes are "
-        "admitted: a gang restart from the checkpoint; GCP only).")
-    max_wait_minutes: int = Field(
-        240, ge=15,
-        description="wait: how long Kueue keeps requeueing a gang that gets no nodes before "
-        "it deactivates (holds) it with a reason; the JobSet is never Failed by the wait.")
+        description="wait (for spot nodes, as long as it takes unless maxWaitMinutes is set) "
+        "or onDemand (GCP only: the gang runs on gpuPools.onDemand, from its first start, "
+        "and moves to spot once a spot scale-up for the whole gang succeeds: a gang restart "
+        "from the checkpoint).")
+    max_wait_minutes: int | None = Field(
+        None, ge=15,
+        description="Unset (default): Kueue requeues a gang that gets no nodes without end. "
+        "Set: turned into a number of PodsReady timeouts, which Kueue counts over the job's "
+        "whole life (never reset when the gang runs), after which it holds (deactivates) the "
+        "job, never Failed; resume it with `kubectl -n <namespace> patch workload <name> "
+        "--type merge -p '{\"spec\":{\"active\":true}}'`.")
 
 
 TrainerArgValue = Union[str, int, float, bool, list[int], list[str]]

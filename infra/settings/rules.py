@@ -195,6 +195,19 @@ def spot_shortage_fallback_fits(s: Settings) -> Iterator[Problem]:
                       f"({s.gpu_pools.on_demand.max_nodes}) with spotShortage.policy onDemand")
 
 
+def spot_shortage_wait_fits_one_node_join(s: Settings) -> Iterator[Problem]:
+    """job.spotShortage.maxWaitMinutes shorter than one PodsReady timeout (the machine's node
+    join time, infra/catalog.py node_ready_minutes) would not even wait for one cold start."""
+    minutes = s.job.spot_shortage.max_wait_minutes
+    found = find_machine(s.cloud, s.job_pool.machine_type)
+    if minutes is None or found is None:
+        return
+    if minutes < found.node_ready_minutes:
+        yield Problem("job.spotShortage.maxWaitMinutes", minutes,
+                      f"unset (wait without end), or at least {found.node_ready_minutes}: one "
+                      f"{found.name} node's join time, Kueue's PodsReady timeout for it")
+
+
 def spot_needs_checkpoints(s: Settings) -> Iterator[Problem]:
     if s.gpu_pools.spot.enabled and not s.checkpoints.enabled:
         yield Problem("checkpoints.enabled", False,
@@ -374,6 +387,7 @@ RULES: tuple[Rule, ...] = (
     processes_fit_the_gpus,
     job_fits_its_pool,
     spot_shortage_fallback_fits,
+    spot_shortage_wait_fits_one_node_join,
     spot_needs_checkpoints,
     spot_price_is_azure_only,
     kubernetes_names_are_valid,
