@@ -25,6 +25,7 @@ from tests.gang import Capacity, GangRecord, KueueRules, NodePool, Pod, Simulate
 from tests.k8s_manifests import clean
 from tests.test_workloads import run_workload
 from trainer.exit_codes import RESUME
+from workloads.command import RENDEZVOUS_JOIN_TIMEOUT_SECONDS
 
 STEPS = 240
 SMALL = ["--num_embeddings=500", "--embedding_dim=8", "--dense_arch_layer_sizes=16,8",
@@ -251,8 +252,9 @@ def test_a_gang_whose_peer_pod_never_starts_resumes_after_the_join_timeout(rende
     """No capacity for pod 1 (it stays Pending): pod 0 waits the rendezvous's join timeout, then
     exits with the resume status, so waiting for capacity never uses the retry budget; once the
     pod gets a node, the gang forms and trains."""
-    # The stack's 1800 s join timeout (and every other duration) shrunk to 15 s.
-    job = gang(rendered, tmp_path, time_scale=15 / 1800, extra=["--max_steps=20"])
+    # The stack's join timeout (and every other duration) shrunk to 15 s.
+    job = gang(rendered, tmp_path, time_scale=15 / RENDEZVOUS_JOIN_TIMEOUT_SECONDS,
+               extra=["--max_steps=20"])
     record = job.run(nodes=lambda generation: 1 if generation == 0 else None, timeout=180)
     assert_resumed_without_using_the_budget(record)
     assert record.exit_codes[0] == {0: RESUME, 1: None}, record  # pod 1 never ran

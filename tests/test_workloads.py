@@ -938,3 +938,13 @@ def test_a_running_job_is_queued_in_kueue_for_both_kinds(runs):
             assert scenario.run.waits_for(job, earlier), (key, earlier.name)
         assert "suspend" not in job.inputs["spec"].get("runPolicy", job.inputs["spec"])
         validate_manifests(scenario.run, KUBERNETES_VERSION)
+
+
+def test_the_rendezvous_outwaits_every_machines_cold_start() -> None:
+    """Kueue's ready timeout (a machine's node_ready_minutes) must end a partial gang's wait
+    first: it frees the nodes the gang holds, where a rendezvous timeout only restarts it."""
+    from infra.catalog import MACHINES
+    from workloads.command import RENDEZVOUS_JOIN_TIMEOUT_SECONDS
+
+    slowest = max(m.node_ready_minutes for m in MACHINES if m.gpu_count)
+    assert slowest * 60 < RENDEZVOUS_JOIN_TIMEOUT_SECONDS, slowest

@@ -37,8 +37,10 @@ def launcher_options(budget: StopBudget) -> list[str]:
 # waiting for capacity. When it runs out (a peer pod is not running: no spot capacity, no
 # quota), the launcher exits RESUME, not a crash (trainer/launch.py): the JobSet recreates the
 # gang without using maxRestarts, so this bounds one wait, not the job; how long a job may wait
-# for capacity in all is the gang admission's bound, not the retry budget.
-RENDEZVOUS_JOIN_TIMEOUT_SECONDS = 1800
+# for capacity in all is the gang admission's bound, not the retry budget. An hour: longer than
+# any machine's cold start (infra/catalog.py node_ready_minutes, Kueue's ready timeout), so
+# Kueue's eviction, which frees the nodes a partial gang holds, acts before the rendezvous gives up.
+RENDEZVOUS_JOIN_TIMEOUT_SECONDS = 3600
 
 
 def rendezvous_options(job: Job, names: JobNames) -> list[str]:
