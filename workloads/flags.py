@@ -94,7 +94,7 @@ def gate_enforced(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> 
 
 
 def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> list[str]:
-    """Enforce the machine's transport, fabric NIC count, qualified NCCL version, GPU matmul
+    """Enforce the machine's transport, fabric NIC count, NCCL version, GPU matmul
     floor and, across nodes, the all_reduce and all_to_all floors for this node count at their
     plateau size, when the stack uses its fabric; otherwise only report (CPU/gloo or sockets
     have no floor)."""
