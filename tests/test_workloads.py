@@ -735,6 +735,9 @@ def test_the_gpudirect_gate_requires_torch_s_own_nccl_and_nothing_preloads_anoth
         env = {e["name"]: e.get("value") for e in scenario.container()["env"]}
         assert "LD_PRELOAD" not in env, name
     assert "fabric_nccl_version" not in runs["aws"].flags()  # EFA: torch's own NCCL
+    # A user's image brings its own torch and NCCL: not checked against this image's pin.
+    own = run_workload("gcp-a3", Job(image="registry.example/team/trainer:1"))
+    assert own.flags()["fabric_gate"] == "enforce" and "fabric_nccl_version" not in own.flags()
 
 
 def test_the_gpudirect_pods_pass_checkov_but_for_the_root_they_need(gpudirect_runs, tmp_path):

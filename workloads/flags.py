@@ -105,7 +105,9 @@ def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect)
     machine = job_pool(cluster, job).machine
     rails = cluster.interconnect.fabric_rails
     matmul = gpu_matmul_floor_tflops(machine)
-    nccl = cluster.interconnect.nccl_version
+    # The NCCL of the image this program builds; a job.image of the user's brings its own torch
+    # and NCCL, which the gate cannot know.
+    nccl = "" if job.image else cluster.interconnect.nccl_version
     flags = ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
              *([f"--fabric_rails={rails}"] if rails else []),
              *([f"--fabric_nccl_version={nccl}"] if nccl else []),
