@@ -59,7 +59,9 @@ HOST_NVIDIA = "/home/kubernetes/bin/nvidia"  # GKE's driver directory on COS nod
 # in its libnccl.so.2; NVIDIA/nccl ext-net/README.md "Struct versioning": a plugin exports the
 # versioned structs it implements and NCCL takes the newest it knows): the same as 2.28.7, the
 # NCCL TCPXO's plugin is qualified with, and v7, the newest 2.19 knows (v5 to v7), which the
-# TCPX plugin's network "GPUDirectTCPX_v7" implements. The fabric gate requires torch's NCCL on
+# TCPX plugin's network "GPUDirectTCPX_v7" implements (google/nccl-plugin-gpudirecttcpx
+# src/nccl_plugin.cc); its device-side unpack keeps NCCL_NET_DEVICE_UNPACK_VERSION 0x7, which
+# NCCL's net_device.h has not changed since 2.19. The fabric gate requires torch's NCCL on
 # every rank before any collective (trainer/fabric_gate.py, --fabric_nccl_version), and its
 # transport check fails a node whose NCCL did not load the plugin (it falls back to sockets).
 REQUIREMENTS_GPU = Path(__file__).resolve().parents[2] / "trainer" / "requirements-gpu.txt"
