@@ -117,8 +117,9 @@ class InterconnectSpec:
     # only so (GKE GPUDirect-TCPX/TCPXO); still not privileged, no privilege escalation, every
     # capability dropped but `capabilities`.
     trainer_runs_as_root: bool = False
-    # The NCCL version ("2.19.4") the fabric's plugin is qualified with; the fabric gate fails a
-    # node whose ranks loaded another. "" = not checked.
+    # The NCCL version ("2.29.7") every rank must have loaded (GKE GPUDirect: torch's own, which
+    # the fabric's plugin runs under); the fabric gate fails, before any collective, a node
+    # whose ranks loaded another. "" = not checked.
     nccl_version: str = ""
 
 

@@ -9,6 +9,7 @@ import base64
 import ipaddress
 import json
 import os
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -1513,6 +1514,74 @@ def test_a_restriction_for_another_region_or_the_pages_after_the_first_are_read(
     rows = list_skus("s", "eastus", "t", get=lambda url, token: pages[
         "first" if "skus?" in url else url])
     assert rows == [here]
+
+
+# --- ANF in the GPU zones, for this subscription (Query Region Info) --------------------------
+def test_a_gpu_zone_anf_cannot_use_is_refused_before_any_resource_naming_the_zones_that_work(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The volume is pinned to gpuZones; ANF's region info for the subscription says where it
+    can place one, read with the ARM token before anything exists."""
+    monkeypatch.setattr(fake, "NETAPP_REGION_INFO", fake.region_info(["2", "3"], ["1"]))
+    run = run_stack("azure", expect_error=True)  # gpuZones ["1"] in Pulumi.azure.yaml
+    assert isinstance(run.error, SettingsError)
+    (problem,) = run.error.problems
+    assert problem.path == "gpuZones" and problem.value == ["1"]
+    assert ("Azure NetApp Files cannot place the shared volume in zone(s) 1 of eastus for this "
+            "subscription; it can in: 2, 3") in str(run.error)
+    assert "az netappfiles resource query-region-info --location eastus" in str(run.error)
+    assert not [r for r in run.resources if r.custom and r.type.startswith("azure-native:")]
+    url = fake.NETAPP_REQUESTS[-1]
+    assert url == (f"https://management.azure.com/subscriptions/{fake.SUBSCRIPTION}/providers/"
+                   "Microsoft.NetApp/locations/eastus/regionInfo?api-version=2024-09-01")
+    # A zone the mapping does not list at all, or a region without zones for ANF: refused too.
+    monkeypatch.setattr(fake, "NETAPP_REGION_INFO", fake.region_info(["2"]))
+    assert "it can in: 2" in str(run_stack("azure", expect_error=True).error)
+    monkeypatch.setattr(fake, "NETAPP_REGION_INFO", {"storageToNetworkProximity": "T2"})
+    assert "it can in: none" in str(run_stack("azure", expect_error=True).error)
+
+
+def test_gpu_zones_anf_can_use_pass_and_the_volume_is_placed_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fake, "NETAPP_REGION_INFO", fake.region_info(["2", "3"], ["1"]))
+    run = run_stack("azure", overrides={"zones": ["1", "2"], "gpuZones": ["2"]})
+    assert run.one(VOLUME).inputs["zones"] == ["2"]
+
+
+def test_the_region_info_api_version_is_the_one_azure_native_creates_the_volume_with() -> None:
+    import inspect
+
+    from pulumi_azure_native.netapp import capacity_pool_volume
+
+    from infra.azure.netapp import API_VERSION
+
+    used = re.findall(r"Uses Azure REST API version (\S+?)\.", inspect.getsource(
+        capacity_pool_volume))
+    assert used and set(used) == {API_VERSION}
+
+
+def test_the_region_info_read_retries_throttling_and_stops_at_a_refusal() -> None:
+    """The same policy as the program's other ARM GETs (infra/azure/https.py)."""
+    import io
+    import urllib.error
+
+    from infra.azure import versions
+    from infra.azure.netapp import available_zones
+
+    answers: list[Any] = [urllib.error.HTTPError("u", 429, "Too Many Requests", {}, io.BytesIO()),
+                          fake.region_info(["1"])]
+
+    def flaky(url: str, token: str) -> dict[str, Any]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    sleeps: list[float] = []
+    with unittest.mock.patch.object(versions, "get_json", flaky):
+        info = versions._get_with_retries("u", "t", sleeps.append)
+    assert available_zones(info) == {"1"} and sleeps == [2.0]
+    assert available_zones({"availabilityZoneMappings": [
+        {"availabilityZone": "1", "isAvailable": False}, {"availabilityZone": "3"}]}) == set()
 
 
 # --- InfiniBand only for the job's namespace -------------------------------------------------

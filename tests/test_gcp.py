@@ -11,6 +11,8 @@ import asyncio
 import ipaddress
 import json
 import re
+import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -608,8 +610,10 @@ def test_a3_with_fabric_gets_the_tcpx_nccl_environment(a3_contract):
     # gpudirect-tcpx/README.md, release Jun 22, 2026 (v3.1.12 / v2.0.15), "NCCL configs".
     assert env["NCCL_ALGO"] == "Ring,Tree"
     assert env["NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS"] == "500000"
-    assert env["LD_PRELOAD"] == f"{env['LD_LIBRARY_PATH']}/libnccl.so.2"
-    assert a3_contract.interconnect.nccl_version == "2.19.4"  # "qualified and supported"
+    # torch's own NCCL runs (Google's 2.19.4 lacks symbols torch 2.13 calls); the installer's
+    # folder is on the library path for the net plugin only.
+    assert "LD_PRELOAD" not in env and env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+    assert a3_contract.interconnect.nccl_version == "2.29.7"
     assert a3_contract.interconnect.trainer_runs_as_root
 
 
@@ -625,11 +629,55 @@ def test_the_tcpx_release_notes_pair_the_images_the_stack_pins():
     }
     tcpx = GPUDIRECT[Interconnect.GPUDIRECT_TCPX]
     pinned = (tcpx.installer_image.rsplit(":", 1)[1], tcpx.rxdm_image.rsplit(":", 1)[1],
-              tcpx.nccl_version)
+              tcpx.qualified_nccl)
     assert pinned == releases["Jun 22, 2026"]  # the newest
     tcpxo = GPUDIRECT[Interconnect.GPUDIRECT_TCPXO]
     assert (tcpxo.installer_image.rsplit(":", 1)[1], tcpxo.rxdm_image.rsplit(":", 1)[1],
-            tcpxo.nccl_version) == ("v1.0.15", "v1.0.21", "2.28.7")  # gpudirect-tcpxo, Jan 9, 2026
+            tcpxo.qualified_nccl) == ("v1.0.15", "v1.0.21", "2.28.7")  # gpudirect-tcpxo, Jan 9, 2026
+
+
+def test_the_nccl_the_gate_requires_on_a3_is_the_one_the_image_pins_for_torch(tmp_path):
+    from infra.gcp.interconnect import torch_nccl_version
+
+    # tests/test_image.py holds the image build to the same pin (torch 2.13.0 declares it).
+    assert torch_nccl_version() == "2.29.7"
+    unpinned = tmp_path / "requirements-gpu.txt"
+    unpinned.write_text("torch==2.13.0\nnvidia-nccl-cu12>=2.29\n")
+    with pytest.raises(ValueError, match="pins no nvidia-nccl-cu12==X.Y.Z"):
+        torch_nccl_version(unpinned)
+
+
+def _bind_unix_socket(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    return sock
+
+
+def test_the_tcpx_sidecar_is_started_only_once_the_rxdm_serves_its_sockets(tmp_path):
+    """The startup probe's command, run for real against a folder standing in for /run/tcpx:
+    it fails while the rxdm has not bound its sockets (or a plain file has the name), and
+    passes once all three are unix sockets."""
+    from infra.catalog import Interconnect
+    from infra.gcp.interconnect import GPUDIRECT, TCPX_RXDM_SOCKETS, rxdm_sidecar
+
+    probe = rxdm_sidecar(GPUDIRECT[Interconnect.GPUDIRECT_TCPX]).startup_probe
+    assert probe.failure_threshold * probe.period_seconds == 120  # 2 minutes, as TCPXO's
+    shell, flag, script = probe.exec_.command
+    assert (shell, flag) == ("/bin/sh", "-c") and "/run/tcpx/rx_rule_manager" in script
+
+    def ready() -> bool:
+        run = subprocess.run([shell, flag, script.replace("/run/tcpx", str(tmp_path))])
+        return run.returncode == 0
+
+    assert not ready()  # the rxdm is still setting up the NICs
+    held = [_bind_unix_socket(tmp_path / name) for name in TCPX_RXDM_SOCKETS[:2]]
+    (tmp_path / TCPX_RXDM_SOCKETS[2]).write_text("")  # a file, not a socket
+    assert not ready()
+    (tmp_path / TCPX_RXDM_SOCKETS[2]).unlink()
+    held.append(_bind_unix_socket(tmp_path / TCPX_RXDM_SOCKETS[2]))
+    assert ready()
+    for sock in held:
+        sock.close()
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -945,9 +993,14 @@ def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
     assert context["allowPrivilegeEscalation"] is False
     assert context["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
     assert context["seccompProfile"] == {"type": "RuntimeDefault"}
-    # The NCCL core the installer ships is the one loaded, and the gate checks its version.
-    assert env["LD_PRELOAD"] == "/usr/local/nvidia/lib64/libnccl.so.2"
-    assert "--fabric_nccl_version=2.19.4" in " ".join(container["args"])
+    # torch's NCCL is the one loaded (no preload of the installer's). The gate checks its
+    # version for the image this program builds (tests/test_workloads.py); this run's image is
+    # the user's, whose NCCL the program cannot know.
+    assert "LD_PRELOAD" not in env
+    assert "--fabric_nccl_version" not in " ".join(container["args"])
+    assert "--fabric_gate=enforce" in container["args"]
+    assert sidecar["startupProbe"]["exec"]["command"][:2] == ["/bin/sh", "-c"]
+    assert "test -S /run/tcpx/queue_ids_by_gpu" in sidecar["startupProbe"]["exec"]["command"][2]
     namespace = a3_run.one("kubernetes:core/v1:Namespace").inputs["metadata"]["labels"]
     assert namespace["pod-security.kubernetes.io/enforce"] == "privileged"
 
@@ -972,13 +1025,13 @@ def test_a3_mega_pod_carries_the_tcpxo_sidecar_with_its_startup_probe(a3_mega_ru
     assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
     assert env["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "131072"  # the guest config checker enforces it
     assert env["NCCL_TUNER_CONFIG_PATH"].startswith(env["LD_LIBRARY_PATH"] + "/")
-    # Root as Google's TCPXO NCCL container, which adds no capability; the installer's NCCL
-    # ("qualified and supported: NCCL 2.28.7-1") preloaded and checked by the gate.
+    # Root as Google's TCPXO NCCL container, which adds no capability; torch's NCCL 2.29.7,
+    # not the installer's 2.28.7 (it lacks 8 symbols torch 2.13 links), checked by the gate.
     context = container["securityContext"]
     assert context["runAsUser"] == 0 and context["capabilities"] == {"drop": ["ALL"]}
     assert context["privileged"] is False and context["allowPrivilegeEscalation"] is False
-    assert env["LD_PRELOAD"] == f"{env['LD_LIBRARY_PATH']}/libnccl.so.2"
-    assert "--fabric_nccl_version=2.28.7" in " ".join(container["args"])
+    assert "LD_PRELOAD" not in env
+    assert "--fabric_nccl_version" not in " ".join(container["args"])  # the user's image
 
 
 @pytest.mark.parametrize("fixture", ["a3_run", "a3_mega_run"])

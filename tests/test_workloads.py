@@ -726,15 +726,18 @@ def test_other_clouds_trainers_stay_non_root(runs):
         assert context["runAsUser"] == 1000 and context["runAsNonRoot"] is True, name
 
 
-def test_the_gpudirect_gate_requires_the_nccl_the_plugin_is_qualified_with(gpudirect_runs, runs):
-    expected = {"gcp-a3": "2.19.4", "gcp-a3-mega": "2.28.7", "gcp-a3-pytorchjob": "2.19.4"}
+def test_the_gpudirect_gate_requires_torch_s_own_nccl_and_nothing_preloads_another(
+        gpudirect_runs, runs):
     for name, scenario in gpudirect_runs.items():
         flags = scenario.flags()
         assert flags["fabric_gate"] == "enforce", name
-        assert flags["fabric_nccl_version"] == expected[name], name
+        assert flags["fabric_nccl_version"] == "2.29.7", name  # infra/gcp/interconnect.py
         env = {e["name"]: e.get("value") for e in scenario.container()["env"]}
-        assert env["LD_PRELOAD"] == "/usr/local/nvidia/lib64/libnccl.so.2", name
+        assert "LD_PRELOAD" not in env, name
     assert "fabric_nccl_version" not in runs["aws"].flags()  # EFA: torch's own NCCL
+    # A user's image brings its own torch and NCCL: not checked against this image's pin.
+    own = run_workload("gcp-a3", Job(image="registry.example/team/trainer:1"))
+    assert own.flags()["fabric_gate"] == "enforce" and "fabric_nccl_version" not in own.flags()
 
 
 def test_the_gpudirect_pods_pass_checkov_but_for_the_root_they_need(gpudirect_runs, tmp_path):

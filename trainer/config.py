@@ -233,13 +233,15 @@ class TrainConfig:
         "enforce mode; 0 = no floor. Skipped on CPU.", default=0.0)
     fabric_max_nodes_left_out: int = _help(
         "Most nodes the gate may leave out (taint torchrec-cloud/unhealthy) before it fails the "
-        "job instead (FABRIC_ERROR): nodes already carrying the taint count.", default=2)
+        "job instead (FABRIC_ERROR): nodes already carrying the taint count. Bandwidth under a "
+        "floor names no node: every node of the gang is then left out.", default=2)
     fabric_rails: int = _help(
         "Fabric NICs NCCL must find on every node in enforce mode (EFA interfaces, InfiniBand "
         "HCAs), read from its INFO log; 0 = not checked.", default=0)
     fabric_nccl_version: str = _help(
-        "NCCL version (e.g. 2.19.4) every rank must have loaded in enforce mode: the one the "
-        "fabric's NCCL plugin is qualified with (GKE GPUDirect); empty = not checked.",
+        "NCCL version (e.g. 2.29.7) every rank must have loaded in enforce mode, checked "
+        "before any collective: the one torch was built with, which GKE GPUDirect's plugin "
+        "runs under; empty = not checked.",
         default="")
     fabric_gate_sizes: Optional[List[int]] = _help(
         "Comma separated message sizes in bytes for the gate's all_reduce and all_to_all "

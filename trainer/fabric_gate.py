@@ -15,8 +15,15 @@ figures are printed (and recorded in the metrics JSON lines). With ``--fabric_ga
   without API access, FABRIC_ERROR instead;
 - all_reduce or all_to_all bus bandwidth under the machine's floors (``--fabric_floor_gbps``,
   ``--fabric_all_to_all_floor_gbps``, judged at the largest size: infra/catalog.py
-  fabric_floor, each with its published source) is the fabric's, not one node's: FABRIC_ERROR;
-- either verdict only after one full retry of the measurement, so one noisy run passes.
+  fabric_floor, each with its published source) names no node: one degraded link lowers every
+  rank's figure (on 2 nodes the bad one cannot be told apart), so the gate leaves out every node
+  of the gang, within the same bound, and the gang restarts on fresh nodes; past the bound
+  (taints already on nodes count), FABRIC_ERROR;
+- either verdict only after one full retry of the measurement, so one noisy run passes;
+- a wrong NCCL (``--fabric_nccl_version``, torch's own) is judged first, before any
+  collective, and names the node: an older NCCL that lacks a symbol torch calls (ncclAlltoAll
+  in all_to_all_single under NCCL 2.19) ends a lazily bound process at that call with "symbol
+  lookup error", which names nothing (with Python's default RTLD_NOW, torch does not import).
 
 Bus bandwidth follows nccl-tests (doc/PERFORMANCE.md): all_reduce busbw = algbw * 2(n-1)/n,
 all_to_all busbw = algbw * (n-1)/n, algbw = bytes / time of the slowest rank.
@@ -410,8 +417,10 @@ class GateResult:
     attempts: int = 1
     exit_status: int = 0  # 0 (go on), NODE_LEFT_OUT or FABRIC_ERROR; set by run_fabric_gate
     left_out: List[str] = field(default_factory=list)  # nodes tainted by this run
-    expected_nccl_version: str = ""  # the NCCL the fabric's plugin is qualified with
+    expected_nccl_version: str = ""  # the NCCL every rank must have loaded (torch's own)
     nccl_versions: List[str] = field(default_factory=list)  # what the ranks loaded
+    nodes: List[str] = field(default_factory=list)  # every node of the gang, in rank order
+    measured: bool = True  # False: stopped on the NCCL check, before any collective
 
     def line(self) -> str:
         """The one log line, pass or fail."""
@@ -420,7 +429,8 @@ class GateResult:
         elif self.passed:
             status = "WARNING (report only, not enforced)"
         elif self.exit_status == NODE_LEFT_OUT:
-            status = (f"FAILED, left out node {', '.join(self.left_out)} (exit {NODE_LEFT_OUT}: "
+            status = (f"FAILED, left out node{'s' * (len(self.left_out) > 1)} "
+                      f"{', '.join(self.left_out)} (exit {NODE_LEFT_OUT}: "
                       "the gang restarts on other nodes, not counted)")
         else:
             status = f"FAILED (exit {FABRIC_ERROR}, no retry)"
@@ -435,6 +445,9 @@ class GateResult:
         size = _size(self.sizes[-1]) if self.sizes else "-"
         nccl = (f"; NCCL {'+'.join(self.nccl_versions)}" if self.nccl_versions else "") + (
             f" (expected {self.expected_nccl_version})" if self.expected_nccl_version else "")
+        if not self.measured:
+            return (f"fabric gate {status}{nccl}, checked before any collective; "
+                    f"{self.world_size} ranks; problems: {'; '.join(self.problems)}")
         text = (f"fabric gate {status}: transport {self.transport} (expected "
                 f"{self.expected_transport or 'any'}{nics}){nccl}; all_reduce busbw {_gbps(bw)} at "
                 f"{size} ({floor}); all_to_all busbw {_gbps(a2a)} ({a2a_floor}); slowest rank "
@@ -514,12 +527,9 @@ def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
             if f.transport != expected_transport:
                 node_problem(f, f"transport {f.transport or 'unknown'} is not "
                                 f"{expected_transport}")
-    if expected_nccl_version:
-        for f in by_rank:
-            if f.nccl_version != expected_nccl_version:
-                node_problem(f, f"NCCL {f.nccl_version or 'unknown'} is loaded, not "
-                                f"{expected_nccl_version}, the one the fabric's plugin is "
-                                "qualified with")
+    for f in by_rank:
+        for p in nccl_problems(f.nccl_version, expected_nccl_version):
+            node_problem(f, p)
     if expected_rails:
         for f in by_rank:
             if f.rails is not None and f.rails < expected_rails:
@@ -541,20 +551,75 @@ def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
         all_to_all_floor_gbps=all_to_all_floor_gbps,
         bad_nodes=_unique(f.node or f.host for f in bad),
         expected_nccl_version=expected_nccl_version,
-        nccl_versions=_unique(f.nccl_version for f in by_rank if f.nccl_version))
+        nccl_versions=_unique(f.nccl_version for f in by_rank if f.nccl_version),
+        nodes=_unique(f.node or f.host for f in by_rank))
+
+
+def nccl_problems(loaded: Optional[str], expected: str) -> List[str]:
+    """What is wrong with the NCCL one rank loaded ([] when nothing is expected)."""
+    if not expected or loaded == expected:
+        return []
+    return [f"NCCL {loaded or 'unknown'} is loaded, not {expected}, the one this image's torch "
+            "was built with and the fabric's plugin runs under"]
+
+
+@dataclass
+class RankNccl:
+    """One rank's NCCL, gathered before any collective."""
+
+    rank: int
+    node: str
+    version: Optional[str]
+
+
+def decide_nccl(ranks: Sequence[RankNccl], mode: str, expected: str,
+                seconds: float = 0.0) -> GateResult:
+    """The verdict on the NCCL every rank loaded, before any collective: a rank with another
+    NCCL names its node (one lacking a symbol torch calls would end the first such collective
+    with a symbol lookup error, which names nothing and counts as a failure)."""
+    by_rank = sorted(ranks, key=lambda r: r.rank)
+    problems, bad = [], []
+    for r in by_rank:
+        for p in nccl_problems(r.version, expected):
+            problems.append(f"rank {r.rank} ({r.node}): {p}")
+            bad.append(r.node)
+    return GateResult(
+        mode=mode, passed=mode != "enforce" or not problems, transport="not measured",
+        expected_transport="", floor_gbps=0.0, sizes=[], all_reduce_busbw_gbps=[],
+        all_to_all_busbw_gbps=[], world_size=len(by_rank), slowest_rank=0, slowest_host="",
+        slowest_ratio=1.0, seconds=seconds, problems=problems, bad_nodes=_unique(bad),
+        expected_nccl_version=expected,
+        nccl_versions=_unique(r.version for r in by_rank if r.version),
+        nodes=_unique(r.node for r in by_rank), measured=False)
 
 
 # --- the gate ---
+
+def _injected_log() -> Optional[str]:
+    injected = os.environ.get(TEST_NCCL_LOG_ENV)
+    if not injected:
+        return None
+    with open(injected, errors="replace") as fh:
+        return fh.read()
+
+
+def this_rank_nccl_version(device: torch.device) -> Optional[str]:
+    """The NCCL this process loaded, before any collective: torch's CUDA build links
+    libnccl.so.2 (DT_NEEDED of libtorch_cuda), so it is loaded with torch and can be asked
+    (ncclGetVersion) before the first communicator. None on CPU unless a test supplies a log."""
+    text = _injected_log()
+    if text is not None:
+        return parse_nccl_version(text)
+    return loaded_nccl_version() if device.type == "cuda" else None
+
 
 def this_rank_network(device: torch.device
                       ) -> Tuple[Optional[str], Optional[int], Optional[str]]:
     """The transport, fabric NIC count and NCCL version of this process ("gloo", None, None on
     CPU, unless a test supplies a log): the first two from its NCCL log, the version from the
     library it loaded, else from the log (which only a communicator's rank 0 writes it in)."""
-    injected = os.environ.get(TEST_NCCL_LOG_ENV)
-    if injected:
-        with open(injected, errors="replace") as fh:
-            text = fh.read()
+    text = _injected_log()
+    if text is not None:
         return parse_transport(text), parse_rails(text), parse_nccl_version(text)
     if device.type != "cuda":
         return "gloo", None, None
@@ -594,20 +659,40 @@ def _measure(cfg: "TrainConfig", ctx: "DistContext", sizes: Sequence[int],
     return result
 
 
+def nodes_to_leave_out(result: GateResult) -> List[str]:
+    """The nodes a failed verdict leaves out: those a problem of their own names, else (the
+    bandwidth under a floor, which names none) every node of the gang. A degraded link lowers
+    every rank's figure alike, so on 2 nodes the bad one cannot be told apart; fresh nodes
+    heal it without a human, and the bound (--fabric_max_nodes_left_out, taints already on
+    nodes counted) stops a fabric that is slow everywhere from draining the pool."""
+    return list(result.bad_nodes or result.nodes)
+
+
 def _leave_out(cfg: "TrainConfig", result: GateResult) -> Tuple[int, List[str], Optional[str]]:
     """Rank 0's action on a failed verdict: (exit status, nodes tainted, why not left out)."""
-    if not result.bad_nodes:
-        return FABRIC_ERROR, [], None  # the fabric's fault, not one node's
+    nodes = nodes_to_leave_out(result)
+    if not nodes:
+        return FABRIC_ERROR, [], "no node to leave out"
     api = KubeApi.from_environment()
     if api is None:
         return FABRIC_ERROR, [], "no Kubernetes API access to leave the node out"
     try:
-        tainted, refused = leave_out(api, result.bad_nodes, cfg.fabric_max_nodes_left_out)
+        tainted, refused = leave_out(api, nodes, cfg.fabric_max_nodes_left_out)
     except KubeApiError as err:
         return FABRIC_ERROR, [], f"could not taint the node: {err}"
     if refused:
         return FABRIC_ERROR, [], refused
-    return NODE_LEFT_OUT, tainted or list(result.bad_nodes), None
+    return NODE_LEFT_OUT, tainted or nodes, None
+
+
+def _check_nccl(cfg: "TrainConfig", ctx: "DistContext", start: float) -> GateResult:
+    """Every rank's loaded NCCL, gathered over the gloo control group: no NCCL call yet."""
+    mine = RankNccl(rank=ctx.rank, version=this_rank_nccl_version(ctx.device),
+                    node=os.environ.get(NODE_NAME_ENV, "") or socket.gethostname())
+    gathered: List[Optional[RankNccl]] = [None] * ctx.world_size
+    dist.all_gather_object(gathered, mine, group=ctx.control_group)
+    return decide_nccl([r for r in gathered if r is not None], cfg.fabric_gate,
+                       cfg.fabric_nccl_version, time.perf_counter() - start)
 
 
 def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
@@ -616,14 +701,18 @@ def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
     when the result has not passed."""
     start = time.perf_counter()
     sizes = list(cfg.fabric_gate_sizes or (GPU_SIZES if ctx.device.type == "cuda" else CPU_SIZES))
-    # Before NCCL's first communicator, on every rank: NCCL picks its IB ports when it starts.
-    node_problems = rdma_problems(cfg.fabric_transport)
-    gpu = gpu_problems(ctx.device.type, ctx.local_rank)
-    result = _measure(cfg, ctx, sizes, node_problems, gpu, start, attempt=1)
-    if not result.passed:  # one noisy run must not cost a node or the job
-        if ctx.rank == 0:
-            log.warning("fabric gate: %s; measuring once more", "; ".join(result.problems))
-        result = _measure(cfg, ctx, sizes, node_problems, gpu, start, attempt=2)
+    # First, with no collective yet: a wrong NCCL would crash the first one (no verdict, no retry:
+    # the library does not change).
+    result = _check_nccl(cfg, ctx, start) if cfg.fabric_nccl_version else None
+    if result is None or result.passed:
+        # Before NCCL's first communicator, on every rank: NCCL picks its IB ports when it starts.
+        node_problems = rdma_problems(cfg.fabric_transport)
+        gpu = gpu_problems(ctx.device.type, ctx.local_rank)
+        result = _measure(cfg, ctx, sizes, node_problems, gpu, start, attempt=1)
+        if not result.passed:  # one noisy run must not cost a node or the job
+            if ctx.rank == 0:
+                log.warning("fabric gate: %s; measuring once more", "; ".join(result.problems))
+            result = _measure(cfg, ctx, sizes, node_problems, gpu, start, attempt=2)
     if not result.passed:
         outcome: List[object] = [None]
         if ctx.rank == 0:  # one writer to the API; every rank then exits alike

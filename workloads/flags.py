@@ -94,7 +94,7 @@ def gate_enforced(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> 
 
 
 def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> list[str]:
-    """Enforce the machine's transport, fabric NIC count, qualified NCCL version, GPU matmul
+    """Enforce the machine's transport, fabric NIC count, NCCL version, GPU matmul
     floor and, across nodes, the all_reduce and all_to_all floors for this node count at their
     plateau size, when the stack uses its fabric; otherwise only report (CPU/gloo or sockets
     have no floor)."""
@@ -105,7 +105,9 @@ def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect)
     machine = job_pool(cluster, job).machine
     rails = cluster.interconnect.fabric_rails
     matmul = gpu_matmul_floor_tflops(machine)
-    nccl = cluster.interconnect.nccl_version
+    # The NCCL of the image this program builds; a job.image of the user's brings its own torch
+    # and NCCL, which the gate cannot know.
+    nccl = "" if job.image else cluster.interconnect.nccl_version
     flags = ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
              *([f"--fabric_rails={rails}"] if rails else []),
              *([f"--fabric_nccl_version={nccl}"] if nccl else []),

@@ -23,7 +23,7 @@ from infra.azure.identity import AKS_RBAC_CLUSTER_ADMIN, assign_role
 from infra.azure.kube_access import granted_kubeconfig
 from infra.azure.kube_login import AZURE_CLI, KubeLogin, deployer_login
 from infra.azure.interconnect import create_placement_group, interconnect_spec, uses_infiniband
-from infra.azure.netapp import create_netapp, shared_file_system
+from infra.azure.netapp import check_netapp_zones, create_netapp, shared_file_system
 from infra.azure.network import create_network
 from infra.azure.node_pools import contract_pool, create_gpu_pool, plan_pools
 from infra.azure.registry import REGISTRY_MAX_LENGTH, create_trainer_image
@@ -98,6 +98,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
             # Before anything is registered: a subscription invoke with default credentials.
             require_registered(INFINIBAND_FEATURE, "interconnect.fabric", True)
         check_pool_zones(s)  # each pool's VM size in its zones, for this subscription
+        check_netapp_zones(s)  # ANF can place the volume in the GPU zones
         prefix = args.name_prefix
         # How the Entra-only kubeconfig's kubelogin signs in: as the deployer, from the same
         # environment the azure-native provider reads; a login it cannot repeat is refused here.

@@ -1,14 +1,24 @@
-"""Azure NetApp Files: account, capacity pool and one NFSv4.1 volume in the delegated subnet."""
+"""Azure NetApp Files: account, capacity pool and one NFSv4.1 volume in the delegated subnet,
+pinned to the GPU zones, which are checked first for ANF capacity."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
-from pulumi_azure_native import netapp
+from pulumi_azure_native import authorization, netapp
 
+from infra.azure import versions
+from infra.azure.versions import ARM_ENDPOINT
 from infra.contract import NfsVolumeSource, SharedFileSystem
-from infra.settings.model import AzureNetAppFiles
+from infra.settings.errors import Problem, SettingsError
+from infra.settings.model import AzureNetAppFiles, Settings
+
+# The Microsoft.NetApp API version azure-native 3 creates the account, pool and volume with
+# ("Uses Azure REST API version 2024-09-01", pulumi_azure_native/netapp/capacity_pool_volume.py).
+API_VERSION = "2024-09-01"
 
 TIB_BYTES = 1024**4
 GIB_BYTES = 1024**3
@@ -81,6 +91,55 @@ def create_netapp(prefix: str, fs: AzureNetAppFiles, resource_group_name: pulumi
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[pool])),
     )
     return NetAppFiles(account=account, pool=pool, volume=volume, creation_token=creation_token)
+
+
+def region_info_url(subscription_id: str, location: str) -> str:
+    """NetApp Resource - Query Region Info, the call behind `az netappfiles resource
+    query-region-info` (https://learn.microsoft.com/rest/api/netapp/net-app-resource/
+    query-region-info)."""
+    return (f"{ARM_ENDPOINT}/subscriptions/{subscription_id}/providers/Microsoft.NetApp/"
+            f"locations/{location}/regionInfo?api-version={API_VERSION}")
+
+
+def available_zones(region_info: Mapping[str, Any]) -> set[str]:
+    """The logical zones where ANF can place a volume for this subscription:
+    `availabilityZoneMappings[]` entries with `isAvailable` true (none: a region without
+    zones for ANF)."""
+    return {str(m.get("availabilityZone")) for m in region_info.get("availabilityZoneMappings")
+            or [] if m.get("isAvailable") is True and m.get("availabilityZone") is not None}
+
+
+def netapp_zone_problems(settings: Settings, region_info: Mapping[str, Any]) -> list[Problem]:
+    """The volume is pinned to gpuZones, and a zone ANF cannot place it in fails its creation
+    after the cluster and pools exist (https://learn.microsoft.com/azure/azure-netapp-files/
+    manage-availability-zone-volume-placement: a VM's zone "doesn't guarantee free Azure
+    NetApp Files capacity in that zone. If no sufficient capacity is available, volume
+    creation will fail"). A zone ANF lists as available can still run short at creation: that
+    is not knowable beforehand."""
+    usable = available_zones(region_info)
+    missing = [z for z in settings.gpu_zones if z not in usable]
+    if not missing:
+        return []
+    works = ", ".join(sorted(usable)) or "none"
+    return [Problem("gpuZones", list(settings.gpu_zones),
+                    f"Azure NetApp Files cannot place the shared volume in zone(s) "
+                    f"{', '.join(missing)} of {settings.region} for this subscription; it can "
+                    f"in: {works} (`az netappfiles resource query-region-info --location "
+                    f"{settings.region}`). The volume sits next to the GPU nodes: set gpuZones to "
+                    "a zone both the GPU size and ANF can use. Nothing was created")]
+
+
+def check_netapp_zones(settings: Settings,
+                       get: Callable[[str, str], dict[str, Any]] | None = None) -> None:
+    """Refuse, before any resource, GPU zones ANF cannot place the volume in: read with the
+    ARM token and the retries of the program's other ARM GETs (infra/azure/skus.py)."""
+    fetch = get or versions._get_with_retries  # noqa: SLF001 (the shared ARM GET and its retries)
+    client = authorization.get_client_config()
+    token = authorization.get_client_token().token
+    problems = netapp_zone_problems(
+        settings, fetch(region_info_url(client.subscription_id, settings.region), token))
+    if problems:
+        raise SettingsError(problems)
 
 
 def shared_file_system(anf: NetAppFiles, fs: AzureNetAppFiles) -> SharedFileSystem:

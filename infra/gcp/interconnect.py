@@ -21,8 +21,10 @@ with the NCCL plugin installer version").
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pulumi_kubernetes as k8s
 
@@ -37,15 +39,43 @@ SOCKET_ENV = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "WARN"}
 GPU_VPC_MTU = 8244  # both blueprints: modules/network/multivpc `mtu: 8244` for the GPU VPCs
 NVIDIA_LIB64 = "/usr/local/nvidia/lib64"  # where the plugin installer's libraries appear in pods
 HOST_NVIDIA = "/home/kubernetes/bin/nvidia"  # GKE's driver directory on COS nodes
-# The NCCL core the plugin installer copies next to its plugin ("The NCCL plugin installer
-# includes NCCL core as well and it is recommended to use this NCCL core", gpudirect-tcpx and
-# gpudirect-tcpxo README.md, "Compatible NCCL version"). LD_LIBRARY_PATH alone does not make it
-# the one loaded: torch's libtorch_cuda finds the nvidia-nccl wheel's libnccl.so.2 through its
-# own RPATH, which the loader searches before LD_LIBRARY_PATH. A preloaded library with the same
-# soname is the one every later lookup of libnccl.so.2 binds to. Should the installer not have
-# run, the loader ignores the missing file (with a message) and torch's NCCL loads: the fabric
-# gate then fails the node on the version (trainer/fabric_gate.py, --fabric_nccl_version).
-QUALIFIED_NCCL = f"{NVIDIA_LIB64}/libnccl.so.2"
+# Which NCCL runs: torch's own, never the NCCL core the plugin installer copies next to its
+# plugin (gpudirect-tcpx(o) README.md "Compatible NCCL version" recommends that one: 2.19.4 for
+# TCPX v3.1.12, 2.28.7 for TCPXO v1.0.15). torch 2.13.0 is built against NCCL 2.29.7 and its
+# libtorch_cuda.so needs 46 nccl* symbols (nm -D --undefined-only, PyPI's torch-2.13.0 wheel);
+# libnccl.so.2 of nvidia-nccl-cu12 2.19.3 lacks 16 of them (ncclAlltoAll, ncclCommShrink,
+# ncclCommWindowRegister, ...) and 2.28.7 lacks 8 (ncclCommSuspend/Resume/MemStats, ncclSignal,
+# ncclPutSignal, ncclWaitSignal, ncclGetPeerDevicePointer, ncclGetLsaMultimemDevicePointer).
+# All are strong undefined symbols, and Python loads torch._C (whose dependencies bring
+# libtorch_cuda) with sys.getdlopenflags() = RTLD_NOW, which binds every one at load: with
+# either older NCCL preloaded, `import torch` fails ("undefined symbol"). Were it bound lazily,
+# the process would die with "symbol lookup error" at the first call of a missing one (under
+# 2.19 the first all_to_all: torch/csrc/cuda/nccl.cpp calls ncclAlltoAll when built against
+# NCCL >= 2.28). So neither is preloaded, on TCPX nor on TCPXO.
+# torch's libtorch_cuda finds the nvidia-nccl wheel's libnccl.so.2 through its RPATH, searched
+# before LD_LIBRARY_PATH, so LD_LIBRARY_PATH only lets NCCL dlopen Google's net plugin
+# (libnccl-net.so) and TCPXO's tuner from the installer's folder. NCCL 2.29.7 looks up net
+# plugin API v6 to v11 and tuner API v2 to v5 (the ncclNetPlugin_vN / ncclTunerPlugin_vN names
+# in its libnccl.so.2; NVIDIA/nccl ext-net/README.md "Struct versioning": a plugin exports the
+# versioned structs it implements and NCCL takes the newest it knows): the same as 2.28.7, the
+# NCCL TCPXO's plugin is qualified with, and v7, the newest 2.19 knows (v5 to v7), which the
+# TCPX plugin's network "GPUDirectTCPX_v7" implements (google/nccl-plugin-gpudirecttcpx
+# src/nccl_plugin.cc); its device-side unpack keeps NCCL_NET_DEVICE_UNPACK_VERSION 0x7, which
+# NCCL's net_device.h has not changed since 2.19. The fabric gate requires torch's NCCL on
+# every rank before any collective (trainer/fabric_gate.py, --fabric_nccl_version), and its
+# transport check fails a node whose NCCL did not load the plugin (it falls back to sockets).
+REQUIREMENTS_GPU = Path(__file__).resolve().parents[2] / "trainer" / "requirements-gpu.txt"
+
+
+def torch_nccl_version(requirements: Path = REQUIREMENTS_GPU) -> str:
+    """The NCCL the trainer image's torch runs with: the nvidia-nccl-cu12 pin of
+    trainer/requirements-gpu.txt (the image build fails unless torch declares that exact pin)."""
+    found = re.search(r"^nvidia-nccl-cu12==(\d+\.\d+\.\d+)\s*$", requirements.read_text(),
+                      re.MULTILINE)
+    if found is None:
+        raise ValueError(f"{requirements} pins no nvidia-nccl-cu12==X.Y.Z")
+    return found.group(1)
+
 
 # container-engine-accelerators gpudirect-tcpx/README.md, release "Jun 22, 2026" (plugin v3.1.12,
 # rxdm v2.0.15), "NCCL configs", as cluster-toolkit examples/gke-a3-highgpu/nccl-config.yaml
@@ -77,9 +107,9 @@ TCPX_ENV = {
     "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX": "/run/tcpx",
     "NCCL_GPUDIRECTTCPX_FORCE_ACK": "0",
     "NCCL_DEBUG": "WARN",
-    # enable-tcpx-in-workload.py (update_gpu_containers): NCCL and its plugin from the installer.
+    # enable-tcpx-in-workload.py (update_gpu_containers): the plugin from the installer's folder
+    # (its LD_PRELOAD of the installer's NCCL is left out: see torch_nccl_version above).
     "LD_LIBRARY_PATH": NVIDIA_LIB64,
-    "LD_PRELOAD": QUALIFIED_NCCL,
 }
 
 # container-engine-accelerators gpudirect-tcpxo/README.md, release "Jan 9, 2026" (plugin
@@ -112,11 +142,14 @@ TCPXO_ENV = {
     "NCCL_FASTRAK_USE_LLCM": "1",
     "NCCL_NVLS_ENABLE": "1",
     "NCCL_DEBUG": "WARN",
-    # enable-tcpxo-in-workload.py (update_gpu_containers).
+    # enable-tcpxo-in-workload.py (update_gpu_containers), without its LD_PRELOAD (above).
     "LD_LIBRARY_PATH": NVIDIA_LIB64,
-    "LD_PRELOAD": QUALIFIED_NCCL,
     "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices",
 }
+
+# The TCPX rxdm's last sockets, present once it serves the plugin (rxdm_sidecar).
+TCPX_RXDM_SOCKETS = ("rx_rule_manager", "rx_rule_uninstall", "queue_ids_by_gpu")
+TCPX_RXDM_READY = " && ".join(f"test -S /run/tcpx/{name}" for name in TCPX_RXDM_SOCKETS)
 
 GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + ("/dev/nvidiactl", "/dev/nvidia-uvm")
 
@@ -133,8 +166,9 @@ class GpuDirect:
     devices: tuple[str, ...]  # what the NRI device injector puts into the sidecar
     env: Mapping[str, str]
     # The NCCL release Google qualifies with this plugin (README.md "Compatible NCCL version",
-    # "qualified and supported"), which the fabric gate requires of the NCCL each rank loaded.
-    nccl_version: str
+    # "qualified and supported"). Recorded to track Google's releases; not the NCCL that runs
+    # (torch's, torch_nccl_version: an older one cannot serve torch 2.13).
+    qualified_nccl: str
     # What the trainer container adds to root's empty capability set: what the reference NCCL
     # container adds (interconnect_spec).
     trainer_capabilities: tuple[str, ...] = ()
@@ -155,7 +189,7 @@ GPUDIRECT: dict[Interconnect, GpuDirect] = {
         sidecar="tcpx-daemon",
         devices=GPU_DEVICES,
         env=TCPX_ENV,
-        nccl_version="2.19.4",
+        qualified_nccl="2.19.4",
         # gpudirect-tcpx/nccl-test-unprivileged-without-hostnetwork.yaml: the NCCL container
         # adds IPC_LOCK (the plugin pins the buffers it shares with the rxdm).
         trainer_capabilities=("IPC_LOCK",),
@@ -174,7 +208,7 @@ GPUDIRECT: dict[Interconnect, GpuDirect] = {
         sidecar="tcpxo-daemon",
         devices=GPU_DEVICES + ("/dev/dmabuf_import_helper",),
         env=TCPXO_ENV,
-        nccl_version="2.28.7",  # "qualified and supported: NCCL 2.28.7-1" (-1: the package)
+        qualified_nccl="2.28.7",  # "qualified and supported: NCCL 2.28.7-1" (-1: the package)
         # gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml: the NCCL container
         # adds nothing.
         # enable-tcpxo-in-workload.py add_volumes.
@@ -281,6 +315,19 @@ def rxdm_sidecar(direct: GpuDirect) -> core.ContainerArgs:
                 core.VolumeMountArgs(name="proc-sys", mount_path="/hostprocsysfs"),
             ],
             env=[core.EnvVarArgs(name="LD_LIBRARY_PATH", value=NVIDIA_LIB64)],
+            # On a native sidecar the trainer starts only once this probe passes: NCCL must not
+            # start before the rxdm serves /run/tcpx, or the plugin finds no rxdm and NCCL runs
+            # on sockets, and the gate taints a healthy node. The rxdm binds its unix sockets
+            # last, after the NIC set-up and tuning script (google/tcpgpudmarxd
+            # app/tcpgpudmarxd.cu: gpu_page_exporter->Export(), setup.sh, then
+            # rx_rule_manager.Init(), which starts "rx_rule_manager", "rx_rule_uninstall" and
+            # "queue_ids_by_gpu" under --uds_path, src/rx_rule_manager.cc). Google's TCPX
+            # references have no probe (they run the rxdm as an ordinary container beside
+            # NCCL); the budget is TCPXO's (below), 2 minutes.
+            startup_probe=core.ProbeArgs(
+                exec_=core.ExecActionArgs(command=["/bin/sh", "-c", TCPX_RXDM_READY]),
+                initial_delay_seconds=1, period_seconds=5, timeout_seconds=1,
+                success_threshold=1, failure_threshold=24),
         )
     return core.ContainerArgs(
         name=direct.sidecar,
@@ -346,5 +393,5 @@ def interconnect_spec(gpu: Machine, fabric: bool) -> InterconnectSpec:
         capabilities=direct.trainer_capabilities,
         privileged_pod_security=True,
         trainer_runs_as_root=True,
-        nccl_version=direct.nccl_version,
+        nccl_version=torch_nccl_version(),
     )

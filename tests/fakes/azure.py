@@ -271,9 +271,24 @@ RESOURCE_SKUS: list[dict[str, Any]] = [
 SKU_REQUESTS: list[str] = []  # every Resource SKUs request
 
 
+def region_info(available: list[str], unavailable: list[str] = ()  # type: ignore[assignment]
+                ) -> dict[str, Any]:
+    """ANF's Query Region Info answer (Microsoft.NetApp 2024-09-01, RegionInfo): the logical
+    zones and whether ANF can place a volume in each for this subscription."""
+    return {"storageToNetworkProximity": "T2",
+            "availabilityZoneMappings": [
+                *({"availabilityZone": z, "isAvailable": True} for z in available),
+                *({"availabilityZone": z, "isAvailable": False} for z in unavailable)]}
+
+
+# ANF in the stack's region (tests replace it): every zone available.
+NETAPP_REGION_INFO: dict[str, Any] = region_info(["1", "2", "3"])
+NETAPP_REQUESTS: list[str] = []  # every Query Region Info request
+
+
 def arm_get(url: str, token: str) -> dict[str, Any]:
     """Stands in for the program's ARM GETs (infra/azure/versions.get_json): AKS's version
-    listing and the Resource SKUs list, both with the ARM-audience token."""
+    listing, the Resource SKUs list and ANF's region info, all with the ARM-audience token."""
     if token != ENTRA_ACCESS_TOKEN:
         raise AssertionError(f"ARM request {url} without the ARM-audience token")
     if "/kubernetesVersions?api-version=" in url:
@@ -282,6 +297,9 @@ def arm_get(url: str, token: str) -> dict[str, Any]:
     if "/providers/Microsoft.Compute/skus?" in url and "api-version=2021-07-01" in url:
         SKU_REQUESTS.append(url)
         return {"value": RESOURCE_SKUS}
+    if "/providers/Microsoft.NetApp/locations/" in url and "/regionInfo?api-version=" in url:
+        NETAPP_REQUESTS.append(url)
+        return NETAPP_REGION_INFO
     raise AssertionError(f"unexpected ARM request {url}")
 
 

@@ -4,6 +4,7 @@ and on 2 CPU processes (gloo) it reports, or fails the job with FABRIC_ERROR and
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -320,7 +321,7 @@ def test_a_node_s_rdma_problem_fails_an_enforced_gate_naming_rank_and_host():
     assert decide(figures, [1 << 20], "report", "ib", 0.0).passed  # report mode only warns
 
 
-# --- the NCCL the fabric's plugin is qualified with (GKE GPUDirect) ---
+# --- the NCCL every rank must have loaded: torch's own (GKE GPUDirect) ---
 
 def test_the_nccl_version_is_read_from_a_real_log_and_the_code_ncclgetversion_returns():
     from trainer.fabric_gate import nccl_version_from_code, parse_nccl_version
@@ -337,19 +338,35 @@ def test_the_nccl_version_is_read_from_a_real_log_and_the_code_ncclgetversion_re
 
 def test_a_rank_on_another_nccl_fails_enforce_by_node_and_an_unknown_one_too():
     figures = _figures(transport="tcpx")
-    figures[0].nccl_version, figures[1].nccl_version = "2.19.4", "2.29.7"
-    result = decide(figures, [1 << 20], "enforce", "tcpx", 0.0, expected_nccl_version="2.19.4")
+    figures[0].nccl_version, figures[1].nccl_version = "2.29.7", "2.19.4"
+    result = decide(figures, [1 << 20], "enforce", "tcpx", 0.0, expected_nccl_version="2.29.7")
     assert not result.passed and result.bad_nodes == ["node-1"]
-    assert ("rank 1 (node-1): NCCL 2.29.7 is loaded, not 2.19.4, the one the fabric's plugin "
-            "is qualified with") in result.problems
-    assert "; NCCL 2.19.4+2.29.7 (expected 2.19.4);" in result.line()
-    figures[1].nccl_version = None  # the preload did not happen and no version was readable
+    assert ("rank 1 (node-1): NCCL 2.19.4 is loaded, not 2.29.7, the one this image's torch "
+            "was built with and the fabric's plugin runs under") in result.problems
+    assert "; NCCL 2.29.7+2.19.4 (expected 2.29.7);" in result.line()
+    figures[1].nccl_version = None  # no version was readable
     assert "rank 1 (node-1): NCCL unknown is loaded" in decide(
-        figures, [1 << 20], "enforce", "tcpx", 0.0, expected_nccl_version="2.19.4").problems[0]
-    figures[1].nccl_version = "2.19.4"
+        figures, [1 << 20], "enforce", "tcpx", 0.0, expected_nccl_version="2.29.7").problems[0]
+    figures[1].nccl_version = "2.29.7"
     assert decide(figures, [1 << 20], "enforce", "tcpx", 0.0,
-                  expected_nccl_version="2.19.4").passed
+                  expected_nccl_version="2.29.7").passed
     assert decide(_figures(), [1 << 20], "enforce", "efa", 0.0).passed  # not asked: not checked
+
+
+def test_the_nccl_verdict_before_any_collective_names_the_node_of_each_wrong_rank():
+    from trainer.fabric_gate import RankNccl, decide_nccl
+
+    ranks = [RankNccl(rank=r, node=f"node-{r // 8}", version="2.29.7") for r in range(16)]
+    assert decide_nccl(ranks, "enforce", "2.29.7").passed
+    ranks[11].version = "2.19.4"  # a preload of the installer's NCCL on node-1
+    result = decide_nccl(ranks, "enforce", "2.29.7")
+    assert not result.passed and result.bad_nodes == ["node-1"] and not result.measured
+    assert result.nodes == ["node-0", "node-1"]
+    assert result.line() == (
+        "fabric gate FAILED (exit 3, no retry); NCCL 2.29.7+2.19.4 (expected 2.29.7), checked "
+        "before any collective; 16 ranks; problems: rank 11 (node-1): NCCL 2.19.4 is loaded, "
+        "not 2.29.7, the one this image's torch was built with and the fabric's plugin runs under")
+    assert decide_nccl(ranks, "report", "2.29.7").passed  # report mode only warns
 
 
 def test_an_nccl_log_of_another_version_fails_the_gate_through_the_launcher():
@@ -358,8 +375,10 @@ def test_an_nccl_log_of_another_version_fails_the_gate_through_the_launcher():
                    {TEST_NCCL_LOG_ENV: str(log)})
     assert proc.returncode == FABRIC_ERROR, proc.stderr[-3000:]
     [line] = _gate_lines(proc)
-    assert "NCCL 2.19.3 (expected 2.19.4)" in line
+    assert "NCCL 2.19.3 (expected 2.19.4), checked before any collective" in line
     assert "NCCL 2.19.3 is loaded, not 2.19.4" in line
+    assert "busbw" not in line  # nothing measured: no collective ran
+    assert "not left out: no Kubernetes API access" in line
 
 
 def test_a_malformed_nccl_version_is_refused_naming_the_flag(capsys):
@@ -374,10 +393,15 @@ def test_a_malformed_nccl_version_is_refused_naming_the_flag(capsys):
 
 
 LIBNCCL_STUB = "int ncclGetVersion(int *version) { *version = %d; return 0; }\n"
+# NCCL >= 2.28 exports ncclAlltoAll; 2.19 (Google's TCPX NCCL) does not.
+ALLTOALL_STUB = "int ncclAlltoAll(void) { return 0; }\n"
 # Stands in for libtorch_cuda.so: it needs libnccl.so.2 (DT_NEEDED, a soname, no path) and finds
-# it through its own RPATH, as torch's wheel finds the nvidia-nccl wheel's copy.
-LIBTORCH_STUB = ("int ncclGetVersion(int *version);\n"
-                 "int torch_nccl_version(void) { int v = 0; ncclGetVersion(&v); return v; }\n")
+# it through its own RPATH, as torch's wheel finds the nvidia-nccl wheel's copy; like torch built
+# against NCCL >= 2.28 (torch/csrc/cuda/nccl.cpp all2all_single_equal_split) it calls
+# ncclAlltoAll, bound lazily at the first call.
+LIBTORCH_STUB = ("int ncclGetVersion(int *version);\nint ncclAlltoAll(void);\n"
+                 "int torch_nccl_version(void) { int v = 0; ncclGetVersion(&v); return v; }\n"
+                 "int torch_all_to_all(void) { return ncclAlltoAll(); }\n")
 
 
 def _cc(tmp_path: Path, source: str, out: Path, *flags: str) -> Path:
@@ -388,31 +412,42 @@ def _cc(tmp_path: Path, source: str, out: Path, *flags: str) -> Path:
     return out
 
 
-def test_the_preloaded_nccl_is_the_one_torch_binds_to_and_the_gate_reads(tmp_path):
-    """What the A3 pod's LD_PRELOAD does, with stand-in libraries: a library that needs
-    libnccl.so.2 through its RPATH (torch) binds to the preloaded copy (the installer's), while
-    LD_LIBRARY_PATH alone loses to the RPATH; the gate reads the loaded library's version."""
+def test_why_a3_preloads_no_nccl_torch_s_own_loads_and_the_gate_reads_it(tmp_path):
+    """With stand-in libraries: a library that needs libnccl.so.2 through its RPATH (torch)
+    binds to torch's own copy even with the installer's folder on LD_LIBRARY_PATH (where the A3
+    pod puts it, for the net plugin). A preloaded older copy (Google's 2.19.4, which the pod
+    no longer preloads) wins, and lacks a symbol torch calls: loaded as Python loads torch._C
+    (sys.getdlopenflags(), RTLD_NOW: every symbol bound at load), torch fails to import;
+    bound lazily, the process dies at the first all_to_all with a symbol lookup error."""
     installer = _cc(tmp_path, LIBNCCL_STUB % 21904, tmp_path / "installer" / "libnccl.so.2",
                     "-Wl,-soname,libnccl.so.2")  # 2.19.4, as /usr/local/nvidia/lib64 holds
-    wheel = _cc(tmp_path, LIBNCCL_STUB % 22907, tmp_path / "wheel" / "libnccl.so.2",
-                "-Wl,-soname,libnccl.so.2")  # 2.29.7, torch's own
+    wheel = _cc(tmp_path, LIBNCCL_STUB % 22907 + ALLTOALL_STUB,
+                tmp_path / "wheel" / "libnccl.so.2", "-Wl,-soname,libnccl.so.2")  # 2.29.7
     torch_lib = _cc(tmp_path, LIBTORCH_STUB, tmp_path / "torch" / "libtorch_stub.so",
                     f"-L{wheel.parent}", "-l:libnccl.so.2", f"-Wl,-rpath,{wheel.parent}",
                     "-Wl,--disable-new-dtags")  # DT_RPATH: searched before LD_LIBRARY_PATH
-    probe = ("import ctypes, sys; torch = ctypes.CDLL(sys.argv[1]); "
-             "from trainer.fabric_gate import loaded_nccl_version; "
-             "print(torch.torch_nccl_version(), loaded_nccl_version())")
+    load = "import ctypes, os, sys; torch = ctypes.CDLL(sys.argv[1], mode=int(sys.argv[2])); "
+    probe = load + ("from trainer.fabric_gate import loaded_nccl_version; "
+                    "print(torch.torch_nccl_version(), loaded_nccl_version(), flush=True); "
+                    "print(torch.torch_all_to_all())")
 
-    def run(extra: dict) -> str:
-        return subprocess.run([sys.executable, "-c", probe, str(torch_lib)], cwd=REPO,
-                              capture_output=True, text=True, env={**env(), **extra},
-                              check=True).stdout.strip()
+    def run(extra: dict, mode: int = sys.getdlopenflags()) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", probe, str(torch_lib), str(mode)], cwd=REPO,
+                              capture_output=True, text=True, env={**env(), **extra})
 
-    assert run({}) == "22907 2.29.7"  # torch's own NCCL
-    assert run({"LD_LIBRARY_PATH": str(installer.parent)}) == "22907 2.29.7"  # RPATH wins
-    assert run({"LD_PRELOAD": str(installer)}) == "21904 2.19.4"  # the preload wins
-    # A missing preload is ignored by the loader: torch's NCCL loads, and the gate sees that.
-    assert run({"LD_PRELOAD": str(tmp_path / "absent" / "libnccl.so.2")}) == "22907 2.29.7"
+    assert run({}).stdout.split() == ["22907", "2.29.7", "0"]  # torch's own NCCL
+    in_pod = run({"LD_LIBRARY_PATH": str(installer.parent)})  # as the A3 pod sets it
+    assert in_pod.stdout.split() == ["22907", "2.29.7", "0"]  # RPATH wins
+    # A preload of the installer's 2.19.4: torch (RTLD_NOW, as Python imports torch._C) does
+    # not load at all ...
+    preloaded = run({"LD_PRELOAD": str(installer)})
+    assert preloaded.returncode == 1 and "undefined symbol: ncclAlltoAll" in preloaded.stderr
+    # ... and bound lazily, it loads, reads 2.19.4, and dies at the first all_to_all (exit 127,
+    # the loader's): hence the gate's version check before any collective.
+    lazy = run({"LD_PRELOAD": str(installer)}, mode=os.RTLD_LAZY)
+    assert lazy.stdout.split() == ["21904", "2.19.4"]
+    assert lazy.returncode == 127 and "symbol lookup error" in lazy.stderr
+    assert "undefined symbol: ncclAlltoAll" in lazy.stderr
     # No NCCL in the process at all (CPU): nothing to report.
     assert subprocess.run([sys.executable, "-c", "from trainer.fabric_gate import "
                            "loaded_nccl_version; print(loaded_nccl_version())"], cwd=REPO,

@@ -21,7 +21,7 @@ from infra.catalog import (GIB, MACHINES, PUBLISHED_BUSBW, Cloud, Interconnect,
                            all_to_all_bound_gbps, machine)
 from tests.gang import job_failure, jobset_action
 from tests.trainer.helpers import REPO, TINY, env
-from trainer.exit_codes import NODE_LEFT_OUT, RESUME
+from trainer.exit_codes import FABRIC_ERROR, NODE_LEFT_OUT, RESUME
 from trainer.fabric_gate import (TEST_DELAY_ENV, RankFigures, decide,
                                  parse_transport, seconds_for_busbw)
 from trainer.gpu_health import GpuReadings, judge_gpu
@@ -205,6 +205,86 @@ def test_a_slow_rank_s_node_is_tainted_and_every_rank_exits_node_left_out(fake_a
     assert sum(r[0] == "PATCH" for r in fake_api.requests) == 1  # rank 0 alone writes
     line = next(l for l in proc.stderr.splitlines() if "fabric gate FAILED" in l)
     assert "left out node gpu-a (exit 200" in line and "rank 1 (gpu-a):" in line
+
+
+def _two_node_gang(api_url: str, nodes: tuple[str, str], *args: str
+                   ) -> list[subprocess.CompletedProcess]:
+    """A 2-node gang as the JobSet runs it: two launchers (one rank each, c10d rendezvous),
+    each told its node by NODE_NAME (spec.nodeName), the fake API server for both."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "trainer.launch", "--nnodes=2", "--nproc_per_node=1",
+         "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
+         "--rdzv_id=gang", "-m", "trainer", *TINY, "--fabric_gate", "enforce", *args],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**env(), API_ENV: api_url, "NODE_NAME": node})
+        for node in nodes]
+    done = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=180)
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return done
+
+
+def _slow_rank_named(gang: list[subprocess.CompletedProcess]) -> bool:
+    """The shared test machine's scheduler can make one CPU rank's matmul 1.5x slower than its
+    peer's: the gate then rightly names that node (a node's problem), which is another case."""
+    return any("slower than the others' median" in p.stderr for p in gang)
+
+
+def _gang_under_the_floor(api: FakeApi, nodes: tuple[str, str], *args: str
+                          ) -> list[subprocess.CompletedProcess]:
+    for _ in range(3):
+        api.requests.clear()
+        gang = _two_node_gang(api.url, nodes, "--fabric_floor_gbps", "100000", *args)
+        if not _slow_rank_named(gang):
+            return gang
+        for name in nodes:  # undo what the slow-rank verdict did; measure again
+            api.nodes[name] = _node(name)
+    pytest.fail("every run named a slow rank")
+
+
+def test_bandwidth_under_the_floor_leaves_out_the_whole_2_node_gang_within_the_bound(fake_api):
+    """A degraded link lowers every rank's bus bandwidth alike: no node is named, so the gate
+    leaves out both nodes (the gang restarts on fresh ones, not counted); once that would
+    make more than --fabric_max_nodes_left_out nodes tainted (taints already on nodes count),
+    it fails the job for good instead."""
+    fake_api.nodes.update({"gpu-c": _node("gpu-c"), "gpu-d": _node("gpu-d")})
+    bound = ("--fabric_max_nodes_left_out", "2")
+    gang = _gang_under_the_floor(fake_api, ("gpu-a", "gpu-b"), *bound)
+    assert [p.returncode for p in gang] == [NODE_LEFT_OUT] * 2, gang[0].stderr[-3000:]
+    patched = sorted(r[1] for r in fake_api.requests if r[0] == "PATCH")
+    assert patched == ["/api/v1/nodes/gpu-a", "/api/v1/nodes/gpu-b"]  # rank 0 taints both
+    assert [n for n, node in fake_api.nodes.items()
+            if any(t["key"] == TAINT_KEY for t in node["spec"]["taints"])] == ["gpu-a", "gpu-b"]
+    for pod in gang:  # each pod's log says why it stopped
+        line = next(l for l in pod.stderr.splitlines() if "fabric gate FAILED" in l)
+        assert "left out nodes gpu-a, gpu-b (exit 200" in line
+        assert "all_reduce busbw" in line and "under the floor 100000 GB/s" in line
+
+    # The restarted gang lands on fresh nodes (the taints keep it off the first two) and the
+    # fabric is still slow: 2 more would make 4 left out, over the bound: FABRIC_ERROR.
+    again = _gang_under_the_floor(fake_api, ("gpu-c", "gpu-d"), *bound)
+    assert [p.returncode for p in again] == [FABRIC_ERROR] * 2, again[0].stderr[-3000:]
+    assert not any(r[0] == "PATCH" for r in fake_api.requests)
+    line = next(l for l in again[0].stderr.splitlines() if "fabric gate FAILED" in l)
+    assert "FAILED (exit 3, no retry)" in line
+    assert ("not left out: leaving out gpu-c, gpu-d would make 4 nodes left out (already: "
+            "gpu-a, gpu-b), more than --fabric_max_nodes_left_out=2") in line
+
+
+def test_a_node_named_by_its_own_problem_is_the_only_one_left_out():
+    from trainer.fabric_gate import nodes_to_leave_out
+
+    figures = _run("ib_sharp_ibext_nccl_1357.log", 200, 50, 8 * GIB)
+    figures[9].gpu_problems = ["GPU 1: 2 uncorrected ECC errors"]
+    sick = decide(figures, [8 * GIB], "enforce", "ib", 180.0)
+    assert nodes_to_leave_out(sick) == ["node-1"]
+    slow = decide(_run("ib_sharp_ibext_nccl_1357.log", 90, 50, 8 * GIB), [8 * GIB], "enforce",
+                  "ib", 180.0)
+    assert slow.bad_nodes == [] and nodes_to_leave_out(slow) == ["node-0", "node-1"]
 
 
 # --- the job's rules: restart elsewhere, not counted ---
