@@ -9,9 +9,10 @@ must agree.
 Under `faketime DATE`, libfaketime is preloaded into pytest. It also breaks timed waits inside
 the process (observed with libfaketime 0.9.10: `threading.Condition.wait(0.3)` never returns,
 and with FAKETIME_DONT_FAKE_MONOTONIC=1 `time.sleep` raises EINVAL), which hung the in-process
-trainer tests. So pytest restarts itself once without it and keeps the faked date the
-Python way (time-machine, SUITE_DAY_ENV): every date the suite reads is still DATE, waits work,
-and the processes tests start run on the operating system's clock, as a pod does.
+trainer tests; and a faked date inside pytest but not in the processes a test starts set a
+heartbeat written here against a shell's `date` there (observed). So pytest restarts itself
+once without it: whatever DATE is, the program's tests run on PINNED_DAY and the real
+processes on the host's clock, as on any other day (the header names DATE).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not any(FAKETIME_LIBRARY in lib for lib in preload):
         return
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKETIME")}
-    env[SUITE_DAY_ENV] = datetime.now(timezone.utc).isoformat()  # libfaketime's date
+    env[SUITE_DAY_ENV] = datetime.now(timezone.utc).isoformat()  # the date libfaketime gave
     kept = [lib for lib in preload if lib and FAKETIME_LIBRARY not in lib]
     if kept:
         env["LD_PRELOAD"] = ":".join(kept)
@@ -50,15 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def suite_day() -> Iterator[None]:
-    """The whole run on the date `faketime` asked for (the clock ticks on from there)."""
+def pytest_report_header(config: pytest.Config) -> str | None:
     day = os.environ.get(SUITE_DAY_ENV)
-    if day is None:
-        yield
-        return
-    with time_machine.travel(datetime.fromisoformat(day), tick=True):
-        yield
+    return (f"faketime gave {day}: restarted without libfaketime; program tests on "
+            f"{PINNED_DAY.date()}, real processes on the host clock") if day else None
 
 
 def _uses_real_clock(request: pytest.FixtureRequest) -> bool:
