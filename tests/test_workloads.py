@@ -951,3 +951,18 @@ def test_the_rendezvous_outwaits_every_machines_cold_start() -> None:
 
     slowest = max(m.node_ready_minutes for m in MACHINES if m.gpu_count)
     assert slowest * 60 < RENDEZVOUS_JOIN_TIMEOUT_SECONDS, slowest
+
+
+def test_the_planner_is_given_the_machines_bandwidths_from_the_catalog() -> None:
+    """torchrec's planner costs a plan with the machine's own HBM, NVLink and network figures,
+    not its defaults (12.5 GB/s between hosts), and a user cannot override them by accident."""
+    from infra.catalog import gpu_hbm_gb_s, inter_host_gb_s_per_gpu
+    from workloads.flags import STACK_OWNED
+
+    scenario = run_workload("aws", Job())
+    args = scenario.container()["args"]
+    machine = scenario.cluster.contract.gpu_pools[Job().pool.value].machine
+    assert f"--inter_host_gb_per_sec={inter_host_gb_s_per_gpu(machine):g}" in args
+    if gpu_hbm_gb_s(machine):
+        assert f"--hbm_gb_per_sec={gpu_hbm_gb_s(machine):g}" in args
+    assert {"hbm_gb_per_sec", "intra_host_gb_per_sec", "inter_host_gb_per_sec"} <= set(STACK_OWNED)

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 
 import pulumi
 
-from infra.catalog import Interconnect as FabricKind, gpu_matmul_floor_tflops
+from infra.catalog import (Interconnect as FabricKind, gpu_hbm_gb_s, gpu_matmul_floor_tflops,
+                           gpu_nvlink_gb_s, inter_host_gb_s_per_gpu)
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
@@ -23,7 +24,8 @@ STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                "dataset_path", "metrics_file", "tensorboard_dir", "fabric_gate",
                "fabric_transport", "fabric_floor_gbps", "fabric_all_to_all_floor_gbps",
                "fabric_gate_sizes", "fabric_rails", "fabric_nccl_version",
-               "gpu_matmul_floor_tflops")
+               "gpu_matmul_floor_tflops", "hbm_gb_per_sec", "intra_host_gb_per_sec",
+               "inter_host_gb_per_sec")
 # The gate's message sizes below its judged plateau size: latency-bound and mid sizes, reported.
 GATE_SMALLER_SIZES = (1 << 20, 128 << 20)
 
@@ -87,6 +89,17 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
     return flags
 
 
+def planner_flags(cluster: GpuCluster, job: Job) -> list[str]:
+    """The machine's bandwidths for torchrec's sharding planner (trainer/planning.py), from the
+    catalog: HBM and NVLink per GPU where known, the network between nodes per GPU. Without
+    them the planner costs every machine at its defaults (e.g. 12.5 GB/s between hosts)."""
+    machine = job_pool(cluster, job).machine
+    hbm, nvlink = gpu_hbm_gb_s(machine), gpu_nvlink_gb_s(machine)
+    return [f"--inter_host_gb_per_sec={inter_host_gb_s_per_gpu(machine):g}",
+            *([f"--hbm_gb_per_sec={hbm:g}"] if hbm else []),
+            *([f"--intra_host_gb_per_sec={nvlink:g}"] if nvlink else [])]
+
+
 def gate_enforced(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> bool:
     """Whether the gate enforces (and so may leave a node out): the fabric is used."""
     return (interconnect.gate and interconnect.fabric
@@ -127,4 +140,5 @@ def trainer_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, datas
     """User flags first, then the stack's (argparse keeps the last value of a repeated flag)."""
     return [*user_flags(job.trainer_args),
             *stack_flags(cluster, job, checkpoints, dataset, budget, save_estimate),
+            *planner_flags(cluster, job),
             *fabric_gate_flags(cluster, job, interconnect)]
