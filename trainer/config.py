@@ -75,7 +75,10 @@ class TrainConfig:
         "Replicate (data-parallel) every table whose fp32 weights are at most this many MB; the "
         "planner places the others table-, row- or table-row-wise. A size rule, not the world "
         "size, decides, so a checkpoint resumes on any world size: keep it the same across "
-        "resumes. 0 = shard every table.", default=DATA_PARALLEL_MAX_MB)
+        "resumes. 0 (the default) = shard every table: on few ranks or CPUs a replicated table "
+        "costs an all-reduce of its whole gradient every step; --recipe mlperf sets "
+        f"{DATA_PARALLEL_MAX_MB:g}, the split torchrec's planner chooses for its tables.",
+        default=0.0)
     embedding_comm_forward_precision: str = _help(
         "Precision of the embeddings' forward all-to-all (torchrec qcomm codecs); MLPerf "
         "DLRM-DCNv2 submissions use fp16.", default="fp32", meta={"choices": COMM_PRECISIONS})

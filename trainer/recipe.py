@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from trainer.sizing import DATA_PARALLEL_MAX_MB
+
 MLPERF_GLOBAL_BATCH = 65536
 # Criteo 1TB multi-hot tables, ids capped at 40M rows (README.MD, the run script).
 MLPERF_TABLE_SIZES = [40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956,
@@ -58,6 +60,9 @@ RECIPES: Dict[str, Dict[str, Any]] = {
         "evals_per_epoch": MLPERF_EVALS_PER_EPOCH,
         "eval_batches": -1,
         "validation_auroc": MLPERF_TARGET_AUC,
+        # Not the reference's: our world-size-free sharding rule (trainer/sizing.py), set so
+        # the plan is the one torchrec's planner picks for these tables (python -m trainer.plan).
+        "data_parallel_max_mb": DATA_PARALLEL_MAX_MB,
     },
 }
 

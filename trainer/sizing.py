@@ -41,7 +41,7 @@ CRITEO_1TB_TRAIN_SAMPLES = 4_195_197_692
 # Not higher: a replicated table's Adagrad state is full size (a sharded one's is a value per
 # row), so the stacks' default 100,000-row tables (51 MB) stay sharded and their checkpoint
 # keeps fitting a 30 s spot notice on a shared file system (tests/test_settings.py).
-DATA_PARALLEL_MAX_MB = 32.0
+DATA_PARALLEL_MAX_MB = 32.0  # what --recipe mlperf and the advisor use; the trainer's default is 0
 
 
 @dataclass(frozen=True)
