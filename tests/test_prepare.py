@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from trainer.exit_codes import RESUME
+
 from infra.catalog import Cloud, machine
 from infra.settings import SettingsError, settings_from_mapping
 from infra.settings.model import (Checkpoints, Dataset, DatasetPrepare, Job, JobKind,
@@ -475,7 +477,9 @@ def test_the_rendered_wait_fails_with_config_error_on_this_run_s_recorded_failur
     assert any("--source=s3://x: not found" in line for line in lines)
 
 
-def test_the_rendered_wait_fails_when_this_run_s_heartbeat_falls_silent(runs, tmp_path):
+def test_the_rendered_wait_resumes_when_this_run_s_heartbeat_falls_silent(runs, tmp_path):
+    """A silent preparation (its pod killed, or waiting for a node after a spot reclaim) is
+    capacity trouble: the gang restarts uncounted (RESUME) and waits again."""
     run_id = run_id_of(runs["aws"])
     beat = tmp_path / "prepare-heartbeat.json"
     beat.write_text(json.dumps({"run_id": run_id}))
@@ -485,13 +489,14 @@ def test_the_rendered_wait_fails_when_this_run_s_heartbeat_falls_silent(runs, tm
     an_hour_ago = time.time() - 3600
     os.utime(beat, (an_hour_ago, an_hour_ago))  # killed an hour ago without a word
     code, lines = finish(process)
-    assert code == 2 and "has been silent for" in lines[-1], lines
+    assert code == RESUME and "has been silent for" in lines[-1], lines
 
 
-def test_the_rendered_wait_fails_when_this_run_never_starts(runs, tmp_path):
+def test_the_rendered_wait_resumes_when_this_run_never_starts(runs, tmp_path):
+    """A preparation pod with no node (quota, a stock-out) is not a configuration error."""
     (tmp_path / "prepare-heartbeat.json").write_text(json.dumps({"run_id": "an-earlier-run"}))
     code, lines = finish(start_wait(runs["aws"], tmp_path, first=1, poll="0.2"))
-    assert code == 2 and "has not started after" in lines[-1], lines
+    assert code == RESUME and "has not started after" in lines[-1], lines
     assert "kubectl -n torchrec describe pods -l app.kubernetes.io/instance=dlrm," in lines[-1]
 
 

@@ -25,7 +25,7 @@ STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                "fabric_transport", "fabric_floor_gbps", "fabric_all_to_all_floor_gbps",
                "fabric_gate_sizes", "fabric_rails", "fabric_nccl_version",
                "gpu_matmul_floor_tflops", "hbm_gb_per_sec", "intra_host_gb_per_sec",
-               "inter_host_gb_per_sec")
+               "inter_host_gb_per_sec", "fabric_max_nodes_left_out")
 # The gate's message sizes below its judged plateau size: latency-bound and mid sizes, reported.
 GATE_SMALLER_SIZES = (1 << 20, 128 << 20)
 
@@ -121,7 +121,10 @@ def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect)
     # The NCCL of the image this program builds; a job.image of the user's brings its own torch
     # and NCCL, which the gate cannot know.
     nccl = "" if job.image else cluster.interconnect.nccl_version
+    # When bandwidth misses the floor and no node stands out, the gate leaves out the whole
+    # gang: the bound must allow that, or a 3+ node gang would fail for good at once.
     flags = ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
+             f"--fabric_max_nodes_left_out={max(2, job.nodes)}",
              *([f"--fabric_rails={rails}"] if rails else []),
              *([f"--fabric_nccl_version={nccl}"] if nccl else []),
              *([f"--gpu_matmul_floor_tflops={matmul:g}"] if matmul else [])]

@@ -28,8 +28,8 @@ What it does here (Kueue v0.19.2, config.kueue.x-k8s.io/v1beta2 and kueue.x-k8s.
 - no requeue bound by default: `backoffLimitCount` null means "the workloads will repeatedly
   and endless re-queueing" (apis/config/v1beta2/configuration_types.go RequeuingStrategy).
   A bound would be a bound on the job's life, not on one shortage: Kueue counts requeues in
-  `.status.requeueState.count` and resets it only when a deactivated Workload is reactivated
-  (pkg/controller/core/workload_controller.go, the inactive branch clears RequeueState;
+  `.status.requeueState.count` and clears it only when the Workload is deactivated, so a
+  resumed one starts afresh (pkg/controller/core/workload_controller.go, the inactive branch;
   site concepts/workload.md "Exponential Backoff Requeueing"), never when the gang becomes
   Ready, so spot reclaims over a multi-day run add up. job.spotShortage.maxWaitMinutes, when
   set, is turned into such a count; past it the Workload is deactivated (`.spec.active:

@@ -48,7 +48,7 @@ from infra.settings.model import (Dataset, DatasetPrepare, Job, MultiHotMode, No
                                   PreparePool)
 from trainer.data.layout import LAYOUT_FILE  # written last by trainer.prepare: present = complete
 from trainer.prepare.status import FAILED_FILE, HEARTBEAT_FILE, HEARTBEAT_SECONDS, RUN_ID_ENV
-from trainer.exit_codes import CONFIG_ERROR
+from trainer.exit_codes import CONFIG_ERROR, RESUME
 from workloads.names import JobNames
 from workloads.pod import (RUN_AS, SHARED_VOLUME, folder_preparer, job_pool, node_affinity,
                            tolerations)
@@ -76,7 +76,10 @@ CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 # every HEARTBEAT_SECONDS). The wait fails when this run's heartbeat has been silent for
 # HEARTBEAT_STALE_SECONDS (room for a pod retry's backoff and a node scale-up) or has not
 # appeared FIRST_HEARTBEAT_SECONDS after the wait began (room for a GPU node's scale-up and the
-# image pull), instead of holding the GPU nodes until the Job's deadline.
+# image pull), instead of holding the GPU nodes until the Job's deadline. Those two end the
+# wait with RESUME, not counted: a preparation pod with no node (quota, a stock-out, a spot
+# reclaim) is capacity trouble, not a configuration error, and the gang waits again (Kueue).
+# Only this run's recorded failure (prepare-failed.json) is final: CONFIG_ERROR.
 HEARTBEAT_STALE_SECONDS = 30 * 60
 FIRST_HEARTBEAT_SECONDS = 60 * 60
 # The preparation is resumable and saves nothing on SIGTERM; python as PID 1 ignores SIGTERM,
@@ -277,11 +280,11 @@ while :; do
     silent=$(( now - $(date -r "$beat" +%%s) ))
     if [ "$silent" -ge "$stale" ]; then
       echo "dataset preparation $run has been silent for $silent s: killed (out of memory?) \
-or past dataset.prepare.deadlineHours; its log: %(logs)s"; exit %(fail)d
+or past dataset.prepare.deadlineHours; its log: %(logs)s"; exit %(again)d
     fi
   elif [ "$waited" -ge "$first" ]; then
     echo "dataset preparation $run has not started after $waited s: its pod is pending or \
-fails before it runs (%(describe)s); its log: %(logs)s"; exit %(fail)d
+fails before it runs (%(describe)s); its log: %(logs)s"; exit %(again)d
   fi
   echo "waiting for $layout: dataset preparation running, waited $waited s; its progress: %(logs)s"
   sleep "$every" & wait $!
@@ -293,7 +296,7 @@ trap - TERM INT
 def wait_loop(names: JobNames) -> str:
     describe = on_prepare_pods(names, "describe pods")
     return WAIT_LOOP % {"poll": POLL_SECONDS, "logs": prepare_logs_command(names),
-                        "describe": describe, "fail": CONFIG_ERROR}
+                        "describe": describe, "fail": CONFIG_ERROR, "again": RESUME}
 
 
 def _watched_files(cluster: GpuCluster, dataset: Dataset) -> list[str]:

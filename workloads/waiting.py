@@ -667,8 +667,9 @@ def _preparing(f: _Facts) -> Verdict | None:
     """The trainer pods run, but their main container waits for layout.json first
     (workloads/prepare.py waiting_first) while a preparation pod has not finished."""
     running = [p for p in f.trainers if (p.get("status") or {}).get("phase") == "Running"]
-    unfinished = [p for p in f.preparers
-                  if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+    # Running only: a Pending preparation pod (no node: quota, a stock-out) falls through to
+    # the cloud's refusal and the autoscaler's answer.
+    unfinished = [p for p in f.preparers if (p.get("status") or {}).get("phase") == "Running"]
     if not running or len(running) < len(f.trainers) or not unfinished:
         return None
     prep = ", ".join(f"Pod/{_name(p)} {(p.get('status') or {}).get('phase')}" for p in unfinished)

@@ -122,7 +122,8 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
       obstacle once Completed; daemon set pods (device plugins, CSI node) never block removal.
     - scale-down-unneeded-time 10m (the default, stated): an idle GPU node goes after 10 minutes.
     - v 1 instead of the chart's 4 (values.yaml `extraArgs.v: 4`, chart 9.59.0): at 4 the log
-      scrolls through minutes in a few thousand lines, and the line `python -m workloads.why`
+      is many times longer (at 1 it is still not quiet: per-node startup lines every 10 s), and
+      the line `python -m workloads.why`
       needs, "ASG %s scaling failed with description", is a klog.Warningf
       (cloudprovider/aws/auto_scaling_groups.go), written whatever -v is, as are the scale-up
       failures' "Failed adding %v nodes" lines (clusterstate.go, klog.V(1)).

@@ -98,7 +98,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
             # Before anything is registered: a subscription invoke with default credentials.
             require_registered(INFINIBAND_FEATURE, "interconnect.fabric", True)
         check_pool_zones(s)  # each pool's VM size in its zones, for this subscription
-        check_netapp_zones(s)  # ANF can place the volume in the GPU zones
+        if not args.previous.live:  # a live stack's volume exists: nothing to place
+            check_netapp_zones(s)  # ANF can place the volume in the GPU zones
         prefix = args.name_prefix
         # How the Entra-only kubeconfig's kubelogin signs in: as the deployer, from the same
         # environment the azure-native provider reads; a login it cannot repeat is refused here.

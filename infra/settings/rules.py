@@ -739,7 +739,7 @@ def prepare_fits_its_pool(s: Settings) -> Iterator[Problem]:
         pool_path = "gpuPools.spot" if s.job.pool == PoolChoice.SPOT else "gpuPools.onDemand"
         pool = s.job_pool
         if pool.max_nodes < s.job.nodes + 1:
-            # The training pods are created at once and hold their nodes while their init
+            # The training pods are created at once and hold their nodes while their main
             # container waits for layout.json: with maxNodes == job.nodes the preparation pod
             # could find no node left, and each side would wait for the other for ever.
             yield Problem(f"{pool_path}.maxNodes", pool.max_nodes,
