@@ -368,3 +368,20 @@ def test_default_tables_fit_every_cloud_s_spot_notice(stack: str) -> None:
 
 
 # EKS support: asked of EKS at run time (infra/aws/versions.py), tested in tests/test_aws.py.
+
+
+def test_tables_the_gpus_cannot_hold_are_refused_naming_the_nodes_that_fit() -> None:
+    """Planning fails in the pod, after the nodes are paid for, when the fullest rank's tables
+    and optimizer state exceed a GPU's memory less the planner's reservation: refused first."""
+    huge = {"num_embeddings_per_feature": [40_000_000] * 26, "embedding_dim": 256,
+            "optimizer": "exact_adagrad"}
+    values = with_overrides("aws", {"job": {"trainerArgs": huge, "nodes": 2}})
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(values)
+    (problem,) = [p for p in caught.value.problems if p.path == "job.nodes"]
+    assert problem.value == 2 and "fullest rank would hold about" in problem.allowed
+    assert "job.nodes: " in problem.allowed and "fits" in problem.allowed
+    # The MLPerf recipe on the shipped stack's machine and node count fits.
+    values = with_overrides("aws", {"job": {"trainerArgs": {"recipe": "mlperf"}}})
+    values.pop("dataset", None)
+    assert not list(rules.tables_fit_the_gpus(settings_from_mapping(values)))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 from infra.catalog import Cloud, Interconnect, Machine, find_machine, machine_names
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
-from infra.preemption import estimated_save, stop_budget
+from infra.preemption import estimated_save, largest_rank_bytes, stop_budget
 from infra.settings.errors import Problem
 from infra.settings.model import (
     CRITEO_1TB_DAYS,
@@ -550,6 +550,43 @@ def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
 
 
 RULES = (*RULES, spot_save_fits_the_notice)
+
+# torchrec's planner keeps this share of each GPU for dense weights, activations and the
+# allocator (trainer/planning.py RESERVED_FRACTION, FixedPercentageStorageReservation).
+PLANNER_RESERVED_FRACTION = 0.2
+MOST_NODES_SUGGESTED = 64
+
+
+def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
+    """The fullest rank's tables and optimizer state (a bound under the trainer's sharding
+    rule, trainer/sizing.py, checked against torchrec's own plan in tests/trainer/test_plan.py)
+    must fit a GPU's memory less the planner's reservation, or the job fails when it plans,
+    after the nodes are paid for. `python -m trainer.plan` shows the plan itself."""
+    gpu = find_machine(s.cloud, s.job_pool.machine_type)
+    if gpu is None or not gpu.gpu_memory_gib:  # an unknown machine is refused by its own rule
+        return
+    usable = gpu.gpu_memory_gib * 2**30 * (1 - PLANNER_RESERVED_FRACTION)
+    args, per_node = dict(s.job.trainer_args), s.job.processes_per_node
+
+    def fullest(nodes: int) -> int:
+        return largest_rank_bytes(args, nodes * per_node, per_node)
+
+    if fullest(s.job.nodes) <= usable:
+        return
+    enough = next((n for n in range(s.job.nodes + 1, MOST_NODES_SUGGESTED + 1)
+                   if fullest(n) <= usable), None)
+    more = (f"job.nodes: {enough} fits" if enough else
+            f"no job.nodes up to {MOST_NODES_SUGGESTED} fits")
+    yield Problem(
+        "job.nodes", s.job.nodes,
+        f"enough GPUs for the tables: the fullest rank would hold about "
+        f"{fullest(s.job.nodes) / 1e9:.1f} GB of tables and optimizer state, more than "
+        f"{usable / 1e9:.1f} GB usable of a {gpu.gpu_memory_gib} GiB GPU ({gpu.name}, less the "
+        f"planner's {PLANNER_RESERVED_FRACTION:.0%}); {more}, or pick a machine with more GPU "
+        "memory or smaller tables (`python -m trainer.plan` shows the plan)")
+
+
+RULES = (*RULES, tables_fit_the_gpus)
 
 
 def extended_support_is_aws_only(s: Settings) -> Iterator[Problem]:
