@@ -1070,11 +1070,11 @@ def test_the_version_listing_retries_5xx_throttling_and_network_errors_but_not_o
 
     sleeps: list[float] = []
     with mock.patch.object(versions, "get_json", failing(503, 0, 429)):
-        assert versions._get_with_retries("u", "t", sleeps.append) == {"values": []}
+        assert versions.get_with_retries("u", "t", sleeps.append) == {"values": []}
     assert sleeps == [2.0, 4.0, 8.0]
     with mock.patch.object(versions, "get_json", failing(403)), \
             pytest.raises(urllib.error.HTTPError):
-        versions._get_with_retries("u", "t", sleeps.append)
+        versions.get_with_retries("u", "t", sleeps.append)
 
 
 def test_the_calendar_gives_advice_and_never_refuses() -> None:
@@ -1578,7 +1578,7 @@ def test_the_region_info_read_retries_throttling_and_stops_at_a_refusal() -> Non
 
     sleeps: list[float] = []
     with unittest.mock.patch.object(versions, "get_json", flaky):
-        info = versions._get_with_retries("u", "t", sleeps.append)
+        info = versions.get_with_retries("u", "t", sleeps.append)
     assert available_zones(info) == {"1"} and sleeps == [2.0]
     assert available_zones({"availabilityZoneMappings": [
         {"availabilityZone": "1", "isAvailable": False}, {"availabilityZone": "3"}]}) == set()

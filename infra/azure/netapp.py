@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi_azure_native import authorization, netapp
+from pulumi_azure_native import netapp
 
 from infra.azure import versions
 from infra.azure.versions import ARM_ENDPOINT
@@ -133,11 +133,10 @@ def check_netapp_zones(settings: Settings,
                        get: Callable[[str, str], dict[str, Any]] | None = None) -> None:
     """Refuse, before any resource, GPU zones ANF cannot place the volume in: read with the
     ARM token and the retries of the program's other ARM GETs (infra/azure/skus.py)."""
-    fetch = get or versions._get_with_retries  # noqa: SLF001 (the shared ARM GET and its retries)
-    client = authorization.get_client_config()
-    token = authorization.get_client_token().token
+    fetch = get or versions.get_with_retries
+    subscription, token = versions.deployer_subscription_and_token()
     problems = netapp_zone_problems(
-        settings, fetch(region_info_url(client.subscription_id, settings.region), token))
+        settings, fetch(region_info_url(subscription, settings.region), token))
     if problems:
         raise SettingsError(problems)
 

@@ -22,8 +22,6 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pulumi_azure_native import authorization
-
 from infra.azure import versions
 from infra.azure.versions import ARM_ENDPOINT
 from infra.settings.errors import Problem, SettingsError
@@ -71,7 +69,7 @@ def usable_zones(skus: Iterable[Mapping[str, Any]], vm_size: str,
 def list_skus(subscription_id: str, location: str, token: str,
               get: Callable[[str, str], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Every SKU row ARM lists for the region, following `nextLink`."""
-    fetch = get or versions._get_with_retries  # noqa: SLF001 (the shared ARM GET and its retries)
+    fetch = get or versions.get_with_retries
     rows: list[dict[str, Any]] = []
     url: str | None = skus_url(subscription_id, location)
     while url:
@@ -114,9 +112,7 @@ def pool_zone_problems(settings: Settings, skus: list[dict[str, Any]]) -> list[P
 
 def check_pool_zones(settings: Settings) -> None:
     """Refuse, before any resource, a pool VM size this subscription cannot use in its zones."""
-    client = authorization.get_client_config()
-    token = authorization.get_client_token().token
-    problems = pool_zone_problems(settings, list_skus(client.subscription_id, settings.region,
-                                                      token))
+    subscription, token = versions.deployer_subscription_and_token()
+    problems = pool_zone_problems(settings, list_skus(subscription, settings.region, token))
     if problems:
         raise SettingsError(problems)

@@ -59,10 +59,18 @@ def get_json(url: str, token: str) -> dict[str, Any]:
         return json.loads(response.read())
 
 
-def _get_with_retries(url: str, token: str,
-                      sleep: Callable[[float], None] | None = None) -> dict[str, Any]:
-    """get_json under the shared retry policy (infra/azure/https.py)."""
+def get_with_retries(url: str, token: str,
+                     sleep: Callable[[float], None] | None = None) -> dict[str, Any]:
+    """get_json under the shared retry policy (infra/azure/https.py): every ARM read the
+    program makes itself (this listing, Resource SKUs, NetApp region info) goes through it."""
     return with_retries(lambda: get_json(url, token), sleep)
+
+
+def deployer_subscription_and_token() -> tuple[str, str]:
+    """The subscription and ARM token of the identity running `pulumi up`: what the
+    program's own ARM reads are asked with (the azure-native default provider's login)."""
+    client = authorization.get_client_config()
+    return client.subscription_id, authorization.get_client_token().token
 
 
 @dataclass(frozen=True)
@@ -98,9 +106,8 @@ def listing_url(subscription_id: str, location: str) -> str:
 
 def list_minors(location: str) -> list[AksMinor]:
     """What AKS in `location` lists today, asked with the identity running `pulumi up`."""
-    client = authorization.get_client_config()
-    token = authorization.get_client_token().token
-    return parse_listing(_get_with_retries(listing_url(client.subscription_id, location), token))
+    subscription, token = deployer_subscription_and_token()
+    return parse_listing(get_with_retries(listing_url(subscription, location), token))
 
 
 def _today() -> Any:
