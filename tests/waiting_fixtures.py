@@ -105,10 +105,9 @@ def condition(type_: str, status: str, reason: str, message: str) -> dict[str, A
 
 def trainer_pod(index: int, *, phase: str = "Pending", node: str | None = None,
                 placement: dict[str, Any] | None = None, unschedulable: str | None = None,
-                waiting: tuple[str, str, str] | None = None,
-                init_running: str | None = None) -> dict[str, Any]:
+                waiting: tuple[str, str, str] | None = None) -> dict[str, Any]:
     """A JobSet pod `<jobset>-node-0-<index>` with our labels. unschedulable: the scheduler's
-    message; waiting: (container, reason, message); init_running: an init container running;
+    message; waiting: (container, reason, message);
     placement: nodeSelector/affinity/tolerations, e.g. rendered_spec(...)."""
     name = f"{JOB}-node-0-{index}"
     conditions = []
@@ -126,11 +125,6 @@ def trainer_pod(index: int, *, phase: str = "Pending", node: str | None = None,
                                         "imageID": "", "started": False,
                                         "state": {"waiting": {"reason": waiting[1],
                                                               "message": waiting[2]}}}]
-    if init_running:
-        status["initContainerStatuses"] = [{"name": init_running, "ready": False,
-                                            "restartCount": 0, "image": "x", "imageID": "x",
-                                            "started": True,
-                                            "state": {"running": {"startedAt": T0}}}]
     if phase == "Running":
         status["containerStatuses"] = [{"name": "trainer", "ready": True, "restartCount": 0,
                                         "image": "x", "imageID": "x", "started": True,

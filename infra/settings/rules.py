@@ -571,7 +571,8 @@ def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
     def fullest(nodes: int) -> int:
         return largest_rank_bytes(args, nodes * per_node, per_node)
 
-    if fullest(s.job.nodes) <= usable:
+    held = fullest(s.job.nodes)
+    if held <= usable:
         return
     enough = next((n for n in range(s.job.nodes + 1, MOST_NODES_SUGGESTED + 1)
                    if fullest(n) <= usable), None)
@@ -580,7 +581,7 @@ def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
     yield Problem(
         "job.nodes", s.job.nodes,
         f"enough GPUs for the tables: the fullest rank would hold about "
-        f"{fullest(s.job.nodes) / 1e9:.1f} GB of tables and optimizer state, more than "
+        f"{held / 1e9:.1f} GB of tables and optimizer state, more than "
         f"{usable / 1e9:.1f} GB usable of a {gpu.gpu_memory_gib} GiB GPU ({gpu.name}, less the "
         f"planner's {PLANNER_RESERVED_FRACTION:.0%}); {more}, or pick a machine with more GPU "
         "memory or smaller tables (`python -m trainer.plan` shows the plan)")
