@@ -93,6 +93,7 @@ def test_incomplete_folders_are_removed_but_not_the_one_being_written(world_of_o
     (root / "step-2").mkdir()
     (root / "step-2" / "__0_0.distcp").write_bytes(b"cut short")
     fs.gate.clear()
+    fs.writes_started.clear()  # step-1's writes set it: wait for step-3's own
     ckpt.save(3, {"w": torch.ones(3)})
     assert fs.writes_started.wait(10)
     ckpt.remove_incomplete()
