@@ -11,7 +11,7 @@ CHECKOV_VERSION := 3.3.30
 AZURITE_VERSION := 3.35.0
 AZURITE_DIR := $(VENV)/azurite
 
-.PHONY: train test test-infra test-trainer check-tables bench bench-data prepare-sample settings-docs clean
+.PHONY: train check status test test-infra test-trainer check-tables bench bench-data prepare-sample settings-docs clean
 
 # Stamps re-run an install only when its requirements change, so the second run is quick.
 $(VENV)/.infra-installed: requirements.txt requirements-dev.txt
@@ -39,6 +39,17 @@ $(AZURITE_DIR)/.installed: Makefile
 ## Train briefly on this machine with synthetic data (CPU: 2 processes on gloo; GPU: every GPU).
 train: $(VENV)/.trainer-installed
 	$(BIN)/python -m trainer.local_run $(ARGS)
+
+## Check a stack file before paying: every setting, the machines, the hourly and per-run cost.
+## No Pulumi CLI, backend or credentials needed. STACK=aws|azure|gcp.
+STACK ?=
+check: $(VENV)/.infra-installed
+	$(BIN)/python -m torchrec_cloud check --stack $(STACK)
+
+## A deployed stack from this machine: nodes, the gang and why it waits, progress, checkpoints,
+## spend. Needs the stack's outputs (Pulumi CLI, logged in) and kubectl. STACK=aws|azure|gcp.
+status: $(VENV)/.infra-installed
+	$(BIN)/python -m torchrec_cloud status --stack $(STACK)
 
 ## Every test: settings, catalog, the three stacks under mocks, workloads, trainer.
 # (the three environments install side by side: separate folders)

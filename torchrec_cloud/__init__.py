@@ -1,0 +1,6 @@
+"""The user's command line: check a stack before paying, follow its job from a laptop.
+
+`python -m torchrec_cloud <command> --stack aws|azure|gcp` (or `make check STACK=aws`,
+`make status STACK=aws`). Reads the stack file and, for a running stack, the stack's outputs
+and the cluster's API with the user's own credentials; never creates or changes a resource.
+"""

@@ -1,0 +1,38 @@
+"""`python -m torchrec_cloud <command>`: one entry point, each command in its own module.
+
+A command's module is imported only when it is run, so `check` needs neither kubectl nor the
+clouds' storage libraries, and `status` does not import Pulumi.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+# command -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
+COMMANDS = {
+    "check": ("torchrec_cloud.check", "validate a stack file and estimate its cost, before paying"),
+    "status": ("torchrec_cloud.status", "nodes, the gang, progress, checkpoints and spend of a stack"),
+    "logs": ("torchrec_cloud.logs", "the training job's log (rank 0, or every pod)"),
+    "tensorboard": ("torchrec_cloud.tensorboard", "TensorBoard on this machine over the job's events"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchrec_cloud", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
+    modules = {}
+    wanted = (list(argv) if argv is not None else sys.argv[1:])[:1]
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        if name in wanted:  # only the command being run is imported
+            modules[name] = importlib.import_module(module_name)
+            modules[name].add_arguments(sub)
+    args = parser.parse_args(argv)
+    return int(modules[args.command].run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
