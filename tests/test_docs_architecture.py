@@ -1,0 +1,133 @@
+"""docs/architecture.md stays true: its links resolve inside the repository, it describes every
+field of the cluster contract (and none that is gone), and the layering it states holds in the
+code's imports."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+import infra.contract as contract
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC_PATH = ROOT / "docs" / "architecture.md"
+DOC = DOC_PATH.read_text()
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+EXTERNAL = ("http://", "https://", "mailto:")
+CONTRACT_HEADING = "## The cluster contract"
+CLOUD_SDKS = ("pulumi_aws", "pulumi_eks", "pulumi_azure_native", "pulumi_gcp")
+CLOUD_PACKAGES = ("infra.aws", "infra.azure", "infra.gcp")
+# The offline sizing advisor reads the machine table on a laptop; no pod runs it.
+TRAINER_READS_INFRA = {"trainer/plan.py"}
+
+
+def contract_classes() -> dict[str, set[str]]:
+    """Every dataclass infra/contract.py defines, with its field names."""
+    return {name: {f.name for f in dataclasses.fields(obj)}
+            for name, obj in vars(contract).items()
+            if dataclasses.is_dataclass(obj) and obj.__module__ == contract.__name__}
+
+
+def contract_section() -> str:
+    assert CONTRACT_HEADING in DOC, f"docs/architecture.md lost its {CONTRACT_HEADING!r} section"
+    after = DOC.split(CONTRACT_HEADING, 1)[1]
+    return after.split("\n## ", 1)[0]
+
+
+def cells(row: str) -> list[str]:
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
+def names_in(cell: str) -> set[str]:
+    return set(re.findall(r"`([a-z_][a-z0-9_]*)`", cell))
+
+
+def test_every_relative_link_resolves_inside_the_repository() -> None:
+    targets = [t for t in LINK.findall(DOC) if not t.startswith(EXTERNAL) and not t.startswith("#")]
+    assert targets, "no relative link found: the pattern no longer matches the document"
+    broken = []
+    for target in targets:
+        path = (DOC_PATH.parent / target.split("#", 1)[0]).resolve()
+        if not path.is_relative_to(ROOT) or not path.exists():
+            broken.append(target)
+    assert not broken, f"links that do not resolve to a file of the repository: {broken}"
+
+
+def test_every_contract_field_is_described() -> None:
+    section = contract_section()
+    missing = [f"{cls}.{field}" for cls, fields in contract_classes().items()
+               for field in sorted(fields) if f"`{field}`" not in section]
+    missing += [cls for cls in contract_classes() if f"`{cls}`" not in section]
+    assert not missing, f"infra/contract.py has what docs/architecture.md does not describe: {missing}"
+
+
+def test_the_contract_tables_name_only_real_fields() -> None:
+    """A field removed from the contract cannot linger in the document's tables."""
+    classes = contract_classes()
+    current, kind, checked, stale = None, None, 0, []
+    for line in contract_section().splitlines():
+        bold = re.match(r"\*\*`(\w+)`\*\*", line)
+        if bold:
+            current = bold.group(1)
+        if not line.startswith("|"):
+            kind = None
+            continue
+        row = cells(line)
+        if kind is None:  # the header row
+            kind = "class" if row[:2] == ["class", "field"] else "field" if row[0] == "field" else "other"
+            continue
+        if set(row[0]) <= set("-: "):  # the delimiter row
+            continue
+        if kind == "field" and current in classes:
+            owner, named = current, names_in(row[0])
+        elif kind == "class" and row[0].strip("`") in classes:
+            owner, named = row[0].strip("`"), names_in(row[1])
+        else:
+            continue
+        checked += 1
+        stale += [f"{owner}.{name}" for name in sorted(named - classes[owner])]
+    assert checked >= len(classes["GpuCluster"]), "the contract tables were not found"
+    assert not stale, f"docs/architecture.md describes fields the contract no longer has: {stale}"
+
+
+def imports_of(path: Path) -> set[str]:
+    """Absolute modules a file imports, at any depth (function-level imports included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
+
+
+def under(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def python_files(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("folder", ["workloads", "infra", "trainer"])
+def test_nothing_climbs_back(folder: str) -> None:
+    """The layering docs/architecture.md states, read from the code's imports."""
+    wrong = []
+    for path in python_files(folder):
+        relative = path.relative_to(ROOT).as_posix()
+        for module in imports_of(path):
+            if folder == "workloads":
+                bad = under(module, CLOUD_SDKS + CLOUD_PACKAGES)
+            elif folder == "infra":
+                in_cloud = relative.startswith(tuple(p.replace(".", "/") + "/" for p in CLOUD_PACKAGES))
+                bad = under(module, ("workloads",)) or (under(module, CLOUD_SDKS) and not in_cloud)
+            else:
+                bad = (module.split(".")[0].startswith("pulumi") or under(module, ("workloads",))
+                       or (under(module, ("infra",)) and relative not in TRAINER_READS_INFRA))
+            if bad:
+                wrong.append(f"{relative} imports {module}")
+    assert not wrong, "imports that break the layering of docs/architecture.md:\n  " + "\n  ".join(wrong)
