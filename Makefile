@@ -88,9 +88,9 @@ prepare-sample: $(VENV)/.trainer-installed
 	rm -rf out/prepare-sample
 	$(BIN)/python -m trainer.prepare.sample out/prepare-sample
 
-## Regenerate the settings table in README.md from infra/settings.
+## Regenerate the generated tables in docs/ (settings, spot notices, fabric floors) from the code.
 settings-docs: $(VENV)/.infra-installed
-	$(BIN)/python -m infra.settings.docs --write README.md
+	$(BIN)/python -m infra.settings.docs --write docs
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) .pytest_cache

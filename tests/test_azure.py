@@ -196,7 +196,7 @@ def placement() -> Run:
 def test_by_default_no_proximity_placement_group_narrows_where_nd_capacity_is_found(run: Run
                                                                                    ) -> None:
     """AKSInfinibandSupport already keeps each pool on one InfiniBand network; a PPG only adds
-    allocation failures for a pool that scales (README, Azure, "Placement")."""
+    allocation failures for a pool that scales (docs/azure.md, "Placement")."""
     assert not run.of_type(PPG)
     assert all("proximityPlacementGroupID" not in p.inputs for p in run.of_type(POOL))
 
@@ -1625,12 +1625,12 @@ def test_without_infiniband_no_rdma_policy() -> None:
 
 
 def test_the_readme_states_what_anf_gives_the_dataset_reads() -> None:
-    """The README's ANF read figures follow from the catalog's per-TiB rates and the trainer's
+    """docs/azure.md's ANF read figures follow from the catalog's per-TiB rates and the trainer's
     one-hot layout (trainer/prepare/write.py: float32 dense, int32 ids and label)."""
     from infra.catalog import ANF_MIB_S_PER_TIB
     from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "azure.md").read_text()
     sample_bytes = 4 * (NUM_DENSE_FEATURES + NUM_SPARSE_FEATURES + 1)
     premium = ANF_MIB_S_PER_TIB["Premium"] * 4
     wanted = 16 * 150_000 * sample_bytes / 2**20  # 2 ND96 nodes x 8 ranks at the target rate

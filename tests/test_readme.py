@@ -1,22 +1,70 @@
-"""The README tells a newcomer the truth: its commands exist and its settings table is current."""
+"""The README and docs/ tell a newcomer the truth: the README's commands exist, the generated
+tables in docs/ are current, and no link points at a file or heading a clone lacks."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from infra.settings.docs import (END, FLOORS_END, FLOORS_START, SPOT_END, SPOT_START, START,
-                                 replace_block)
+import pytest
+
+from infra.settings.docs import PAGES, replace_block
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+PAGES_WITH_LINKS = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 
 
-def test_settings_table_matches_the_settings_model() -> None:
-    assert START in README and END in README
-    assert SPOT_START in README and SPOT_END in README  # the spot notices, from the catalog
-    assert FLOORS_START in README and FLOORS_END in README  # the fabric gate's floors
-    assert replace_block(README) == README, "README settings table is stale: run `make settings-docs`"
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_generated_tables_match_the_code(page: str) -> None:
+    """docs/settings.md (settings model), docs/spot.md and docs/interconnect.md (catalog)."""
+    text = (DOCS / page).read_text()
+    assert replace_block(page, text) == text, f"docs/{page} is stale: run `make settings-docs`"
+
+
+def test_a_page_without_its_markers_is_refused_not_appended_to() -> None:
+    with pytest.raises(ValueError, match="settings.md lacks the markers"):
+        replace_block("settings.md", "# Settings\n")
+
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+_FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading ids: lower case, punctuation but '-' and '_' dropped, spaces to '-'."""
+    headings = re.findall(r"^#{1,6} +(.+?) *$", _FENCE.sub("", markdown), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def _relative_links(page: Path) -> list[str]:
+    text = _FENCE.sub("", page.read_text())  # a shell snippet's [..](..) is not a link
+    return [target for target in _LINK.findall(text)
+            if not re.match(r"[a-z][a-z0-9+.-]*:", target)]  # https:, mailto: ...
+
+
+def test_pages_have_relative_links_to_check() -> None:
+    """The link test below has something to judge: the README links into docs/."""
+    assert any(t.startswith("docs/") for t in _relative_links(ROOT / "README.md"))
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_LINKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves_in_a_clone(page: Path) -> None:
+    """Each relative link names a file or folder of the repository (never one outside it, such
+    as a shared folder beside the clone) and, with a #fragment into a markdown page, one of its
+    headings."""
+    broken = []
+    for target in _relative_links(page):
+        path_part, _, fragment = target.partition("#")
+        path = (page.parent / path_part).resolve() if path_part else page
+        if ROOT not in path.parents and path != ROOT:
+            broken.append(f"{target} (outside the repository)")
+        elif not path.exists():
+            broken.append(f"{target} (no such file)")
+        elif fragment and path.suffix == ".md" and fragment not in _anchors(path.read_text()):
+            broken.append(f"{target} (no such heading in {path.relative_to(ROOT)})")
+    assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
 
 
 def test_the_two_start_commands_are_make_targets() -> None:
@@ -34,14 +82,15 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 
 def _walk_through_stacks() -> list[dict[str, object]]:
-    """The settings each `bash` block of "Real data" leaves the AWS stack with, applying its
-    `pulumi config set` lines (a whole object as JSON, or one --path value) to Pulumi.aws.yaml."""
+    """The settings each `bash` block of docs/data.md ("Real data") leaves the AWS stack with,
+    applying its `pulumi config set` lines (a whole object as JSON, or one --path value) to
+    Pulumi.aws.yaml."""
     import json
     import shlex
 
     from tests.harness import PROJECT, stack_config
 
-    section = README.split("## Real data", 1)[1].split("\n## ", 1)[0]
+    section = (DOCS / "data.md").read_text()
     stacks = []
     values = {k.removeprefix(f"{PROJECT}:"): v for k, v in stack_config("aws").items()}
     for block in section.split("```bash")[1:]:

@@ -29,7 +29,7 @@ MLPERF_ROWS = [40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000,
 MLPERF_MULTI_HOT = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10,
                     3, 1, 1]
 MLPERF_GLOBAL_BATCH = 65536
-# Criteo 1TB one-hot with torchrec's frequency-threshold-3 tables (README "One-hot DLRM").
+# Criteo 1TB one-hot with torchrec's frequency-threshold-3 tables (docs/data.md, "One-hot DLRM").
 CRITEO_FT3_ROWS = [45833188, 36746, 17245, 7413, 20243, 3, 7114, 1441, 62, 29275261, 1572176,
                    345138, 10, 2209, 11267, 128, 4, 974, 14, 48937457, 11316796, 40094537,
                    452104, 12606, 104, 35]

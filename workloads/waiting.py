@@ -282,7 +282,7 @@ def aws_family(texts: list[str]) -> str | None:
 
 
 def quota_step(cloud: str | None, spot: bool, family: str | None = None) -> str:
-    """Where each cloud takes a quota request (the README's quota sections say how much)."""
+    """Where each cloud takes a quota request (docs/aws.md, azure.md, gcp.md say how much)."""
     if cloud == "aws":
         if not spot:
             name, code = AWS_ON_DEMAND_P_QUOTA

@@ -210,7 +210,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
                 CHECKPOINT_ADOPTED_OUTPUT: adopted,
                 # Where a later run reads the version the cluster runs (infra/azure/versions.py).
                 CLUSTER_GROUP_OUTPUT: group,
-                # For a dataset source account's virtual network rule (README, "Reading the bucket").
+                # For a dataset source account's virtual network rule (docs/data.md).
                 "node_subnet_id": net.nodes_subnet.id,
                 **({} if s.job.image else {"registry": names["registry"]}),
             },

@@ -6,7 +6,7 @@ stays up while GKE upgrades it, and costs the same cluster management fee
 (https://cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters,
 https://cloud.google.com/kubernetes-engine/pricing), but GKE's free tier (USD 74.40 of credit a
 month per billing account) applies "only to zonal and Autopilot clusters": this cluster pays
-the full USD 0.10 an hour (README, "Cost"). Its nodes still live where the pools say:
+the full USD 0.10 an hour (docs/gcp.md, "Cost"). Its nodes still live where the pools say:
 every pool names its zones (`node_locations`), so the GPU pools stay in the one GPU zone that
 compact placement needs. The location is fixed at creation: a stack created zonal before this
 change gets a new (regional) cluster on its next `pulumi up`; the bucket and the Filestore

@@ -155,7 +155,7 @@ def gpu_node_config(pool: NodePool, gpu: Machine, spot: bool,
 
     Image streaming (gcfs) starts a pod before its ~10 GB image is fully pulled, for images in
     Artifact Registry or public Docker Hub, on COS containerd nodes with Private Google Access
-    (the subnetwork has it), the Container File System API on (README) and the node account
+    (the subnetwork has it), the Container File System API on (docs/gcp.md) and the node account
     holding Service Usage Consumer (infra/gcp/identity.py)
     (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, "Requirements").
     NCCL Fast Socket is GKE's NCCL network plugin for NCCL over gVNIC (A2, and A3 High/Mega

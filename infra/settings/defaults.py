@@ -35,7 +35,7 @@ CLOUD_DEFAULTS: dict[Cloud, dict[str, Any]] = {
         },
         "sharedFileSystem": {"kind": "azure-netapp-files"},
         # AKSInfinibandSupport keeps each GPU pool on one InfiniBand network; a proximity
-        # placement group on top only narrows where Azure may find ND capacity (README, Azure).
+        # placement group on top only narrows where Azure may find ND capacity (docs/azure.md).
         "interconnect": {"placement": False},
         "azure": {},
     },

@@ -1,7 +1,10 @@
-"""Generate the README's settings table from the settings model, so the two cannot drift.
+"""Generate the documentation's tables from the code, so the two cannot drift.
 
-`python -m infra.settings.docs` prints the table; `--write README.md` replaces the block between
-the markers; tests/test_readme.py fails when the README's block is stale.
+Three blocks, each between markers in its own page: the settings table (docs/settings.md, from
+infra/settings), the spot notices (docs/spot.md) and the fabric gate's floors
+(docs/interconnect.md, both from infra/catalog.py). `python -m infra.settings.docs` prints the
+settings table; `--write docs` replaces every block in those pages; tests/test_readme.py fails
+when one is stale.
 """
 
 from __future__ import annotations
@@ -153,22 +156,36 @@ def _replace(readme: str, start: str, end: str, body: str) -> str:
     return f"{head}{start}\n{body}\n{end}{tail}"
 
 
-def replace_block(readme: str) -> str:
-    """The README with its generated blocks (settings table, spot table) made current."""
-    readme = _replace(readme, START, END, settings_table())
-    if SPOT_START in readme:
-        readme = _replace(readme, SPOT_START, SPOT_END, spot_table())
-    if FLOORS_START in readme:
-        readme = _replace(readme, FLOORS_START, FLOORS_END, fabric_floor_table())
-    return readme
+# page in docs/ -> the markers of the block it holds and the table between them
+PAGES = {
+    "settings.md": (START, END, settings_table),
+    "spot.md": (SPOT_START, SPOT_END, spot_table),
+    "interconnect.md": (FLOORS_START, FLOORS_END, fabric_floor_table),
+}
+
+
+def replace_block(page: str, text: str) -> str:
+    """The page (a name in PAGES) with its generated block made current. A page that lost its
+    markers is an error, not a silent append: the table would vanish from the documentation."""
+    start, end, table = PAGES[page]
+    if start not in text or end not in text:
+        raise ValueError(f"docs/{page} lacks the markers {start!r} ... {end!r}")
+    return _replace(text, start, end, table())
+
+
+def write_pages(docs: Path) -> None:
+    for page in PAGES:
+        path = docs / page
+        path.write_text(replace_block(page, path.read_text()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--write", type=Path, help="README to update in place")
+    parser.add_argument("--write", type=Path, metavar="DOCS_DIR",
+                        help="folder holding the pages to update in place (docs)")
     options = parser.parse_args()
     if options.write:
-        options.write.write_text(replace_block(options.write.read_text()))
+        write_pages(options.write)
     else:
         print(settings_table())
 
