@@ -2,7 +2,7 @@
 
 Every registered resource is recorded with its type, name, inputs, provider, parent and
 dependencies, so tests can read like policies: "the spot pool is spot", "the job waits for the
-file system". See ../shared/TESTING.md for the facts this is built on.
+file system". docs/testing.md says what the suite runs and why.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Policies every stack obeys, whatever the cloud: the whole program run under mocks per stack.
 
 Cloud-specific assertions live in test_aws/test_azure/test_gcp; these are the promises of
-../shared/DESIGN.md that hold everywhere (outputs, ordering, providers, parents, retention).
+docs/architecture.md that hold everywhere (outputs, ordering, providers, parents, retention).
 """
 
 from __future__ import annotations

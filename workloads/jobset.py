@@ -4,7 +4,7 @@ Indexed Job with one pod per GPU node, restarted as a whole gang after any preem
 Why JobSet and not a bare Indexed Job: a gang of torchrun agents cannot take back one new
 member. With a bare Job and `podFailurePolicy: Ignore`, only the preempted pod is replaced; its
 peers keep running until they notice, and a replacement that arrives first joins their old
-rendezvous (an in-place restart that torch 2.13 did not survive, ../shared/TESTING.md). JobSet's
+rendezvous (an in-place restart that torch 2.13 did not survive: docs/architecture.md). JobSet's
 failure policy recreates every child Job, and `BlockingRecreate` waits until every old pod is
 gone before the new ones start, so each generation rendezvouses from scratch, pod 0 included.
 JobSet is what GKE's multi-node training and Kubeflow Trainer v2 build on.

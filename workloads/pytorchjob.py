@@ -84,7 +84,7 @@ def pytorch_job(name: str, names: JobNames, job: Job,
                 "minReplicas": job.nodes,  # the sharding plan is made for this world size
                 "maxReplicas": job.nodes,
                 # No in-place restart by the agent: a node that comes back after a preemption
-                # must not join a half-torn gang (trainer/launch.py, ../shared/TESTING.md).
+                # must not join a half-torn gang (trainer/launch.py, docs/architecture.md).
                 "maxRestarts": 0,
             },
             # suspend only when asked: a new key in a running job's spec would replace it.
