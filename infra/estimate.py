@@ -405,8 +405,8 @@ def estimate_lines(s: Settings) -> list[str]:
     lines = [f"Cost per hour ({_prices_note(s)}):"]
     for line in now.lines:
         figure = f"{line.usd_per_hour:>9,.2f}"
-        if line.gpu:
-            figure += f"   spot {_money(line.spot_usd_per_hour)}"
+        if line.gpu and line.spot_usd_per_hour is not None:
+            figure += f"   spot {line.spot_usd_per_hour:,.2f}"
         lines.append(f"  {line.item:<14}{figure}   {line.detail}")
     spot_total = now.total(spot=True)
     lines.append(f"  {'total':<14}{_money(now.total()):>9} on-demand"

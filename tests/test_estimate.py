@@ -288,3 +288,28 @@ def test_a_large_stack_without_a_ceiling_gets_a_note() -> None:
     assert (most_hourly(s).total() or 0) > LARGE_STACK_USD_PER_HOUR
     assert any("no job.maxHourlyUsd" in line for line in estimate_lines(s))
     assert not any("no job.maxHourlyUsd" in line for line in estimate_lines(settings("aws")))
+
+
+def test_every_file_system_setting_the_rules_accept_has_a_price() -> None:
+    from infra.prices import ANF_GIB_HOUR, FILESTORE_GIB_MONTH, FSX_LUSTRE_GB_MONTH
+    from infra.settings.model import AnfServiceLevel, FilestoreTier
+
+    fsx = [("PERSISTENT_2", t) for t in (125, 250, 500, 1000)] + [
+        ("PERSISTENT_1", t) for t in (50, 100, 200)] + [("SCRATCH_2", None)]
+    for deployment, tier in fsx:
+        changes = {"deploymentType": deployment, "throughputPerTib": tier}
+        line = item(settings("aws", sharedFileSystem=changes), "file system")
+        assert line.usd_per_hour > 0 and (deployment, tier) in FSX_LUSTRE_GB_MONTH
+    assert set(ANF_GIB_HOUR) == {level.value for level in AnfServiceLevel}
+    assert set(FILESTORE_GIB_MONTH) == {tier.value for tier in FilestoreTier}
+
+
+def test_without_a_spot_pool_there_is_no_spot_figure() -> None:
+    no_spot = values("aws")
+    no_spot["gpuPools"] = {**no_spot["gpuPools"],
+                           "spot": {**no_spot["gpuPools"]["spot"], "enabled": False}}
+    s = settings_from_mapping(no_spot)
+    out = estimate_output(s)
+    assert hourly(s).total(spot=True) is None and "spot_usd_per_hour" not in out
+    assert out["usd_per_hour"] == out["on_demand_usd_per_hour"]
+    assert not any("with the GPU nodes on spot" in line for line in estimate_lines(s))
