@@ -3,8 +3,9 @@
 import pulumi
 
 from infra.addon_versions import check_minor
-from infra.clouds import build_cluster, hourly_cost, resolve_release
+from infra.clouds import build_cluster, resolve_release
 from infra.contract import GpuClusterArgs
+from infra.estimate import estimate_output
 from infra.naming import name_prefix
 from infra.preemption import estimated_save
 from infra.previous_run import read_previous_run
@@ -38,7 +39,8 @@ pulumi.export("checkpoint_uri", cluster.checkpoints.uri)
 pulumi.export("trainer_image", cluster.trainer_image)
 pulumi.export("job_name", job.job_name)
 pulumi.export("watch_commands", job.watch_commands)
-pulumi.export("estimated_cost", hourly_cost(args))
+# Hourly items, the most the pools may reach, and one run of the job (infra/estimate.py).
+pulumi.export("estimated_cost", estimate_output(settings))
 for output_name, value in cluster.exports.items():
     pulumi.export(output_name, value)
 # `pulumi up` lists outputs sorted by name (pulumi/pulumi pkg/backend/display, StableKeys), so

@@ -567,3 +567,28 @@ def inter_host_gb_s_per_gpu(m: Machine) -> float:
     """The machine's rated network between nodes shared by its GPUs (GB/s per GPU): what
     torchrec's planner calls inter_host_bw (its default 12.5 GB/s = 100 Gbit/s per GPU)."""
     return m.network_gbps / 8 / max(m.gpu_count, 1)
+
+
+# --- Training throughput: measured per GPU model, for the run estimate (infra/estimate.py) -----
+@dataclass(frozen=True)
+class MeasuredThroughput:
+    """Our trainer's global samples/s over its GPUs, measured on one machine, and the model it
+    ran: the estimate scales it to another GPU and model (infra/estimate.py, planned_throughput)."""
+
+    gpu_model: str
+    gpu_memory_gib: int
+    samples_per_s_per_gpu: float
+    embedding_dim: int
+    ids_per_sample: int  # embedding rows read per sample (26 one-hot features)
+    source: str
+
+
+MEASURED_THROUGHPUT: tuple[MeasuredThroughput, ...] = (
+    # `make bench` (bench/train_throughput.py) on one H200 in a session of 2026-11: our trainer
+    # 1.70M vs TorchRec's reference loop 1.96M samples/s per GPU (0.86x), synthetic data with
+    # reader processes; the bench's model: 26 tables of 100,000 rows, dim 64, one id per
+    # feature, dot interaction, SGD. Recorded in the session's closing note, not in this tree.
+    MeasuredThroughput("H200", 141, 1_700_000.0, embedding_dim=64, ids_per_sample=26,
+                       source="measured on H200, bench 2026-11 (bench/train_throughput.py's "
+                              "model: dim 64, 26 one-hot tables of 100k rows)"),
+)

@@ -6,7 +6,7 @@ import importlib
 
 import pulumi
 
-from infra.catalog import Cloud, machine
+from infra.catalog import Cloud
 from infra.contract import GpuCluster, GpuClusterArgs
 from infra.kubernetes_release import Release, choose_release
 from infra.previous_run import PreviousRun
@@ -47,16 +47,4 @@ def build_cluster(args: GpuClusterArgs) -> GpuCluster:
     component = component_class(f"{args.name_prefix}", args)
     contract: GpuCluster = component.contract
     return contract
-
-
-def hourly_cost(args: GpuClusterArgs) -> dict[str, float]:
-    """Estimated USD per hour at the pools' desired sizes, on-demand and with spot, from the catalog."""
-    s = args.settings
-    system = machine(s.cloud, s.system_pool.machine_type).on_demand_usd_per_hour
-    system_cost = system * s.system_pool.desired_nodes
-    gpu = machine(s.cloud, s.job_pool.machine_type)
-    return {
-        "on_demand_usd_per_hour": round(system_cost + gpu.on_demand_usd_per_hour * s.job.nodes, 2),
-        "spot_usd_per_hour": round(system_cost + gpu.spot_usd_per_hour * s.job.nodes, 2),
-    }
 

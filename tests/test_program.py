@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from infra.catalog import find_machine
+from infra.estimate import estimate_output
 from infra.kubernetes_release import minor_of
 from infra.settings import settings_from_mapping
 from tests.harness import PROJECT, STACKS, Run, run_stack, stack_config
@@ -67,16 +68,21 @@ def test_stack_exports_what_the_user_needs(run: Run) -> None:
     assert run.outputs["checkpoint_uri"].startswith(scheme)
 
 
-def test_estimated_cost_comes_from_the_catalog(run: Run) -> None:
-    settings = settings_of(run.stack)
-    gpu = find_machine(settings.cloud, settings.job_pool.machine_type)
-    system = find_machine(settings.cloud, settings.system_pool.machine_type)
-    assert gpu and system
-    system_cost = system.on_demand_usd_per_hour * settings.system_pool.desired_nodes
+def test_estimated_cost_is_the_estimate_make_check_prints(run: Run) -> None:
+    """The export is infra/estimate.py's figure for the stack's settings: the hourly items
+    (nodes, file system, network, control plane), the most the pools reach, one run; the
+    names earlier versions exported (on_demand_usd_per_hour, spot_usd_per_hour) stay."""
+    expected = estimate_output(settings_of(run.stack))
     cost = run.outputs["estimated_cost"]
-    expected = system_cost + gpu.on_demand_usd_per_hour * settings.job.nodes
-    assert cost["on_demand_usd_per_hour"] == pytest.approx(expected, abs=0.01)
+    for key in ("on_demand_usd_per_hour", "spot_usd_per_hour", "usd_per_hour",
+                "at_most_usd_per_hour"):
+        assert cost[key] == pytest.approx(expected[key]), key
     assert cost["spot_usd_per_hour"] < cost["on_demand_usd_per_hour"]
+    assert [i["item"] for i in cost["items"]] == [i["item"] for i in expected["items"]]
+    assert sum(i["usd_per_hour"] for i in cost["items"]) == pytest.approx(
+        cost["on_demand_usd_per_hour"], abs=0.01)
+    assert cost["run"]["usd"] == pytest.approx(expected["run"]["usd"])
+    assert cost["run"]["throughput_source"] == expected["run"]["throughput_source"]
 
 
 def test_the_job_waits_for_the_gpu_pools_and_the_file_system(run: Run) -> None:

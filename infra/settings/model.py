@@ -500,6 +500,11 @@ class Job(Section):
         default_factory=lambda: {"batch_size": 2048, "embedding_dim": 128},
         description="Trainer flags without dashes, e.g. {batch_size: 2048}.",
     )
+    max_hourly_usd: float | None = Field(
+        None, gt=0,
+        description="Spend ceiling, USD per hour: the stack is refused when what it may scale "
+        "to (every GPU pool and the system pool at its maxNodes, with the file system, network "
+        "and control plane; infra/estimate.py) would cost more. Unset: no ceiling.")
 
 
 def _private_cidr(value: str) -> str:

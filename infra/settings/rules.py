@@ -879,3 +879,35 @@ RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_source_resource_gro
          prepare_owns_the_multi_hot_flags, prepare_fits_its_pool,
          prepare_workers_fit_their_pod, prepare_ends_before_its_deadline,
          prepare_output_fits_the_file_system)
+
+
+# --- job.maxHourlyUsd: the spend ceiling (infra/estimate.py) ----------------------------------
+def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
+    """Judged at the most the stack may cost an hour (every pool at its maxNodes), not at the
+    job's own size: the autoscaler's bounds are what the stack lets the bill reach, whatever
+    schedules on the pools. The message gives both figures and the pools behind the first."""
+    ceiling = s.job.max_hourly_usd
+    if ceiling is None:
+        return
+    from infra.estimate import job_hourly_usd, most_hourly
+
+    try:
+        most = most_hourly(s)
+        job = job_hourly_usd(s)
+    except (KeyError, ValueError, TypeError):  # a machine, size or flag another rule names
+        return
+    total = most.total() or 0.0
+    if total <= ceiling:
+        return
+    pools = "; ".join(f"{line.item}: {line.detail}" for line in most.lines
+                      if "pool" in line.item or "nodes" in line.item)
+    yield Problem(
+        "job.maxHourlyUsd", ceiling,
+        f"the stack may cost up to USD {total:,.2f} an hour with every pool at its maxNodes "
+        f"({pools}; with the file system, network and control plane), above this ceiling; the "
+        f"job itself on {s.job.nodes} {s.job.pool.value} node(s) costs USD {job:,.2f} an hour. "
+        "Lower gpuPools.onDemand.maxNodes / gpuPools.spot.maxNodes (or gpuPools.spot.enabled: "
+        "false), job.nodes or the machine type, or raise job.maxHourlyUsd")
+
+
+RULES = (*RULES, hourly_cost_fits_the_ceiling)
