@@ -37,6 +37,7 @@ pulumi.export("file_system_id", cluster.shared_file_system.file_system_id)
 pulumi.export("checkpoint_uri", cluster.checkpoints.uri)
 pulumi.export("trainer_image", cluster.trainer_image)
 pulumi.export("job_name", job.job_name)
+pulumi.export("job_namespace", settings.job.namespace)  # `python -m torchrec_cloud status` reads it
 pulumi.export("watch_commands", job.watch_commands)
 pulumi.export("estimated_cost", hourly_cost(args))
 for output_name, value in cluster.exports.items():
