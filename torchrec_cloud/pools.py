@@ -118,7 +118,7 @@ def node_groups(status_map: dict[str, Any] | None) -> list[NodeGroup]:
 def pool_of(text: str, pools: list[str]) -> str | None:
     """The pool a node group name or a log line names: the longest pool name found between
     separators (a pool "gpu" must not claim "gke-c-gpu-spot-1a2b-grp")."""
-    found = [p for p in pools if re.search(rf"(^|[-/_ ]){re.escape(p)}-", text)]
+    found = [p for p in pools if re.search(rf"(^|[-/_ ]){re.escape(p)}(-|\b)", text)]
     return max(found, key=len) if found else None
 
 

@@ -115,6 +115,7 @@ class Progress:
     eta_seconds: float | None
     finished: bool
     eval_auc: float | None
+    no_total: str = "the run ends with its epochs; no --max_steps"  # why total is None
 
     def line(self) -> str:
         of = f" of {self.total:,} ({100 * self.step / self.total:.0f}%)" if self.total else ""
@@ -132,7 +133,7 @@ class Progress:
         elif self.eta_seconds is not None:
             parts.append(f"ETA {duration(self.eta_seconds)}")
         elif self.total is None:
-            parts.append("ETA unknown (the run ends with its epochs; no --max_steps)")
+            parts.append(f"ETA unknown ({self.no_total})")
         return ", ".join(parts)
 
 
@@ -140,7 +141,8 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def progress(records: list[dict[str, Any]], total: int | None) -> Progress | None:
+def progress(records: list[dict[str, Any]], total: int | None,
+             no_total: str = Progress.no_total) -> Progress | None:
     """The newest training record, and the ETA from the steps left at its samples/s (samples
     per step from the record's window: its samples over the steps since the previous record)."""
     train = [r for r in records if r.get("event", "train") == "train"]
@@ -165,7 +167,7 @@ def progress(records: list[dict[str, Any]], total: int | None) -> Progress | Non
     finished = summary is not None and not summary.get("preempted")
     return Progress(step=step, total=total, samples_per_sec=rate, loss=_number(newest.get("loss")),
                     auc=_number(newest.get("auc")), eta_seconds=eta, finished=finished,
-                    eval_auc=_number(evals[-1]["auc"]) if evals else None)
+                    eval_auc=_number(evals[-1]["auc"]) if evals else None, no_total=no_total)
 
 
 def duration(seconds: float) -> str:

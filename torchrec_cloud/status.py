@@ -101,6 +101,8 @@ def rank0_log(read: Reader, view: ClusterView) -> tuple[str, str]:
     if not pods:
         raise NotFound("no rank 0 pod")
     pod = pods[0]
+    if (pod.get("status") or {}).get("phase") == "Pending":
+        raise NotFound(f"Pod/{pod['metadata']['name']} (rank 0) has not started")
     names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
     container = next((n for n in names if n in (TRAINER_CONTAINER, PYTORCHJOB_CONTAINER)),
                      names[0] if names else TRAINER_CONTAINER)
@@ -191,7 +193,8 @@ def progress_section(view: ClusterView | None, telemetry: Telemetry, read: Reade
     if telemetry.problem:
         lines.insert(0, f"metrics: {telemetry.problem}")
     total = progress_view.total_steps(records, view.jobset if view else None)
-    found = progress_view.progress(records, total)
+    found = progress_view.progress(records, total, *(
+        () if view is not None and view.jobset is not None else ("the job could not be read",)))
     if found is None:
         lines.append("no training record yet")
     else:
