@@ -116,7 +116,7 @@ def test_a_gang_pending_for_quota_names_the_pool_the_cloud_refused_and_why(tmp_p
     assert pools[2] == "system (on-demand, m6i.xlarge): 1 ready, 0 not ready"
     gang = section(lines, "Gang")
     assert gang[0] == "no Kueue Workload for the job (no queue, or Kueue not installed)"
-    assert gang[1] == "pods: 0 running, 2 pending"
+    assert gang[1] == "pods: 0 running, 2 pending, 0 failed"
     assert gang[2] == ("state: no quota: the cloud refused a new on-demand GPU node because the "
                        "account's quota is used up")
     assert gang[4].startswith('next step: request quota "Running On-Demand P instances"')
@@ -201,7 +201,7 @@ def test_a_running_gang_shows_progress_eta_the_newest_complete_checkpoint_and_sp
         "system (on-demand, m6i.xlarge): 1 ready, 0 not ready"]
     gang = section(lines, "Gang")
     assert gang[:3] == ["admitted by Kueue (ClusterQueue training, flavor on-demand)",
-                        "pods: 2 running, 0 pending", "state: the job is running on 2 pods"]
+                        "pods: 2 running, 0 pending, 0 failed", "state: the job is running on 2 pods"]
     # 600 steps left at 8192 samples a step and 2048 samples/s: 4 s a step, 40 minutes.
     assert section(lines, "Training") == [
         "step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, AUC 0.7400, eval AUC 0.7891, ETA 40 min",
@@ -326,3 +326,53 @@ def test_tensorboard_copies_only_new_or_grown_event_files(tmp_path):
     assert sync(fs, str(source), target) == ["eval/events.out.tfevents.2.rank0",
                                             "events.out.tfevents.1.rank0"]
     assert (target / "events.out.tfevents.1.rank0").read_bytes() == b"a" * 20
+
+
+# What `kubectl logs` asks before it reads a pod's log: the core API's discovery documents.
+DISCOVERY = {
+    "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
+    "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
+         "verbs": ["get", "list"], "shortNames": ["po"]},
+        {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]}]},
+}
+
+
+@needs_kubectl
+def test_logs_prints_rank_0s_log_through_kubectl_with_the_stacks_kubeconfig(tmp_path):
+    pods = [fx.trainer_pod(i, phase="Running", node=GPU_NODES[i]["metadata"]["name"]) for i in (1, 0)]
+    line = "[train] step 400  loss 0.4600  auc 0.7400\n"
+    routes = {**DISCOVERY, f"{NS_PATH}/pods": api_list("PodList", pods),
+              f"{NS_PATH}/pods/{fx.JOB}-node-0-0": pods[1],
+              f"{NS_PATH}/pods/{fx.JOB}-node-0-0/log": line}
+    saved = tmp_path / "outputs.json"
+    with FakeApi(routes) as api:
+        saved.write_text(json.dumps({"cloud": "aws", "job_name": fx.JOB, "job_namespace": fx.NS,
+                                     "kubeconfig": kubeconfig(tmp_path, api.url).read_text()}))
+        done = subprocess.run([sys.executable, "-m", "torchrec_cloud", "logs", "--stack", "aws",
+                               "--outputs", str(saved)], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)},
+                              timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == line
+    asked = [r for r in api.requests if "/log" in r]
+    assert asked == [f"{NS_PATH}/pods/{fx.JOB}-node-0-0/log?container=trainer&tailLines=200"]
+    assert not list(tmp_path.glob("kubeconfig-aws-*.yaml"))
+
+
+def test_tensorboard_sync_only_copies_the_buckets_event_files(tmp_path):
+    source = tmp_path / "bucket" / "telemetry" / "tensorboard"
+    source.mkdir(parents=True)
+    (source / "events.out.tfevents.1.rank0").write_bytes(b"event")
+    saved = tmp_path / "outputs.json"
+    saved.write_text(json.dumps({"cloud": "aws", "job_name": fx.JOB, "kubeconfig": "x",
+                                 "checkpoint_uri": f"file://{tmp_path / 'bucket'}"}))
+    args = [sys.executable, "-m", "torchrec_cloud", "tensorboard", "--stack", "aws", "--outputs",
+            str(saved), "--sync-only", "--out", str(tmp_path / "tb")]
+    first = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == f"1 files copied to {tmp_path / 'tb' / 'aws'}\n"
+    assert again.stdout == f"0 files copied to {tmp_path / 'tb' / 'aws'}\n"
+    assert (tmp_path / "tb" / "aws" / "events.out.tfevents.1.rank0").read_bytes() == b"event"

@@ -14,9 +14,11 @@ import json
 import subprocess
 import sys
 from typing import Any
+from urllib.parse import quote
 
 from torchrec_cloud.stack import StackError, add_stack_arguments, kubeconfig_file, read_outputs
 from workloads.names import COMPLETION_INDEX_LABEL, PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
+from workloads.why import ApiError, Kubectl, NotFound
 
 PYTORCHJOB_RANK_LABEL = "training.kubeflow.org/replica-index"
 
@@ -70,13 +72,13 @@ def run(args: argparse.Namespace) -> int:
     names = JobNames(outputs.job_name, outputs.job_namespace, "")
     selector = ",".join(f"{k}={v}" for k, v in sorted(names.selector.items()))
     with kubeconfig_file(outputs, args.kubeconfig) as kubeconfig:
-        listed = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "-n", names.namespace,
-                                 "get", "pods", "-l", selector, "-o", "json"],
-                                capture_output=True, text=True, timeout=60)
-        if listed.returncode != 0:
-            print(f"logs: cannot list the job's pods: {listed.stderr.strip()}", file=sys.stderr)
+        try:
+            listed = Kubectl(kubeconfig)(f"/api/v1/namespaces/{names.namespace}/pods"
+                                         f"?labelSelector={quote(selector)}")
+        except (ApiError, NotFound, OSError, subprocess.TimeoutExpired) as error:
+            print(f"logs: cannot list the job's pods: {error}", file=sys.stderr)
             return 2
-        pods = json.loads(listed.stdout or "{}").get("items") or []
+        pods = json.loads(listed or "{}").get("items") or []
         if not pods:
             print(f"logs: job {names.namespace}/{names.job} has no pods now; why: "
                   f"python -m torchrec_cloud status --stack {outputs.stack}", file=sys.stderr)

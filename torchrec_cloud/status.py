@@ -143,7 +143,7 @@ def gang_section(view: ClusterView) -> list[str]:
         phase = (pod.get("status") or {}).get("phase") or "Unknown"
         phases[phase] = phases.get(phase, 0) + 1
     counts = ", ".join(f"{phases.get(p, 0)} {p.lower()}" for p in ("Running", "Pending", "Failed", "Succeeded")
-                       if phases.get(p) or p in ("Running", "Pending"))
+                       if phases.get(p) or p != "Succeeded")
     lines.append(f"pods: {counts}")
     verdict = explain(view)
     lines.append(f"state: {verdict.reason}")
@@ -247,6 +247,9 @@ def report(outputs: Outputs, read: Reader, now: datetime,
     view: ClusterView | None = None
     try:
         view = read_view(read, outputs.job_namespace, outputs.job_name, outputs.cloud)
+    except FileNotFoundError:
+        problem = ["cannot read the cluster: kubectl is not installed (https://kubernetes.io/docs/tasks/tools/)"]
+        sections += [("Pools and nodes", problem), ("Gang", problem)]
     except (ApiError, OSError, subprocess.TimeoutExpired) as error:
         problem = [f"cannot read the cluster: {_one_line(error)}"]
         sections += [("Pools and nodes", problem), ("Gang", problem)]
