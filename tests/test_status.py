@@ -376,3 +376,39 @@ def test_tensorboard_sync_only_copies_the_buckets_event_files(tmp_path):
     assert first.stdout == f"1 files copied to {tmp_path / 'tb' / 'aws'}\n"
     assert again.stdout == f"0 files copied to {tmp_path / 'tb' / 'aws'}\n"
     assert (tmp_path / "tb" / "aws" / "events.out.tfevents.1.rank0").read_bytes() == b"event"
+
+
+def test_gke_pools_are_matched_to_the_autoscalers_groups_and_spot_is_read_from_gkes_label():
+    from torchrec_cloud.pools import pools
+    from workloads.waiting import ClusterView
+
+    def gke_node(name: str, pool: str, machine: str, spot: bool) -> dict[str, Any]:
+        labels = {"cloud.google.com/gke-nodepool": pool, "torchrec-cloud/pool": pool,
+                  "node.kubernetes.io/instance-type": machine,
+                  **({"cloud.google.com/gke-spot": "true"} if spot else {})}
+        return {"metadata": {"name": name, "labels": labels, "creationTimestamp": fx.T0},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+    view = ClusterView(job=fx.JOB, namespace=fx.NS, cloud="gcp", nodes=[
+        gke_node("gke-torchrec-gpu-spot-4f1d2c3b-x1", "gpu-spot", "a2-highgpu-8g", True),
+        gke_node("gke-torchrec-gpu-ondemand-9f8e-a1", "gpu-ondemand", "a2-highgpu-8g", False),
+        gke_node("gke-torchrec-system-1a2b-z9", "system", "e2-standard-4", False)],
+        autoscaler_status=fx.autoscaler_status(fx.GCE_POOL_EXHAUSTED))
+    found, unnamed = pools(view)
+    by_name = {p.name: p for p in found}
+    assert sorted(by_name) == ["gpu-ondemand", "gpu-spot", "system"]
+    assert by_name["gpu-spot"].line() == "gpu-spot (spot, a2-highgpu-8g): 1 ready, 0 not ready"
+    assert by_name["gpu-ondemand"].failure.startswith(
+        "no capacity: node group https://www.googleapis.com/compute/v1/projects/my-project/zones/"
+        "us-central1-a/instanceGroups/gke-torchrec-gpu-ondemand-grp scale-up Backoff: "
+        "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
+    assert not by_name["gpu-spot"].failure and unnamed == []
+    # Spot nodes at the catalog's spot price, the others on-demand, each for its two hours.
+    from infra.catalog import machine
+    from torchrec_cloud.pools import spend
+
+    a2, e2 = machine("gcp", "a2-highgpu-8g"), machine("gcp", "e2-standard-4")
+    s = spend(view.nodes, "gcp", NOW)
+    assert s.usd == pytest.approx(2 * (a2.spot_usd_per_hour + a2.on_demand_usd_per_hour
+                                       + e2.on_demand_usd_per_hour))
+    assert a2.spot_usd_per_hour < a2.on_demand_usd_per_hour and s.unpriced == []
