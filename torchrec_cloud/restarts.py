@@ -23,7 +23,6 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from trainer.exit_codes import CONFIG_ERROR, FABRIC_ERROR, NODE_LEFT_OUT, RESUME
 from workloads.waiting import ClusterView, Event
