@@ -38,6 +38,7 @@ pulumi.export("file_system_id", cluster.shared_file_system.file_system_id)
 pulumi.export("checkpoint_uri", cluster.checkpoints.uri)
 pulumi.export("trainer_image", cluster.trainer_image)
 pulumi.export("job_name", job.job_name)
+pulumi.export("job_namespace", settings.job.namespace)  # `python -m torchrec_cloud status` reads it
 pulumi.export("watch_commands", job.watch_commands)
 # Hourly items, the most the pools may reach, and one run of the job (infra/estimate.py).
 pulumi.export("estimated_cost", estimate_output(settings))

@@ -58,6 +58,7 @@ def the_job(run: Run):
 
 def test_stack_exports_what_the_user_needs(run: Run) -> None:
     for name in ("cluster_name", "kubeconfig", "file_system_id", "checkpoint_uri", "job_name",
+                 "job_namespace",
                  "watch_commands", "estimated_cost", "trainer_image"):
         assert run.outputs.get(name), f"{run.stack}: output {name} is empty"
     assert "kubeconfig" in run.secret_outputs

@@ -1,0 +1,414 @@
+"""`python -m torchrec_cloud status` against a fake Kubernetes API serving recorded objects (the
+real kubectl reads it, tests/fake_api.py) and a local folder as the bucket (file://).
+
+Three gangs a user meets: one pending for quota, one running (progress, ETA, checkpoint,
+spend), one restarted (a preemption and a fault told apart). The clock is passed in; every age
+is measured against the recorded timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import waiting_fixtures as fx
+from tests.fake_api import FakeApi, api_list, kubeconfig
+from torchrec_cloud import status
+from torchrec_cloud.stack import Outputs, kubeconfig_file, read_outputs
+from torchrec_cloud.tensorboard import sync
+from workloads.why import Kubectl
+
+ROOT = Path(__file__).resolve().parent.parent
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)  # two hours after fx.T0
+NS_PATH = f"/api/v1/namespaces/{fx.NS}"
+JOBSET = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{fx.NS}/jobsets/{fx.JOB}"
+WORKLOADS = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{fx.NS}/workloads"
+CA_STATUS = "/api/v1/namespaces/kube-system/configmaps/cluster-autoscaler-status"
+CA_EVENTS = ("/api/v1/namespaces/kube-system/events?fieldSelector="
+             "involvedObject.name%3Dcluster-autoscaler-status")
+CA_PODS = ("/api/v1/namespaces/kube-system/pods?labelSelector="
+           "app.kubernetes.io%2Fname%3Daws-cluster-autoscaler")
+CA_POD = "cluster-autoscaler-aws-cluster-autoscaler-7ff79bc484-pm8g9"
+RANK0_LOG = f"{NS_PATH}/pods/{fx.JOB}-node-0-0/log?container=trainer&tailLines=500"
+needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+
+
+def outputs(bucket: Path, cloud: str = "aws") -> Outputs:
+    return Outputs(stack=cloud, cloud=cloud, cluster_name="torchrec-cloud-aws", kubeconfig="",
+                   checkpoint_uri=f"file://{bucket}", job_name=fx.JOB, job_namespace=fx.NS)
+
+
+def eks_node(name: str, pool: str, machine: str, *, spot: bool = False, created: str = fx.T0,
+             ready: bool = True) -> dict[str, Any]:
+    """A Node as EKS registers it: the well-known instance-type label, the managed node group's
+    labels, and this stack's pool and capacity labels (infra/aws/node_groups.py)."""
+    labels = {"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": machine,
+              "eks.amazonaws.com/nodegroup": pool, "torchrec-cloud/pool": pool,
+              "eks.amazonaws.com/capacityType": "SPOT" if spot else "ON_DEMAND"}
+    if pool.startswith("gpu"):
+        labels["torchrec-cloud/capacity"] = "spot" if spot else "on-demand"
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels, "creationTimestamp": created},
+            "spec": {"providerID": f"aws:///us-east-1a/i-0{abs(hash(name)) % 10**8:08d}"},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def jobset_with_args(**kwargs: Any) -> dict[str, Any]:
+    """fx.jobset with the pod template's trainer args, as workloads/jobset.py renders them."""
+    js = fx.jobset(**kwargs)
+    js["spec"]["replicatedJobs"][0]["template"] = {"spec": {"template": {"spec": {"containers": [
+        {"name": "trainer", "command": ["/bin/sh", "-c", "exec python -m trainer.launch "
+                                        "--max_restarts=0 -m trainer \"$@\"", "trainer"],
+         "args": ["--batch_size=4096", "--max_steps=1000", "--metrics_file=/mnt/fs/runs/dlrm/metrics.jsonl"]}]}}}}
+    return js
+
+
+def ca_status(groups: str) -> dict[str, Any]:
+    return fx.autoscaler_status(f'time: "2026-11-26 11:59:00 +0000 UTC"\nautoscalerStatus: "Running"\n'
+                                f"nodeGroups:\n{groups}")
+
+
+def report(api: FakeApi, tmp_path: Path, bucket: Path) -> list[str]:
+    text = status.report(outputs(bucket), Kubectl(str(kubeconfig(tmp_path, api.url))), NOW,
+                         out_dir=tmp_path / "out")
+    return text.splitlines()
+
+
+def section(lines: list[str], title: str) -> list[str]:
+    start = lines.index(title) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i] and not lines[i].startswith(" ")),
+               len(lines))
+    return [line.strip() for line in lines[start:end] if line.strip()]
+
+
+@needs_kubectl
+def test_a_gang_pending_for_quota_names_the_pool_the_cloud_refused_and_why(tmp_path):
+    pods = [fx.trainer_pod(i, unschedulable="0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+            for i in (0, 1)]
+    routes = {
+        JOBSET: jobset_with_args(),
+        f"{NS_PATH}/pods": api_list("PodList", pods),
+        f"{NS_PATH}/events": api_list("EventList", [fx.event(
+            "TriggeredScaleUp", "pod triggered scale-up: [{eks-gpu-ondemand-a1b2c3d4 0->2 (max: 2)}]")]),
+        "/api/v1/nodes": api_list("NodeList", [eks_node("ip-10-0-1-23.ec2.internal", "system", "m6i.xlarge")]),
+        CA_STATUS: ca_status('  - name: "eks-gpu-ondemand-a1b2c3d4"\n    health:\n      status: "Healthy"\n'
+                             "      nodeCounts:\n        registered:\n          total: 0\n"
+                             '      cloudProviderTarget: 2\n    scaleUp:\n      status: "InProgress"\n'),
+        CA_EVENTS: api_list("EventList", [fx.event("ScaleUpFailed", fx.AWS_PLACEHOLDER, kind="ConfigMap",
+                                                   on="cluster-autoscaler-status", namespace="kube-system")]),
+        CA_PODS: api_list("PodList", [{"apiVersion": "v1", "kind": "Pod",
+                                       "metadata": {"name": CA_POD, "namespace": "kube-system"}}]),
+        f"/api/v1/namespaces/kube-system/pods/{CA_POD}/log?sinceSeconds=3600": fx.AWS_VCPU + "\n",
+    }
+    with FakeApi(routes) as api:
+        lines = report(api, tmp_path, tmp_path / "bucket")
+    pools = section(lines, "Pools and nodes")
+    assert pools[0] == ("eks-gpu-ondemand-a1b2c3d4: 0 ready, 0 not ready, 2 pending scale-up")
+    assert pools[1].startswith("scale-up failed: no quota: W1126") and "vCPU limit of 0" in pools[1]
+    assert pools[2] == "system (on-demand, m6i.xlarge): 1 ready, 0 not ready"
+    gang = section(lines, "Gang")
+    assert gang[0] == "no Kueue Workload for the job (no queue, or Kueue not installed)"
+    assert gang[1] == "pods: 0 running, 2 pending, 0 failed"
+    assert gang[2] == ("state: no quota: the cloud refused a new on-demand GPU node because the "
+                       "account's quota is used up")
+    assert gang[4].startswith('next step: request quota "Running On-Demand P instances"')
+    training = section(lines, "Training")
+    assert training[0].startswith("metrics: file://") and "does not exist yet" in training[0]
+    assert training[1] == f"rank 0's log cannot be read either: Pod/{fx.JOB}-node-0-0 (rank 0) has not started"
+    assert "newest complete checkpoint: none yet (no step-N folder with .metadata)" in training
+    assert section(lines, "Restarts") == ["no restarts"]
+    # One m6i.xlarge for two hours at the catalog's on-demand USD 0.192/h.
+    assert section(lines, "Spend (estimate)")[0].startswith("about USD 0.38 so far, USD 0.19/h now (1 nodes")
+
+
+def _metrics(bucket: Path) -> None:
+    """metrics.jsonl as trainer/metrics.py writes it (log_every 100, 8192 samples a step), and
+    two checkpoints: step-300 complete, step-400 still being written (no .metadata)."""
+    telemetry = bucket / "telemetry"
+    telemetry.mkdir(parents=True)
+    records = [{"event": "train", "step": s, "loss": 0.50 - s / 10000, "auc": 0.70 + s / 10000,
+                "samples": 819200, "samples_per_sec": 2048.0, "step_time_ms": 4000.0, "lr": 0.01}
+               for s in (100, 200, 300, 400)]
+    records.insert(3, {"event": "eval", "step": 300, "loss": 0.46, "auc": 0.7891, "samples": 100000})
+    (telemetry / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records)
+                                             + '{"event": "train", "st')  # an append in flight
+    for step, complete in ((300, True), (400, False)):
+        folder = bucket / f"step-{step}"
+        folder.mkdir()
+        (folder / "__0_0.distcp").write_bytes(b"x")
+        if complete:
+            (folder / ".metadata").write_bytes(b"x")
+            when = datetime(2026, 11, 26, 11, 45, tzinfo=timezone.utc).timestamp()
+            os.utime(folder / ".metadata", (when, when))
+    written = datetime(2026, 11, 26, 11, 58, tzinfo=timezone.utc).timestamp()
+    os.utime(telemetry / "metrics.jsonl", (written, written))
+
+
+def _running_routes(nodes: list[dict[str, Any]], jobset: dict[str, Any],
+                    events: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    admitted = fx.condition("Admitted", "True", "Admitted", "The workload is admitted")
+    workload = fx.kueue_workload(fx.condition("QuotaReserved", "True", "QuotaReserved", ""), admitted)
+    workload["status"]["admission"] = {"clusterQueue": "training", "podSetAssignments": [
+        {"name": "node", "flavors": {"nvidia.com/gpu": "on-demand"}, "count": 2}]}
+    pods = [fx.trainer_pod(i, phase="Running", node=nodes[i]["metadata"]["name"]) for i in (0, 1)]
+    return {
+        JOBSET: jobset,
+        f"{NS_PATH}/pods": api_list("PodList", pods),
+        f"{NS_PATH}/events": api_list("EventList", list(events)),
+        WORKLOADS: {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadList", "metadata": {},
+                    "items": [workload]},
+        "/api/v1/nodes": api_list("NodeList", nodes),
+        CA_PODS: api_list("PodList", []),
+    }
+
+
+GPU_NODES = [eks_node("ip-10-0-1-10.ec2.internal", "gpu-ondemand", "p4d.24xlarge"),
+             eks_node("ip-10-0-1-11.ec2.internal", "gpu-ondemand", "p4d.24xlarge",
+                      created="2026-11-26T11:00:00Z"),
+             eks_node("ip-10-0-1-23.ec2.internal", "system", "m6i.xlarge")]
+
+
+@needs_kubectl
+def test_a_running_gang_shows_progress_eta_the_newest_complete_checkpoint_and_spend(tmp_path):
+    bucket = tmp_path / "bucket"
+    _metrics(bucket)
+    saved = tmp_path / "outputs.json"  # as `pulumi stack output --json --show-secrets` prints it
+    with FakeApi(_running_routes(GPU_NODES, jobset_with_args())) as api:
+        config = kubeconfig(tmp_path, api.url)
+        saved.write_text(json.dumps({
+            "cloud": "aws", "cluster_name": "torchrec-cloud-aws", "job_name": fx.JOB,
+            "job_namespace": fx.NS, "checkpoint_uri": f"file://{bucket}",
+            "kubeconfig": config.read_text()}))
+        done = subprocess.run(
+            [sys.executable, "-m", "torchrec_cloud", "status", "--stack", "aws", "--outputs",
+             str(saved), "--now", NOW.isoformat(), "--out", str(tmp_path / "out")],
+            cwd=ROOT, env={**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)},
+            capture_output=True, text=True,
+            timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"stack aws (aws, cluster torchrec-cloud-aws): job {fx.NS}/{fx.JOB}, 2026-11-26 12:00 UTC"
+    assert section(lines, "Pools and nodes") == [
+        "gpu-ondemand (on-demand, p4d.24xlarge): 2 ready, 0 not ready",
+        "system (on-demand, m6i.xlarge): 1 ready, 0 not ready"]
+    gang = section(lines, "Gang")
+    assert gang[:3] == ["admitted by Kueue (ClusterQueue training, flavor on-demand)",
+                        "pods: 2 running, 0 pending, 0 failed", "state: the job is running on 2 pods"]
+    # 600 steps left at 8192 samples a step and 2048 samples/s: 4 s a step, 40 minutes.
+    assert section(lines, "Training") == [
+        "step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, AUC 0.7400, eval AUC 0.7891, ETA 40 min",
+        f"from file://{bucket}/telemetry/metrics.jsonl, written 2 min ago",
+        "newest complete checkpoint: step 300, 2026-11-26 11:45 UTC (15 min ago)"]
+    assert section(lines, "Restarts") == ["no restarts"]
+    # p4d.24xlarge on-demand USD 21.96/h: one node 2 h, one 1 h; m6i.xlarge USD 0.192/h for 2 h.
+    assert section(lines, "Spend (estimate)")[0].startswith(
+        f"about USD {21.96 * 3 + 0.192 * 2:,.2f} so far, USD {21.96 * 2 + 0.192:,.2f}/h now (3 nodes")
+    reported = section(lines, "Report")[0]
+    try:
+        import trainer.report  # noqa: F401  (another part of issue 23 adds it)
+    except ImportError:
+        assert reported == "report skipped: trainer/report.py is not in this checkout"
+    else:
+        assert (tmp_path / "out" / "aws" / "training.png").exists(), reported
+    assert not list(tmp_path.glob("kubeconfig-aws-*.yaml")), "the kubeconfig copy is left behind"
+
+
+@needs_kubectl
+def test_without_the_bucket_progress_comes_from_rank_0s_log(tmp_path):
+    log = ("resumed from checkpoint step-300\n"
+           "[train] step 350  loss 0.4650  auc 0.7350  samples 409,600  samples_per_sec 2,048  "
+           "step_time_ms 4,000.0000  lr 0.0100\n"
+           "[train] step 400  loss 0.4600  auc 0.7400  samples 409,600  samples_per_sec 2,048  "
+           "step_time_ms 4,000.0000  lr 0.0100\n")
+    routes = {**_running_routes(GPU_NODES, jobset_with_args()), RANK0_LOG: log}
+    with FakeApi(routes) as api:
+        lines = report(api, tmp_path, tmp_path / "no-bucket")
+    training = section(lines, "Training")
+    assert "does not exist yet" in training[0]
+    assert training[1] == "step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, AUC 0.7400, ETA 40 min"
+    assert training[2] == f"from rank 0's log (Pod/{fx.JOB}-node-0-0)"
+
+
+def _job_event(reason: str, message: str, time: str) -> dict[str, Any]:
+    """The Job controller's Warning event on a failed child Job (job_controller.go)."""
+    return fx.event(reason, message, on=f"{fx.JOB}-node-0", kind="Job", source="job-controller",
+                    type_="Warning", time=time)
+
+
+@needs_kubectl
+def test_a_restarted_gang_tells_a_preemption_from_a_fault(tmp_path):
+    js = jobset_with_args()
+    js["spec"]["failurePolicy"] = {"maxRestarts": 3}
+    js["status"].update({"restarts": 3, "restartsCountTowardsMax": 1})
+    events = [
+        _job_event("PodFailurePolicy", f"Container trainer for pod {fx.NS}/{fx.JOB}-node-0-1-x7k2p "
+                   "failed with exit code 143 matching FailJob rule at index 1", "2026-11-26T10:20:00Z"),
+        _job_event("PodFailurePolicy", f"Pod {fx.NS}/{fx.JOB}-node-0-0-b8d4q has condition "
+                   "DisruptionTarget matching FailJob rule at index 2", "2026-11-26T10:50:00Z"),
+        _job_event("BackoffLimitExceeded", "Job has reached the specified backoff limit",
+                   "2026-11-26T11:30:00Z"),
+    ]
+    with FakeApi(_running_routes(GPU_NODES, js, events)) as api:
+        lines = report(api, tmp_path, tmp_path / "bucket")
+    restarts = section(lines, "Restarts")
+    assert restarts[0] == ("3 restarts of the gang: 1 counted of maxRestarts 3 (faults), 2 not "
+                           "counted (preemptions, lost nodes, nodes left out)")
+    assert restarts[1] == ("remembered by the cluster (events last about an hour): "
+                           "2 preemption or lost node, 1 trainer fault")
+    assert restarts[2].startswith(f"preemption or lost node: Job/{fx.JOB}-node-0 PodFailurePolicy")
+    assert "exit code 143" in restarts[2]
+    assert restarts[3].startswith("not counted against maxRestarts")
+    assert restarts[4].startswith("preemption or lost node:") and "DisruptionTarget" in restarts[4]
+    assert restarts[6].startswith(f"trainer fault: Job/{fx.JOB}-node-0 BackoffLimitExceeded")
+    assert restarts[7].startswith("counted against maxRestarts")
+
+
+def test_exit_codes_are_read_as_trainer_exit_codes_defines_them():
+    from torchrec_cloud.restarts import Cause, cause_of_exit
+    from trainer import exit_codes
+
+    assert cause_of_exit(exit_codes.RESUME) == Cause.PREEMPTION
+    assert cause_of_exit(exit_codes.NODE_LEFT_OUT) == Cause.NODE_LEFT_OUT
+    assert cause_of_exit(exit_codes.CONFIG_ERROR) == Cause.CONFIG
+    assert cause_of_exit(exit_codes.FABRIC_ERROR) == Cause.FABRIC
+    assert cause_of_exit(1) == Cause.FAULT  # torchrun's status for a crashed worker
+
+
+@needs_kubectl
+def test_an_unreachable_cluster_still_prints_the_bucket_sections(tmp_path):
+    bucket = tmp_path / "bucket"
+    _metrics(bucket)
+    with FakeApi({}) as api:
+        url = api.url
+    lines = status.report(outputs(bucket), Kubectl(str(kubeconfig(tmp_path, url))), NOW).splitlines()
+    assert section(lines, "Pools and nodes")[0].startswith("cannot read the cluster: kubectl")
+    assert section(lines, "Training")[0] == ("step 400, 2,048 samples/s, loss 0.4600, AUC 0.7400, "
+                                             "eval AUC 0.7891, ETA unknown (the job could not be read)")
+    assert "newest complete checkpoint: step 300" in section(lines, "Training")[-1]
+
+
+def test_outputs_come_from_a_saved_file_and_the_kubeconfig_copy_is_private_and_removed(tmp_path):
+    saved = tmp_path / "outputs.json"
+    saved.write_text(json.dumps({"cloud": "gcp", "cluster_name": "c", "job_name": "dlrm",
+                                 "checkpoint_uri": "gs://b/dlrm/", "kubeconfig": "apiVersion: v1\n"}))
+    out = read_outputs("gcp", str(saved))
+    assert (out.telemetry_uri, out.job_namespace) == ("gs://b/dlrm/telemetry", "torchrec")
+    with kubeconfig_file(out) as path:
+        assert Path(path).read_text() == "apiVersion: v1\n"
+        assert Path(path).stat().st_mode & 0o777 == 0o600
+    assert not Path(path).exists()
+    saved.write_text(json.dumps({"cloud": "gcp"}))
+    with pytest.raises(Exception, match="lack kubeconfig, job_name; has `pulumi up --stack gcp` finished"):
+        read_outputs("gcp", str(saved))
+
+
+def test_tensorboard_copies_only_new_or_grown_event_files(tmp_path):
+    import fsspec
+
+    source = tmp_path / "bucket" / "telemetry" / "tensorboard"
+    source.mkdir(parents=True)
+    (source / "events.out.tfevents.1.rank0").write_bytes(b"a" * 10)
+    fs = fsspec.filesystem("file")
+    target = tmp_path / "out" / "aws"
+    assert sync(fs, str(source), target) == ["events.out.tfevents.1.rank0"]
+    assert sync(fs, str(source), target) == []
+    (source / "events.out.tfevents.1.rank0").write_bytes(b"a" * 20)  # the writer appended
+    (source / "eval").mkdir()
+    (source / "eval" / "events.out.tfevents.2.rank0").write_bytes(b"b")
+    assert sync(fs, str(source), target) == ["eval/events.out.tfevents.2.rank0",
+                                            "events.out.tfevents.1.rank0"]
+    assert (target / "events.out.tfevents.1.rank0").read_bytes() == b"a" * 20
+
+
+# What `kubectl logs` asks before it reads a pod's log: the core API's discovery documents.
+DISCOVERY = {
+    "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
+    "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
+         "verbs": ["get", "list"], "shortNames": ["po"]},
+        {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]}]},
+}
+
+
+@needs_kubectl
+def test_logs_prints_rank_0s_log_through_kubectl_with_the_stacks_kubeconfig(tmp_path):
+    pods = [fx.trainer_pod(i, phase="Running", node=GPU_NODES[i]["metadata"]["name"]) for i in (1, 0)]
+    line = "[train] step 400  loss 0.4600  auc 0.7400\n"
+    routes = {**DISCOVERY, f"{NS_PATH}/pods": api_list("PodList", pods),
+              f"{NS_PATH}/pods/{fx.JOB}-node-0-0": pods[1],
+              f"{NS_PATH}/pods/{fx.JOB}-node-0-0/log": line}
+    saved = tmp_path / "outputs.json"
+    with FakeApi(routes) as api:
+        saved.write_text(json.dumps({"cloud": "aws", "job_name": fx.JOB, "job_namespace": fx.NS,
+                                     "kubeconfig": kubeconfig(tmp_path, api.url).read_text()}))
+        done = subprocess.run([sys.executable, "-m", "torchrec_cloud", "logs", "--stack", "aws",
+                               "--outputs", str(saved)], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)},
+                              timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == line
+    asked = [r for r in api.requests if "/log" in r]
+    assert asked == [f"{NS_PATH}/pods/{fx.JOB}-node-0-0/log?container=trainer&tailLines=200"]
+    assert not list(tmp_path.glob("kubeconfig-aws-*.yaml"))
+
+
+def test_tensorboard_sync_only_copies_the_buckets_event_files(tmp_path):
+    source = tmp_path / "bucket" / "telemetry" / "tensorboard"
+    source.mkdir(parents=True)
+    (source / "events.out.tfevents.1.rank0").write_bytes(b"event")
+    saved = tmp_path / "outputs.json"
+    saved.write_text(json.dumps({"cloud": "aws", "job_name": fx.JOB, "kubeconfig": "x",
+                                 "checkpoint_uri": f"file://{tmp_path / 'bucket'}"}))
+    args = [sys.executable, "-m", "torchrec_cloud", "tensorboard", "--stack", "aws", "--outputs",
+            str(saved), "--sync-only", "--out", str(tmp_path / "tb")]
+    first = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == f"1 files copied to {tmp_path / 'tb' / 'aws'}\n"
+    assert again.stdout == f"0 files copied to {tmp_path / 'tb' / 'aws'}\n"
+    assert (tmp_path / "tb" / "aws" / "events.out.tfevents.1.rank0").read_bytes() == b"event"
+
+
+def test_gke_pools_are_matched_to_the_autoscalers_groups_and_spot_is_read_from_gkes_label():
+    from torchrec_cloud.pools import pools
+    from workloads.waiting import ClusterView
+
+    def gke_node(name: str, pool: str, machine: str, spot: bool) -> dict[str, Any]:
+        labels = {"cloud.google.com/gke-nodepool": pool, "torchrec-cloud/pool": pool,
+                  "node.kubernetes.io/instance-type": machine,
+                  **({"cloud.google.com/gke-spot": "true"} if spot else {})}
+        return {"metadata": {"name": name, "labels": labels, "creationTimestamp": fx.T0},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+    view = ClusterView(job=fx.JOB, namespace=fx.NS, cloud="gcp", nodes=[
+        gke_node("gke-torchrec-gpu-spot-4f1d2c3b-x1", "gpu-spot", "a2-highgpu-8g", True),
+        gke_node("gke-torchrec-gpu-ondemand-9f8e-a1", "gpu-ondemand", "a2-highgpu-8g", False),
+        gke_node("gke-torchrec-system-1a2b-z9", "system", "e2-standard-4", False)],
+        autoscaler_status=fx.autoscaler_status(fx.GCE_POOL_EXHAUSTED))
+    found, unnamed = pools(view)
+    by_name = {p.name: p for p in found}
+    assert sorted(by_name) == ["gpu-ondemand", "gpu-spot", "system"]
+    assert by_name["gpu-spot"].line() == "gpu-spot (spot, a2-highgpu-8g): 1 ready, 0 not ready"
+    assert by_name["gpu-ondemand"].failure.startswith(
+        "no capacity: node group https://www.googleapis.com/compute/v1/projects/my-project/zones/"
+        "us-central1-a/instanceGroups/gke-torchrec-gpu-ondemand-grp scale-up Backoff: "
+        "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
+    assert not by_name["gpu-spot"].failure and unnamed == []
+    # Spot nodes at the catalog's spot price, the others on-demand, each for its two hours.
+    from infra.catalog import machine
+    from torchrec_cloud.pools import spend
+
+    a2, e2 = machine("gcp", "a2-highgpu-8g"), machine("gcp", "e2-standard-4")
+    s = spend(view.nodes, "gcp", NOW)
+    assert s.usd == pytest.approx(2 * (a2.spot_usd_per_hour + a2.on_demand_usd_per_hour
+                                       + e2.on_demand_usd_per_hour))
+    assert a2.spot_usd_per_hour < a2.on_demand_usd_per_hour and s.unpriced == []

@@ -1,0 +1,139 @@
+"""A deployed stack as the user's own tools see it: its outputs, its kubeconfig, its bucket.
+
+The outputs come from `pulumi stack output --json --show-secrets --stack <name>` (the user's
+Pulumi CLI and login; a read that never touches the stack's state), or from a file holding that
+command's output (`--outputs`), so the commands run where no Pulumi CLI is. The kubeconfig is
+written to a private temporary file (0600) for kubectl and removed afterwards: it is a secret
+output. The bucket is opened with fsspec and the user's own cloud credentials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+STACKS = ("aws", "azure", "gcp")
+DEFAULT_NAMESPACE = "torchrec"  # infra/settings/model.py Job.namespace, for stacks before job_namespace
+TELEMETRY = "telemetry"  # <checkpoint_uri>/telemetry/: the trainer's mirror of its metrics and events
+
+
+class StackError(Exception):
+    """The stack's outputs could not be read; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """The stack outputs these commands read (__main__.py exports them)."""
+
+    stack: str
+    cloud: str
+    cluster_name: str
+    kubeconfig: str
+    checkpoint_uri: str
+    job_name: str
+    job_namespace: str
+    storage_account: str = ""  # Azure: the checkpoint container's account (adlfs needs it)
+
+    @classmethod
+    def of(cls, stack: str, raw: dict[str, Any]) -> "Outputs":
+        missing = [k for k in ("cloud", "kubeconfig", "job_name") if not raw.get(k)]
+        if missing:
+            raise StackError(f"stack {stack}: the outputs lack {', '.join(missing)}; has "
+                             f"`pulumi up --stack {stack}` finished?")
+        kubeconfig = raw["kubeconfig"]
+        return cls(stack=stack, cloud=str(raw["cloud"]), cluster_name=str(raw.get("cluster_name") or ""),
+                   kubeconfig=kubeconfig if isinstance(kubeconfig, str) else json.dumps(kubeconfig),
+                   checkpoint_uri=str(raw.get("checkpoint_uri") or "").rstrip("/"),
+                   job_name=str(raw["job_name"]),
+                   job_namespace=str(raw.get("job_namespace") or DEFAULT_NAMESPACE),
+                   storage_account=str(raw.get("storage_account") or ""))
+
+    @property
+    def telemetry_uri(self) -> str:
+        return f"{self.checkpoint_uri}/{TELEMETRY}"
+
+
+def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack", required=True, help="the Pulumi stack: aws, azure or gcp "
+                        "(or any stack name of this project)")
+    parser.add_argument("--outputs", metavar="FILE.json",
+                        help="a saved `pulumi stack output --json --show-secrets`, instead of "
+                             "asking the Pulumi CLI")
+    parser.add_argument("--kubeconfig", help="a kubeconfig for the cluster, instead of the "
+                        "stack's kubeconfig output")
+
+
+def read_outputs(stack: str, outputs_file: str | None = None) -> Outputs:
+    """The stack's outputs, from the file or from the user's Pulumi CLI."""
+    if outputs_file:
+        try:
+            with open(outputs_file, encoding="utf-8") as f:
+                return Outputs.of(stack, json.load(f))
+        except (OSError, ValueError) as error:
+            raise StackError(f"--outputs {outputs_file}: {error}") from error
+    command = ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError as error:
+        raise StackError("the Pulumi CLI is not installed (https://www.pulumi.com/docs/install/); "
+                         "or pass --outputs FILE.json saved from `pulumi stack output --json "
+                         "--show-secrets`") from error
+    except subprocess.TimeoutExpired as error:
+        raise StackError(f"{' '.join(command)} did not answer in 120 s") from error
+    if done.returncode != 0:
+        raise StackError(f"{' '.join(command)}: {done.stderr.strip() or done.stdout.strip()}")
+    try:
+        return Outputs.of(stack, json.loads(done.stdout or "{}"))
+    except ValueError as error:
+        raise StackError(f"{' '.join(command)} printed no JSON: {error}") from error
+
+
+@contextlib.contextmanager
+def kubeconfig_file(outputs: Outputs, override: str | None = None) -> Iterator[str]:
+    """A path kubectl can use: the override as given, else the stack's kubeconfig in a private
+    temporary file that is removed on exit."""
+    if override:
+        yield override
+        return
+    handle, path = tempfile.mkstemp(prefix=f"kubeconfig-{outputs.stack}-", suffix=".yaml")
+    try:
+        os.fchmod(handle, 0o600)
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            f.write(outputs.kubeconfig)
+        yield path
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def open_bucket(uri: str, outputs: Outputs | None = None) -> tuple[Any, str]:
+    """(fsspec file system, path) for a bucket URI, with the user's own credentials.
+
+    gs://: gcsfs's plain GCSFileSystem, as the trainer uses (trainer/checkpoint.py open_store:
+    the extended class asks for bucket metadata an object-only role lacks). az://: adlfs with
+    anon=False (DefaultAzureCredential: the user's `az login`) and the stack's storage account,
+    which az:// URIs do not carry. s3://: s3fs's default credential chain. file:// and plain
+    paths: the local file system (tests, and a bucket mounted locally). Instances are not
+    cached: a cached one would keep a stale listing.
+    """
+    import fsspec
+
+    scheme = uri.split("://", 1)[0] if "://" in uri else "file"
+    if scheme in ("gs", "gcs"):
+        from gcsfs.core import GCSFileSystem
+
+        fs = GCSFileSystem(skip_instance_cache=True)
+        return fs, fs._strip_protocol(uri)
+    options: dict[str, Any] = {}
+    if scheme in ("az", "abfs", "abfss"):
+        options["anon"] = False
+        account = (outputs.storage_account if outputs else "") or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME", "")
+        if account:
+            options["account_name"] = account
+    return fsspec.core.url_to_fs(uri, skip_instance_cache=True, **options)

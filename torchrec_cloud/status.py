@@ -1,0 +1,284 @@
+"""`python -m torchrec_cloud status --stack aws`: where a deployed stack's training stands.
+
+Sections: pools and nodes, the gang, training progress and the newest checkpoint, restarts,
+spend so far (an estimate). Everything is read with the user's own credentials: the stack's
+outputs (torchrec_cloud/stack.py), the cluster through `kubectl get --raw` with the stack's
+kubeconfig (workloads/why.py says why kubectl), the bucket through fsspec. A section that
+cannot be read prints one line saying what and why; the others still print. Also writes the
+curves and summary (trainer/report.py, when present) to out/status/<stack>/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import quote
+
+from torchrec_cloud import pools as pool_view
+from torchrec_cloud import progress as progress_view
+from torchrec_cloud import restarts as restart_view
+from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
+                                  open_bucket, read_outputs)
+from workloads.names import COMPLETION_INDEX_LABEL, PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
+from workloads.waiting import ClusterView, Kind, explain
+from workloads.why import ApiError, Kubectl, NotFound, Reader, read_view
+
+OUT_DIR = Path("out/status")
+LOG_TAIL_LINES = 500  # rank 0's recent lines hold several metric records (log_every steps each)
+PYTORCHJOB_RANK_LABEL = "training.kubeflow.org/replica-index"
+BucketOpener = Callable[[str], tuple[Any, str]]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_stack_arguments(parser)
+    parser.add_argument("--out", default=str(OUT_DIR), help="where the PNG and summary.json go "
+                        "(a folder per stack under it)")
+    # The clock, for reproducible output (the tests); default: now.
+    parser.add_argument("--now", help=argparse.SUPPRESS)
+
+
+# ---- reading ----------------------------------------------------------------------------------
+
+@dataclass
+class Telemetry:
+    """What the bucket (or, failing that, rank 0's log) says about training."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    source: str = ""  # where the records came from
+    written: datetime | None = None  # when metrics.jsonl was last written
+    problem: str = ""  # why the bucket could not be read
+    checkpoint: progress_view.Checkpoint | None = None
+    checkpoint_problem: str = ""
+
+
+def read_telemetry(outputs: Outputs, opener: BucketOpener) -> Telemetry:
+    found = Telemetry()
+    if not outputs.checkpoint_uri:
+        found.problem = found.checkpoint_problem = "the stack has no checkpoint_uri output"
+        return found
+    metrics_uri = f"{outputs.telemetry_uri}/metrics.jsonl"
+    try:
+        fs, path = opener(metrics_uri)
+        with fs.open(path, "rb") as f:
+            found.records = progress_view.read_records(f.read().decode("utf-8", "replace"))
+        found.source, found.written = metrics_uri, progress_view.modified(fs, path)
+    except FileNotFoundError:
+        found.problem = f"{metrics_uri} does not exist yet (the trainer writes it at its first log step)"
+    except Exception as error:  # noqa: BLE001 (any SDK's error: credentials, network, permissions)
+        found.problem = f"cannot read {metrics_uri}: {_one_line(error)}"
+    try:
+        fs, root = opener(outputs.checkpoint_uri)
+        found.checkpoint = progress_view.newest_checkpoint(fs, root)
+    except Exception as error:  # noqa: BLE001
+        found.checkpoint_problem = f"cannot list {outputs.checkpoint_uri}: {_one_line(error)}"
+    return found
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) < 300 else text[:297] + "..."
+
+
+def trainer_pods(view: ClusterView) -> list[dict[str, Any]]:
+    selector = JobNames(view.job, view.namespace, "").selector
+    return [p for p in view.pods
+            if all(((p.get("metadata") or {}).get("labels") or {}).get(k) == v
+                   for k, v in selector.items())]
+
+
+def rank0_log(read: Reader, view: ClusterView) -> tuple[str, str]:
+    """(log, pod name) of rank 0's pod: completion index 0 (JobSet) or replica index 0
+    (PyTorchJob), a running one first; core/v1 PodLogOptions container and tailLines."""
+    pods = [p for p in trainer_pods(view)
+            if ((p.get("metadata") or {}).get("labels") or {}).get(COMPLETION_INDEX_LABEL,
+               ((p.get("metadata") or {}).get("labels") or {}).get(PYTORCHJOB_RANK_LABEL)) == "0"]
+    pods.sort(key=lambda p: (p.get("status") or {}).get("phase") != "Running")
+    if not pods:
+        raise NotFound("no rank 0 pod")
+    pod = pods[0]
+    if (pod.get("status") or {}).get("phase") == "Pending":
+        raise NotFound(f"Pod/{pod['metadata']['name']} (rank 0) has not started")
+    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+    container = next((n for n in names if n in (TRAINER_CONTAINER, PYTORCHJOB_CONTAINER)),
+                     names[0] if names else TRAINER_CONTAINER)
+    name = pod["metadata"]["name"]
+    path = (f"/api/v1/namespaces/{view.namespace}/pods/{name}/log"
+            f"?container={quote(container)}&tailLines={LOG_TAIL_LINES}")
+    return read(path), name
+
+
+# ---- the sections -----------------------------------------------------------------------------
+
+def ago(then: datetime | None, now: datetime) -> str:
+    if then is None:
+        return ""
+    return f"{progress_view.duration((now - then).total_seconds())} ago"
+
+
+def pools_section(view: ClusterView) -> list[str]:
+    found, unnamed = pool_view.pools(view)
+    if not found:
+        return ["no nodes and no autoscaler node groups visible"]
+    lines = []
+    for pool in found:
+        lines.append(pool.line())
+        if pool.failure:
+            lines.append(f"  scale-up failed: {pool.failure}")
+    lines += [f"scale-up failed: {line}" for line in unnamed]
+    return lines
+
+
+def gang_section(view: ClusterView) -> list[str]:
+    if view.jobset is None:
+        return [f"no job {view.job} in namespace {view.namespace}"]
+    lines = [_admission(view)]
+    pods = trainer_pods(view)
+    phases: dict[str, int] = {}
+    for pod in pods:
+        phase = (pod.get("status") or {}).get("phase") or "Unknown"
+        phases[phase] = phases.get(phase, 0) + 1
+    counts = ", ".join(f"{phases.get(p, 0)} {p.lower()}" for p in ("Running", "Pending", "Failed", "Succeeded")
+                       if phases.get(p) or p != "Succeeded")
+    lines.append(f"pods: {counts}")
+    verdict = explain(view)
+    lines.append(f"state: {verdict.reason}")
+    if verdict.kind not in (Kind.RUNNING, Kind.COMPLETED):
+        lines.append(f"  evidence: {verdict.evidence}")
+        lines.append(f"  next step: {verdict.next_step}")
+    return lines
+
+
+def _admission(view: ClusterView) -> str:
+    """Kueue's Workload owned by the JobSet: Admitted=True with its ClusterQueue and flavor
+    (kueue.x-k8s.io Workload status.admission.clusterQueue, podSetAssignments[].flavors)."""
+    for wl in view.workloads:
+        owners = (wl.get("metadata") or {}).get("ownerReferences") or []
+        if not any(o.get("name") == view.job and o.get("kind") in ("JobSet", "PyTorchJob") for o in owners):
+            continue
+        conditions = {c.get("type"): c for c in (wl.get("status") or {}).get("conditions") or []}
+        admitted = conditions.get("Admitted") or {}
+        if admitted.get("status") == "True":
+            admission = (wl.get("status") or {}).get("admission") or {}
+            flavors = sorted({f for a in admission.get("podSetAssignments") or []
+                              for f in (a.get("flavors") or {}).values()})
+            where = ", ".join(x for x in (
+                f"ClusterQueue {admission['clusterQueue']}" if admission.get("clusterQueue") else "",
+                f"flavor {', '.join(flavors)}" if flavors else "") if x)
+            return f"admitted by Kueue{f' ({where})' if where else ''}"
+        reserved = conditions.get("QuotaReserved") or {}
+        why = admitted if admitted else reserved
+        return (f"not admitted by Kueue: Workload/{wl['metadata'].get('name')} "
+                f"{why.get('type', 'QuotaReserved')}={why.get('status', 'False')}"
+                f" ({why.get('reason', '')}): {why.get('message', 'not yet considered')}")
+    return "no Kueue Workload for the job (no queue, or Kueue not installed)"
+
+
+def progress_section(view: ClusterView | None, telemetry: Telemetry, read: Reader | None,
+                     now: datetime) -> list[str]:
+    lines = []
+    records = telemetry.records
+    if not records and read is not None and view is not None and view.jobset is not None:
+        try:
+            log, pod = rank0_log(read, view)
+            records = progress_view.records_from_log(log)
+            if records:
+                telemetry.records, telemetry.source = records, f"rank 0's log (Pod/{pod})"
+        except (NotFound, ApiError, OSError, subprocess.TimeoutExpired) as error:
+            lines.append(f"rank 0's log cannot be read either: {_one_line(error)}")
+    if telemetry.problem:
+        lines.insert(0, f"metrics: {telemetry.problem}")
+    total = progress_view.total_steps(records, view.jobset if view else None)
+    found = progress_view.progress(records, total, *(
+        () if view is not None and view.jobset is not None else ("the job could not be read",)))
+    if found is None:
+        lines.append("no training record yet")
+    else:
+        written = f", written {ago(telemetry.written, now)}" if telemetry.written else ""
+        lines.append(found.line())
+        lines.append(f"  from {telemetry.source}{written}")
+    if telemetry.checkpoint_problem:
+        lines.append(f"checkpoint: {telemetry.checkpoint_problem}")
+    elif telemetry.checkpoint is None:
+        lines.append("newest complete checkpoint: none yet (no step-N folder with .metadata)")
+    else:
+        c = telemetry.checkpoint
+        when = f", {c.time:%Y-%m-%d %H:%M} UTC ({ago(c.time, now)})" if c.time else ""
+        lines.append(f"newest complete checkpoint: step {c.step:,}{when}")
+    return lines
+
+
+def spend_section(view: ClusterView, cloud: str, now: datetime) -> list[str]:
+    s = pool_view.spend(view.nodes, cloud, now)
+    lines = [f"about USD {s.usd:,.2f} so far, USD {s.usd_per_hour:,.2f}/h now ({s.counted} nodes "
+             "alive now, each from its creation at the catalog's list price, spot or on-demand; "
+             "an estimate: nodes already removed, disks, network, file system and control plane "
+             "are not in it)"]
+    if s.unpriced:
+        lines.append(f"not priced (not in infra/catalog.py): {', '.join(s.unpriced)}")
+    return lines
+
+
+def _write_report(records: list[dict[str, Any]], out_dir: Path) -> str:
+    """The curves and summary (trainer/report.py write_report), when that module exists."""
+    if not records:
+        return "no metrics records: no report written"
+    try:
+        from trainer.report import write_report  # type: ignore[import-not-found]
+    except ImportError:
+        return "report skipped: trainer/report.py is not in this checkout"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        png, summary = write_report(records, str(out_dir))
+    except Exception as error:  # noqa: BLE001 (a plot must not hide the status)
+        return f"report not written: {_one_line(error)}"
+    return f"wrote {png} and {summary}"
+
+
+def report(outputs: Outputs, read: Reader, now: datetime,
+           opener: BucketOpener | None = None, out_dir: Path | None = None) -> str:
+    """The whole status as text."""
+    opener = opener or (lambda uri: open_bucket(uri, outputs))
+    sections: list[tuple[str, list[str]]] = []
+    view: ClusterView | None = None
+    try:
+        view = read_view(read, outputs.job_namespace, outputs.job_name, outputs.cloud)
+    except FileNotFoundError:
+        problem = ["cannot read the cluster: kubectl is not installed (https://kubernetes.io/docs/tasks/tools/)"]
+        sections += [("Pools and nodes", problem), ("Gang", problem)]
+    except (ApiError, OSError, subprocess.TimeoutExpired) as error:
+        problem = [f"cannot read the cluster: {_one_line(error)}"]
+        sections += [("Pools and nodes", problem), ("Gang", problem)]
+    if view is not None:
+        sections.append(("Pools and nodes", pools_section(view)))
+        sections.append(("Gang", gang_section(view)))
+    telemetry = read_telemetry(outputs, opener)
+    sections.append(("Training", progress_section(view, telemetry, read if view else None, now)))
+    if view is not None:
+        sections.append(("Restarts", restart_view.summary(view)))
+        sections.append(("Spend (estimate)", spend_section(view, outputs.cloud, now)))
+    if out_dir is not None:
+        sections.append(("Report", [_write_report(telemetry.records, out_dir)]))
+    head = (f"stack {outputs.stack} ({outputs.cloud}, cluster {outputs.cluster_name or '?'}): "
+            f"job {outputs.job_namespace}/{outputs.job_name}, {now:%Y-%m-%d %H:%M} UTC")
+    body = "\n".join(f"\n{title}\n" + "\n".join(f"  {line}" for line in lines)
+                     for title, lines in sections)
+    return head + "\n" + body + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        outputs = read_outputs(args.stack, args.outputs)
+    except StackError as error:
+        print(f"status: {error}", file=sys.stderr)
+        return 2
+    now = (datetime.fromisoformat(args.now.replace("Z", "+00:00")) if args.now
+           else pool_view.now_utc())
+    with kubeconfig_file(outputs, args.kubeconfig) as kubeconfig:
+        text = report(outputs, Kubectl(kubeconfig), now, out_dir=Path(args.out) / args.stack)
+    sys.stdout.write(text)
+    return 0

@@ -1,0 +1,88 @@
+"""`python -m torchrec_cloud tensorboard --stack aws`: TensorBoard on this machine over the job's
+event files.
+
+The trainer's rank 0 mirrors its TensorBoard event files to
+`<checkpoint_uri>/telemetry/tensorboard/` (issue 23's telemetry contract). This copies them to
+out/tensorboard/<stack>/ (only files that are new or changed size since the last copy: an
+event file grows by appends) and runs TensorBoard from this project's virtual environment
+(`sys.executable -m tensorboard.main`, so no `tensorboard` on PATH is needed). --sync-only
+copies and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from torchrec_cloud.stack import Outputs, StackError, add_stack_arguments, open_bucket, read_outputs
+
+OUT_DIR = Path("out/tensorboard")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_stack_arguments(parser)
+    parser.add_argument("--sync-only", action="store_true", help="copy the event files, do not start TensorBoard")
+    parser.add_argument("--port", type=int, default=6006, help="TensorBoard's port (default 6006)")
+    parser.add_argument("--out", default=str(OUT_DIR), help="where the copies go (a folder per stack)")
+
+
+def sync(fs: Any, root: str, target: Path) -> list[str]:
+    """Copy every file under `root` that `target` lacks or holds at another size; the copied
+    paths, relative to root. A file is written under a temporary name and renamed, so a
+    TensorBoard reading the folder never sees half a file."""
+    copied = []
+    fs.invalidate_cache()
+    root = root.rstrip("/")
+    for path, info in sorted(fs.find(root, detail=True).items()):
+        if info.get("type") == "directory":
+            continue
+        relative = path[len(root):].lstrip("/")
+        local = target / relative
+        size = info.get("size")
+        if local.exists() and size is not None and local.stat().st_size == size:
+            continue
+        local.parent.mkdir(parents=True, exist_ok=True)
+        partial = local.with_name(f".{local.name}.partial")
+        fs.get_file(path, str(partial))
+        os.replace(partial, local)
+        copied.append(relative)
+    return copied
+
+
+def sync_stack(outputs: Outputs, out: Path,
+               opener: Callable[[str], tuple[Any, str]] | None = None) -> tuple[Path, list[str]]:
+    if not outputs.checkpoint_uri:
+        raise StackError("the stack has no checkpoint_uri output")
+    uri = f"{outputs.telemetry_uri}/tensorboard"
+    fs, root = (opener or (lambda u: open_bucket(u, outputs)))(uri)
+    if not fs.exists(root):
+        raise FileNotFoundError(f"{uri} does not exist yet (the trainer writes it at its first "
+                                "log step)")
+    target = out / outputs.stack
+    return target, sync(fs, root, target)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        outputs = read_outputs(args.stack, args.outputs)
+        target, copied = sync_stack(outputs, Path(args.out))
+    except StackError as error:
+        print(f"tensorboard: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 (any storage SDK's error: credentials, network)
+        print(f"tensorboard: cannot copy the event files: {error}", file=sys.stderr)
+        return 2
+    print(f"{len(copied)} files copied to {target}")
+    if args.sync_only:
+        return 0
+    command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(target),
+               "--port", str(args.port)]
+    print(" ".join(command))
+    try:
+        return subprocess.run(command).returncode
+    except KeyboardInterrupt:
+        return 0
