@@ -120,19 +120,25 @@ def machines_are_in_the_catalog(s: Settings) -> Iterator[Problem]:
                           f"{', '.join(machine_names(s.cloud, gpu=True))}")
 
 
+CLOUD_NAMES = {Cloud.AWS: "AWS", Cloud.AZURE: "Azure", Cloud.GCP: "GCP"}
+
+
 def region_is_one_of_the_cloud_s(s: Settings) -> Iterator[Problem]:
     """A region the cloud does not have (infra/regions.py) fails the first cloud call of
     `pulumi up`; name it here, closest names first."""
     names = REGIONS[s.cloud]
     if s.region in names:
         return
-    ranked = sorted(names, key=lambda name: -difflib.SequenceMatcher(None, s.region, name).ratio())
-    close = difflib.get_close_matches(s.region, names, n=1, cutoff=0.6)
+    def likeness(name: str) -> float:
+        return difflib.SequenceMatcher(None, s.region, name).ratio()
+
+    ranked = sorted(names, key=lambda name: -likeness(name))  # stable: ties keep list order
+    close = [ranked[0]] if likeness(ranked[0]) >= 0.6 else []  # difflib's own cutoff
     other = cloud_of_region(s.region)
-    why = f"{s.region!r} is a {other.value} region; " if other else ""
+    why = f"{s.region!r} is a region of {CLOUD_NAMES[other]}; " if other else ""
     guess = f"did you mean {close[0]!r}? " if close else ""
     yield Problem("region", s.region,
-                  f"{why}{guess}a {s.cloud.value} region (infra/regions.py, as of "
+                  f"{why}{guess}one of the {CLOUD_NAMES[s.cloud]} regions (infra/regions.py, as of "
                   f"{REGIONS_CHECKED_ON}), closest first: {', '.join(ranked)}; set it with "
                   f"`pulumi config set region {close[0] if close else ranked[0]}` and zones "
                   "of that region")
