@@ -1639,8 +1639,8 @@ def test_the_jobset_controller_follows_the_control_plane_not_the_nodes(gke_world
 
 # Spot tables whose one save takes about 27 s: inside the 100 s a 120 s Spot shutdown leaves the
 # trainer, far past the 10 s of GKE's default 30 s.
-BIG_SPOT_TABLES = {"job": {"pool": "spot", "trainerArgs": {"batch_size": 2048,
-                                                           "embedding_dim": 4096}}}
+BIG_SPOT_TABLES = {"job": {"pool": "spot", "trainerArgs": {
+    "batch_size": 2048, "embedding_dim": 4096, "dense_arch_layer_sizes": [512, 256, 4096]}}}
 
 
 def test_the_save_rule_judges_the_build_the_job_is_budgeted_for():
