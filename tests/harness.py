@@ -216,6 +216,8 @@ class Run:
 # The one value every user sets before `pulumi up` (the README's configure step: their own
 # address); the shipped stack files leave it out on purpose. RFC 2544 benchmarking, not documentation.
 USER_API_CIDRS = ["198.18.0.0/15"]
+# GCP's other value only the user knows (the shipped file carries no placeholder for it).
+USER_GCP_PROJECT = "torchrec-ci-01"
 
 
 def shipped_stack_config(stack: str) -> dict[str, Any]:
@@ -225,11 +227,15 @@ def shipped_stack_config(stack: str) -> dict[str, Any]:
 
 
 def stack_config(stack: str) -> dict[str, Any]:
-    """The stack file after the user's configure step (kubernetes.apiAccessCidrs set)."""
+    """The stack file after the user's configure step (kubernetes.apiAccessCidrs set, and on
+    GCP gcp.project)."""
     config = shipped_stack_config(stack)
     kubernetes = dict(config.get(f"{PROJECT}:kubernetes") or {})
     kubernetes.setdefault("apiAccessCidrs", USER_API_CIDRS)
     config[f"{PROJECT}:kubernetes"] = kubernetes
+    if stack == "gcp":
+        config[f"{PROJECT}:gcp"] = {"project": USER_GCP_PROJECT,
+                                    **(config.get(f"{PROJECT}:gcp") or {})}
     return config
 
 

@@ -402,7 +402,7 @@ def test_gpu_nodes_are_hardened(run, settings):
     assert config["shieldedInstanceConfig"] == {"enableSecureBoot": True,
                                                 "enableIntegrityMonitoring": True}
     node_sa = run.one("gcp:serviceaccount/account:Account", "nodes")
-    assert config["serviceAccount"] == f"{node_sa.inputs['accountId']}@my-gcp-project.iam.gserviceaccount.com"
+    assert config["serviceAccount"] == f"{node_sa.inputs['accountId']}@torchrec-ci-01.iam.gserviceaccount.com"
 
 
 def test_node_account_has_gkes_default_node_role_and_what_image_streaming_needs(run):
@@ -410,7 +410,7 @@ def test_node_account_has_gkes_default_node_role_and_what_image_streaming_needs(
     assert {m.inputs["role"] for m in members} == {
         "roles/container.defaultNodeServiceAccount", "roles/serviceusage.serviceUsageConsumer"}
     for member in members:
-        assert member.inputs["member"].endswith("nodes@my-gcp-project.iam.gserviceaccount.com")
+        assert member.inputs["member"].endswith("nodes@torchrec-ci-01.iam.gserviceaccount.com")
 
 
 def test_spot_pool_is_spot_and_scales_to_zero(run, settings):
@@ -510,7 +510,7 @@ def test_bucket_without_retention_is_deleted_with_its_data(a3_run):
 def test_bucket_access_is_granted_to_the_job_account_only(run):
     [member] = run.of_type(BUCKET_MEMBER)
     job_sa = run.one("gcp:serviceaccount/account:Account", "job")
-    email = f"{job_sa.inputs['accountId']}@my-gcp-project.iam.gserviceaccount.com"
+    email = f"{job_sa.inputs['accountId']}@torchrec-ci-01.iam.gserviceaccount.com"
     assert member.inputs["member"] == f"serviceAccount:{email}"
     assert member.inputs["role"] in {"roles/storage.objectUser", "roles/storage.objectAdmin"}
     assert run.waits_for(member, run.one(BUCKET))
@@ -524,7 +524,7 @@ def test_workload_identity_binds_exactly_the_jobs_kubernetes_account(run, settin
         f"[{settings.job.namespace}/{settings.job.service_account}]")
     assert binding.inputs["serviceAccountId"].endswith(
         run.one("gcp:serviceaccount/account:Account", "job").inputs["accountId"]
-        + "@my-gcp-project.iam.gserviceaccount.com")
+        + "@torchrec-ci-01.iam.gserviceaccount.com")
     assert run.waits_for(binding, run.one(CLUSTER))  # the pool exists once the cluster does
 
 
@@ -563,7 +563,7 @@ def test_trainer_image_is_built_into_artifact_registry(run, settings):
     assert registry["address"] == "us-central1-docker.pkg.dev"
     reader = run.one("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")
     assert reader.inputs["role"] == "roles/artifactregistry.reader"
-    assert reader.inputs["member"].endswith("nodes@my-gcp-project.iam.gserviceaccount.com")
+    assert reader.inputs["member"].endswith("nodes@torchrec-ci-01.iam.gserviceaccount.com")
 
 
 def test_the_job_waits_for_the_iam_it_needs(contract, a3_contract):
@@ -1090,8 +1090,8 @@ def test_the_version_is_asked_of_the_clusters_location(run):
     assert run.outputs["kubernetes_version"] in CHANNEL_VERSIONS["REGULAR"]
     asks = [(a.get("location"), a.get("versionPrefix"), a.get("project"))
             for a in ENGINE_VERSION_ASKS]
-    assert ("us-central1", None, "my-gcp-project") in asks
-    assert ("us-central1", "1.33.", "my-gcp-project") in asks  # the "." keeps 1.3 from 1.33
+    assert ("us-central1", None, "torchrec-ci-01") in asks
+    assert ("us-central1", "1.33.", "torchrec-ci-01") in asks  # the "." keeps 1.3 from 1.33
     assert all(location == "us-central1" for location, _, _ in asks)
 
 
@@ -1439,7 +1439,7 @@ def test_each_day_a_live_cluster_whose_minor_left_the_channel_keeps_it(gke_world
     assert "minMasterVersion" in later.one(CLUSTER).ignore_changes  # the cluster is left be
     assert later.outputs["kubernetes_version"] == gke_world["left"]
     assert fakes.ENGINE_VERSION_ASKS == []  # a kept release asks the channel nothing
-    assert (first.outputs["cluster_name"], "us-central1", "my-gcp-project") in [
+    assert (first.outputs["cluster_name"], "us-central1", "torchrec-ci-01") in [
         (a.get("name"), a.get("location"), a.get("project")) for a in fakes.CLUSTER_ASKS]
     # Pinning the minor it runs is the same as keeping it.
     minor = ".".join(gke_world["left"].split(".")[:2])
@@ -1522,7 +1522,7 @@ def test_a_bucket_gcs_will_not_describe_stops_the_run_before_anything_is_made(gk
     from infra.gcp.storage import checkpoint_bucket_name
 
     fakes = _fakes()
-    name = checkpoint_bucket_name("my-gcp-project", "torchrec-cloud-gcp")
+    name = checkpoint_bucket_name("torchrec-ci-01", "torchrec-cloud-gcp")
     fakes.FORBIDDEN_BUCKETS.add(name)  # a 403: not "absent"
     failed = run_gcp(expect_error=True)
     text = str(failed.error)
@@ -1639,8 +1639,8 @@ def test_the_jobset_controller_follows_the_control_plane_not_the_nodes(gke_world
 
 # Spot tables whose one save takes about 27 s: inside the 100 s a 120 s Spot shutdown leaves the
 # trainer, far past the 10 s of GKE's default 30 s.
-BIG_SPOT_TABLES = {"job": {"pool": "spot", "trainerArgs": {"batch_size": 2048,
-                                                           "embedding_dim": 4096}}}
+BIG_SPOT_TABLES = {"job": {"pool": "spot", "trainerArgs": {
+    "batch_size": 2048, "embedding_dim": 4096, "dense_arch_layer_sizes": [512, 256, 4096]}}}
 
 
 def test_the_save_rule_judges_the_build_the_job_is_budgeted_for():
@@ -1727,7 +1727,7 @@ def test_pruned_checkpoints_are_not_soft_deleted_on_top_of_their_noncurrent_week
 
 
 @pytest.mark.parametrize(("project", "prefix"), [
-    ("my-gcp-project", "torchrec-cloud-gcp"),
+    ("torchrec-ci-01", "torchrec-cloud-gcp"),
     ("a-thirty-character-project-id", "torchrec-cloud-production"[:24]),
     ("example.com:my-project", "torchrec-cloud-gcp"),  # a domain-scoped project id
     ("my-google-project", "torchrec-cloud-gcp"),
@@ -1740,8 +1740,8 @@ def test_the_bucket_name_is_fixed_per_stack_and_fits_gcs_rules(project, prefix):
     assert name != checkpoint_bucket_name(project, f"{prefix}2")  # another stack's differs
     assert re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", name), name
     assert "google" not in name and not name.startswith("goog")
-    if project == "my-gcp-project":
-        assert name == "my-gcp-project-torchrec-cloud-gcp-ckpt"
+    if project == "torchrec-ci-01":
+        assert name == "torchrec-ci-01-torchrec-cloud-gcp-ckpt"
 
 
 def pod_env(run: Run) -> dict[str, str]:

@@ -210,8 +210,40 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("options-of-other-cloud", "azure", {"aws": {"vpcCidr": "10.0.0.0/16"}}, "aws",
      "but this stack's cloud is azure"),
     ("misspelt-key", "aws", {"gpuPools": {"onDemand": {"maxNode": 4}}},
-     "gpuPools.onDemand.maxNode", "misspelt"),
-    ("misspelt-top-level-key", "azure", {"gpuPool": {}}, "gpuPool", "misspelt"),
+     "gpuPools.onDemand.maxNode", "did you mean 'maxNodes'?"),
+    ("misspelt-top-level-key", "azure", {"gpuPool": {}}, "gpuPool", "did you mean 'gpuPools'?"),
+    ("misspelt-file-system-key", "aws", {"sharedFileSystem": {"capacityGB": 2400}},
+     "sharedFileSystem.capacityGB", "did you mean 'capacityGib'?"),
+    ("unknown-key-without-a-near-one", "gcp", {"job": {"gpus": 8}}, "job.gpus",
+     "the settings here: name, namespace"),
+    # job.trainerArgs as the trainer's own parser and TrainConfig judge them (trainer/config.py).
+    ("trainer-flag-misspelt", "aws", {"job": {"trainerArgs": {"batchsize": 4}}},
+     "job.trainerArgs.batchsize", "not a trainer flag; did you mean 'batch_size'?"),
+    ("trainer-flag-type", "gcp", {"job": {"trainerArgs": {"batch_size": "lots"}}},
+     "job.trainerArgs.batch_size", "an integer: the trainer reads --batch_size=lots"),
+    ("trainer-flag-choice", "azure", {"job": {"trainerArgs": {"interaction": "cross"}}},
+     "job.trainerArgs.interaction", "one of 'dot', 'dcn'"),
+    ("trainer-flag-range", "aws", {"job": {"trainerArgs": {"learning_rate": 0}}},
+     "job.trainerArgs.learning_rate", "must be > 0"),
+    ("trainer-flags-combination", "gcp",
+     {"job": {"trainerArgs": {"eval_every": 100, "evals_per_epoch": 20}}},
+     "job.trainerArgs.evals_per_epoch", "set either it or --eval_every"),
+    # The dense MLP's last size (the stack file's 128) must follow a changed embedding_dim.
+    ("trainer-flags-disagree", "aws", {"job": {"trainerArgs": {"embedding_dim": 64}}},
+     "job.trainerArgs.dense_arch_layer_sizes", "the last size must equal --embedding_dim (64)"),
+    ("trainer-global-batch-over-ranks", "azure",
+     {"job": {"trainerArgs": {"global_batch_size": 1000}}},
+     "job.trainerArgs.global_batch_size", "multiple of the world size (16 ranks)"),
+    ("region-of-no-cloud", "aws", {"region": "us-east-9"}, "region",
+     "did you mean 'us-east-1'? one of the AWS regions"),
+    ("azure-region-of-no-cloud", "azure", {"region": "mars-central"}, "region",
+     "one of the Azure regions (infra/regions.py"),
+    ("region-of-another-cloud", "gcp", {"region": "eastus"}, "region",
+     "'eastus' is a region of Azure"),
+    ("gcp-placeholder-project", "gcp", {"gcp": {"project": "my-gcp-project"}}, "gcp.project",
+     "placeholder, not a real value; set your GCP project id (`gcloud config get-value project`"),
+    ("placeholder-in-any-text", "aws", {"job": {"image": "<your-registry>/trainer:1"}},
+     "job.image", "pulumi config set --path 'job.image' <value>"),
     ("job-kind", "gcp", {"job": {"kind": "MPIJob"}}, "job.kind", "'JobSet' or 'PyTorchJob'"),
     ("grace-period", "aws", {"job": {"terminationGraceSeconds": 5}},
      "job.terminationGraceSeconds", "greater than or equal to 30"),
@@ -385,3 +417,35 @@ def test_tables_the_gpus_cannot_hold_are_refused_naming_the_nodes_that_fit() -> 
     values = with_overrides("aws", {"job": {"trainerArgs": {"recipe": "mlperf"}}})
     values.pop("dataset", None)
     assert not list(rules.tables_fit_the_gpus(settings_from_mapping(values)))
+
+
+def test_a_region_of_no_cloud_is_blamed_alone_not_its_zones() -> None:
+    """us-east-9 once drew a zones error suggesting us-east-9a, a zone that does not exist."""
+    values = stack_values("aws")
+    values["region"] = "us-east-9"
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(values)
+    assert [p.path for p in caught.value.problems] == ["region"]
+    assert "us-east-9a" not in str(caught.value)
+
+
+def test_every_region_the_defaults_and_stack_files_name_is_in_the_region_lists() -> None:
+    from infra.regions import REGIONS
+    from infra.settings.defaults import CLOUD_DEFAULTS
+
+    for cloud, defaults in CLOUD_DEFAULTS.items():
+        assert defaults["region"] in REGIONS[cloud]
+        assert stack_values(cloud.value)["region"] in REGIONS[cloud]
+    names = [name for regions in REGIONS.values() for name in regions]
+    assert len(names) == len(set(names)), "a region name in two clouds' lists"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_default_trainer_args_pass_the_trainer_s_own_checks(stack: str) -> None:
+    """The default and shipped trainerArgs once set embedding_dim 128 under the trainer's
+    default dense MLP ending at 64: every pod would have exited at its first line."""
+    from trainer.config import parse_config
+    from workloads.flags import user_flags
+
+    settings = settings_from_mapping(stack_values(stack))
+    assert parse_config(user_flags(settings.job.trainer_args)).embedding_dim == 128

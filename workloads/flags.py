@@ -14,6 +14,7 @@ from infra.catalog import (Interconnect as FabricKind, gpu_hbm_gb_s, gpu_matmul_
                            gpu_nvlink_gb_s, inter_host_gb_s_per_gpu)
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
+from infra.settings.trainer_flags import format_value  # one rendering, judged by the settings
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
                                   TrainerArgValue)
 from workloads.pod import job_pool
@@ -28,15 +29,6 @@ STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                "inter_host_gb_per_sec", "fabric_max_nodes_left_out")
 # The gate's message sizes below its judged plateau size: latency-bound and mid sizes, reported.
 GATE_SMALLER_SIZES = (1 << 20, 128 << 20)
-
-
-def format_value(value: TrainerArgValue) -> str:
-    """How argparse in trainer/config.py reads it: lists comma separated, bools lowercase."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value)
-    return str(value)
 
 
 def user_flags(trainer_args: Mapping[str, TrainerArgValue]) -> list[str]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Mapping
 from typing import Any
 
-import pulumi
 from pydantic import ValidationError
 
 from infra.catalog import Cloud
@@ -38,9 +39,39 @@ def _type_problems(error: ValidationError) -> list[Problem]:
         if item["type"] == "missing":
             allowed = f"required: {_description(loc) or 'see README'}"
         if item["type"] == "extra_forbidden":
-            allowed = "not a setting here (misspelt?)"
+            allowed = _unknown_key(tuple(item["loc"]))
         problems.append(Problem(".".join(str(part) for part in loc), value, allowed))
     return problems
+
+
+def _model_at(raw_loc: tuple[str | int, ...]) -> Any:
+    """The settings model at a location as pydantic reports it (with the file system's kind
+    tag, which picks the member of that union), or None below a plain dict or list."""
+    model: Any = Settings
+    parts = list(raw_loc)
+    while parts:
+        part = parts.pop(0)
+        fields = getattr(model, "model_fields", None) or {}
+        field = next((f for n, f in fields.items() if (f.alias or n) == part), None)
+        if field is None:
+            return None
+        members = [a for a in getattr(field.annotation, "__args__", (field.annotation,))
+                   if hasattr(a, "model_fields")]
+        if len(members) > 1 and parts:  # a tagged union: the next part is the member's kind
+            tag = parts.pop(0)
+            members = [m for m in members if m.model_fields["kind"].default == tag]
+        model = members[0] if members else None
+    return model
+
+
+def _unknown_key(raw_loc: tuple[str | int, ...]) -> str:
+    """What a key that is not a setting at its level should have been."""
+    model = _model_at(raw_loc[:-1])
+    keys = [f.alias or n for n, f in getattr(model, "model_fields", {}).items()]
+    close = difflib.get_close_matches(str(raw_loc[-1]), keys, n=1, cutoff=0.6)
+    if close:
+        return f"not a setting here (misspelt?); did you mean {close[0]!r}?"
+    return f"not a setting here (misspelt?); the settings here: {', '.join(keys)}"
 
 
 def _description(loc: tuple[str | int, ...]) -> str | None:
@@ -124,12 +155,13 @@ def settings_from_mapping(raw: dict[str, Any]) -> Settings:
     return settings
 
 
-def _all_project_config() -> dict[str, Any]:
-    """Every `torchrec-cloud:*` value of the stack, parsed from JSON where it is structured."""
+def project_values(config: Mapping[str, str]) -> dict[str, Any]:
+    """The `torchrec-cloud:*` values of a stack's config as Pulumi hands it to the program
+    (`"<namespace>:<key>"` -> text; structured values as JSON text), parsed from JSON where
+    they are structured. `pulumi up` (below) and `make check` (torchrec_cloud/check.py) both
+    read the stack through this."""
     values: dict[str, Any] = {}
-    everything = dict(pulumi.runtime.config.get_config_env())
-    everything.update(pulumi.runtime.config.CONFIG.get())
-    for full_key, text in everything.items():
+    for full_key, text in config.items():
         namespace, _, key = full_key.partition(":")
         if namespace != CONFIG_NAMESPACE:
             continue
@@ -138,6 +170,15 @@ def _all_project_config() -> dict[str, Any]:
         except (TypeError, json.JSONDecodeError):
             values[key] = text
     return values
+
+
+def _all_project_config() -> dict[str, Any]:
+    """Every `torchrec-cloud:*` value of the running stack."""
+    import pulumi  # only `pulumi up` needs its runtime; `make check` reads the file itself
+
+    everything = dict(pulumi.runtime.config.get_config_env())
+    everything.update(pulumi.runtime.config.CONFIG.get())
+    return project_values(everything)
 
 
 def load_settings() -> Settings:

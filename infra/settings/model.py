@@ -497,8 +497,11 @@ class Job(Section):
         "`pulumi up` to start training. Either change recreates the job: set on a running job, "
         "it deletes it (training resumes from its checkpoint when set back).")
     trainer_args: dict[str, TrainerArgValue] = Field(
-        default_factory=lambda: {"batch_size": 2048, "embedding_dim": 128},
-        description="Trainer flags without dashes, e.g. {batch_size: 2048}.",
+        # The dense MLP's last size must equal embedding_dim (trainer/config.py).
+        default_factory=lambda: {"batch_size": 2048, "embedding_dim": 128,
+                                 "dense_arch_layer_sizes": [512, 256, 128]},
+        description="Trainer flags without dashes, e.g. {batch_size: 2048}; checked against "
+        "the trainer's own flags (`python -m trainer --help`).",
     )
     max_hourly_usd: float | None = Field(
         None, gt=0,
@@ -583,7 +586,9 @@ class AzureOptions(Section):
 class GcpOptions(Section):
     """GCP-only settings."""
 
-    project: str = Field(description="GCP project id.")
+    project: str = Field(
+        description="GCP project id: `pulumi config set --path gcp.project <project-id>` "
+        "(`gcloud config get-value project` prints yours).")
     network_cidr: PrivateCidr = Field("10.2.0.0/20", description="Node subnetwork range.")
     deletion_protection: bool = Field(False, description="GKE deletion protection.")
 

@@ -7,6 +7,7 @@ problem, so one run of `pulumi up` names everything to fix.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -14,6 +15,9 @@ from collections.abc import Callable, Iterator
 from infra.catalog import Cloud, Interconnect, Machine, find_machine, machine_names
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
 from infra.preemption import estimated_save, largest_rank_bytes, stop_budget
+from infra.settings.placeholders import no_placeholders_left
+from infra.settings.trainer_flags import trainer_args_fit_the_trainer
+from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region
 from infra.settings.errors import Problem
 from infra.settings.model import (
     CRITEO_1TB_DAYS,
@@ -116,7 +120,34 @@ def machines_are_in_the_catalog(s: Settings) -> Iterator[Problem]:
                           f"{', '.join(machine_names(s.cloud, gpu=True))}")
 
 
+CLOUD_NAMES = {Cloud.AWS: "AWS", Cloud.AZURE: "Azure", Cloud.GCP: "GCP"}
+
+
+def region_is_one_of_the_cloud_s(s: Settings) -> Iterator[Problem]:
+    """A region the cloud does not have (infra/regions.py) fails the first cloud call of
+    `pulumi up`; name it here, closest names first."""
+    names = REGIONS[s.cloud]
+    if s.region in names:
+        return
+    def likeness(name: str) -> float:
+        return difflib.SequenceMatcher(None, s.region, name).ratio()
+
+    ranked = sorted(names, key=lambda name: -likeness(name))  # stable: ties keep list order
+    close = [ranked[0]] if likeness(ranked[0]) >= 0.6 else []  # difflib's own cutoff
+    other = cloud_of_region(s.region)
+    why = f"{s.region!r} is a region of {CLOUD_NAMES[other]}; " if other else ""
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    yield Problem("region", s.region,
+                  f"{why}{guess}one of the {CLOUD_NAMES[s.cloud]} regions (infra/regions.py, as of "
+                  f"{REGIONS_CHECKED_ON}), closest first: {', '.join(ranked)}; set it with "
+                  f"`pulumi config set region {close[0] if close else ranked[0]}` and zones "
+                  "of that region")
+
+
 def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
+    # Under a region the cloud does not have, every zone would look wrong and any suggested
+    # zone would not exist: region_is_one_of_the_cloud_s names the region alone.
+    region_known = s.region in REGIONS[s.cloud]
     for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
         if not zones:
             yield Problem(path, zones, "at least one zone")
@@ -126,7 +157,7 @@ def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
             if s.cloud == Cloud.AZURE:
                 if zone not in {"1", "2", "3"}:
                     yield Problem(path, zone, "Azure availability zones are '1', '2' or '3'")
-            elif not (zone.startswith(s.region) and len(zone) > len(s.region)):
+            elif region_known and not (zone.startswith(s.region) and len(zone) > len(s.region)):
                 example = f"{s.region}a" if s.cloud == Cloud.AWS else f"{s.region}-a"
                 yield Problem(path, zone, f"a zone of region {s.region!r}, e.g. {example!r}")
     for zone in s.gpu_zones:
@@ -381,6 +412,7 @@ RULES: tuple[Rule, ...] = (
     pool_sizes_are_ordered,
     pool_names_fit_the_cloud,
     machines_are_in_the_catalog,
+    region_is_one_of_the_cloud_s,
     zones_belong_to_the_region,
     placement_needs_one_zone,
     fabric_needs_a_machine_that_has_it,
@@ -392,6 +424,7 @@ RULES: tuple[Rule, ...] = (
     spot_price_is_azure_only,
     kubernetes_names_are_valid,
     trainer_args_are_flags,
+    trainer_args_fit_the_trainer,
     mlperf_recipe_keeps_its_global_batch,
     file_system_matches_the_cloud,
     fsx_lustre_sizes,
@@ -400,6 +433,7 @@ RULES: tuple[Rule, ...] = (
     mount_paths_are_absolute,
     dataset_import_is_aws_s3,
     cloud_options_match,
+    no_placeholders_left,
 )
 
 

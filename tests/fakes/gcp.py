@@ -7,7 +7,7 @@ from typing import Any
 
 import pulumi
 
-FAKE_PROJECT = "my-gcp-project"
+FAKE_PROJECT = "torchrec-ci-01"
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n")
 
 
@@ -171,7 +171,7 @@ def _get_bucket(args: pulumi.runtime.MockCallArgs) -> Any:
     BUCKET_ASKS.append(name)
     if name in FORBIDDEN_BUCKETS:
         return _not_found(
-            "googleapi: Error 403: deployer@my-gcp-project.iam.gserviceaccount.com does not "
+            "googleapi: Error 403: deployer@torchrec-ci-01.iam.gserviceaccount.com does not "
             f"have storage.buckets.get access to the Google Cloud Storage bucket. Permission "
             f"'storage.buckets.get' denied on resource (or it may not exist)., forbidden")
     if name not in KEPT_BUCKETS:

@@ -1,0 +1,145 @@
+"""`job.trainerArgs` judged by the trainer itself, before any node is paid for.
+
+The pod runs `python -m trainer ... --<key>=<value>` (workloads/flags.py); a flag the trainer
+does not have, a value its argparse type or choices refuse, or a combination its
+`TrainConfig.__post_init__` refuses, fails the pod only after the nodes have been provisioned
+(25-40 minutes). Here the same parser (`trainer.config.build_parser`) and the same checks
+(`TrainConfig`) run on the same text, so nothing is copied and nothing can drift.
+trainer/config.py and what it imports are torch-free (trainer.data.layout, trainer.sizing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import os
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from infra.settings.errors import Problem
+from infra.settings.model import Settings, TrainerArgValue
+
+# A line of TrainConfig's ValueError: "--flag=<repr of value>: what is allowed".
+TRAINER_ERROR_LINE = re.compile(r"^--(?P<flag>\w+)=(?P<value>.*?): (?P<allowed>.*)$")
+KINDS = {int: "an integer", float: "a number", str: "text"}
+
+
+def format_value(value: TrainerArgValue) -> str:
+    """How argparse in trainer/config.py reads it: lists comma separated, bools lowercase."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _kind(action: argparse.Action) -> str:
+    return KINDS.get(action.type, "comma separated integers, e.g. [512, 256, 128]")  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def _world_size(ranks: int) -> Iterator[None]:
+    """TrainConfig reads torchrun's WORLD_SIZE (for --global_batch_size): the job's ranks."""
+    before = os.environ.get("WORLD_SIZE")
+    os.environ["WORLD_SIZE"] = str(ranks)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("WORLD_SIZE", None)
+        else:
+            os.environ["WORLD_SIZE"] = before
+
+
+def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argparse.Action]
+               ) -> tuple[dict[str, Any], list[Problem]]:
+    """Each flag through the trainer's own argparse action: its name, type and choices."""
+    values: dict[str, Any] = {}
+    problems = []
+    for key, value in args.items():
+        path = f"job.trainerArgs.{key}"
+        action = actions.get(f"--{key}")
+        if action is None:
+            close = difflib.get_close_matches(key, [a.dest for a in actions.values()], n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            problems.append(Problem(path, value, f"not a trainer flag; {hint}the trainer's "
+                                    "flags: `python -m trainer --help` (trainer/config.py)"))
+            continue
+        text = format_value(value)
+        try:
+            converted = action.type(text) if callable(action.type) else text
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
+            problems.append(Problem(path, value, f"{_kind(action)}: the trainer reads "
+                                    f"--{key}={text} and refuses it; its default is "
+                                    f"{format_value(action.default)}"))
+            continue
+        if action.choices is not None and converted not in action.choices:
+            choices = ", ".join(repr(c) for c in action.choices)
+            problems.append(Problem(path, value, f"one of {choices} (--{key} in trainer/config.py)"))
+            continue
+        values[key] = converted
+    return values, problems
+
+
+def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks: int,
+                          args: Mapping[str, TrainerArgValue]) -> list[Problem]:
+    """TrainConfig's own checks (ranges, combinations) on what the pod would parse: the
+    trainer's defaults, under a --recipe's values, under the user's flags."""
+    from trainer.config import TrainConfig, recipe_defaults
+
+    recipe = given.get("recipe") or ""
+    values = {**defaults, **(recipe_defaults(recipe, set(given), None) if recipe else {}),
+              **given}
+    problems: list[Problem] = []
+    for _ in range(2):
+        try:
+            with _world_size(ranks):
+                TrainConfig(**values)
+            return problems
+        except ValueError as error:
+            lines = str(error).splitlines()[1:]
+        retry = False
+        for line in (line.strip() for line in lines):
+            match = TRAINER_ERROR_LINE.match(line)
+            if match is None:
+                continue
+            flag = match["flag"]
+            if flag == "global_batch_size" and flag not in given:
+                # A recipe's global batch on ranks that do not divide it: the
+                # mlperf_recipe_keeps_its_global_batch rule names job.nodes. Look past it.
+                values["global_batch_size"], retry = None, True
+                continue
+            if flag in args:
+                value: Any = args[flag]
+                allowed = match["allowed"]
+            else:
+                source = f"recipe {recipe}'s" if recipe and flag in recipe_defaults(recipe, set(), None) \
+                    else "the trainer's default"
+                value = f"unset ({source} {match['value']})"
+                allowed = f"{match['allowed']}: set job.trainerArgs.{flag}"
+            problems.append(Problem(f"job.trainerArgs.{flag}", value,
+                                    f"{allowed} (trainer/config.py)"))
+        if not retry:
+            return problems
+    return problems
+
+
+def trainer_args_fit_the_trainer(s: Settings) -> Iterator[Problem]:
+    """Names, types, choices, ranges and combinations of job.trainerArgs, as the trainer
+    judges them; flags the stack owns or misshapen names are left to trainer_args_are_flags."""
+    from infra.settings.rules import TRAINER_FLAG, WORKLOAD_OWNED_FLAGS
+    from trainer.config import build_parser
+
+    parser = build_parser()
+    actions = {option: action for option, action in parser._option_string_actions.items()
+               if option.startswith("--") and action.dest != "help"}
+    args = {key: value for key, value in s.job.trainer_args.items()
+            if key not in WORKLOAD_OWNED_FLAGS and TRAINER_FLAG.match(key)}
+    given, problems = _converted(args, actions)
+    yield from problems
+    if problems:
+        return  # a combination judged without the refused values would mislead
+    defaults = {action.dest: action.default for action in actions.values()}
+    yield from _combination_problems(given, defaults, s.job.nodes * s.job.processes_per_node, args)

@@ -1,0 +1,157 @@
+"""`python -m torchrec_cloud check` as a user runs it: a real process on a stack file, with no
+Pulumi CLI, backend or credentials on this machine (none is installed here).
+
+Each mistake a new user made is refused with exit status 1 and one line naming the setting,
+the value, what is allowed and how to fix it; the shipped stack files after the user's
+configure step pass and print the machines.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.harness import PROJECT, STACKS, USER_API_CIDRS, USER_GCP_PROJECT, shipped_stack_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _merge(base: Any, override: Any) -> Any:
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = copy.deepcopy(base)
+        for key, value in override.items():
+            # trainerArgs are replaced whole: a case states every flag the pod gets
+            merged[key] = (copy.deepcopy(value) if key == "trainerArgs"
+                           else _merge(merged.get(key), value))
+        return merged
+    return copy.deepcopy(override)
+
+
+def configured(stack: str) -> dict[str, Any]:
+    """The shipped stack file's config after the README's configure step."""
+    config = shipped_stack_config(stack)
+    config = _merge(config, {f"{PROJECT}:kubernetes": {"apiAccessCidrs": USER_API_CIDRS}})
+    if stack == "gcp":
+        config = _merge(config, {f"{PROJECT}:gcp": {"project": USER_GCP_PROJECT}})
+    return config
+
+
+def write_stack(tmp_path: Path, stack: str, overrides: dict[str, Any] | None = None) -> Path:
+    config = configured(stack)
+    for key, value in (overrides or {}).items():
+        full = f"{PROJECT}:{key}"
+        config[full] = _merge(config.get(full), value)
+    path = tmp_path / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    return path
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "torchrec_cloud", "check", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_no_pulumi_cli_is_needed_here() -> None:
+    assert shutil.which("pulumi") is None, "this test proves nothing where the Pulumi CLI is"
+
+
+# (id, stack, overrides, setting, value as printed, what the line must say: allowed and fix)
+MISTAKES = [
+    ("batchsize", "aws", {"job": {"trainerArgs": {"batchsize": 4}}},
+     "job.trainerArgs.batchsize", "4", ["did you mean 'batch_size'?", "python -m trainer --help"]),
+    ("batch-size-lots", "gcp", {"job": {"trainerArgs": {"batch_size": "lots"}}},
+     "job.trainerArgs.batch_size", "'lots'", ["an integer", "its default is 512"]),
+    ("region-us-east-9", "aws", {"region": "us-east-9"}, "region", "'us-east-9'",
+     ["did you mean 'us-east-1'?", "closest first: us-east-1, us-east-2",
+      "pulumi config set region us-east-1"]),
+    ("azure-region-mars-central", "azure", {"region": "mars-central"}, "region",
+     "'mars-central'", ["one of the Azure regions", "eastus", "pulumi config set region"]),
+    ("gcp-placeholder-project", "gcp", {"gcp": {"project": "my-gcp-project"}}, "gcp.project",
+     "'my-gcp-project'", ["placeholder", "gcloud config get-value project",
+                          "pulumi config set --path gcp.project <project-id>"]),
+    ("misspelt-key", "aws", {"gpuPools": {"spot": {"maxNode": 4}}},
+     "gpuPools.spot.maxNode", "4", ["did you mean 'maxNodes'?"]),
+    # The trainerArgs every stack file shipped before this check: each pod exited at once.
+    ("trainer-combination", "azure",
+     {"job": {"trainerArgs": {"batch_size": 2048, "embedding_dim": 128}}},
+     "job.trainerArgs.dense_arch_layer_sizes", "\"unset (the trainer's default '512,256,64')\"",
+     ["the last size must equal --embedding_dim (128)", "set job.trainerArgs.dense_arch_layer_sizes"]),
+]
+
+
+@pytest.mark.parametrize(("stack", "overrides", "setting", "value", "says"),
+                         [m[1:] for m in MISTAKES], ids=[m[0] for m in MISTAKES])
+def test_each_mistake_is_refused_naming_setting_value_allowed_and_fix(
+        tmp_path: Path, stack: str, overrides: dict[str, Any], setting: str, value: str,
+        says: list[str]) -> None:
+    result = check("--file", str(write_stack(tmp_path, stack, overrides)))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "(nothing was created)" in result.stderr
+    line = next((line for line in result.stderr.splitlines()
+                 if line.strip().startswith(f"{PROJECT}:{setting} = ")), None)
+    assert line is not None, result.stderr
+    assert line.strip().startswith(f"{PROJECT}:{setting} = {value}: "), line
+    for text in says:
+        assert text in line, f"{text!r} not in {line}"
+
+
+def test_a_bad_region_is_not_blamed_on_the_zones(tmp_path: Path) -> None:
+    result = check("--file", str(write_stack(tmp_path, "aws", {"region": "us-east-9"})))
+    assert result.stderr.count(f"{PROJECT}:") == 1, result.stderr
+    assert "us-east-9a" not in result.stderr
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_shipped_stack_files_as_configured_pass_and_show_the_machines(
+        tmp_path: Path, stack: str) -> None:
+    result = check("--file", str(write_stack(tmp_path, stack)))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "every setting is valid" in out
+    assert "8 x A100 40 GB" in out  # the catalog's figures for the GPU machine
+    assert "(on-demand)" in out and "(spot)" in out
+    assert "nodes min 0 / desired 0 / max 2" in out
+    assert "2 nodes x 8 processes = 16 ranks" in out
+    assert "--batch_size=2048" in out
+    assert "not checked without credentials:" in out
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_shipped_stack_files_alone_say_what_the_user_must_set(stack: str) -> None:
+    """`make check STACK=<stack>` before the configure step: the values only the user knows."""
+    result = check("--stack", stack)
+    assert result.returncode == 1
+    assert "kubernetes.apiAccessCidrs = None: required" in result.stderr
+    assert "pulumi config set --path 'kubernetes.apiAccessCidrs[0]'" in result.stderr
+    assert ("gcp.project = None: required" in result.stderr) == (stack == "gcp")
+
+
+def test_values_are_read_as_the_pulumi_cli_passes_them(tmp_path: Path) -> None:
+    """A top-level scalar reaches the program as its text (Pulumi's config.Value), which the
+    loader reads as JSON where it parses: `"3"` is the number 3 for `pulumi up`, so for check."""
+    path = write_stack(tmp_path, "aws")
+    text = path.read_text().replace(f"{PROJECT}:region: us-east-1",
+                                    f"{PROJECT}:region: us-east-1\n  systemPool:\n"
+                                    f"    minNodes: '1'")
+    path.write_text(text)
+    from infra.settings.loader import project_values
+    from torchrec_cloud.stack_file import read_stack_file
+
+    stack = read_stack_file(path, PROJECT)
+    assert stack.config[f"{PROJECT}:region"] == "us-east-1"  # a bare key: the project's
+    assert stack.config[f"{PROJECT}:systemPool"] == '{"minNodes": "1"}'
+    assert project_values(stack.config)["job"]["nodes"] == 2
+    assert check("--file", str(path)).returncode == 0
+
+
+def test_an_unreadable_stack_file_is_named(tmp_path: Path) -> None:
+    result = check("--file", str(tmp_path / "Pulumi.nowhere.yaml"))
+    assert result.returncode == 1
+    assert "Pulumi.nowhere.yaml: cannot be read" in result.stderr

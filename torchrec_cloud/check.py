@@ -1,0 +1,137 @@
+"""`python -m torchrec_cloud check --stack aws`: every rule `pulumi up` applies to the stack
+file, before paying, with no Pulumi CLI, backend, credentials or network.
+
+The stack file is read as the CLI would hand it to the program (torchrec_cloud/stack_file.py)
+and validated by `settings_from_mapping`, the path `pulumi up` takes through `load_settings`:
+one set of rules (infra/settings/), two callers. Rules that must ask the cloud (the versions it
+offers, the machine's zones and quota for the account) run only in `pulumi up`, and the output
+says which. Exits 1 with the same message `pulumi up` would print, 0 with a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from infra.catalog import Cloud, Machine, find_machine
+from infra.settings import Settings, SettingsError, settings_from_mapping
+from infra.settings.loader import project_values
+from infra.settings.model import CheckpointLocation, NodePool, PoolChoice
+from torchrec_cloud.stack_file import StackFileError, project_name, read_stack_file
+
+ROOT = Path(__file__).resolve().parent.parent
+STACKS = tuple(cloud.value for cloud in Cloud)
+# What only the cloud can answer, checked by `pulumi up` before it creates anything.
+NEEDS_CREDENTIALS = {
+    Cloud.AWS: "the Kubernetes minors EKS offers in the region (infra/aws/versions.py), zone "
+               "names and ids and the GPU zone's offering of the machine (infra/aws/zones.py), "
+               "the capacity reservation (infra/aws/reservations.py), your quotas",
+    Cloud.AZURE: "the Kubernetes minors AKS offers in the region (infra/azure/versions.py), the "
+                 "VM sizes your subscription may use per zone (infra/azure/skus.py), "
+                 "subscription features (infra/azure/features.py), NetApp Files capacity "
+                 "(infra/azure/netapp.py), your quotas",
+    Cloud.GCP: "the Kubernetes minors GKE's REGULAR channel offers (infra/gcp/versions.py), the "
+               "project itself and the checkpoint bucket (infra/gcp/component.py), your quotas",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--stack", choices=STACKS, help="checks Pulumi.<stack>.yaml of this project")
+    where.add_argument("--file", type=Path, metavar="PATH",
+                       help="a stack file elsewhere (its keys namespaced as in this project)")
+
+
+def _machine(cloud: Cloud, pool: NodePool) -> str:
+    found: Machine | None = find_machine(cloud, pool.machine_type)
+    if found is None:
+        return pool.machine_type
+    if not found.has_gpus:
+        return f"{found.name} ({found.vcpus} vCPU, {found.memory_gib:g} GiB)"
+    fabric = "" if found.interconnect.value == "none" else f", {found.interconnect.value}"
+    return f"{found.name} ({found.gpu_count} x {found.gpu_model} {found.gpu_memory_gib} GB{fabric})"
+
+
+def _sizes(pool: NodePool) -> str:
+    return f"nodes min {pool.min_nodes} / desired {pool.desired_nodes} / max {pool.max_nodes}"
+
+
+def _checkpoints(settings: Settings) -> str:
+    c = settings.checkpoints
+    if not c.enabled:
+        return "off"
+    where = {Cloud.AWS: "S3 bucket", Cloud.AZURE: "Blob container",
+             Cloud.GCP: "Cloud Storage bucket"}[settings.cloud]
+    location = (f"the stack's {where}" if c.location == CheckpointLocation.OBJECT_STORE
+                else f"{settings.shared_file_system.mount_path}/checkpoints/{settings.job.name}")
+    kept = "kept" if c.retain_on_destroy else "deleted"
+    return f"{location}, every {c.every_steps} steps, newest {c.keep} kept ({kept} on destroy)"
+
+
+def report_lines(settings: Settings) -> list[str]:
+    """The settings that decide what is created, what runs and what it costs, one per line.
+    (The cost and time estimate is added beside these.)"""
+    s, job = settings, settings.job
+    version = s.kubernetes.version or "unset (the cloud's default on the first `pulumi up`)"
+    lines = [
+        f"cloud        {s.cloud.value}, region {s.region}, zones {', '.join(s.zones)} "
+        f"(GPU: {', '.join(s.gpu_zones)})",
+        f"kubernetes   version {version}; API reachable from {', '.join(s.kubernetes.api_access_cidrs)}",
+        f"system pool  {s.system_pool.name}: {_machine(s.cloud, s.system_pool)}, {_sizes(s.system_pool)}",
+    ]
+    for key, pool in s.gpu_pools_by_key.items():
+        capacity = "spot" if key == PoolChoice.SPOT else "on-demand"
+        lines.append(f"GPU pool     {pool.name} ({capacity}): {_machine(s.cloud, pool)}, "
+                     f"{_sizes(pool)}")
+    if not s.gpu_pools.spot.enabled:
+        lines.append("GPU pool     spot: disabled")
+    ranks = job.nodes * job.processes_per_node
+    state = ", created suspended" if job.suspend else ""
+    lines += [
+        f"job          {job.kind.value} {job.namespace}/{job.name}: {job.nodes} nodes x "
+        f"{job.processes_per_node} processes = {ranks} ranks on {s.job_pool.name} "
+        f"({job.pool.value}){state}",
+        "trainer      " + " ".join(f"--{k}={_flag(v)}" for k, v in sorted(job.trainer_args.items())),
+        f"data         {'synthetic' if not s.dataset.path else s.dataset.path}"
+        + (" (prepared by dataset.prepare first)" if s.dataset.prepare.enabled else ""),
+        f"checkpoints  {_checkpoints(s)}",
+        f"file system  {s.shared_file_system.kind} at {s.shared_file_system.mount_path}",
+    ]
+    return lines
+
+
+def _flag(value: object) -> str:
+    from infra.settings.trainer_flags import format_value
+
+    return format_value(value)  # type: ignore[arg-type]
+
+
+def _stack_path(args: argparse.Namespace) -> Path:
+    return args.file if args.file is not None else ROOT / f"Pulumi.{args.stack}.yaml"
+
+
+def run(args: argparse.Namespace) -> int:
+    path = _stack_path(args)
+    try:
+        stack = read_stack_file(path, project_name(ROOT / "Pulumi.yaml"))
+    except StackFileError as error:
+        print(error, file=sys.stderr)
+        return 1
+    try:
+        settings = settings_from_mapping(project_values(stack.config))
+    except SettingsError as error:
+        print(f"{path.name}: {error}", file=sys.stderr)
+        if stack.secrets:
+            print(f"(encrypted values not read: {', '.join(stack.secrets)})", file=sys.stderr)
+        return 1
+    print(f"{path.name}: every setting is valid (read without the Pulumi CLI, a backend or "
+          "credentials)")
+    for line in report_lines(settings):
+        print(f"  {line}")
+    unread = [*stack.secrets, *(f"environment {e}" for e in stack.environments)]
+    if unread:
+        print(f"not read without the stack's secrets provider or Pulumi ESC: {', '.join(unread)}")
+    print(f"not checked without credentials: {NEEDS_CREDENTIALS[settings.cloud]} "
+          "(`pulumi up` checks them before it creates anything)")
+    return 0

@@ -1,0 +1,101 @@
+"""A stack's configuration read from `Pulumi.<stack>.yaml`, as `pulumi up` hands it to the
+program, without the Pulumi CLI, a backend or credentials.
+
+What the CLI does, and so what this mirrors (pulumi/pulumi sdk/go/common/resource/config/
+value.go, `unmarshalValue`; the stack file is YAML read with gopkg.in/yaml.v2,
+sdk/go/common/encoding/marshal.go):
+- a scalar value is taken as a string first: its text as written (`nodes: 2` -> "2", quotes
+  removed, `key:` with nothing -> "");
+- anything else (a map or list) is kept as an object and passed to the program as JSON text,
+  its scalars typed by YAML 1.1 (PyYAML's SafeLoader resolves them as yaml.v2 does, but for
+  `y`/`n`, which yaml.v2 alone reads as booleans);
+- `{secure: ...}` is a secret only the stack's secrets provider can decrypt;
+- a key without a namespace belongs to the project (`name` in Pulumi.yaml).
+The program then reads every `torchrec-cloud:*` value through
+infra/settings/loader.py `project_values`, the same function `pulumi up` uses.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclass
+class StackConfig:
+    """The config of one stack file: `"<namespace>:<key>"` -> text, as the program sees it."""
+
+    path: Path
+    config: dict[str, str] = field(default_factory=dict)
+    secrets: list[str] = field(default_factory=list)  # keys holding encrypted values
+    environments: list[str] = field(default_factory=list)  # Pulumi ESC environments imported
+
+
+class StackFileError(ValueError):
+    """The file cannot be read as a stack file at all (missing, not YAML, no mapping)."""
+
+
+def _load(path: Path) -> yaml.Node | None:
+    try:
+        return yaml.compose(path.read_text())
+    except OSError as error:
+        raise StackFileError(f"{path}: cannot be read ({error.strerror})") from None
+    except yaml.YAMLError as error:
+        raise StackFileError(f"{path}: not valid YAML: {error}") from None
+
+
+def _is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and list(value) == ["secure"] and isinstance(value["secure"], str)
+
+
+def _has_secret(value: Any) -> bool:
+    if _is_secret(value):
+        return True
+    if isinstance(value, dict):
+        return any(_has_secret(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_secret(v) for v in value)
+    return False
+
+
+def project_name(project_file: Path) -> str:
+    """`name` of Pulumi.yaml: the namespace of the stack file's keys written without one."""
+    data = yaml.safe_load(project_file.read_text()) if project_file.exists() else None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        raise StackFileError(f"{project_file}: no project `name` (needed to read the stack file)")
+    return data["name"]
+
+
+def read_stack_file(path: Path, project: str) -> StackConfig:
+    """The stack file's config as the CLI passes it to the program (see the module's doc)."""
+    root = _load(path)
+    result = StackConfig(path=path)
+    if root is None:
+        return result
+    if not isinstance(root, yaml.MappingNode):
+        raise StackFileError(f"{path}: a stack file is a YAML mapping with a `config:` key")
+    loader = yaml.SafeLoader("")
+    for key_node, value_node in root.value:
+        if key_node.value == "environment":
+            environments = loader.construct_object(value_node, deep=True)
+            result.environments = [str(e) for e in environments] if isinstance(environments, list) \
+                else [str(environments)]
+        if key_node.value != "config" or not isinstance(value_node, yaml.MappingNode):
+            continue
+        for config_key, config_value in value_node.value:
+            name = config_key.value if ":" in config_key.value else f"{project}:{config_key.value}"
+            if isinstance(config_value, yaml.ScalarNode):
+                # A null scalar into a Go string is "" (yaml.v2); any other, its text.
+                is_null = config_value.tag == "tag:yaml.org,2002:null"
+                result.config[name] = "" if is_null else config_value.value
+                continue
+            value = loader.construct_object(config_value, deep=True)
+            if _has_secret(value):
+                result.secrets.append(name)
+                continue
+            result.config[name] = json.dumps(value, default=str)
+    return result
