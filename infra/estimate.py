@@ -352,7 +352,7 @@ def _round(value: float | None, digits: int = 2) -> float | None:
 
 def _prices_note(s: Settings) -> str:
     reference = PRICE_REGIONS[s.cloud]
-    note = f"USD list prices for {reference} (infra/catalog.py, infra/prices.py)"
+    note = f"USD list prices for {reference}: infra/catalog.py, infra/prices.py"
     return note if s.region == reference else f"{note}; {s.region} may differ"
 
 

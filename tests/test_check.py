@@ -111,7 +111,8 @@ def test_a_bad_region_is_not_blamed_on_the_zones(tmp_path: Path) -> None:
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_shipped_stack_files_as_configured_pass_and_show_the_machines(
         tmp_path: Path, stack: str) -> None:
-    result = check("--file", str(write_stack(tmp_path, stack)))
+    path = write_stack(tmp_path, stack)
+    result = check("--file", str(path))
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "every setting is valid" in out
@@ -121,6 +122,22 @@ def test_the_shipped_stack_files_as_configured_pass_and_show_the_machines(
     assert "2 nodes x 8 processes = 16 ranks" in out
     assert "--batch_size=2048" in out
     assert "not checked without credentials:" in out
+    # the estimate before paying: hourly items and one run's hours and dollars, with a source,
+    # exactly as infra/estimate.py computes it for the same file (what `pulumi up` exports)
+    assert "Cost per hour" in out and "control plane" in out and "One run of job dlrm:" in out
+    printed = out.splitlines()
+    expected = estimate_lines_for(path)
+    start = printed.index(expected[0])
+    assert printed[start:start + len(expected)] == expected
+
+
+def estimate_lines_for(path: Path) -> list[str]:
+    from infra.estimate import estimate_lines
+    from infra.settings import settings_from_mapping
+    from infra.settings.loader import project_values
+    from torchrec_cloud.stack_file import read_stack_file
+
+    return estimate_lines(settings_from_mapping(project_values(read_stack_file(path, PROJECT).config)))
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from infra.catalog import Cloud, Machine, find_machine
+from infra.estimate import estimate_lines
 from infra.settings import Settings, SettingsError, settings_from_mapping
 from infra.settings.loader import project_values
 from infra.settings.model import CheckpointLocation, NodePool, PoolChoice
@@ -70,8 +71,8 @@ def _checkpoints(settings: Settings) -> str:
 
 
 def report_lines(settings: Settings) -> list[str]:
-    """The settings that decide what is created, what runs and what it costs, one per line.
-    (The cost and time estimate is added beside these.)"""
+    """The settings that decide what is created and what runs, one per line (the cost and time
+    estimate follows them: infra/estimate.py)."""
     s, job = settings, settings.job
     version = s.kubernetes.version or "unset (the cloud's default on the first `pulumi up`)"
     lines = [
@@ -129,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
           "credentials)")
     for line in report_lines(settings):
         print(f"  {line}")
+    for line in estimate_lines(settings):
+        print(line)
     unread = [*stack.secrets, *(f"environment {e}" for e in stack.environments)]
     if unread:
         print(f"not read without the stack's secrets provider or Pulumi ESC: {', '.join(unread)}")
