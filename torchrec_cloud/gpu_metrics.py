@@ -95,6 +95,11 @@ def _node_means(text: str, pod_node: str) -> dict[str, float]:
     return {node: sum(values) / len(values) for node, values in by_node.items()}
 
 
+def _said(error: Exception) -> str:
+    """kubectl's own words (ApiError), or the kind of failure and its path (NotFound)."""
+    return str(error) if " " in str(error) else f"{type(error).__name__} {error}"
+
+
 def read_gpu_utilisation(read: Reader, cloud: str) -> GpuUtilisation:
     """The mean DCGM_FI_DEV_GPU_UTIL of each GPU node whose exporter answers.
 
@@ -108,7 +113,7 @@ def read_gpu_utilisation(read: Reader, cloud: str) -> GpuUtilisation:
         pods = _pods(read, exporter)
     except Exception as error:  # the Reader's own errors (kubectl, 403, 404) are all reasons
         return GpuUtilisation(None, f"cannot list the DCGM exporter pods in "
-                                    f"{exporter.namespace}: {error}")
+                                    f"{exporter.namespace}: {_said(error)}")
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
                and (p.get("spec") or {}).get("nodeName")]
     if not running:
@@ -123,7 +128,7 @@ def read_gpu_utilisation(read: Reader, cloud: str) -> GpuUtilisation:
         try:
             means = _node_means(read(path), node)
         except Exception as error:  # one node's exporter may be starting or gone
-            failures.append(f"{node}: {error}")
+            failures.append(f"{node}: {_said(error)}")
             continue
         if not means:
             failures.append(f"{node}: no {UTILISATION} sample")
