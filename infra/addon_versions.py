@@ -121,6 +121,16 @@ ADDON_VERSIONS: dict[str, tuple[AddonVersion, ...]] = {
                      "https://github.com/NVIDIA/k8s-device-plugin/blob/v0.17.1/README.md "
                      f"('Prerequisites: Kubernetes version >= 1.10'; {_DEVICE_PLUGIN_API})"),
     ),
+    "dcgm-exporter": (
+        # The Helm chart's version; its image is the chart's own image.tag, 4.5.3-4.8.2-distroless
+        # (DCGM 4.5.3; DCGM supports "All NVIDIA Kepler (K80) and newer NVIDIA datacenter GPUs",
+        # https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html, so the
+        # catalog's A100, H100 and H200, and Amazon Linux 2023 among its distributions).
+        AddonVersion("4.8.2", "1.19", NEWEST_RELEASED_MINOR,
+                     "https://github.com/NVIDIA/dcgm-exporter/blob/4.5.3-4.8.2/deployment/"
+                     "Chart.yaml (kubeVersion '>= 1.19.0-0', no upper bound; the newest chart in "
+                     "https://nvidia.github.io/dcgm-exporter/helm-charts/index.yaml, 2026-05-06)"),
+    ),
     "aws-efa-k8s-device-plugin": (
         AddonVersion("v0.5.30", "1.10", NEWEST_RELEASED_MINOR,
                      "https://github.com/aws/eks-charts/tree/master/stable/"
@@ -169,7 +179,8 @@ ADDON_VERSIONS: dict[str, tuple[AddonVersion, ...]] = {
 WORKLOAD_ADDONS = ("jobset", "kueue", "training-operator")
 CLOUD_ADDONS: dict[Cloud, tuple[str, ...]] = {
     Cloud.AWS: ("cluster-autoscaler", "aws-node-termination-handler", "nvidia-device-plugin",
-                "aws-efa-k8s-device-plugin", "aws-fsx-csi-driver", *WORKLOAD_ADDONS),
+                "aws-efa-k8s-device-plugin", "aws-fsx-csi-driver", "dcgm-exporter",
+                *WORKLOAD_ADDONS),
     Cloud.AZURE: ("gpu-operator", "network-operator", *WORKLOAD_ADDONS),
     Cloud.GCP: ("gpudirect-tcpx", "gpudirect-tcpxo", *WORKLOAD_ADDONS),
 }

@@ -163,7 +163,8 @@ def test_aws_installs_the_table_versions_for_its_minor(minor: str, warnings: lis
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     run = _run(Cloud.AWS, minor, monkeypatch)
     releases = {r.inputs["name"]: r.inputs for r in run.of_type(HELM)}
-    for chart in ("nvidia-device-plugin", "aws-fsx-csi-driver", "aws-node-termination-handler"):
+    for chart in ("nvidia-device-plugin", "aws-fsx-csi-driver", "aws-node-termination-handler",
+                  "dcgm-exporter"):
         assert releases[chart]["version"] == choose(chart, minor).row.version, chart
     if "aws-efa-k8s-device-plugin" in releases:
         assert (releases["aws-efa-k8s-device-plugin"]["version"]

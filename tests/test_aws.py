@@ -12,7 +12,7 @@ import pulumi
 import pytest
 import time_machine
 
-from infra.aws.addons import EFA_DEVICE_PLUGIN, FSX_CSI_DRIVER, NVIDIA_DEVICE_PLUGIN
+from infra.aws.addons import DCGM_EXPORTER, EFA_DEVICE_PLUGIN, FSX_CSI_DRIVER, NVIDIA_DEVICE_PLUGIN
 from infra.aws.interconnect import efa_interconnect, hugepages
 from infra.aws.network import subnet_cidrs
 from infra.catalog import Cloud, machine
@@ -252,6 +252,132 @@ def test_device_plugins_tolerate_the_gpu_and_spot_taints(run: Run) -> None:
         values = run.one(HELM, chart).inputs["values"]
         keys = {t["key"] for t in values["tolerations"]}
         assert keys == {"nvidia.com/gpu", "torchrec-cloud/spot"}
+
+
+# --- GPU metrics (DCGM) ------------------------------------------------------------------------
+DCGM_CHART = json.loads((harness.ROOT / "tests/schemas/dcgm-exporter-4.8.2.json").read_text())
+
+
+def _helm_merge(defaults: Any, given: Any) -> Any:
+    """Helm's coalescing of user values over a chart's: maps merge key by key, anything else
+    (lists included) replaces, null deletes."""
+    if not (isinstance(defaults, dict) and isinstance(given, dict)):
+        return given
+    merged = dict(defaults)
+    for key, value in given.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _helm_merge(defaults.get(key), value)
+    return merged
+
+
+def _paths(values: dict[str, Any], prefix: str = "") -> list[str]:
+    return [p for key, value in values.items()
+            for p in (_paths(value, f"{prefix}{key}.") if isinstance(value, dict) and value
+                      else [f"{prefix}{key}"])]
+
+
+def _dcgm_values(run: Run) -> dict[str, Any]:
+    from tests.k8s_manifests import clean
+
+    return clean(run.one(HELM, "dcgm-exporter").inputs["values"])
+
+
+def test_gpu_metrics_come_from_nvidias_pinned_dcgm_exporter_chart_on_every_gpu_node(run: Run
+                                                                                  ) -> None:
+    """As GKE has DCGM managed: NVIDIA's chart at the table's version for the cluster's minor,
+    in kube-system where `status` looks for it, on the GPU nodes only, spot ones included."""
+    from infra.addon_versions import choose
+    from infra.dcgm import AWS_RELEASE, EXPORTERS
+
+    release = run.one(HELM, "dcgm-exporter").inputs
+    minor = run.one("eks:index:Cluster").inputs["version"]
+    assert (release["chart"], release["repositoryOpts"]["repo"]) == DCGM_EXPORTER
+    assert release["version"] == choose("dcgm-exporter", minor).row.version
+    assert release["version"] == DCGM_CHART["chart"]["version"]  # the chart the tests read
+    assert release["name"] == AWS_RELEASE and release["namespace"] == EXPORTERS["aws"].namespace
+    values = _dcgm_values(run)
+    assert values["nodeSelector"] == {"torchrec-cloud/gpu": "true"}
+    assert {t["key"] for t in values["tolerations"]} == {"nvidia.com/gpu", "torchrec-cloud/spot"}
+
+
+def test_the_dcgm_exporter_values_are_ones_the_chart_reads(run: Run) -> None:
+    """Helm ignores a misspelt value silently: each one set here is read by a template of the
+    pinned chart (or lies under a value a template renders whole, like securityContext)."""
+    read = DCGM_CHART["template_values"]
+    unread = [path for path in _paths(_dcgm_values(run))
+              if not any(path == r or path.startswith(r + ".") for r in read)]
+    assert not unread, unread
+
+
+def test_the_dcgm_exporter_runs_with_no_capability_and_no_prometheus_operator(run: Run) -> None:
+    """What the chart renders once Helm merges these values into its own: the profiling counters
+    (the only ones that need SYS_ADMIN) are left out and so is the capability the chart adds by
+    default; the ServiceMonitor the chart enables by default would need a CRD this cluster lacks;
+    the Service the API server proxies to stays on the port `status` reads."""
+    from infra.dcgm import EXPORTERS
+
+    effective = _helm_merge(DCGM_CHART["values"], _dcgm_values(run))
+    context = effective["securityContext"]
+    assert context["capabilities"] == {"add": [], "drop": ["ALL"]}
+    assert context["allowPrivilegeEscalation"] is False and not context.get("privileged")
+    counters = [line.split(",")[0].strip() for line in effective["customMetrics"].splitlines()
+                if line.strip() and not line.startswith("#")]
+    assert "DCGM_FI_DEV_GPU_UTIL" in counters
+    assert not [c for c in counters if c.startswith("DCGM_FI_PROF_")]
+    assert effective["serviceMonitor"]["enabled"] is False
+    assert effective["service"]["enable"] is True
+    assert effective["service"]["port"] == EXPORTERS["aws"].port
+    assert effective["resources"]["requests"] == {"cpu": "100m", "memory": "128Mi"}
+
+
+def test_the_dcgm_exporter_daemonset_is_valid_kubernetes_for_the_clusters_minor(run: Run) -> None:
+    """The fields these values fill, placed where the chart's templates/daemonset.yaml and
+    service.yaml put them, against the official schema (strict): a wrong toleration, resource or
+    security field would fail the Helm install only on a real cluster."""
+    import kubernetes_validate
+
+    from infra.dcgm import AWS_RELEASE, EXPORTERS
+
+    v = _helm_merge(DCGM_CHART["values"], _dcgm_values(run))
+    labels = {"app.kubernetes.io/name": AWS_RELEASE, "app.kubernetes.io/instance": AWS_RELEASE}
+    daemonset = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": AWS_RELEASE, "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {
+                "priorityClassName": v["priorityClassName"], "hostPID": v["hostPID"],
+                "nodeSelector": v["nodeSelector"], "tolerations": v["tolerations"],
+                "volumes": [{"name": "pod-gpu-resources", "hostPath": {"path": v["kubeletPath"]}},
+                            *v["extraConfigMapVolumes"]],
+                "containers": [{
+                    "name": "exporter", "securityContext": v["securityContext"],
+                    "image": f"{v['image']['repository']}:{v['image']['tag']}",
+                    "args": v["arguments"], "resources": v["resources"],
+                    "ports": [{"name": "metrics", "containerPort": v["service"]["port"]}],
+                    "volumeMounts": v["extraVolumeMounts"],
+                }],
+            }}},
+    }
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": AWS_RELEASE, "namespace": EXPORTERS["aws"].namespace},
+               "spec": {"type": v["service"]["type"], "selector": labels, "ports": [
+                   {"name": "metrics", "port": v["service"]["port"],
+                    "targetPort": v["service"]["port"], "protocol": "TCP"}]}}
+    minor = run.one("eks:index:Cluster").inputs["version"]
+    for manifest in (daemonset, service):
+        kubernetes_validate.validate(manifest, f"{minor}.0", strict=True)
+    # The chart mounts the counters' ConfigMap over the file its default argument names.
+    assert v["extraVolumeMounts"][0]["mountPath"] == v["arguments"][1]
+    # `status` finds the pods by this selector.
+    key, value = EXPORTERS["aws"].pod_selector.split("=")
+    assert labels[key] == value
+
+
+def test_the_training_job_does_not_wait_for_gpu_metrics(run: Run) -> None:
+    assert not run.waits_for(run.one(JOBSET), run.one(HELM, "dcgm-exporter"))
 
 
 def test_the_fsx_csi_controller_may_only_describe_file_systems(run: Run) -> None:

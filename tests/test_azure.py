@@ -282,6 +282,23 @@ def test_operators_tolerate_the_gpu_and_spot_taints(run: Run) -> None:
         assert expected <= {(t.get("key"), t.get("value")) for t in tolerations}
 
 
+def test_gpu_metrics_come_from_the_gpu_operators_dcgm_exporter_where_status_reads_them(
+        run: Run) -> None:
+    """As GKE has DCGM managed: the operator that installs the driver and device plugin also runs
+    NVIDIA's dcgm-exporter on every GPU node it tolerates (above), in its own namespace, which
+    `status` proxies to (infra/dcgm.py); no ServiceMonitor, whose CRD this cluster lacks."""
+    from infra.dcgm import EXPORTERS
+
+    release = run.one(RELEASE, "gpu-operator").inputs
+    assert release["values"]["dcgmExporter"] == {"enabled": True,
+                                                 "serviceMonitor": {"enabled": False}}
+    namespace = run.one("kubernetes:core/v1:Namespace", "gpu-operator").inputs["metadata"]
+    assert namespace["name"] == release["namespace"] == EXPORTERS["azure"].namespace
+    # The exporter's DaemonSet runs privileged (the operator's own asset): the namespace allows it.
+    assert namespace["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert not [r for r in run.of_type(RELEASE) if r.inputs["chart"] == "dcgm-exporter"]
+
+
 def test_infiniband_is_exposed_by_the_rdma_shared_device_plugin(run: Run) -> None:
     release = run.one(RELEASE, "network-operator")
     assert release.inputs["chart"] == "network-operator"

@@ -18,6 +18,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from infra import dcgm
 from infra.addon_versions import version_for
 from infra.contract import Taint
 
@@ -30,9 +31,14 @@ from infra.contract import Taint
 # - aws-fsx-csi-driver 1.17.0 (driver 1.9.0): kubernetes-sigs/aws-fsx-csi-driver tag
 #   helm-chart-aws-fsx-csi-driver-1.17.0, charts/aws-fsx-csi-driver (values
 #   `controller.region`, `controller.serviceAccount`, `node.tolerateAllTaints`, `node.tolerations`).
+# - dcgm-exporter 4.8.2 (image nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless, the
+#   chart's own image.tag): NVIDIA/dcgm-exporter tag 4.5.3-4.8.2, deployment/ (values
+#   `customMetrics`, `securityContext`, `serviceMonitor.enabled`, `nodeSelector`, `tolerations`,
+#   `resources`, `priorityClassName`); tests/schemas/dcgm-exporter-4.8.2.json holds its values.
 # Bump with `helm search repo <chart> --versions`, reread the values, add a table row.
 # (chart name = add-on name in infra/addon_versions.py, repository)
 NVIDIA_DEVICE_PLUGIN = ("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin")
+DCGM_EXPORTER = ("dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts")
 EFA_DEVICE_PLUGIN = ("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts")
 FSX_CSI_DRIVER = ("aws-fsx-csi-driver", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver")
 SYSTEM_NAMESPACE = "kube-system"
@@ -118,6 +124,39 @@ def helm_release(prefix: str, chart: tuple[str, str, str], values: dict,
 
 def nvidia_device_plugin_values(gpu_label: str, taints: list[Taint]) -> dict:
     return {"affinity": gpu_node_affinity(gpu_label), "tolerations": tolerations(taints)}
+
+
+def dcgm_exporter_values(gpu_label: str, taints: list[Taint]) -> dict:
+    """GPU metrics on every GPU node (spot included), readable through the API server's pod
+    proxy (torchrec_cloud/gpu_metrics.py).
+
+    No capability: the counters leave out the DCGM_FI_PROF_* profiling fields, the only ones
+    that need CAP_SYS_ADMIN (infra/dcgm.py COUNTERS). Helm merges maps into the chart's defaults,
+    so `add: []` must be said, or the default `add: ["SYS_ADMIN"]` stays. Root (the image's own
+    user) without capabilities: the kubelet's pod-resources socket, which maps GPUs to pods, is
+    root's; the GPUs themselves come from the NVIDIA runtime the AL2023 NVIDIA AMI makes
+    containerd's default (the device plugin relies on it too), through the image's
+    NVIDIA_VISIBLE_DEVICES=all. The chart's hostPath for that socket needs the privileged Pod
+    Security level, which kube-system has on EKS (no enforce label), as for the device plugin.
+    No ServiceMonitor: it needs the Prometheus Operator's CRD, which this cluster does not have,
+    and the chart enables one by default."""
+    return {
+        "customMetrics": dcgm.COUNTERS,
+        "securityContext": {
+            "runAsNonRoot": False, "runAsUser": 0, "allowPrivilegeEscalation": False,
+            "capabilities": {"add": [], "drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "service": {"port": dcgm.METRICS_PORT},
+        "serviceMonitor": {"enabled": False},
+        "nodeSelector": {gpu_label: "true"},
+        "tolerations": tolerations(taints),
+        # The chart's own figures, said here so a chart bump cannot change them unseen; the
+        # training pod leaves a tenth of the node to agents like this one (infra/pod_share.py).
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                      "limits": {"cpu": "200m", "memory": "512Mi"}},
+        "priorityClassName": "system-node-critical",
+    }
 
 
 def efa_device_plugin_values(gpu_label: str, taints: list[Taint]) -> dict:

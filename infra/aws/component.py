@@ -202,6 +202,10 @@ class AwsGpuCluster(pulumi.ComponentResource):
             charts.append(addons.helm_release(
                 prefix, addons.chart_for(addons.EFA_DEVICE_PLUGIN, minor),
                 addons.efa_device_plugin_values(node_groups.GPU_LABEL, taints), helm_opts))
+        # GPU metrics (DCGM) on the GPU nodes, as GKE has them managed. Not among what the job
+        # waits for: training does not need its metrics to start.
+        addons.helm_release(prefix, addons.chart_for(addons.DCGM_EXPORTER, minor),
+                            addons.dcgm_exporter_values(node_groups.GPU_LABEL, taints), helm_opts)
 
         # --- shared file system and checkpoints ----------------------------------------------
         fs_settings = s.shared_file_system

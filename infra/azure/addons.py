@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra import dcgm
 from infra.addon_versions import version_for
 from infra.azure.interconnect import RDMA_HCA_MAX, RDMA_RESOURCE_NAME, RDMA_RESOURCE_PREFIX
 from infra.contract import Taint
@@ -58,6 +59,10 @@ def gpu_operator_values(rdma: bool, taints: Sequence[Taint]) -> dict:
         "node-feature-discovery": {"worker": {"tolerations": gpu_tolerations}},
         "driver": {"enabled": True, "rdma": {"enabled": rdma, "useHostMofed": False}},
         "daemonsets": {"tolerations": gpu_tolerations},
+        # GPU metrics, as GKE has them managed: the operator's own dcgm-exporter (on by default;
+        # said here because `status` reads it, infra/dcgm.py EXPORTERS). No ServiceMonitor:
+        # there is no Prometheus Operator CRD on this cluster.
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": False}},
         "migManager": {"enabled": False},
         "vgpuDeviceManager": {"enabled": False},
         "vfioManager": {"enabled": False},
@@ -159,7 +164,7 @@ def create_addons(prefix: str, rdma: bool, taints: Sequence[Taint], kubernetes_v
         )
         network_ready = [network_operator, policy]
         ready += network_ready
-    gpu_namespace = _privileged_namespace(prefix, "gpu-operator", opts)
+    gpu_namespace = _privileged_namespace(prefix, dcgm.GPU_OPERATOR_NAMESPACE, opts)
     gpu_operator = k8s.helm.v3.Release(
         f"{prefix}-gpu-operator",
         name="gpu-operator",

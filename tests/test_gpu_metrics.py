@@ -1,0 +1,187 @@
+"""GPU utilisation per node, read as `status` reads it: the real kubectl (`get --raw`, the
+workloads/why.py Kubectl reader) against a fake Kubernetes API on 127.0.0.1 that lists the
+exporter pods and answers each pod's proxy path with dcgm-exporter's own output.
+
+The /metrics bodies follow dcgm-exporter 4.5.3-4.8.2 exactly: its HELP/TYPE lines (README.md,
+the chart's default counters) and its sample line template (internal/pkg/rendermetrics/
+render_metrics.go: gpu, UUID, pci_bus_id, device, modelName, Hostname, then the DRIVER_VERSION
+label field and the pod attributes), with the figures of an 8-GPU H100 node.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.dcgm import EXPORTERS, NOT_PROXIED
+from tests.test_why import FakeApi, kubeconfig
+from torchrec_cloud.gpu_metrics import gpu_utilisation, parse, read_gpu_utilisation
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+
+NODE_A = "ip-10-0-1-23.ec2.internal"
+NODE_B = "ip-10-0-1-87.ec2.internal"
+TRAINER = {"container": "trainer", "namespace": "torchrec", "pod": "dlrm-workers-0-0-x7k2p"}
+
+
+def exporter_output(node: str, utilisation: list[float | int], node_label: str = "Hostname",
+                    pods: dict[str, str] | None = None) -> str:
+    """A dcgm-exporter /metrics body for one node, one line per GPU per counter."""
+    counters = [
+        ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "gauge", [1980] * 8),
+        ("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", "gauge",
+         [9223372036854775794] * 8),  # the README's "blank" value: H100 has no such sensor
+        ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gauge", utilisation),
+        ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "gauge", [61234] * 8),
+    ]
+    lines = []
+    for name, help_text, kind, values in counters:
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        for gpu, value in enumerate(values):
+            attributes = "".join(f',{k}="{v}"' for k, v in (pods or {}).items())
+            lines.append(
+                f'{name}{{gpu="{gpu}",UUID="GPU-5c1b2d3e-0000-4a5b-8c9d-00000000000{gpu}",'
+                f'pci_bus_id="00000000:{0x18 + 0x10 * gpu:02X}:00.0",device="nvidia{gpu}",'
+                f'modelName="NVIDIA H100 80GB HBM3",{node_label}="{node}",'
+                f'DCGM_FI_DRIVER_VERSION="570.172.08"{attributes}}} {value}')
+    return "\n".join(lines) + "\n"
+
+
+def _pod(name: str, node: str, phase: str = "Running") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "kube-system"},
+            "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+def _pod_list(*pods: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "4711"},
+            "items": list(pods)}
+
+
+def _pods_path(cloud: str) -> str:
+    exporter = EXPORTERS[cloud]
+    selector = exporter.pod_selector.replace("/", "%2F").replace("=", "%3D")
+    return f"/api/v1/namespaces/{exporter.namespace}/pods?labelSelector={selector}"
+
+
+def _proxy(cloud: str, pod: str) -> str:
+    exporter = EXPORTERS[cloud]
+    return f"/api/v1/namespaces/{exporter.namespace}/pods/{pod}:{exporter.port}/proxy/metrics"
+
+
+def _kubectl(tmp_path: Path, api: FakeApi):
+    from workloads.why import Kubectl
+
+    return Kubectl(kubeconfig=str(kubeconfig(tmp_path, api.url)))
+
+
+def test_each_gpu_nodes_utilisation_is_the_mean_of_its_gpus_through_the_pod_proxy(tmp_path):
+    """Two GPU nodes, each with its exporter pod: a busy one (the trainer's gang) and an idle
+    one. The Service would answer for one pod per request; the pod proxy reads both."""
+    busy = [97, 95, 99, 96, 98, 94, 97, 96]
+    routes = {
+        _pods_path("aws"): _pod_list(_pod("dcgm-exporter-4xq8m", NODE_A),
+                                     _pod("dcgm-exporter-9wlr2", NODE_B)),
+        _proxy("aws", "dcgm-exporter-4xq8m"): exporter_output(NODE_A, busy, pods=TRAINER),
+        _proxy("aws", "dcgm-exporter-9wlr2"): exporter_output(NODE_B, [0] * 8),
+    }
+    with FakeApi(routes) as api:
+        result = read_gpu_utilisation(_kubectl(tmp_path, api), "aws")
+    assert result.per_node == {NODE_A: pytest.approx(sum(busy) / 8), NODE_B: 0.0}
+    assert result.reason == ""
+    # The exact paths kubectl sent (the fake also answers a path without its query).
+    assert ("/api/v1/namespaces/kube-system/pods?labelSelector=app.kubernetes.io%2Fname%3D"
+            "dcgm-exporter") in api.requests
+    assert "/api/v1/namespaces/kube-system/pods/dcgm-exporter-4xq8m:9400/proxy/metrics" in api.requests
+
+
+def test_the_node_comes_from_the_newer_lowercase_label_and_blank_values_are_not_readings(
+        tmp_path):
+    """After 4.8.2 the exporter writes `hostname` (NVIDIA/dcgm-exporter #655); a GPU whose
+    value is DCGM's blank sentinel counts for nothing, not for 9.2e18 percent."""
+    values: list[float | int] = [80, 90, 9223372036854775794, 70, 80, 90, 70, 80]
+    routes = {
+        _pods_path("azure"): _pod_list(_pod("nvidia-dcgm-exporter-tk2zx", "aks-gpu-12345678-vmss000000")),
+        _proxy("azure", "nvidia-dcgm-exporter-tk2zx"):
+            exporter_output("aks-gpu-12345678-vmss000000", values, node_label="hostname"),
+    }
+    with FakeApi(routes) as api:
+        per_node = gpu_utilisation(_kubectl(tmp_path, api), "azure")
+    assert per_node == {"aks-gpu-12345678-vmss000000": pytest.approx(80.0)}
+    # The GPU Operator's exporter, in its own namespace, with its own label.
+    assert ("/api/v1/namespaces/gpu-operator/pods?labelSelector=app%3Dnvidia-dcgm-exporter"
+            in api.requests)
+
+
+def test_no_gpu_node_yet_says_so_instead_of_a_figure(tmp_path):
+    """GPU pools scale from zero: before the gang's nodes come up there is no exporter pod, and
+    a pod still Pending on a node is not read."""
+    routes = {_pods_path("aws"): _pod_list(_pod("dcgm-exporter-4xq8m", NODE_A, phase="Pending"))}
+    with FakeApi(routes) as api:
+        result = read_gpu_utilisation(_kubectl(tmp_path, api), "aws")
+    assert result.per_node is None
+    assert "no DCGM exporter pod running in kube-system" in result.reason
+    assert not [r for r in api.requests if "/proxy/" in r]
+
+
+def test_a_node_whose_exporter_does_not_answer_is_named_and_the_others_still_read(tmp_path):
+    """The proxy answers 404 for an exporter pod that just went away (a preempted spot node)."""
+    routes = {
+        _pods_path("aws"): _pod_list(_pod("dcgm-exporter-4xq8m", NODE_A),
+                                     _pod("dcgm-exporter-9wlr2", NODE_B)),
+        _proxy("aws", "dcgm-exporter-4xq8m"): exporter_output(NODE_A, [50] * 8),
+    }
+    with FakeApi(routes) as api:
+        result = read_gpu_utilisation(_kubectl(tmp_path, api), "aws")
+    assert result.per_node == {NODE_A: 50.0}
+    assert result.reason == (f"{NODE_B}: NotFound "
+                             f"{_proxy('aws', 'dcgm-exporter-9wlr2')}")
+
+
+def test_an_unreachable_cluster_is_a_reason_not_a_crash(tmp_path):
+    with FakeApi({}) as api:
+        url = api.url
+    from workloads.why import Kubectl
+
+    result = read_gpu_utilisation(Kubectl(kubeconfig=str(kubeconfig(tmp_path, url))), "aws")
+    assert result.per_node is None
+    assert result.reason.startswith("cannot list the DCGM exporter pods in kube-system: kubectl")
+
+
+def test_on_gke_the_metrics_are_in_cloud_monitoring_and_nothing_is_read():
+    asked: list[str] = []
+    result = read_gpu_utilisation(lambda path: asked.append(path) or "", "gcp")
+    assert result.per_node is None and result.reason == NOT_PROXIED["gcp"]
+    assert "Cloud Monitoring" in result.reason and "DCGM_FI_DEV_GPU_UTIL" in result.reason
+    assert asked == []
+
+
+def test_the_parser_reads_escapes_spaced_labels_and_timestamps():
+    """The exposition format's escapes (\\\\, \\", \\n), the README's `gpu="0", UUID=...`
+    spacing, a label-less sample and an optional timestamp."""
+    text = ('# HELP x y\n'
+            'DCGM_FI_DEV_GPU_UTIL{gpu="0", UUID="GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"} 139\n'
+            'm{a="q\\"uote",b="back\\\\slash",c="new\\nline"} 1.5 1700000000000\n'
+            'up 1\n')
+    samples = list(parse(text))
+    assert samples[0].labels == {"gpu": "0", "UUID": "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"}
+    assert samples[1].labels == {"a": 'q"uote', "b": "back\\slash", "c": "new\nline"}
+    assert (samples[1].value, samples[2].name, samples[2].labels) == (1.5, "up", {})
+    with pytest.raises(ValueError, match="line 2"):
+        list(parse("ok 1\nnot a sample line\n"))
+
+
+def test_status_can_read_gpu_metrics_without_importing_pulumi():
+    """`status` runs on a laptop without the stack's SDKs loaded (torchrec_cloud/__main__.py)."""
+    code = ("import sys, torchrec_cloud.gpu_metrics; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'pulumi')))")
+    done = subprocess.run([sys.executable, "-c", "import json; " + code], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
