@@ -21,6 +21,7 @@ import pytest
 
 from tests import waiting_fixtures as fx
 from tests.fake_api import FakeApi, api_list, kubeconfig
+from tests.test_gpu_metrics import _pod, _pod_list, _pods_path, _proxy, exporter_output
 from torchrec_cloud import status
 from torchrec_cloud.stack import Outputs, kubeconfig_file, read_outputs
 from torchrec_cloud.tensorboard import sync
@@ -181,7 +182,13 @@ def test_a_running_gang_shows_progress_eta_the_newest_complete_checkpoint_and_sp
     bucket = tmp_path / "bucket"
     _metrics(bucket)
     saved = tmp_path / "outputs.json"  # as `pulumi stack output --json --show-secrets` prints it
-    with FakeApi(_running_routes(GPU_NODES, jobset_with_args())) as api:
+    exporters = {  # each GPU node's DCGM exporter, read through the API server's pod proxy
+        _pods_path("aws"): _pod_list(_pod("dcgm-exporter-a1", "ip-10-0-1-10.ec2.internal"),
+                                     _pod("dcgm-exporter-b2", "ip-10-0-1-11.ec2.internal")),
+        _proxy("aws", "dcgm-exporter-a1"): exporter_output("ip-10-0-1-10.ec2.internal", [90] * 8),
+        _proxy("aws", "dcgm-exporter-b2"): exporter_output("ip-10-0-1-11.ec2.internal", [40, 60] * 4),
+    }
+    with FakeApi({**_running_routes(GPU_NODES, jobset_with_args()), **exporters}) as api:
         config = kubeconfig(tmp_path, api.url)
         saved.write_text(json.dumps({
             "cloud": "aws", "cluster_name": "torchrec-cloud-aws", "job_name": fx.JOB,
@@ -199,6 +206,8 @@ def test_a_running_gang_shows_progress_eta_the_newest_complete_checkpoint_and_sp
     assert section(lines, "Pools and nodes") == [
         "gpu-ondemand (on-demand, p4d.24xlarge): 2 ready, 0 not ready",
         "system (on-demand, m6i.xlarge): 1 ready, 0 not ready"]
+    assert section(lines, "GPU utilisation (DCGM)") == [
+        "ip-10-0-1-10.ec2.internal: 90%", "ip-10-0-1-11.ec2.internal: 50%"]
     gang = section(lines, "Gang")
     assert gang[:3] == ["admitted by Kueue (ClusterQueue training, flavor on-demand)",
                         "pods: 2 running, 0 pending, 0 failed", "state: the job is running on 2 pods"]

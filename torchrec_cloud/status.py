@@ -22,6 +22,7 @@ from urllib.parse import quote
 from torchrec_cloud import pools as pool_view
 from torchrec_cloud import progress as progress_view
 from torchrec_cloud import restarts as restart_view
+from torchrec_cloud.gpu_metrics import read_gpu_utilisation
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
                                   open_bucket, read_outputs)
 from workloads.names import COMPLETION_INDEX_LABEL, PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
@@ -223,6 +224,18 @@ def spend_section(view: ClusterView, cloud: str, now: datetime) -> list[str]:
     return lines
 
 
+def gpu_section(read: Reader, cloud: str) -> list[str]:
+    """Each GPU node's mean utilisation from its DCGM exporter (torchrec_cloud/gpu_metrics.py),
+    or why it cannot be read from here."""
+    found = read_gpu_utilisation(read, cloud)
+    if found.per_node is None:
+        return [found.reason]
+    lines = [f"{node}: {value:.0f}%" for node, value in sorted(found.per_node.items())]
+    if found.reason:
+        lines.append(found.reason)
+    return lines or ["no GPU node reports yet"]
+
+
 def _write_report(records: list[dict[str, Any]], out_dir: Path) -> str:
     """The curves and summary (trainer/report.py write_report), when that module exists."""
     if not records:
@@ -255,6 +268,7 @@ def report(outputs: Outputs, read: Reader, now: datetime,
         sections += [("Pools and nodes", problem), ("Gang", problem)]
     if view is not None:
         sections.append(("Pools and nodes", pools_section(view)))
+        sections.append(("GPU utilisation (DCGM)", gpu_section(read, outputs.cloud)))
         sections.append(("Gang", gang_section(view)))
     telemetry = read_telemetry(outputs, opener)
     sections.append(("Training", progress_section(view, telemetry, read if view else None, now)))
