@@ -98,6 +98,9 @@ def summarize(records: List[dict]) -> Dict[str, Any]:
                 out[key] = final[key]
         if final.get("malformed_rows"):
             out["malformed_rows"] = final["malformed_rows"]
+    starts = sum(r.get("event") == "start" for r in records)
+    if starts > 1:  # each generation (a resume after preemption or a fault) notes its start
+        out["restarts"] = starts - 1
     saved = sorted({r["step"] for r in records
                     if r.get("event") == "checkpoint" and isinstance(r.get("step"), int)})
     if saved:
