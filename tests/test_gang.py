@@ -75,7 +75,9 @@ def gang(rendered: dict[str, Any], workdir: Path, time_scale: float = 1.0,
     workdir.mkdir(parents=True, exist_ok=True)
     local = [f"--checkpoint_dir={workdir / 'checkpoints'}",
              f"--metrics_file={workdir / 'metrics.jsonl'}",
-             f"--tensorboard_dir={workdir / 'tensorboard'}"]
+             f"--tensorboard_dir={workdir / 'tensorboard'}",
+             # The stack's bucket copy, to a local folder: no test reaches a real bucket.
+             f"--telemetry_dir={workdir / 'telemetry'}"]
     return SimulatedJobSet(rendered["jobset"], rendered["command"],
                            [*rendered["args"], *SMALL, *local, *extra], rendered["env"],
                            namespace="torchrec", name="dlrm", workdir=workdir,

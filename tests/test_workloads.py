@@ -363,6 +363,22 @@ def test_disabled_checkpoints_pass_no_checkpoint_flags(runs):
     assert not {"checkpoint_dir", "checkpoint_every", "keep_checkpoints"} & flags.keys()
 
 
+def test_metrics_and_tensorboard_are_mirrored_to_the_checkpoint_bucket_on_every_cloud(runs):
+    # A laptop reads them there (python -m torchrec_cloud status / tensorboard); the shared file
+    # system is mounted in the cluster only. Wherever checkpoints go, and even without them.
+    from infra.settings.rules import WORKLOAD_OWNED_FLAGS
+    from workloads.flags import STACK_OWNED
+
+    for name in ("aws", "azure", "gcp-pytorchjob"):
+        flags = runs[name].flags()
+        uri = FLAVOURS[name.split("-")[0]].checkpoint_uri
+        assert flags["telemetry_dir"] == f"{uri}/telemetry", name
+        assert flags["metrics_file"] and flags["tensorboard_dir"]  # what it mirrors
+        assert list(runs[name].container()["args"]).count(
+            f"--telemetry_dir={flags['telemetry_dir']}") == 1
+    assert "telemetry_dir" in STACK_OWNED and "telemetry_dir" in WORKLOAD_OWNED_FLAGS
+
+
 def test_shared_memory_is_a_bounded_memory_volume(runs):
     volumes = {v["name"]: v for v in runs["aws"].pod_spec()["volumes"]}
     assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"

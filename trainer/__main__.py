@@ -28,6 +28,7 @@ def main() -> int:
     from trainer.data.prefetch import share_the_gil_finely
     from trainer.distributed import init_distributed
     from trainer.fabric_gate import prepare_nccl_logging, run_fabric_gate
+    from trainer.telemetry import final_upload_seconds, start_mirror
     from trainer.train import StopFlag, Trainer
 
     share_the_gil_finely()  # batches are built on a thread beside the training loop
@@ -45,12 +46,16 @@ def main() -> int:
     logging.getLogger("torch.fx._symbolic_trace").setLevel(logging.ERROR)
     logging.getLogger("torchrec.distributed.planner.storage_reservations").setLevel(logging.ERROR)
     ctx = init_distributed()
+    # Rank 0's metrics and TensorBoard files copied to the bucket (or None): on a background
+    # thread, and once more on the way out below, whatever the way out.
+    mirror = start_mirror(cfg.telemetry_dir, cfg.metrics_file, cfg.tensorboard_dir,
+                          cfg.telemetry_every_seconds, ctx.rank)
     try:
         if cfg.fabric_gate != "off":
             gate = run_fabric_gate(cfg, ctx)
             if not gate.passed:  # every rank decided alike from the same figures
                 return gate.exit_status  # FABRIC_ERROR, or NODE_LEFT_OUT: a bad node tainted
-        summary = Trainer(cfg, ctx, stop).run()
+        summary = Trainer(cfg, ctx, stop, telemetry=mirror).run()
         if not summary["preempted"]:
             dist.barrier()  # no rank tears its group down while a peer still talks to it
     except ConfigError as err:  # a flag that cannot work with this run (every rank alike)
@@ -65,6 +70,11 @@ def main() -> int:
         logging.getLogger("trainer").warning("lost a peer (%s: %s): exit %d (resume)",
                                              type(err).__name__, first_line, RESUME)
         return RESUME
+    finally:
+        if mirror is not None and not mirror.close(
+                final_upload_seconds(stop.seconds_left(cfg.save_deadline_seconds))):
+            logging.getLogger("trainer").warning("telemetry: the last copy to %s did not finish "
+                                                 "in time", cfg.telemetry_dir)
     # A preempted rank leaves at once: its peers may already be gone, so no final barrier.
     return RESUME if summary["preempted"] else 0
 

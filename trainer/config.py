@@ -209,6 +209,14 @@ class TrainConfig:
         "[2, samples], logits then labels, in held-out order (to check or recompute a metric).",
         default=None)
     tensorboard_dir: Optional[str] = _help("TensorBoard log directory (rank 0 writes).", default=None)
+    telemetry_dir: str = _help(
+        "Rank 0 also copies --metrics_file to <this>/metrics.jsonl and the --tensorboard_dir "
+        "event files to <this>/tensorboard/ (a path or an fsspec URI: s3://, gs://, az://), "
+        "from a background thread (trainer/telemetry.py), so they can be read away from the "
+        "cluster; the stack sets <checkpoint_uri>/telemetry. Empty = off.", default="")
+    telemetry_every_seconds: float = _help(
+        "Seconds between two copies to --telemetry_dir (only changed files are sent); also "
+        "copied after each checkpoint and when the trainer exits.", default=60.0)
 
     # --- fabric gate ---
     fabric_gate: str = _help(
@@ -349,6 +357,16 @@ class TrainConfig:
             if value and "://" in value and not value.startswith("file://"):
                 bad(name, value, "must be a path (e.g. on the shared file system): object stores "
                     "cannot append to a file")
+        if self.telemetry_dir:
+            scheme = self.telemetry_dir.split("://", 1)[0] if "://" in self.telemetry_dir else "file"
+            if scheme not in CHECKPOINT_SCHEMES:
+                bad("telemetry_dir", self.telemetry_dir,
+                    f"URI scheme must be one of {', '.join(CHECKPOINT_SCHEMES)} or a plain path")
+            elif not (self.metrics_file or self.tensorboard_dir):
+                bad("telemetry_dir", self.telemetry_dir,
+                    "copies --metrics_file and --tensorboard_dir: set at least one of them")
+        if not self.telemetry_every_seconds > 0:
+            bad("telemetry_every_seconds", self.telemetry_every_seconds, "must be > 0")
         if not self.fabric_floor_gbps >= 0:
             bad("fabric_floor_gbps", self.fabric_floor_gbps, "must be >= 0 (0 = no floor)")
         for name in ("fabric_all_to_all_floor_gbps", "gpu_matmul_floor_tflops"):

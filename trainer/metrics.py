@@ -169,13 +169,21 @@ class MetricsLogger:
         numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         text = "  ".join(f"{k} {_fmt(v)}" for k, v in numbers.items())
         self.print(f"[{kind}] step {step}  {text}")
-        if self.jsonl is not None:
-            self.jsonl.write(json.dumps({"event": kind, "step": step, **_clean(values)}) + "\n")
-            self.jsonl.flush()
+        self.note(kind, step, values)
         if self.tb is not None and kind != "summary":
             for key, value in numbers.items():
                 self.tb.add_scalar(f"{kind}/{key}", value, step)
             self.tb.flush()
+
+    def note(self, kind: str, step: int, values: Dict[str, Any]) -> None:
+        """One JSON line only (e.g. 'checkpoint': what a reader of the file should know
+        that is no metric). ``time`` (Unix seconds) lets a reader tell the run's length and
+        how fresh the file is."""
+        if not self.enabled or self.jsonl is None:
+            return
+        record = {"event": kind, "step": step, **_clean(values), "time": round(time.time(), 3)}
+        self.jsonl.write(json.dumps(record) + "\n")
+        self.jsonl.flush()
 
     def close(self) -> None:
         if self.bar is not None:

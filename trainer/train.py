@@ -38,6 +38,7 @@ from trainer.metrics import MetricsLogger, Window, auc, gather_to_first
 from trainer.model import build_model
 from trainer.restarts import record_start
 from trainer.schedule import eval_interval, learning_rate
+from trainer.telemetry import TelemetryMirror
 
 log = logging.getLogger(__name__)
 # After SIGTERM: seconds kept for the summary, the final barrier and the exit after the save,
@@ -167,8 +168,10 @@ class Progress:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, ctx: DistContext, stop: Optional[StopFlag] = None) -> None:
+    def __init__(self, cfg: TrainConfig, ctx: DistContext, stop: Optional[StopFlag] = None,
+                 telemetry: Optional[TelemetryMirror] = None) -> None:
         self.cfg = cfg
+        self.telemetry = telemetry  # rank 0's copy of its metrics to the bucket, or None
         self.ctx = ctx
         if ctx.device.type == "cuda" and cfg.tf32 == "on":  # MLPerf submissions train so
             torch.backends.cuda.matmul.allow_tf32 = True
@@ -285,6 +288,9 @@ class Trainer:
         saved = self.checkpointer.save(self.progress.step, self.state_dict(), blocking=blocking)
         self.last_save_time = time.monotonic()
         if saved:
+            self.metrics.note("checkpoint", self.progress.step, {"dir": self.cfg.checkpoint_dir})
+            if self.telemetry is not None:
+                self.telemetry.request()  # a checkpoint is a moment a reader wants to see
             rate = self.checkpointer.bytes_per_second
             written = (f"; step-{previous} took {self.checkpointer.last_seconds:.1f}s at "
                        f"{rate / 1e6:.0f} MB/s per rank" if previous is not None and rate else "")
@@ -365,6 +371,9 @@ class Trainer:
                 log.warning("could not record this start in %s: %s", self.cfg.checkpoint_dir, err)
         self.metrics = MetricsLogger(self.ctx.rank, self.total_steps(), self.cfg.metrics_file,
                                      self.cfg.tensorboard_dir, start_step=self.progress.step)
+        # When this generation started (a reader tells the run's length and its restarts).
+        self.metrics.note("start", self.progress.step, {"resumed_from": self.resumed_from,
+                                                        "world_size": self.ctx.world_size})
         if self.resumed_from is not None:
             self.metrics.print(f"resumed from checkpoint step-{self.resumed_from}")
         if self.resized:  # the same held-out samples as before the save: checks the resharding
@@ -411,13 +420,18 @@ class Trainer:
         preempted = self.stopped
         self._final_save(preempted)
         steps = self.progress.step - start_step
+        # Only the figures this run produced: synthetic data has no test split, a run stopped
+        # before its first log step has no training window (no NaN stand-ins to explain).
+        produced = {
+            "loss": self.last.get("loss"),
+            "auc": self.last_eval.get("auc", self.last.get("auc")),
+            "train_auc": self.last.get("auc"),
+            "eval_loss": self.last_eval.get("loss"),
+            "test_auc": tested.get("auc"),
+            "test_loss": tested.get("loss"),
+        }
         summary = {
-            "loss": self.last.get("loss", float("nan")),
-            "auc": self.last_eval.get("auc", self.last.get("auc", float("nan"))),
-            "train_auc": self.last.get("auc", float("nan")),
-            "eval_loss": self.last_eval.get("loss", float("nan")),
-            "test_auc": tested.get("auc", float("nan")),
-            "test_loss": tested.get("loss", float("nan")),
+            **{k: v for k, v in produced.items() if v is not None and v == v},
             "samples_per_sec": steps * self.progress.global_batch / elapsed if elapsed else 0.0,
             "resumed_from": self.resumed_from,
             "preempted": preempted,

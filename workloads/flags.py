@@ -26,7 +26,7 @@ STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                "fabric_transport", "fabric_floor_gbps", "fabric_all_to_all_floor_gbps",
                "fabric_gate_sizes", "fabric_rails", "fabric_nccl_version",
                "gpu_matmul_floor_tflops", "hbm_gb_per_sec", "intra_host_gb_per_sec",
-               "inter_host_gb_per_sec", "fabric_max_nodes_left_out")
+               "inter_host_gb_per_sec", "fabric_max_nodes_left_out", "telemetry_dir")
 # The gate's message sizes below its judged plateau size: latency-bound and mid sizes, reported.
 GATE_SMALLER_SIZES = (1 << 20, 128 << 20)
 
@@ -77,6 +77,10 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
     flags += [
         f"--metrics_file={mount}/runs/{job.name}/metrics.jsonl",
         f"--tensorboard_dir={mount}/runs/{job.name}/tensorboard",
+        # A copy in the checkpoint bucket, which a laptop reads with the user's own credentials
+        # (the shared file system is mounted in the cluster only); the job's identity may write
+        # the whole bucket on every cloud, so the prefix needs no grant of its own.
+        pulumi.Output.concat("--telemetry_dir=", cluster.checkpoints.uri, "/telemetry"),
     ]
     return flags
 

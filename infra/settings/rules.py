@@ -66,6 +66,7 @@ WORKLOAD_OWNED_FLAGS = {
     "fabric_rails": "the cloud's interconnect (EFA interfaces, InfiniBand HCAs)",
     "keep_checkpoints": "checkpoints.keep",
     "dataset_path": "dataset.path",
+    "telemetry_dir": "the checkpoint store (<checkpoint_uri>/telemetry)",
 }
 FS_KIND_BY_CLOUD = {Cloud.AWS: "fsx-lustre", Cloud.AZURE: "azure-netapp-files", Cloud.GCP: "filestore"}
 TIB = 1024
