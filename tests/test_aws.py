@@ -733,7 +733,7 @@ def test_fabric_off_has_no_efa_interfaces_plugin_or_devices() -> None:
 def test_a_dataset_bucket_is_linked_and_readable_by_the_job() -> None:
     run = run_stack("aws", overrides={"dataset": {"importUri": "s3://criteo-data/terabyte"},
                                       "gpuPools": {"spot": {"enabled": False}},
-                                      "job": {"image": "example.com/trainer:1"}})
+                                      "job": {"image": "registry.acme-ml.io/trainer:1"}})
     association = run.one("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation").inputs
     assert association["dataRepositoryPath"] == "s3://criteo-data/terabyte"
     policy = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "-job").inputs["policy"])
@@ -747,7 +747,7 @@ def test_a_preparation_source_bucket_is_readable_by_the_job_beside_the_import_pr
     run = run_stack("aws", overrides={
         "dataset": {"importUri": "s3://criteo-data/terabyte", "path": "criteo/prepared",
                     "prepare": {"enabled": True, "source": "s3://raw-criteo/days/"}},
-        "job": {"image": "example.com/trainer:1"}})
+        "job": {"image": "registry.acme-ml.io/trainer:1"}})
     policy = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "-job").inputs["policy"])
     reads = {s["Resource"] for s in policy["Statement"] if s["Sid"].startswith("ReadDataset")}
     assert reads == {"arn:aws:s3:::criteo-data/terabyte/*", "arn:aws:s3:::raw-criteo/days/*"}
