@@ -28,11 +28,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-import yaml
-
 from infra.catalog import find_machine
 from workloads import cloud_errors
-from workloads.waiting import SCALE_UP_FAILED_EVENTS, SPOT_LABELS, ClusterView, Event
+from workloads.waiting import (SCALE_UP_FAILED_EVENTS, SPOT_LABELS, ClusterView, Event,
+                               autoscaler_node_groups)
 
 POOL_LABELS = ("torchrec-cloud/pool", "eks.amazonaws.com/nodegroup",
                "cloud.google.com/gke-nodepool", "kubernetes.azure.com/agentpool", "agentpool")
@@ -96,14 +95,8 @@ class NodeGroup:
 
 
 def node_groups(status_map: dict[str, Any] | None) -> list[NodeGroup]:
-    if not status_map:
-        return []
-    try:
-        status = yaml.safe_load((status_map.get("data") or {}).get("status") or "")
-    except yaml.YAMLError:
-        return []
     groups = []
-    for group in (status.get("nodeGroups") or []) if isinstance(status, dict) else []:
+    for group in autoscaler_node_groups(status_map):
         health, scale_up = group.get("health") or {}, group.get("scaleUp") or {}
         registered = ((health.get("nodeCounts") or {}).get("registered") or {})
         info = scale_up.get("backoffInfo") or {}

@@ -232,18 +232,22 @@ def _cloud(view: ClusterView) -> str | None:
     return None
 
 
-def _backoffs(status_map: dict[str, Any] | None) -> list[str]:
-    """Node groups in scale-up backoff in the autoscaler's status ConfigMap (YAML since CA 1.30;
-    the older free-text status yields nothing here, its events still do)."""
+def autoscaler_node_groups(status_map: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The node groups of the autoscaler's status ConfigMap (YAML since CA 1.30; the older
+    free-text status yields none here, its events still speak)."""
     if not status_map:
         return []
     try:
         status = yaml.safe_load((status_map.get("data") or {}).get("status") or "")
     except yaml.YAMLError:
         return []
-    groups = status.get("nodeGroups") or [] if isinstance(status, dict) else []
+    return list(status.get("nodeGroups") or []) if isinstance(status, dict) else []
+
+
+def _backoffs(status_map: dict[str, Any] | None) -> list[str]:
+    """Node groups in scale-up backoff in the autoscaler's status ConfigMap."""
     lines = []
-    for group in groups:
+    for group in autoscaler_node_groups(status_map):
         scale_up = group.get("scaleUp") or {}
         if scale_up.get("status") == "Backoff":
             info = scale_up.get("backoffInfo") or {}
