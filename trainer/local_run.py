@@ -101,11 +101,12 @@ def _shown(path: str) -> str:
 
 def tensorboard_command(logdir: str) -> List[str]:
     """TensorBoard from this interpreter's environment (.venv is not on PATH): its console
-    script beside the interpreter, else the module through the interpreter itself."""
+    script beside the interpreter, else the module through the interpreter itself. The log
+    folder is absolute, so the line works from any folder."""
     script = os.path.join(os.path.dirname(sys.executable), "tensorboard")
     if os.access(script, os.X_OK):
-        return [_shown(script), "--logdir", _shown(logdir)]
-    return [_shown(sys.executable), "-m", "tensorboard.main", "--logdir", _shown(logdir)]
+        return [_shown(script), "--logdir", os.path.abspath(logdir)]
+    return [_shown(sys.executable), "-m", "tensorboard.main", "--logdir", os.path.abspath(logdir)]
 
 
 def main(argv: List[str]) -> int:
