@@ -16,7 +16,7 @@ from infra.catalog import Cloud, Interconnect, Machine, find_machine, machine_na
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
 from infra.preemption import estimated_save, largest_rank_bytes, stop_budget
 from infra.settings.placeholders import no_placeholders_left
-from infra.settings.trainer_flags import trainer_args_fit_the_trainer
+from infra.settings.trainer_flags import closest_flag, trainer_args_fit_the_trainer, trainer_flag_names
 from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region
 from infra.settings.errors import CONFIG_NAMESPACE, Problem, set_command, shown
 from infra.settings.model import (
@@ -345,8 +345,11 @@ def trainer_args_are_flags(s: Settings) -> Iterator[Problem]:
             yield Problem(f"job.trainerArgs.{key}", s.job.trainer_args[key],
                           f"set by the stack from {WORKLOAD_OWNED_FLAGS[key]}; set that instead")
         elif not TRAINER_FLAG.match(key):
+            close = closest_flag(key, trainer_flag_names())
+            hint = f"did you mean {close!r}? " if close else ""
             yield Problem(f"job.trainerArgs.{key}", s.job.trainer_args[key],
-                          "flag names without dashes, like batch_size")
+                          f"{hint}flag names as the trainer's options without their dashes, "
+                          "'_' between words, like batch_size")
 
 
 def mlperf_recipe_keeps_its_global_batch(s: Settings) -> Iterator[Problem]:
