@@ -207,7 +207,8 @@ def test_every_bad_value_of_one_setting_is_named_in_one_run(tmp_path: Path) -> N
     result = check("--file", str(path))
     assert result.returncode == 1
     zones = _lines(result, "zones")
-    assert [line.split(":")[1] for line in zones] == ["zones = 'us-east-1a'", "zones = 'us-east-1b'"]
+    assert [line.split(":")[1] for line in zones] == ["zones = 'us-east-1a'",
+                                                       "zones = 'us-east-1b'"]
     assert "pulumi config set --path 'zones[0]' us-west-2a" in zones[0]
     assert "pulumi config set --path 'zones[1]' us-west-2b" in zones[1]
     (gpu,) = _lines(result, "gpuZones")

@@ -44,7 +44,8 @@ def _type_problems(error: ValidationError) -> list[Problem]:
         if item["type"] == "extra_forbidden":
             allowed = _unknown_key(tuple(item["loc"]), value)
         if item["type"] in ("enum", "literal_error"):
-            allowed = _choice_hint(loc, value, allowed, str(item.get("ctx", {}).get("expected", "")))
+            expected = str(item.get("ctx", {}).get("expected", ""))
+            allowed = _choice_hint(loc, value, allowed, expected)
         problems.append(Problem(".".join(str(part) for part in loc), value, allowed))
     return problems
 

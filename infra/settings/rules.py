@@ -16,7 +16,8 @@ from infra.catalog import Cloud, Interconnect, Machine, find_machine, machine_na
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
 from infra.preemption import estimated_save, largest_rank_bytes, stop_budget
 from infra.settings.placeholders import no_placeholders_left
-from infra.settings.trainer_flags import closest_flag, trainer_args_fit_the_trainer, trainer_flag_names
+from infra.settings.trainer_flags import (closest_flag, trainer_args_fit_the_trainer,
+                                          trainer_flag_names)
 from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region
 from infra.settings.errors import CONFIG_NAMESPACE, Problem, set_command, shown
 from infra.settings.model import (
@@ -148,7 +149,8 @@ def region_is_one_of_the_cloud_s(s: Settings) -> Iterator[Problem]:
     ranked = sorted(names, key=lambda name: -likeness(name))  # stable: ties keep list order
     close = [ranked[0]] if likeness(ranked[0]) >= 0.6 else []  # difflib's own cutoff
     other = cloud_of_region(wanted)
-    why = f"{s.region!r} is a region of {CLOUD_NAMES[other]}; " if other and other != s.cloud else ""
+    why = (f"{s.region!r} is a region of {CLOUD_NAMES[other]}; "
+           if other is not None and other != s.cloud else "")
     guess = f"did you mean {close[0]!r}? " if close else ""
     if wanted != s.region and wanted in names:
         guess += "(regions are named in lower case without spaces) "
