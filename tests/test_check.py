@@ -72,7 +72,23 @@ MISTAKES = [
      ["did you mean 'us-east-1'?", "closest first: us-east-1, us-east-2",
       "pulumi config set region us-east-1"]),
     ("azure-region-mars-central", "azure", {"region": "mars-central"}, "region",
-     "'mars-central'", ["one of the Azure regions", "eastus", "pulumi config set region"]),
+     "'mars-central'", ["one of the Azure regions, closest first: qatarcentral, uaecentral,",
+                        "(and 56 more in infra/regions.py", "pulumi config set region"]),
+    # Azure's display name, as the portal shows it, is its API name in lower case without spaces.
+    ("azure-region-display-name", "azure", {"region": "East US"}, "region", "'East US'",
+     ["did you mean 'eastus'?", "pulumi config set region eastus"]),
+    ("enum-misspelt", "aws", {"job": {"pool": "spto"}}, "job.pool", "'spto'",
+     ["did you mean 'spot'?", "'onDemand' or 'spot'", "pulumi config set --path job.pool spot"]),
+    # A region moved alone: each zone is named with the command that moves it along.
+    ("zones-left-in-the-old-region", "gcp", {"region": "europe-west4"}, "zones",
+     "'us-central1-a'", ["a zone of region 'europe-west4'",
+                         "pulumi config set --path 'zones[0]' europe-west4-a"]),
+    ("trainer-flag-with-dashes", "aws", {"job": {"trainerArgs": {"max-steps": 100}}},
+     "job.trainerArgs.max-steps", "100", ["did you mean 'max_steps'?"]),
+    # The value as the stack file spells it (YAML), not as Python prints it.
+    ("pool-sizes-as-yaml", "aws", {"gpuPools": {"spot": {"minNodes": 3}}},
+     "gpuPools.spot.desiredNodes", "{minNodes: 3, desiredNodes: 0, maxNodes: 2}",
+     ["0 <= minNodes <= desiredNodes <= maxNodes"]),
     ("gcp-placeholder-project", "gcp", {"gcp": {"project": "my-gcp-project"}}, "gcp.project",
      "'my-gcp-project'", ["placeholder", "gcloud config get-value project",
                           "pulumi config set --path gcp.project <project-id>"]),
@@ -86,8 +102,9 @@ MISTAKES = [
     # The trainerArgs every stack file shipped before this check: each pod exited at once.
     ("trainer-combination", "azure",
      {"job": {"trainerArgs": {"batch_size": 2048, "embedding_dim": 128}}},
-     "job.trainerArgs.dense_arch_layer_sizes", "\"unset (the trainer's default '512,256,64')\"",
-     ["the last size must equal --embedding_dim (128)", "set job.trainerArgs.dense_arch_layer_sizes"]),
+     "job.trainerArgs.dense_arch_layer_sizes", "(not set)",
+     ["the trainer's default is '512,256,64'", "the last size must equal --embedding_dim (128)",
+      "set job.trainerArgs.dense_arch_layer_sizes"]),
 ]
 
 
@@ -150,9 +167,9 @@ def test_the_shipped_stack_files_alone_say_what_the_user_must_set(stack: str) ->
     """`make check STACK=<stack>` before the configure step: the values only the user knows."""
     result = check("--stack", stack)
     assert result.returncode == 1
-    assert "kubernetes.apiAccessCidrs = None: required" in result.stderr
+    assert "kubernetes.apiAccessCidrs = (not set): required" in result.stderr
     assert "pulumi config set --path 'kubernetes.apiAccessCidrs[0]'" in result.stderr
-    assert ("gcp.project = None: required" in result.stderr) == (stack == "gcp")
+    assert ("gcp.project = (not set): required" in result.stderr) == (stack == "gcp")
 
 
 def test_values_are_read_as_the_pulumi_cli_passes_them(tmp_path: Path) -> None:
@@ -177,3 +194,57 @@ def test_an_unreadable_stack_file_is_named(tmp_path: Path) -> None:
     result = check("--file", str(tmp_path / "Pulumi.nowhere.yaml"))
     assert result.returncode == 1
     assert "Pulumi.nowhere.yaml: cannot be read" in result.stderr
+
+
+def _lines(result: subprocess.CompletedProcess[str], setting: str) -> list[str]:
+    return [line.strip() for line in result.stderr.splitlines()
+            if line.strip().startswith(f"{PROJECT}:{setting} = ")]
+
+
+def test_every_bad_value_of_one_setting_is_named_in_one_run(tmp_path: Path) -> None:
+    """A region moved without its zones: both zones are named, each with its own command."""
+    path = write_stack(tmp_path, "aws", {"region": "us-west-2"})
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    zones = _lines(result, "zones")
+    assert [line.split(":")[1] for line in zones] == ["zones = 'us-east-1a'",
+                                                       "zones = 'us-east-1b'"]
+    assert "pulumi config set --path 'zones[0]' us-west-2a" in zones[0]
+    assert "pulumi config set --path 'zones[1]' us-west-2b" in zones[1]
+    (gpu,) = _lines(result, "gpuZones")
+    assert "pulumi config set --path 'gpuZones[0]' us-west-2a" in gpu
+
+
+def test_a_key_set_without_path_is_named_with_the_command_that_has_it(tmp_path: Path) -> None:
+    """`pulumi config set 'kubernetes.apiAccessCidrs[0]' ...` without --path writes one flat key."""
+    path = write_stack(tmp_path, "aws")
+    config = yaml.safe_load(path.read_text())["config"]
+    del config[f"{PROJECT}:kubernetes"]
+    config[f"{PROJECT}:kubernetes.apiAccessCidrs[0]"] = "81.2.69.142/32"
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    (line,) = _lines(result, "kubernetes.apiAccessCidrs[0]")
+    assert "'81.2.69.142/32': looks like `pulumi config set` without `--path`" in line
+    assert "pulumi config rm 'kubernetes.apiAccessCidrs[0]'" in line
+    assert "pulumi config set --path 'kubernetes.apiAccessCidrs[0]' 81.2.69.142/32" in line
+    assert "the settings here:" not in line
+
+
+def test_a_bad_range_and_a_bad_choice_are_both_named(tmp_path: Path) -> None:
+    path = write_stack(tmp_path, "aws", {"job": {"trainerArgs": {
+        "batch_size": 2048, "embedding_dim": 128, "dense_arch_layer_sizes": [512, 256, 128],
+        "max_steps": -5, "interaction": "dcnv2"}}})
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    (steps,) = _lines(result, "job.trainerArgs.max_steps")
+    (interaction,) = _lines(result, "job.trainerArgs.interaction")
+    assert steps.startswith(f"{PROJECT}:job.trainerArgs.max_steps = -5: ")
+    assert "did you mean 'dcn'?" in interaction
+
+
+def test_a_list_value_is_printed_as_yaml(tmp_path: Path) -> None:
+    result = check("--file", str(write_stack(
+        tmp_path, "aws", {"kubernetes": {"apiAccessCidrs": ["0.0.0.0/0"]}})))
+    (line,) = _lines(result, "kubernetes.apiAccessCidrs")
+    assert line.startswith(f"{PROJECT}:kubernetes.apiAccessCidrs = ['0.0.0.0/0']: "), line

@@ -189,7 +189,8 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("trainer-flag-owned-by-stack", "aws", {"job": {"trainerArgs": {"checkpoint_dir": "/tmp"}}},
      "job.trainerArgs.checkpoint_dir", "checkpoints.location"),
     ("trainer-flag-shape", "aws", {"job": {"trainerArgs": {"--batch-size": 1}}},
-     "job.trainerArgs.--batch-size", "without dashes"),
+     "job.trainerArgs.--batch-size", "did you mean 'batch_size'? flag names as the trainer's "
+     "options without their dashes"),
     # MLPerf's recipe fixes the global batch (65536) and splits it over the ranks.
     ("mlperf-recipe-with-a-batch-size", "aws",
      {"job": {"trainerArgs": {"recipe": "mlperf", "batch_size": 2048}}},
@@ -237,7 +238,7 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("region-of-no-cloud", "aws", {"region": "us-east-9"}, "region",
      "did you mean 'us-east-1'? one of the AWS regions"),
     ("azure-region-of-no-cloud", "azure", {"region": "mars-central"}, "region",
-     "one of the Azure regions (infra/regions.py"),
+     "one of the Azure regions, closest first:"),
     ("region-of-another-cloud", "gcp", {"region": "eastus"}, "region",
      "'eastus' is a region of Azure"),
     ("gcp-placeholder-project", "gcp", {"gcp": {"project": "my-gcp-project"}}, "gcp.project",
@@ -275,6 +276,22 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("reservation-outside-gcp", "azure",
      {"gpuPools": {"onDemand": {"reservation": {"name": "r1"}}}},
      "gpuPools.onDemand.reservation", "GCP only"),
+    ("enum-misspelt", "aws", {"job": {"pool": "spto"}}, "job.pool",
+     "did you mean 'spot'? Input should be 'onDemand' or 'spot'; set it with "
+     "`pulumi config set --path job.pool spot`"),
+    ("region-misspelt-moves-its-zones", "aws", {"region": "us-west-9"}, "region",
+     "`pulumi config set region us-west-1` and its zones: `pulumi config set --path 'zones[0]' "
+     "us-west-1a`; `pulumi config set --path 'zones[1]' us-west-1b`"),
+    ("azure-region-display-name", "azure", {"region": "West Europe"}, "region",
+     "did you mean 'westeurope'?"),
+    ("trainer-range-beside-a-refused-choice", "aws",
+     {"job": {"trainerArgs": {"max_steps": -5, "interaction": "dcnv2"}}},
+     "job.trainerArgs.max_steps", "must be a positive integer"),
+    ("trainer-choice-beside-a-bad-range", "aws",
+     {"job": {"trainerArgs": {"max_steps": -5, "interaction": "dcnv2"}}},
+     "job.trainerArgs.interaction", "did you mean 'dcn'? one of 'dot', 'dcn'"),
+    ("flat-key-without-path", "gcp", {"kubernetes.apiAccessCidrs[0]": "81.2.69.142/32"},
+     "kubernetes.apiAccessCidrs[0]", "without `--path`"),
     # GKE's REGULAR channel (the fakes' getServerConfig) no longer offers 1.33.
     ("gke-version-left-the-channel", "gcp", {"kubernetes": {"version": "1.33"}},
      "kubernetes.version", "REGULAR channel in us-central1 creates today: 1.34, 1.35"),
@@ -449,3 +466,37 @@ def test_default_trainer_args_pass_the_trainer_s_own_checks(stack: str) -> None:
 
     settings = settings_from_mapping(stack_values(stack))
     assert parse_config(user_flags(settings.job.trainer_args)).embedding_dim == 128
+
+
+def test_values_are_shown_as_the_stack_file_spells_them() -> None:
+    from infra.settings.errors import Problem
+
+    def line(value: Any) -> str:
+        return str(Problem("x", value, "allowed")).strip()
+
+    assert line(None) == f"{PROJECT}:x = (not set): allowed"
+    assert line(["81.2.69.142/32"]) == f"{PROJECT}:x = ['81.2.69.142/32']: allowed"
+    assert line({"spot": {"maxNodes": 4, "enabled": False}}) == \
+        f"{PROJECT}:x = {{spot: {{maxNodes: 4, enabled: false}}}}: allowed"
+    assert line("us-east-1a ") == f"{PROJECT}:x = 'us-east-1a ': allowed"  # the space shows
+
+
+def test_two_zones_outside_the_region_are_two_problems() -> None:
+    values = {"cloud": "aws", "region": "us-west-2", "zones": ["us-east-1a", "us-east-1b"],
+              "gpuZones": ["us-east-1b"], "kubernetes": {"apiAccessCidrs": USER_API_CIDRS}}
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(values)
+    named = [(p.path, p.value) for p in caught.value.problems]
+    assert named == [("zones", "us-east-1a"), ("zones", "us-east-1b"), ("gpuZones", "us-east-1b")]
+    # the GPU zone keeps its letter, so it stays one of the cluster's zones
+    assert "'gpuZones[0]' us-west-2b" in caught.value.problems[2].allowed
+
+
+def test_a_region_lists_its_five_closest_names_only() -> None:
+    settings = settings_from_mapping({"cloud": "gcp", "gcp": {"project": "my-project"},
+                                      "kubernetes": {"apiAccessCidrs": USER_API_CIDRS}})
+    bad = settings.model_copy(update={"region": "europe-west99"})
+    (problem,) = rules.region_is_one_of_the_cloud_s(bad)
+    listed = problem.allowed.split("closest first: ")[1].split(" (and ")[0].split(", ")
+    assert len(listed) == 5 and listed[0].startswith("europe-west")
+    assert "(and 38 more in infra/regions.py" in problem.allowed

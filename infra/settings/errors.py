@@ -2,10 +2,55 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 CONFIG_NAMESPACE = "torchrec-cloud"
+NOT_SET = "(not set)"
+PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def shown(value: Any) -> str:
+    """A value as the user wrote it in the stack file (YAML flow style), not a Python repr:
+    unset is "(not set)", lists and maps are `[a, b]` / `{key: value}`, booleans true/false;
+    text keeps its quotes so a stray space stays visible."""
+    if value is None:
+        return NOT_SET
+    return _flow(value)
+
+
+def _flow(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, Enum):
+        value = value.value
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, dict):
+        items = (f"{k if isinstance(k, str) and PLAIN_KEY.match(k) else _flow(k)}: {_flow(v)}"
+                 for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    return str(value)
+
+
+def config_path(loc: tuple[str | int, ...] | list[str | int]) -> str:
+    """A location as `pulumi config set --path` spells it: `kubernetes.apiAccessCidrs[0]`."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def set_command(path: str, value: Any) -> str:
+    """The command that sets one value, shell-quoted as a user pastes it."""
+    return f"pulumi config set --path {shlex.quote(path)} {shlex.quote(str(value))}"
 
 
 @dataclass(frozen=True)
@@ -17,7 +62,7 @@ class Problem:
     allowed: str
 
     def __str__(self) -> str:
-        return f"  {CONFIG_NAMESPACE}:{self.path} = {self.value!r}: {self.allowed}"
+        return f"  {CONFIG_NAMESPACE}:{self.path} = {shown(self.value)}: {self.allowed}"
 
 
 class SettingsError(ValueError):

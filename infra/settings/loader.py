@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +13,8 @@ from pydantic import ValidationError
 
 from infra.catalog import Cloud
 from infra.settings.defaults import with_cloud_defaults
-from infra.settings.errors import CONFIG_NAMESPACE, Problem, SettingsError
+from infra.settings.errors import (CONFIG_NAMESPACE, Problem, SettingsError, config_path,
+                                   set_command, shown)
 from infra.settings.model import Settings
 from infra.settings.rules import FS_KIND_BY_CLOUD, check_all
 
@@ -39,7 +42,10 @@ def _type_problems(error: ValidationError) -> list[Problem]:
         if item["type"] == "missing":
             allowed = f"required: {_description(loc) or 'see README'}"
         if item["type"] == "extra_forbidden":
-            allowed = _unknown_key(tuple(item["loc"]))
+            allowed = _unknown_key(tuple(item["loc"]), value)
+        if item["type"] in ("enum", "literal_error"):
+            expected = str(item.get("ctx", {}).get("expected", ""))
+            allowed = _choice_hint(loc, value, allowed, expected)
         problems.append(Problem(".".join(str(part) for part in loc), value, allowed))
     return problems
 
@@ -64,8 +70,27 @@ def _model_at(raw_loc: tuple[str | int, ...]) -> Any:
     return model
 
 
-def _unknown_key(raw_loc: tuple[str | int, ...]) -> str:
+def _choice_hint(loc: tuple[str | int, ...], value: Any, allowed: str, expected: str) -> str:
+    """pydantic's "Input should be 'onDemand' or 'spot'", with the closest choice and the
+    command that sets it."""
+    choices = re.findall(r"'([^']*)'", expected)
+    close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
+    if not choices:
+        return allowed
+    pick = close[0] if close else choices[0]
+    guess = f"did you mean {pick!r}? " if close else ""
+    return f"{guess}{allowed}; set it with `{set_command(config_path(loc), pick)}`"
+
+
+def _unknown_key(raw_loc: tuple[str | int, ...], value: Any = None) -> str:
     """What a key that is not a setting at its level should have been."""
+    key = str(raw_loc[-1])
+    if len(raw_loc) == 1 and ("." in key or "[" in key):
+        # `pulumi config set 'a.b[0]' x` without --path stores one key named "a.b[0]".
+        given = value if isinstance(value, str) else shown(value)
+        return (f"looks like `pulumi config set` without `--path`, which stores {key!r} as one "
+                f"flat key; remove it with `pulumi config rm {shlex.quote(key)}` and set it "
+                f"with `{set_command(key, given)}`")
     model = _model_at(raw_loc[:-1])
     keys = [f.alias or n for n, f in getattr(model, "model_fields", {}).items()]
     close = difflib.get_close_matches(str(raw_loc[-1]), keys, n=1, cutoff=0.6)
@@ -149,7 +174,9 @@ def settings_from_mapping(raw: dict[str, Any]) -> Settings:
     if settings is not None:
         bad_paths = {problem.path for problem in problems}
         problems += [p for p in check_all(settings) if p.path not in bad_paths]
-    unique = list({(p.path, p.allowed): p for p in problems}.values())
+    # One line per bad value: two zones of another region are two lines, the same value
+    # refused twice by one rule (a retry of the type check) is one.
+    unique = list({(p.path, shown(p.value), p.allowed): p for p in problems}.values())
     if unique or settings is None:
         raise SettingsError(unique)
     return settings

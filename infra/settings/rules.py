@@ -16,9 +16,10 @@ from infra.catalog import Cloud, Interconnect, Machine, find_machine, machine_na
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
 from infra.preemption import estimated_save, largest_rank_bytes, stop_budget
 from infra.settings.placeholders import no_placeholders_left
-from infra.settings.trainer_flags import trainer_args_fit_the_trainer
+from infra.settings.trainer_flags import (closest_flag, trainer_args_fit_the_trainer,
+                                          trainer_flag_names)
 from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region
-from infra.settings.errors import Problem
+from infra.settings.errors import CONFIG_NAMESPACE, Problem, set_command, shown
 from infra.settings.model import (
     CRITEO_1TB_DAYS,
     CRITEO_SPARSE_FEATURES,
@@ -124,46 +125,103 @@ def machines_are_in_the_catalog(s: Settings) -> Iterator[Problem]:
 CLOUD_NAMES = {Cloud.AWS: "AWS", Cloud.AZURE: "Azure", Cloud.GCP: "GCP"}
 
 
+REGIONS_LISTED = 5  # the closest names a region message shows; the rest are in infra/regions.py
+ZONE_LETTERS = "abcdefgh"
+
+
+def _region_name(region: str) -> str:
+    """Azure's display names (`East US`) as its API names them (`eastus`)."""
+    return region.lower().replace(" ", "")
+
+
 def region_is_one_of_the_cloud_s(s: Settings) -> Iterator[Problem]:
     """A region the cloud does not have (infra/regions.py) fails the first cloud call of
-    `pulumi up`; name it here, closest names first."""
+    `pulumi up`; name it here, with the closest few names and the commands that move the
+    zones along with it."""
     names = REGIONS[s.cloud]
     if s.region in names:
         return
+    wanted = _region_name(s.region)
+
     def likeness(name: str) -> float:
-        return difflib.SequenceMatcher(None, s.region, name).ratio()
+        return 1.0 if name == wanted else difflib.SequenceMatcher(None, wanted, name).ratio()
 
     ranked = sorted(names, key=lambda name: -likeness(name))  # stable: ties keep list order
     close = [ranked[0]] if likeness(ranked[0]) >= 0.6 else []  # difflib's own cutoff
-    other = cloud_of_region(s.region)
-    why = f"{s.region!r} is a region of {CLOUD_NAMES[other]}; " if other else ""
+    other = cloud_of_region(wanted)
+    why = (f"{s.region!r} is a region of {CLOUD_NAMES[other]}; "
+           if other is not None and other != s.cloud else "")
     guess = f"did you mean {close[0]!r}? " if close else ""
+    if wanted != s.region and wanted in names:
+        guess += "(regions are named in lower case without spaces) "
+    shown_names = ", ".join(ranked[:REGIONS_LISTED])
+    more = len(ranked) - REGIONS_LISTED
+    target = close[0] if close else ranked[0]
+    zones = "; ".join(f"`{command}`" for command in _zone_commands(s, target))
     yield Problem("region", s.region,
-                  f"{why}{guess}one of the {CLOUD_NAMES[s.cloud]} regions (infra/regions.py, as of "
-                  f"{REGIONS_CHECKED_ON}), closest first: {', '.join(ranked)}; set it with "
-                  f"`pulumi config set region {close[0] if close else ranked[0]}` and zones "
-                  "of that region")
+                  f"{why}{guess}one of the {CLOUD_NAMES[s.cloud]} regions, closest first: "
+                  f"{shown_names} (and {more} more in infra/regions.py, as of "
+                  f"{REGIONS_CHECKED_ON}); set it with `pulumi config set region {target}`"
+                  + (f" and its zones: {zones}" if zones else ""))
+
+
+def _zone_of(cloud: Cloud, region: str, zone: str, index: int) -> str:
+    """The zone of `region` that takes `zone`'s place: the same letter (us-east-1b ->
+    us-west-2b), else one by position. AWS zone names are the region and a letter, GCP's the
+    region, '-' and a letter; Azure's ('1', '2', '3') do not name the region."""
+    letter = zone[-1] if zone[-1:].isalpha() and not AWS_ZONE_ID.match(zone) \
+        else ZONE_LETTERS[index % len(ZONE_LETTERS)]
+    return f"{region}{letter}" if cloud == Cloud.AWS else f"{region}-{letter}"
+
+
+def _in_region(zone: str, region: str) -> bool:
+    return zone.startswith(region) and len(zone) > len(region)
+
+
+def _zone_fixes(s: Settings, region: str) -> dict[tuple[str, int], str]:
+    """(setting, index) -> the zone of `region` to write there, for each zone outside it;
+    none on Azure (its zones are the same three in every region) or for AWS zone ids (the
+    program checks their region: infra/aws/zones.py)."""
+    if s.cloud == Cloud.AZURE:
+        return {}
+    fixes: dict[tuple[str, int], str] = {}
+    for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
+        for index, zone in enumerate(zones):
+            if _in_region(zone, region) or (s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone)):
+                continue
+            # a GPU zone keeps the letter of the cluster zone it was, so it stays one of them
+            place = s.zones.index(zone) if zone in s.zones else index
+            fixes[path, index] = _zone_of(s.cloud, region, zone, place)
+    return fixes
+
+
+def _zone_commands(s: Settings, region: str) -> list[str]:
+    return [set_command(f"{path}[{index}]", zone)
+            for (path, index), zone in _zone_fixes(s, region).items()]
 
 
 def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
     # Under a region the cloud does not have, every zone would look wrong and any suggested
-    # zone would not exist: region_is_one_of_the_cloud_s names the region alone.
+    # zone would not exist: region_is_one_of_the_cloud_s names the region (and the zones' fix).
     region_known = s.region in REGIONS[s.cloud]
+    fixes = _zone_fixes(s, s.region) if region_known else {}
     for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
         if not zones:
             yield Problem(path, zones, "at least one zone")
-        for zone in zones:
+        for index, zone in enumerate(zones):
             if s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone):
                 continue  # a zone id's region is checked when the program runs (infra/aws/zones.py)
             if s.cloud == Cloud.AZURE:
                 if zone not in {"1", "2", "3"}:
-                    yield Problem(path, zone, "Azure availability zones are '1', '2' or '3'")
-            elif region_known and not (zone.startswith(s.region) and len(zone) > len(s.region)):
-                example = f"{s.region}a" if s.cloud == Cloud.AWS else f"{s.region}-a"
-                yield Problem(path, zone, f"a zone of region {s.region!r}, e.g. {example!r}")
+                    yield Problem(path, zone, "Azure availability zones are '1', '2' or '3', "
+                                  f"quoted in the stack file: {CONFIG_NAMESPACE}:{path}: "
+                                  "[\"1\"]")
+            elif (path, index) in fixes:
+                yield Problem(path, zone, f"a zone of region {s.region!r}; set it with "
+                              f"`{set_command(f'{path}[{index}]', fixes[path, index])}`")
     for zone in s.gpu_zones:
         if zone not in s.zones:
-            yield Problem("gpuZones", zone, f"must be one of zones {s.zones}")
+            yield Problem("gpuZones", zone, f"must be one of zones {shown(s.zones)}")
     if s.cloud == Cloud.AWS and len(set(s.zones)) < 2:
         yield Problem("zones", s.zones, "EKS needs subnets in at least two zones")
 
@@ -289,8 +347,11 @@ def trainer_args_are_flags(s: Settings) -> Iterator[Problem]:
             yield Problem(f"job.trainerArgs.{key}", s.job.trainer_args[key],
                           f"set by the stack from {WORKLOAD_OWNED_FLAGS[key]}; set that instead")
         elif not TRAINER_FLAG.match(key):
+            close = closest_flag(key, trainer_flag_names())
+            hint = f"did you mean {close!r}? " if close else ""
             yield Problem(f"job.trainerArgs.{key}", s.job.trainer_args[key],
-                          "flag names without dashes, like batch_size")
+                          f"{hint}flag names as the trainer's options without their dashes, "
+                          "'_' between words, like batch_size")
 
 
 def mlperf_recipe_keeps_its_global_batch(s: Settings) -> Iterator[Problem]:

@@ -35,6 +35,28 @@ def format_value(value: TrainerArgValue) -> str:
     return str(value)
 
 
+def closest_flag(key: str, flags: list[str]) -> str | None:
+    """The trainer flag a misspelt key most likely meant: `--max-steps` and `max-steps` are
+    `max_steps` (argparse's option spelling, not the stack's), else the nearest name."""
+    plain = key.lstrip("-").replace("-", "_").lower()
+    if plain in flags:
+        return plain
+    close = difflib.get_close_matches(plain, flags, n=1)
+    return close[0] if close else None
+
+
+def trainer_flag_names() -> list[str]:
+    """Every flag trainer/config.py's parser takes, as a key of job.trainerArgs."""
+    from trainer.config import build_parser
+
+    return [action.dest for action in _actions(build_parser()).values()]
+
+
+def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {option: action for option, action in parser._option_string_actions.items()
+            if option.startswith("--") and action.dest != "help"}
+
+
 def _kind(action: argparse.Action) -> str:
     return KINDS.get(action.type, "comma separated integers, e.g. [512, 256, 128]")  # type: ignore[arg-type]
 
@@ -62,8 +84,8 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
         path = f"job.trainerArgs.{key}"
         action = actions.get(f"--{key}")
         if action is None:
-            close = difflib.get_close_matches(key, [a.dest for a in actions.values()], n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            close = closest_flag(key, [a.dest for a in actions.values()])
+            hint = f"did you mean {close!r}? " if close else ""
             problems.append(Problem(path, value, f"not a trainer flag; {hint}the trainer's "
                                     "flags: `python -m trainer --help` (trainer/config.py)"))
             continue
@@ -77,7 +99,10 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
             continue
         if action.choices is not None and converted not in action.choices:
             choices = ", ".join(repr(c) for c in action.choices)
-            problems.append(Problem(path, value, f"one of {choices} (--{key} in trainer/config.py)"))
+            close = difflib.get_close_matches(str(converted), [str(c) for c in action.choices], n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            problems.append(Problem(path, value, f"{hint}one of {choices} (--{key} in "
+                                    "trainer/config.py)"))
             continue
         values[key] = converted
     return values, problems
@@ -115,10 +140,11 @@ def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks
                 value: Any = args[flag]
                 allowed = match["allowed"]
             else:
-                source = f"recipe {recipe}'s" if recipe and flag in recipe_defaults(recipe, set(), None) \
+                source = f"recipe {recipe}'s value" if recipe and flag in recipe_defaults(recipe, set(), None) \
                     else "the trainer's default"
-                value = f"unset ({source} {match['value']})"
-                allowed = f"{match['allowed']}: set job.trainerArgs.{flag}"
+                value = None
+                allowed = (f"{source} is {match['value']}, and {match['allowed']}: set "
+                           f"job.trainerArgs.{flag}")
             problems.append(Problem(f"job.trainerArgs.{flag}", value,
                                     f"{allowed} (trainer/config.py)"))
         if not retry:
@@ -132,14 +158,16 @@ def trainer_args_fit_the_trainer(s: Settings) -> Iterator[Problem]:
     from infra.settings.rules import TRAINER_FLAG, WORKLOAD_OWNED_FLAGS
     from trainer.config import build_parser
 
-    parser = build_parser()
-    actions = {option: action for option, action in parser._option_string_actions.items()
-               if option.startswith("--") and action.dest != "help"}
+    actions = _actions(build_parser())
     args = {key: value for key, value in s.job.trainer_args.items()
             if key not in WORKLOAD_OWNED_FLAGS and TRAINER_FLAG.match(key)}
     given, problems = _converted(args, actions)
     yield from problems
-    if problems:
-        return  # a combination judged without the refused values would mislead
+    # The trainer's own checks on the flags that converted, the refused ones left at their
+    # defaults, so one run names a bad range beside a bad choice; nothing more is said about
+    # a refused flag itself.
+    refused = {problem.path for problem in problems}
     defaults = {action.dest: action.default for action in actions.values()}
-    yield from _combination_problems(given, defaults, s.job.nodes * s.job.processes_per_node, args)
+    yield from (problem for problem in _combination_problems(
+        given, defaults, s.job.nodes * s.job.processes_per_node, args)
+        if problem.path not in refused)
