@@ -228,6 +228,17 @@ def test_on_gke_the_metrics_are_in_cloud_monitoring_and_nothing_is_read():
     assert asked == []
 
 
+def test_the_gke_reason_holds_the_control_plane_cannot_reach_an_exporter_port():
+    """Why GKE is not read through the pod proxy: the private control plane reaches the nodes
+    only on 443, 10250 and the webhook ports (infra/gcp/network.py), none of them 9400."""
+    from infra.dcgm import METRICS_PORT
+    from infra.webhooks import webhook_ports
+
+    assert METRICS_PORT not in {443, 10250, *webhook_ports()}
+    assert "gke-managed-system" in NOT_PROXIED["gcp"]
+    assert "443, 10250 and the webhook ports" in NOT_PROXIED["gcp"]
+
+
 def test_the_parser_reads_escapes_spaced_labels_and_timestamps():
     """The exposition format's escapes (\\\\, \\", \\n), the README's `gpu="0", UUID=...`
     spacing, a label-less sample and an optional timestamp."""
