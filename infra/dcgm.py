@@ -13,9 +13,12 @@ that installs it (infra/aws/addons.py, infra/azure/addons.py) and the laptop tha
   (assets/state-dcgm-exporter/0400_service.yaml, 0800_daemonset.yaml). A second exporter from
   the chart would run a second embedded DCGM host engine on the same GPUs for nothing.
 - GCP: GKE's managed DCGM package (infra/gcp/cluster.py MONITORED_COMPONENTS) runs its exporter
-  in a GKE-managed namespace and sends its samples to Cloud Monitoring (Managed Service for
-  Prometheus, through a ClusterPodMonitoring): GKE documents no Service or pod label to proxy
-  to, so the metrics are read in Cloud Monitoring.
+  in gke-managed-system and sends its samples to Cloud Monitoring (Managed Service for
+  Prometheus). The pod proxy would need no Service, but it cannot be used here: GKE gives that
+  exporter no documented label or port to find it by (GKE owns and may change it), and the
+  private cluster's control plane reaches the nodes only on 443, 10250 and the webhook ports
+  (infra/gcp/network.py, the control-plane-to-webhooks firewall rule), so
+  pods/<pod>:9400/proxy would time out. So the metrics are read in Cloud Monitoring.
 """
 
 from __future__ import annotations
@@ -43,16 +46,23 @@ EXPORTERS: dict[str, Exporter] = {
 
 # Why there is no exporter to read on a cloud, for `status` to print instead of a figure.
 NOT_PROXIED: dict[str, str] = {
-    "gcp": ("GKE's managed DCGM exporter sends GPU metrics to Cloud Monitoring, not to a "
-            "Service the API server can proxy: see the cluster's Observability tab (GPU), or "
-            "PromQL DCGM_FI_DEV_GPU_UTIL in Cloud Monitoring's Metrics Explorer"),
+    "gcp": ("GKE's managed DCGM exporter runs in gke-managed-system with no label to find it "
+            "by, and the private control plane reaches the nodes only on 443, 10250 and the "
+            "webhook ports, not the exporter's 9400: its GPU metrics are in Cloud Monitoring: "
+            "see the cluster's Observability tab (GPU), or PromQL DCGM_FI_DEV_GPU_UTIL in "
+            "Metrics Explorer"),
 }
 
-# The counters the AWS exporter collects: the chart's default list (deployment/values.yaml and
-# etc/default-counters.csv at 4.5.3-4.8.2) without its DCGM_FI_PROF_* profiling fields, which
-# need CAP_SYS_ADMIN (internal/pkg/capabilities/capabilities.go: "Required for profiling
-# metrics"), and without the vGPU licence field (no vGPU here). So the exporter runs with no
-# capability at all. Format: DCGM field, Prometheus type, help (the chart's `customMetrics`).
+# The counters the AWS exporter collects: the chart's default list (the ConfigMap in
+# deployment/templates/metrics-configmap.yaml at 4.5.3-4.8.2, which the DaemonSet mounts over
+# /etc/dcgm-exporter/default-counters.csv; values.yaml holds no list) without
+# - its DCGM_FI_PROF_* profiling fields, which need CAP_SYS_ADMIN
+#   (internal/pkg/capabilities/capabilities.go: "Required for profiling metrics"), so the
+#   exporter runs with no capability at all;
+# - DCGM_FI_DEV_ENC_UTIL and DCGM_FI_DEV_DEC_UTIL (video encoder and decoder: training uses
+#   neither);
+# - DCGM_FI_DEV_VGPU_LICENSE_STATUS (no vGPU here).
+# Format: DCGM field, Prometheus type, help (the chart's `customMetrics`).
 COUNTERS = """\
 # DCGM FIELD, Prometheus metric type, help message
 DCGM_FI_DEV_SM_CLOCK, gauge, SM clock frequency (in MHz).

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 
@@ -20,8 +21,39 @@ def api_list(kind: str, items: list[dict[str, Any]]) -> dict[str, Any]:
             "items": items}
 
 
+def _without_timeout(path: str) -> str:
+    """The path without the `timeout` parameter kubectl --request-timeout adds to each request
+    (the API server's own limit, not part of what the command reads)."""
+    parts = urlsplit(path)
+    query = "&".join(p for p in parts.query.split("&") if p and not p.startswith("timeout="))
+    return parts.path + (f"?{query}" if query else "")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A route's answer other than an immediate 200: another HTTP status, or one given only
+    once `first` returns (it runs in the request's own thread: a wait)."""
+
+    body: Any
+    status: int = 200
+    first: Callable[[], object] | None = None
+
+
+def forbidden(verb: str, resource: str, namespace: str, name: str = "") -> Answer:
+    """The API server's 403 Status for a user without an RBAC rule (apimachinery
+    NewForbidden: `<resource> "<name>" is forbidden: User ... cannot <verb> resource ...`)."""
+    kind, _, sub = resource.partition("/")
+    what = f'{kind} "{name}"' if name else kind
+    return Answer({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": f'{what} is forbidden: User "alice" cannot {verb} resource '
+                              f'"{resource}" in API group "" in the namespace "{namespace}"',
+                   "reason": "Forbidden", "details": {"name": name, "kind": kind}, "code": 403},
+                  status=403)
+
+
 class FakeApi:
-    """Routes: exact path (query included where the command sends one) -> JSON or text body."""
+    """Routes: exact path (query included where the command sends one) -> JSON or text body,
+    or an Answer."""
 
     def __init__(self, routes: dict[str, Any]) -> None:
         self.routes = {"/version": {"major": "1", "minor": "33", "gitVersion": "v1.33.4"}, **routes}
@@ -30,20 +62,28 @@ class FakeApi:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                api.requests.append(self.path)
-                body = api.routes.get(self.path, api.routes.get(urlsplit(self.path).path))
+                path = _without_timeout(self.path)
+                api.requests.append(path)
+                body = api.routes.get(path, api.routes.get(urlsplit(path).path))
                 if body is None:
                     status, body = 404, {"kind": "Status", "apiVersion": "v1", "metadata": {},
                                          "status": "Failure", "reason": "NotFound", "code": 404,
                                          "message": "the server could not find the requested resource"}
+                elif isinstance(body, Answer):
+                    if body.first is not None:
+                        body.first()
+                    status, body = body.status, body.body
                 else:
                     status = 200
                 data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up first (an Answer that waited past its timeout)
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -329,6 +329,8 @@ def test_the_dcgm_exporter_runs_with_no_capability_and_no_prometheus_operator(ru
     assert effective["serviceMonitor"]["enabled"] is False
     assert effective["service"]["enable"] is True
     assert effective["service"]["port"] == EXPORTERS["aws"].port
+    # The exporter listens where the Service and the pod proxy send (DCGM_EXPORTER_LISTEN).
+    assert effective["service"]["address"] == f":{EXPORTERS['aws'].port}"
     assert effective["resources"]["requests"] == {"cpu": "100m", "memory": "128Mi"}
 
 
@@ -346,7 +348,7 @@ def test_the_dcgm_exporter_daemonset_is_valid_kubernetes_for_the_clusters_minor(
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": AWS_RELEASE, "namespace": "kube-system"},
         "spec": {"selector": {"matchLabels": labels}, "template": {
-            "metadata": {"labels": labels},
+            "metadata": {"labels": labels, "annotations": v["podAnnotations"]},
             "spec": {
                 "priorityClassName": v["priorityClassName"], "hostPID": v["hostPID"],
                 "nodeSelector": v["nodeSelector"], "tolerations": v["tolerations"],
@@ -356,6 +358,7 @@ def test_the_dcgm_exporter_daemonset_is_valid_kubernetes_for_the_clusters_minor(
                     "name": "exporter", "securityContext": v["securityContext"],
                     "image": f"{v['image']['repository']}:{v['image']['tag']}",
                     "args": v["arguments"], "resources": v["resources"],
+                    "env": [{"name": "DCGM_EXPORTER_LISTEN", "value": v["service"]["address"]}],
                     "ports": [{"name": "metrics", "containerPort": v["service"]["port"]}],
                     "volumeMounts": v["extraVolumeMounts"],
                 }],
@@ -376,8 +379,31 @@ def test_the_dcgm_exporter_daemonset_is_valid_kubernetes_for_the_clusters_minor(
     assert labels[key] == value
 
 
+def test_a_new_dcgm_counter_list_rolls_the_exporter_pods(run: Run) -> None:
+    """The chart mounts the counters with subPath (never refreshed in a running pod): the pod
+    template carries the hash of the list the ConfigMap holds, so a changed list is a changed
+    DaemonSet and its pods restart with it."""
+    import hashlib
+
+    effective = _helm_merge(DCGM_CHART["values"], _dcgm_values(run))
+    assert effective["extraVolumeMounts"][0]["subPath"]  # why the annotation is needed
+    assert effective["podAnnotations"]["checksum/counters"] == hashlib.sha256(
+        effective["customMetrics"].encode()).hexdigest()
+
+
 def test_the_training_job_does_not_wait_for_gpu_metrics(run: Run) -> None:
     assert not run.waits_for(run.one(JOBSET), run.one(HELM, "dcgm-exporter"))
+
+
+def test_an_exporter_that_cannot_start_does_not_fail_the_deploy(run: Run) -> None:
+    """Training needs the device plugins and the autoscaler, not its GPU metrics: only the
+    exporter's release is neither awaited nor rolled back (atomic would turn skipAwait off)."""
+    releases = {r.inputs["name"]: r.inputs for r in run.of_type(HELM)
+                if r.inputs.get("namespace") == "kube-system"}
+    dcgm = releases.pop("dcgm-exporter")
+    assert dcgm.get("skipAwait") is True and not dcgm.get("atomic")
+    assert "nvidia-device-plugin" in releases
+    assert all(r["atomic"] is True and not r.get("skipAwait") for r in releases.values()), releases
 
 
 def test_the_fsx_csi_controller_may_only_describe_file_systems(run: Run) -> None:

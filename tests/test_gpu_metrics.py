@@ -14,12 +14,15 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.dcgm import EXPORTERS, NOT_PROXIED
+from tests.fake_api import Answer, forbidden
 from tests.test_why import FakeApi, kubeconfig
 from torchrec_cloud.gpu_metrics import gpu_utilisation, parse, read_gpu_utilisation
 
@@ -144,6 +147,69 @@ def test_a_node_whose_exporter_does_not_answer_is_named_and_the_others_still_rea
                              f"{_proxy('aws', 'dcgm-exporter-9wlr2')}")
 
 
+def test_exporters_are_read_at_once_and_a_hanging_one_costs_one_bounded_wait(tmp_path,
+                                                                               monkeypatch):
+    """Two exporters answer only once both requests have arrived (read one after the other,
+    the first would give up waiting for the second); a third, on a node going away, never
+    answers: it is named, and `status` waits one bound for it, not kubectl's default."""
+    import torchrec_cloud.gpu_metrics as gpu_metrics
+
+    monkeypatch.setattr(gpu_metrics, "PROXY_TIMEOUT_S", 2)
+    together = threading.Barrier(2, timeout=20)
+    released = threading.Event()
+    node_c = "ip-10-0-1-99.ec2.internal"
+    routes = {
+        _pods_path("aws"): _pod_list(_pod("dcgm-exporter-4xq8m", NODE_A),
+                                     _pod("dcgm-exporter-9wlr2", NODE_B),
+                                     _pod("dcgm-exporter-zz9k1", node_c)),
+        _proxy("aws", "dcgm-exporter-4xq8m"):
+            Answer(exporter_output(NODE_A, [60] * 8), first=together.wait),
+        _proxy("aws", "dcgm-exporter-9wlr2"):
+            Answer(exporter_output(NODE_B, [20] * 8), first=together.wait),
+        _proxy("aws", "dcgm-exporter-zz9k1"):
+            Answer(exporter_output(node_c, [0] * 8), first=lambda: released.wait(60)),
+    }
+    try:
+        with FakeApi(routes) as api:
+            started = time.monotonic()
+            result = read_gpu_utilisation(_kubectl(tmp_path, api), "aws")
+            took = time.monotonic() - started
+    finally:
+        released.set()
+    assert result.per_node == {NODE_A: 60.0, NODE_B: 20.0}
+    assert result.reason.startswith(f"{node_c}: kubectl ")
+    assert "--request-timeout=2s" in result.reason
+    assert took < 2 * 2 + 10, took  # one bound (plus kubectl's start), not three, not 60 s
+
+
+def test_a_user_without_the_pod_proxy_permission_is_told_which_one(tmp_path):
+    """EKS access entries or Azure RBAC may let a user list pods but not use the pod proxy:
+    the 403 becomes the permission to ask for, once, not a kubectl error per node."""
+    routes = {
+        _pods_path("aws"): _pod_list(_pod("dcgm-exporter-4xq8m", NODE_A),
+                                     _pod("dcgm-exporter-9wlr2", NODE_B)),
+        _proxy("aws", "dcgm-exporter-4xq8m"):
+            forbidden("get", "pods/proxy", "kube-system", "dcgm-exporter-4xq8m"),
+        _proxy("aws", "dcgm-exporter-9wlr2"):
+            forbidden("get", "pods/proxy", "kube-system", "dcgm-exporter-9wlr2"),
+    }
+    with FakeApi(routes) as api:
+        result = read_gpu_utilisation(_kubectl(tmp_path, api), "aws")
+    assert result.per_node is None
+    assert result.reason == ("your Kubernetes user may not get pods/proxy in kube-system: "
+                             "`status` needs `list pods` and `get pods/proxy` there (a Role on "
+                             "resources pods and pods/proxy)")
+
+
+def test_a_user_who_may_not_list_the_exporter_pods_is_told_so(tmp_path):
+    routes = {_pods_path("azure"): forbidden("list", "pods", "gpu-operator")}
+    with FakeApi(routes) as api:
+        result = read_gpu_utilisation(_kubectl(tmp_path, api), "azure")
+    assert result.per_node is None
+    assert result.reason.startswith("your Kubernetes user may not list pods in gpu-operator: ")
+    assert not [r for r in api.requests if "/proxy/" in r]
+
+
 def test_an_unreachable_cluster_is_a_reason_not_a_crash(tmp_path):
     with FakeApi({}) as api:
         url = api.url
@@ -160,6 +226,17 @@ def test_on_gke_the_metrics_are_in_cloud_monitoring_and_nothing_is_read():
     assert result.per_node is None and result.reason == NOT_PROXIED["gcp"]
     assert "Cloud Monitoring" in result.reason and "DCGM_FI_DEV_GPU_UTIL" in result.reason
     assert asked == []
+
+
+def test_the_gke_reason_holds_the_control_plane_cannot_reach_an_exporter_port():
+    """Why GKE is not read through the pod proxy: the private control plane reaches the nodes
+    only on 443, 10250 and the webhook ports (infra/gcp/network.py), none of them 9400."""
+    from infra.dcgm import METRICS_PORT
+    from infra.webhooks import webhook_ports
+
+    assert METRICS_PORT not in {443, 10250, *webhook_ports()}
+    assert "gke-managed-system" in NOT_PROXIED["gcp"]
+    assert "443, 10250 and the webhook ports" in NOT_PROXIED["gcp"]
 
 
 def test_the_parser_reads_escapes_spaced_labels_and_timestamps():

@@ -6,6 +6,9 @@ so it shows one node per read; the per-node figure needs each exporter pod
 (/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/metrics, core/v1 "connect GET requests to
 proxy of Pod", the `pods/proxy` subresource).
 
+The exporters are read at the same time, each request bounded (PROXY_TIMEOUT_S): a node whose
+exporter hangs (a node going away) costs `status` one bound, not one per node, and is named.
+
 A node is named by the exporter's own label: it writes NODE_NAME (the chart and the GPU Operator
 set it from spec.nodeName) as `Hostname` (dcgm-exporter 4.5.3-4.8.2,
 internal/pkg/rendermetrics/render_metrics.go), renamed `hostname` after that release
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator
 from urllib.parse import quote
@@ -29,6 +33,8 @@ NODE_LABELS = ("Hostname", "hostname")
 # DCGM writes its "blank" sentinels (e.g. 9223372036854775794, the README's MEMORY_TEMP sample)
 # where a GPU has no value; a percentage outside 0-100 is one of those, not a reading.
 PERCENT = (0.0, 100.0)
+PROXY_TIMEOUT_S = 10  # per request (kubectl --request-timeout): an exporter answers in well under 1 s
+READERS = 8  # exporters read at once: kubectl processes, light on a laptop
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,22 @@ def _said(error: Exception) -> str:
     return str(error) if " " in str(error) else f"{type(error).__name__} {error}"
 
 
+def _forbidden(error: Exception) -> bool:
+    """The API server's 403, as kubectl reports it: `Error from server (Forbidden)`."""
+    return "(Forbidden)" in str(error)
+
+
+def _missing(permission: str, exporter: Exporter) -> str:
+    return (f"your Kubernetes user may not {permission} in {exporter.namespace}: `status` needs "
+            f"`list pods` and `get pods/proxy` there (a Role on resources pods and pods/proxy)")
+
+
+def _bounded(read: Reader) -> Reader:
+    """The reader with each request bounded, where it can be (workloads/why.py Kubectl)."""
+    bounded = getattr(read, "bounded", None)
+    return bounded(PROXY_TIMEOUT_S) if callable(bounded) else read
+
+
 def read_gpu_utilisation(read: Reader, cloud: str) -> GpuUtilisation:
     """The mean DCGM_FI_DEV_GPU_UTIL of each GPU node whose exporter answers.
 
@@ -109,9 +131,12 @@ def read_gpu_utilisation(read: Reader, cloud: str) -> GpuUtilisation:
     exporter = EXPORTERS.get(cloud)
     if exporter is None:
         return GpuUtilisation(None, f"no DCGM exporter known on cloud {cloud!r}")
+    read = _bounded(read)
     try:
         pods = _pods(read, exporter)
     except Exception as error:  # the Reader's own errors (kubectl, 403, 404) are all reasons
+        if _forbidden(error):
+            return GpuUtilisation(None, _missing("list pods", exporter))
         return GpuUtilisation(None, f"cannot list the DCGM exporter pods in "
                                     f"{exporter.namespace}: {_said(error)}")
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
@@ -119,22 +144,39 @@ def read_gpu_utilisation(read: Reader, cloud: str) -> GpuUtilisation:
     if not running:
         return GpuUtilisation(None, f"no DCGM exporter pod running in {exporter.namespace} "
                                     f"({exporter.pod_selector}): no GPU node is up yet")
+    pods = sorted(running, key=lambda p: p["spec"]["nodeName"])
+
+    def metrics(pod: dict) -> str | Exception:
+        path = (f"/api/v1/namespaces/{exporter.namespace}/pods/{pod['metadata']['name']}:"
+                f"{exporter.port}/proxy/metrics")
+        try:
+            return read(path)
+        except Exception as error:  # one node's exporter may be starting, hanging or gone
+            return error
+
+    with ThreadPoolExecutor(max_workers=min(READERS, len(pods))) as pool:
+        answers = list(pool.map(metrics, pods))
     per_node: dict[str, float] = {}
     failures: list[str] = []
-    for pod in sorted(running, key=lambda p: p["spec"]["nodeName"]):
-        name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
-        path = (f"/api/v1/namespaces/{exporter.namespace}/pods/{name}:{exporter.port}"
-                f"/proxy/metrics")
+    forbidden = False
+    for pod, answer in zip(pods, answers):
+        node = pod["spec"]["nodeName"]
         try:
-            means = _node_means(read(path), node)
-        except Exception as error:  # one node's exporter may be starting or gone
+            if isinstance(answer, Exception):
+                raise answer
+            means = _node_means(answer, node)
+        except Exception as error:  # an unreadable body too
+            forbidden = forbidden or _forbidden(error)
             failures.append(f"{node}: {_said(error)}")
             continue
         if not means:
             failures.append(f"{node}: no {UTILISATION} sample")
         per_node.update(means)
-    reason = "; ".join(failures)
-    return GpuUtilisation(per_node or None, reason)
+    if forbidden and not per_node:  # every node refused alike: one line says what to grant
+        return GpuUtilisation(None, _missing("get pods/proxy", exporter))
+    if forbidden:
+        failures.append(_missing("get pods/proxy", exporter))
+    return GpuUtilisation(per_node or None, "; ".join(failures))
 
 
 def gpu_utilisation(read: Reader, cloud: str) -> dict[str, float] | None:

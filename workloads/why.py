@@ -17,7 +17,7 @@ import argparse
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 from urllib.parse import quote
 
@@ -57,14 +57,26 @@ class Kubectl:
     kubeconfig: str | None = None
     context: str | None = None
     kubectl: str = "kubectl"
+    # kubectl's --request-timeout in seconds, for a caller that must not wait on one slow
+    # request (status's GPU exporters behind the pod proxy); None: kubectl's own (no limit).
+    request_timeout_s: int | None = None
+
+    def bounded(self, seconds: int) -> "Kubectl":
+        """The same reader, giving up on each request after `seconds`."""
+        return replace(self, request_timeout_s=seconds)
 
     def __call__(self, path: str) -> Any:
         command = [self.kubectl, "get", "--raw", path]
+        if self.request_timeout_s is not None:
+            command.insert(1, f"--request-timeout={self.request_timeout_s}s")
         if self.kubeconfig:
             command[1:1] = ["--kubeconfig", self.kubeconfig]
         if self.context:
             command[1:1] = ["--context", self.context]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        # kubectl's own limit comes first and says what timed out; this one stops a kubectl
+        # that hangs before any request (an exec credential plugin).
+        limit = 60 if self.request_timeout_s is None else self.request_timeout_s + 15
+        done = subprocess.run(command, capture_output=True, text=True, timeout=limit)
         if done.returncode != 0:
             if "NotFound" in done.stderr:
                 raise NotFound(path)

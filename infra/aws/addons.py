@@ -10,6 +10,7 @@ repositories here, versions from infra/addon_versions.py for the cluster's Kuber
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from dataclasses import dataclass
@@ -111,14 +112,19 @@ def chart_for(chart: tuple[str, str], minor: str) -> tuple[str, str, str]:
 
 
 def helm_release(prefix: str, chart: tuple[str, str, str], values: dict,
-                 opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+                 opts: pulumi.ResourceOptions, *, required: bool = True) -> k8s.helm.v3.Release:
+    """A chart in kube-system. `required`: the stack cannot work without it, so `pulumi up`
+    waits for its pods and rolls the release back if they fail (atomic). An optional chart
+    (required=False, e.g. GPU metrics) is not awaited, so its failing pods cannot fail the
+    deploy: pulumi-kubernetes ReleaseArgs `skip_await` ("skip such await logic"), which
+    `atomic` would disable ("skipAwait will be disabled automatically if atomic is used")."""
     name, version, repo = chart
     return k8s.helm.v3.Release(
         f"{prefix}-{name}",
         k8s.helm.v3.ReleaseArgs(
             name=name, chart=name, version=version, namespace=SYSTEM_NAMESPACE,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo), values=values,
-            atomic=True, cleanup_on_fail=True),
+            atomic=required, skip_await=not required, cleanup_on_fail=True),
         opts=opts)
 
 
@@ -139,15 +145,23 @@ def dcgm_exporter_values(gpu_label: str, taints: list[Taint]) -> dict:
     NVIDIA_VISIBLE_DEVICES=all. The chart's hostPath for that socket needs the privileged Pod
     Security level, which kube-system has on EKS (no enforce label), as for the device plugin.
     No ServiceMonitor: it needs the Prometheus Operator's CRD, which this cluster does not have,
-    and the chart enables one by default."""
+    and the chart enables one by default.
+
+    The chart mounts the counters' ConfigMap with subPath, which the kubelet never refreshes,
+    and nothing in the pod template changes with them: the checksum annotation (the chart's
+    `podAnnotations`, templates/daemonset.yaml) makes a new list roll the exporter pods.
+    The chart sets the listen address (DCGM_EXPORTER_LISTEN) from `service.address` and the
+    container and Service port from `service.port`: both say METRICS_PORT."""
     return {
         "customMetrics": dcgm.COUNTERS,
+        "podAnnotations": {
+            "checksum/counters": hashlib.sha256(dcgm.COUNTERS.encode()).hexdigest()},
         "securityContext": {
             "runAsNonRoot": False, "runAsUser": 0, "allowPrivilegeEscalation": False,
             "capabilities": {"add": [], "drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "service": {"port": dcgm.METRICS_PORT},
+        "service": {"port": dcgm.METRICS_PORT, "address": f":{dcgm.METRICS_PORT}"},
         "serviceMonitor": {"enabled": False},
         "nodeSelector": {gpu_label: "true"},
         "tolerations": tolerations(taints),

@@ -203,9 +203,11 @@ class AwsGpuCluster(pulumi.ComponentResource):
                 prefix, addons.chart_for(addons.EFA_DEVICE_PLUGIN, minor),
                 addons.efa_device_plugin_values(node_groups.GPU_LABEL, taints), helm_opts))
         # GPU metrics (DCGM) on the GPU nodes, as GKE has them managed. Not among what the job
-        # waits for: training does not need its metrics to start.
+        # waits for, and not awaited by `pulumi up` either: training does not need its metrics,
+        # so an exporter that cannot start (NVML) must not roll back and fail the deploy.
         addons.helm_release(prefix, addons.chart_for(addons.DCGM_EXPORTER, minor),
-                            addons.dcgm_exporter_values(node_groups.GPU_LABEL, taints), helm_opts)
+                            addons.dcgm_exporter_values(node_groups.GPU_LABEL, taints), helm_opts,
+                            required=False)
 
         # --- shared file system and checkpoints ----------------------------------------------
         fs_settings = s.shared_file_system
