@@ -50,10 +50,22 @@ def _stand_in(values: dict[str, Any], place: Place, encrypted: set[Place]) -> An
     if len(place) == 3 and place[:2] == ("job", "trainerArgs"):
         return _trainer_default(str(place[2]))
     parent = _at(values, place[:-1])
-    if isinstance(parent, list):  # an element: one of its readable siblings
+    if isinstance(parent, list):  # an element: the cloud's default list's, else a sibling's
         readable = [v for i, v in enumerate(parent) if (*place[:-1], i) not in encrypted]
-        return readable[0] if readable else None
+        defaults = _at(_cloud_defaults(values), place[:-1])
+        fresh = [v for v in defaults or [] if v not in readable]  # no duplicate to refuse
+        return fresh[0] if fresh else readable[0] if readable else None
     return None
+
+
+def _cloud_defaults(values: dict[str, Any]) -> dict[str, Any]:
+    from infra.catalog import Cloud
+    from infra.settings.defaults import with_cloud_defaults
+
+    try:
+        return with_cloud_defaults({"cloud": Cloud(values.get("cloud")).value})
+    except ValueError:
+        return {}
 
 
 def _at(values: Any, place: Place) -> Any:
