@@ -248,3 +248,83 @@ def test_a_list_value_is_printed_as_yaml(tmp_path: Path) -> None:
         tmp_path, "aws", {"kubernetes": {"apiAccessCidrs": ["0.0.0.0/0"]}})))
     (line,) = _lines(result, "kubernetes.apiAccessCidrs")
     assert line.startswith(f"{PROJECT}:kubernetes.apiAccessCidrs = ['0.0.0.0/0']: "), line
+
+
+SECURE = {"secure": "v1:Zm9vYmFy:c2VjcmV0"}  # as `pulumi config set --secret` writes one
+
+
+def test_an_encrypted_api_cidr_is_not_a_missing_one(tmp_path: Path) -> None:
+    """`pulumi config set --secret --path 'kubernetes.apiAccessCidrs[0]' ...`: `pulumi up` gets
+    the list decrypted in place (config/value.go, decryptObject), so the check must not say
+    "required"; it says the leaf is not checked and passes on everything else."""
+    path = write_stack(tmp_path, "aws", {"kubernetes": {"apiAccessCidrs": [SECURE]}})
+    result = check("--file", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "required" not in result.stdout + result.stderr
+    assert (f"{PROJECT}:kubernetes.apiAccessCidrs[0]: encrypted: not checked"
+            in result.stdout)
+
+
+def test_a_secret_inside_job_leaves_the_rest_of_job_checked(tmp_path: Path) -> None:
+    """3 nodes x 8 ranks with recipe mlperf (24 ranks do not divide 65536) is refused by
+    `pulumi up`; a secret beside them (job.serviceAccount) must not hide it."""
+    path = write_stack(tmp_path, "aws", {"job": {
+        "nodes": 3, "serviceAccount": SECURE, "trainerArgs": {"recipe": "mlperf"}}},
+    )
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    assert any("recipe mlperf splits 65536 samples" in line and "(24)" in line
+               for line in _lines(result, "job.nodes")), result.stderr
+    assert f"{PROJECT}:job.serviceAccount: encrypted: not checked" in result.stderr
+    assert not _lines(result, "job.serviceAccount")
+
+
+def test_a_bad_stand_in_is_never_blamed_only_the_encrypted_place_is_spared(
+        tmp_path: Path) -> None:
+    """An encrypted zone (whose stand-in cannot be known) is not judged; the readable bad
+    value beside it still is."""
+    path = write_stack(tmp_path, "aws", {"zones": ["us-east-1a", SECURE],
+                                         "systemPool": {"minNodes": 5, "desiredNodes": 1}})
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    assert not _lines(result, "zones") and not _lines(result, "zones[1]")
+    assert _lines(result, "systemPool.desiredNodes")
+    assert f"{PROJECT}:zones[1]: encrypted: not checked" in result.stderr
+
+
+def test_a_whole_encrypted_key_is_spared_and_named(tmp_path: Path) -> None:
+    path = write_stack(tmp_path, "gcp")
+    config = yaml.safe_load(path.read_text())["config"]
+    config[f"{PROJECT}:gcp"] = SECURE  # `pulumi config set --secret gcp '{"project": ...}'`
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    result = check("--file", str(path))
+    assert result.returncode == 0, result.stderr
+    assert f"{PROJECT}:gcp: encrypted: not checked" in result.stdout
+
+
+def test_esc_environments_are_named_when_a_value_is_missing(tmp_path: Path) -> None:
+    """A CIDR or gcp.project that a Pulumi ESC environment supplies is not read here: the
+    'required' may be a false alarm, and the output says which environments to look in."""
+    config = shipped_stack_config("gcp")
+    path = tmp_path / "Pulumi.gcp.yaml"
+    path.write_text(yaml.safe_dump({"environment": ["team/gpu-net", "team/gcp"],
+                                    "config": config}, sort_keys=False))
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    assert "gcp.project = (not set): required" in result.stderr
+    for name in ("team/gpu-net", "team/gcp"):
+        assert (f"values from ESC environment {name} are not read: a 'required' for one of "
+                "its keys may be a false alarm") in result.stderr
+
+
+def test_the_stack_file_keeps_each_secret_where_the_cli_decrypts_it(tmp_path: Path) -> None:
+    from torchrec_cloud.encrypted import encrypted_places
+    from torchrec_cloud.stack_file import read_stack_file
+
+    path = write_stack(tmp_path, "aws", {"kubernetes": {"apiAccessCidrs": ["81.2.69.142/32",
+                                                                           SECURE]},
+                                         "job": {"trainerArgs": {"seed": SECURE}}})
+    stack = read_stack_file(path, PROJECT)
+    assert sorted(encrypted_places(stack.secrets), key=str) == [
+        ("job", "trainerArgs", "seed"), ("kubernetes", "apiAccessCidrs", 1)]
+    assert '"81.2.69.142/32"' in stack.config[f"{PROJECT}:kubernetes"]  # the rest is read

@@ -500,3 +500,23 @@ def test_a_region_lists_its_five_closest_names_only() -> None:
     listed = problem.allowed.split("closest first: ")[1].split(" (and ")[0].split(", ")
     assert len(listed) == 5 and listed[0].startswith("europe-west")
     assert "(and 38 more in infra/regions.py" in problem.allowed
+
+
+def test_every_flag_the_stack_passes_is_refused_in_trainer_args_naming_what_decides_it() -> None:
+    """The stack's value comes last on the trainer's command line and wins, so a user's value
+    would pass the check and then vanish: each is refused with the setting to change instead,
+    or, where the catalog or the cluster alone decides it, with "remove it"."""
+    owned = {flag: 1 for flag in rules.WORKLOAD_OWNED_FLAGS}
+    with pytest.raises(SettingsError) as error:
+        settings_from_mapping(with_overrides("aws", {"job": {"trainerArgs": owned}}))
+    said = {p.path.removeprefix("job.trainerArgs."): p.allowed for p in error.value.problems
+            if p.path.startswith("job.trainerArgs.")}
+    assert set(said) == set(rules.WORKLOAD_OWNED_FLAGS)
+    for flag, (decided_by, setting) in rules.WORKLOAD_OWNED_FLAGS.items():
+        assert said[flag].startswith(f"set by the stack from {decided_by}; "), flag
+        assert said[flag].endswith(f"set {setting} instead" if setting == decided_by
+                                   else f"to change it, set {setting}" if setting
+                                   else "remove it"), said[flag]
+    assert said["hbm_gb_per_sec"] == ("set by the stack from the machine's GPU memory "
+                                      "(infra/catalog.py); remove it")
+    assert said["fabric_max_nodes_left_out"] == "set by the stack from job.nodes; set job.nodes instead"

@@ -379,6 +379,27 @@ def test_metrics_and_tensorboard_are_mirrored_to_the_checkpoint_bucket_on_every_
     assert "telemetry_dir" in STACK_OWNED and "telemetry_dir" in WORKLOAD_OWNED_FLAGS
 
 
+def test_every_flag_the_stack_passes_is_one_the_settings_refuse_in_trainer_args(runs):
+    """A trainerArgs key the stack also passes would pass `make check` and then be overridden
+    (the stack's flags come last); the settings refuse exactly the flags the stack passes, so
+    the check names it instead. The multi-hot flags, owned only with dataset.prepare's
+    multiHotSizes, have their own rule (prepare_owns_the_multi_hot_flags)."""
+    from infra.settings.rules import WORKLOAD_OWNED_FLAGS
+    from workloads.flags import STACK_OWNED
+
+    passed: set[str] = set()
+    for scenario in runs.values():
+        passed |= set(scenario.flags())
+    # less the user's trainerArgs: the defaults', and the "aws" run's own
+    passed -= {*Job().trainer_args, "batch_size", "dense_arch_layer_sizes"}
+    # Every kind the stack passes is seen: checkpoints, data, telemetry, planner, an enforcing
+    # gate with its floors across nodes.
+    assert {"checkpoint_dir", "dataset_path", "telemetry_dir", "inter_host_gb_per_sec",
+            "fabric_floor_gbps", "fabric_max_nodes_left_out"} <= passed
+    assert passed <= set(WORKLOAD_OWNED_FLAGS), passed - set(WORKLOAD_OWNED_FLAGS)
+    assert STACK_OWNED == set(WORKLOAD_OWNED_FLAGS)
+
+
 def test_shared_memory_is_a_bounded_memory_volume(runs):
     volumes = {v["name"]: v for v in runs["aws"].pod_spec()["volumes"]}
     assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"

@@ -16,9 +16,11 @@ from pathlib import Path
 
 from infra.catalog import Cloud, Machine, find_machine
 from infra.estimate import estimate_lines
-from infra.settings import Settings, SettingsError, settings_from_mapping
-from infra.settings.loader import project_values
+from infra.settings import Settings, SettingsError
+from infra.settings.loader import project_values, settings_and_problems
 from infra.settings.model import CheckpointLocation, NodePool, PoolChoice
+from torchrec_cloud.encrypted import (Place, encrypted_places, on_encrypted, shown_place,
+                                     with_stand_ins)
 from torchrec_cloud.stack_file import StackFileError, project_name, read_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,6 +114,15 @@ def _stack_path(args: argparse.Namespace) -> Path:
     return args.file if args.file is not None else ROOT / f"Pulumi.{args.stack}.yaml"
 
 
+def _unread_lines(places: list[Place], environments: list[str]) -> list[str]:
+    """What the check could not read: encrypted values (their places only) and ESC imports."""
+    lines = [f"  {shown_place(place)}: encrypted: not checked (only the stack's secrets "
+             "provider can decrypt it; `pulumi up` checks it)" for place in places]
+    lines += [f"values from ESC environment {name} are not read: a 'required' for one of its "
+              "keys may be a false alarm" for name in environments]
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     path = _stack_path(args)
     try:
@@ -119,12 +130,18 @@ def run(args: argparse.Namespace) -> int:
     except StackFileError as error:
         print(error, file=sys.stderr)
         return 1
-    try:
-        settings = settings_from_mapping(project_values(stack.config))
-    except SettingsError as error:
-        print(f"{path.name}: {error}", file=sys.stderr)
-        if stack.secrets:
-            print(f"(encrypted values not read: {', '.join(stack.secrets)})", file=sys.stderr)
+    places = encrypted_places(stack.secrets)
+    values = with_stand_ins(project_values(stack.config), places, cloud=args.stack)
+    settings, problems = settings_and_problems(values)
+    problems = [p for p in problems if not on_encrypted(p, places)]
+    if problems or settings is None:
+        if problems:
+            print(f"{path.name}: {SettingsError(problems)}", file=sys.stderr)
+        else:
+            print(f"{path.name}: nothing can be checked without torchrec-cloud:cloud, which is "
+                  "encrypted (check with --stack aws|azure|gcp to name it)", file=sys.stderr)
+        for line in _unread_lines(places, stack.environments):
+            print(line, file=sys.stderr)
         return 1
     print(f"{path.name}: every setting is valid (read without the Pulumi CLI, a backend or "
           "credentials)")
@@ -132,9 +149,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {line}")
     for line in estimate_lines(settings):
         print(line)
-    unread = [*stack.secrets, *(f"environment {e}" for e in stack.environments)]
-    if unread:
-        print(f"not read without the stack's secrets provider or Pulumi ESC: {', '.join(unread)}")
+    if places:
+        print("above, a default or a stand-in shows in place of each encrypted value:")
+    for line in _unread_lines(places, stack.environments):
+        print(line)
     print(f"not checked without credentials: {NEEDS_CREDENTIALS[settings.cloud]} "
           "(`pulumi up` checks them before it creates anything)")
     return 0

@@ -9,7 +9,11 @@ sdk/go/common/encoding/marshal.go):
 - anything else (a map or list) is kept as an object and passed to the program as JSON text,
   its scalars typed by YAML 1.1 (PyYAML's SafeLoader resolves them as yaml.v2 does, but for
   `y`/`n`, which yaml.v2 alone reads as booleans);
-- `{secure: ...}` is a secret only the stack's secrets provider can decrypt;
+- `{secure: ...}` is a secret only the stack's secrets provider can decrypt; for the program
+  the CLI decrypts it where it stands, a whole value or a leaf inside a map or list
+  (`Value()` -> `decryptObject`, which replaces each `{secure: ...}` leaf by its decrypted
+  text and keeps the rest of the object), so here each one is kept as written and its place
+  recorded: the check reads everything around it (torchrec_cloud/encrypted.py);
 - a key without a namespace belongs to the project (`name` in Pulumi.yaml).
 The program then reads every `torchrec-cloud:*` value through
 infra/settings/loader.py `project_values`, the same function `pulumi up` uses.
@@ -31,7 +35,9 @@ class StackConfig:
 
     path: Path
     config: dict[str, str] = field(default_factory=dict)
-    secrets: list[str] = field(default_factory=list)  # keys holding encrypted values
+    # Where each encrypted value stands: "<namespace>:<key>" -> its places inside the value
+    # (() for the whole value, ("apiAccessCidrs", 0) for one leaf); config keeps it as written.
+    secrets: dict[str, list[tuple[str | int, ...]]] = field(default_factory=dict)
     environments: list[str] = field(default_factory=list)  # Pulumi ESC environments imported
 
 
@@ -52,14 +58,15 @@ def _is_secret(value: Any) -> bool:
     return isinstance(value, dict) and list(value) == ["secure"] and isinstance(value["secure"], str)
 
 
-def _has_secret(value: Any) -> bool:
+def secret_places(value: Any, at: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """The place of every `{secure: ...}` leaf in a value, as `decryptObject` finds them."""
     if _is_secret(value):
-        return True
+        return [at]
     if isinstance(value, dict):
-        return any(_has_secret(v) for v in value.values())
+        return [p for k, v in value.items() for p in secret_places(v, (*at, str(k)))]
     if isinstance(value, list):
-        return any(_has_secret(v) for v in value)
-    return False
+        return [p for i, v in enumerate(value) for p in secret_places(v, (*at, i))]
+    return []
 
 
 def project_name(project_file: Path) -> str:
@@ -94,8 +101,8 @@ def read_stack_file(path: Path, project: str) -> StackConfig:
                 result.config[name] = "" if is_null else config_value.value
                 continue
             value = loader.construct_object(config_value, deep=True)
-            if _has_secret(value):
-                result.secrets.append(name)
-                continue
+            places = secret_places(value)
+            if places:
+                result.secrets[name] = places
             result.config[name] = json.dumps(value, default=str)
     return result

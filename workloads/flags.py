@@ -1,7 +1,8 @@
 """The trainer's command line: the user's `trainerArgs` plus the flags the stack owns.
 
 The stack owns where checkpoints, data and metrics live, because only it knows the bucket URI
-and the shared file system's mount path; a user value for those flags is replaced.
+and the shared file system's mount path, and the figures the catalog knows of the machine; a
+user value for one of those flags is refused by the settings (infra/settings/rules.py).
 """
 
 from __future__ import annotations
@@ -14,19 +15,16 @@ from infra.catalog import (Interconnect as FabricKind, gpu_hbm_gb_s, gpu_matmul_
                            gpu_nvlink_gb_s, inter_host_gb_s_per_gpu)
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
+from infra.settings.rules import WORKLOAD_OWNED_FLAGS
 from infra.settings.trainer_flags import format_value  # one rendering, judged by the settings
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
                                   TrainerArgValue)
 from workloads.pod import job_pool
 from workloads.prepare import trainer_data_flags
 
-STACK_OWNED = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
-               "checkpoint_write_mb_per_sec", "keep_checkpoints", "save_deadline_seconds",
-               "dataset_path", "metrics_file", "tensorboard_dir", "fabric_gate",
-               "fabric_transport", "fabric_floor_gbps", "fabric_all_to_all_floor_gbps",
-               "fabric_gate_sizes", "fabric_rails", "fabric_nccl_version",
-               "gpu_matmul_floor_tflops", "hbm_gb_per_sec", "intra_host_gb_per_sec",
-               "inter_host_gb_per_sec", "fabric_max_nodes_left_out", "telemetry_dir")
+# Every flag stack_flags, planner_flags and fabric_gate_flags pass; the settings own the list
+# (infra/settings/rules.py), so a trainerArgs key the stack would drop is refused there first.
+STACK_OWNED: frozenset[str] = frozenset(WORKLOAD_OWNED_FLAGS)
 # The gate's message sizes below its judged plateau size: latency-bound and mid sizes, reported.
 GATE_SMALLER_SIZES = (1 << 20, 128 << 20)
 

@@ -162,23 +162,27 @@ def _validate_collecting(values: dict[str, Any]) -> tuple[Settings | None, list[
     return None, problems
 
 
-def settings_from_mapping(raw: dict[str, Any]) -> Settings:
-    """Validate a stack's values (camelCase keys, without the project prefix)."""
+def settings_and_problems(raw: dict[str, Any]) -> tuple[Settings | None, list[Problem]]:
+    """The settings as far as they validate, and every problem found (none: all is well).
+    `make check` filters the problems on values it cannot read (encrypted ones) itself."""
     try:
         Cloud(raw.get("cloud"))
     except ValueError:  # every default and rule depends on the cloud: name only that
-        raise SettingsError(
-            [Problem("cloud", raw.get("cloud"), "required: one of aws, azure, gcp")]
-        ) from None
+        return None, [Problem("cloud", raw.get("cloud"), "required: one of aws, azure, gcp")]
     settings, problems = _validate_collecting(with_cloud_defaults(raw))
     if settings is not None:
         bad_paths = {problem.path for problem in problems}
         problems += [p for p in check_all(settings) if p.path not in bad_paths]
     # One line per bad value: two zones of another region are two lines, the same value
     # refused twice by one rule (a retry of the type check) is one.
-    unique = list({(p.path, shown(p.value), p.allowed): p for p in problems}.values())
-    if unique or settings is None:
-        raise SettingsError(unique)
+    return settings, list({(p.path, shown(p.value), p.allowed): p for p in problems}.values())
+
+
+def settings_from_mapping(raw: dict[str, Any]) -> Settings:
+    """Validate a stack's values (camelCase keys, without the project prefix)."""
+    settings, problems = settings_and_problems(raw)
+    if problems or settings is None:
+        raise SettingsError(problems)
     return settings
 
 

@@ -51,23 +51,37 @@ CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]+$")
 RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 GKE_POOL_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 TRAINER_FLAG = re.compile(r"^[a-z][a-z0-9_]*$")
-# Flags the workload sets from the stack itself; setting them by hand would disagree with it.
-WORKLOAD_OWNED_FLAGS = {
-    "checkpoint_dir": "checkpoints.location",
-    "checkpoint_every": "checkpoints.everySteps",
-    "checkpoint_every_seconds": "checkpoints.everySeconds",
-    "save_deadline_seconds": "the cloud's notice (infra/catalog.py)",
-    "checkpoint_write_mb_per_sec": "the checkpoint store (infra/catalog.py)",
-    "fabric_gate": "interconnect.gate",
-    "fabric_transport": "interconnect.fabric and the machine (infra/catalog.py)",
-    "fabric_floor_gbps": "the machine (infra/catalog.py)",
-    "fabric_all_to_all_floor_gbps": "the machine (infra/catalog.py)",
-    "fabric_gate_sizes": "the machine's published figures (infra/catalog.py)",
-    "gpu_matmul_floor_tflops": "the machine's GPU (infra/catalog.py)",
-    "fabric_rails": "the cloud's interconnect (EFA interfaces, InfiniBand HCAs)",
-    "keep_checkpoints": "checkpoints.keep",
-    "dataset_path": "dataset.path",
-    "telemetry_dir": "the checkpoint store (<checkpoint_uri>/telemetry)",
+# Every flag the stack passes the trainer (workloads/flags.py), with the setting that decides
+# it, or None where the catalog or the cluster alone decides it. The one list: workloads/ reads
+# it (infra may not import workloads), trainerArgs refuses each key in it, since the stack's
+# value comes last on the command line and silently wins.
+WORKLOAD_OWNED_FLAGS: dict[str, tuple[str, str | None]] = {
+    "checkpoint_dir": ("checkpoints.location", "checkpoints.location"),
+    "checkpoint_every": ("checkpoints.everySteps", "checkpoints.everySteps"),
+    "checkpoint_every_seconds": ("checkpoints.everySeconds", "checkpoints.everySeconds"),
+    "keep_checkpoints": ("checkpoints.keep", "checkpoints.keep"),
+    "save_deadline_seconds": ("the cloud's notice (infra/catalog.py)", None),
+    "checkpoint_write_mb_per_sec": ("the checkpoint store (infra/catalog.py)", None),
+    "dataset_path": ("dataset.path", "dataset.path"),
+    "metrics_file": ("the shared file system (<mount>/runs/<job.name>/metrics.jsonl)",
+                     "job.name"),
+    "tensorboard_dir": ("the shared file system (<mount>/runs/<job.name>/tensorboard)",
+                        "job.name"),
+    "telemetry_dir": ("the checkpoint store (<checkpoint_uri>/telemetry)", None),
+    "fabric_gate": ("interconnect.gate", "interconnect.gate"),
+    "fabric_transport": ("interconnect.fabric and the machine (infra/catalog.py)",
+                         "interconnect.fabric"),
+    "fabric_floor_gbps": ("the machine (infra/catalog.py)", None),
+    "fabric_all_to_all_floor_gbps": ("the machine (infra/catalog.py)", None),
+    "fabric_gate_sizes": ("the machine's published figures (infra/catalog.py)", None),
+    "fabric_rails": ("the cloud's interconnect (EFA interfaces, InfiniBand HCAs)", None),
+    "fabric_max_nodes_left_out": ("job.nodes", "job.nodes"),
+    "fabric_nccl_version": ("the NCCL of the image the stack builds (none with job.image)",
+                            "job.image"),
+    "gpu_matmul_floor_tflops": ("the machine's GPU (infra/catalog.py)", None),
+    "hbm_gb_per_sec": ("the machine's GPU memory (infra/catalog.py)", None),
+    "intra_host_gb_per_sec": ("the machine's NVLink (infra/catalog.py)", None),
+    "inter_host_gb_per_sec": ("the machine's network between nodes (infra/catalog.py)", None),
 }
 FS_KIND_BY_CLOUD = {Cloud.AWS: "fsx-lustre", Cloud.AZURE: "azure-netapp-files", Cloud.GCP: "filestore"}
 TIB = 1024
@@ -344,8 +358,11 @@ def kubernetes_names_are_valid(s: Settings) -> Iterator[Problem]:
 def trainer_args_are_flags(s: Settings) -> Iterator[Problem]:
     for key in s.job.trainer_args:
         if key in WORKLOAD_OWNED_FLAGS:
+            decided_by, setting = WORKLOAD_OWNED_FLAGS[key]
+            instead = (f"set {setting} instead" if setting == decided_by
+                       else f"to change it, set {setting}" if setting else "remove it")
             yield Problem(f"job.trainerArgs.{key}", s.job.trainer_args[key],
-                          f"set by the stack from {WORKLOAD_OWNED_FLAGS[key]}; set that instead")
+                          f"set by the stack from {decided_by}; {instead}")
         elif not TRAINER_FLAG.match(key):
             close = closest_flag(key, trainer_flag_names())
             hint = f"did you mean {close!r}? " if close else ""
