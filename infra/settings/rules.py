@@ -990,8 +990,8 @@ RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_source_resource_gro
 
 # --- job.maxHourlyUsd: the spend ceiling (infra/estimate.py) ----------------------------------
 def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
-    """Judged at the most the stack may cost an hour (every pool at its maxNodes), not at the
-    job's own size: the autoscaler's bounds are what the stack lets the bill reach, whatever
+    """Judged at the most the stack may cost an hour (every pool at its maxNodes, spot nodes at
+    the most a spot price may reach: on-demand, or Azure's maxPrice), not at the job's own size: the autoscaler's bounds are what the stack lets the bill reach, whatever
     schedules on the pools. The message gives both figures and the pools behind the first."""
     ceiling = s.job.max_hourly_usd
     if ceiling is None:
