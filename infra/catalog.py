@@ -572,23 +572,48 @@ def inter_host_gb_s_per_gpu(m: Machine) -> float:
 # --- Training throughput: measured per GPU model, for the run estimate (infra/estimate.py) -----
 @dataclass(frozen=True)
 class MeasuredThroughput:
-    """Our trainer's global samples/s over its GPUs, measured on one machine, and the model it
-    ran: the estimate scales it to another GPU and model (infra/estimate.py, planned_throughput)."""
+    """Our trainer's samples/s per GPU as one bench run measured it, with everything the run
+    fixed: the estimate calls a job's figure "measured" only where all of it matches
+    (infra/estimate.py, planned_throughput); elsewhere it is a rough plan."""
 
     gpu_model: str
     gpu_memory_gib: int
+    gpus: int  # GPUs in the run (all on one node)
     samples_per_s_per_gpu: float
     embedding_dim: int
-    ids_per_sample: int  # embedding rows read per sample (26 one-hot features)
-    source: str
+    ids_per_sample: int  # 26 one-hot features
+    rows_per_table: int
+    dense_arch_layer_sizes: tuple[int, ...]
+    over_arch_layer_sizes: tuple[int, ...]
+    interaction: str
+    optimizer: str
+    date: str
+    command: str
 
 
 MEASURED_THROUGHPUT: tuple[MeasuredThroughput, ...] = (
-    # `make bench` (bench/train_throughput.py) on one H200 in a session of 2026-11: our trainer
-    # 1.70M vs TorchRec's reference loop 1.96M samples/s per GPU (0.86x), synthetic data with
-    # reader processes; the bench's model: 26 tables of 100,000 rows, dim 64, one id per
-    # feature, dot interaction, SGD. Recorded in the session's closing note, not in this tree.
-    MeasuredThroughput("H200", 141, 1_700_000.0, embedding_dim=64, ids_per_sample=26,
-                       source="measured on H200, bench 2026-11 (bench/train_throughput.py's "
-                              "model: dim 64, 26 one-hot tables of 100k rows)"),
+    # The bench's fixed model (bench/train_throughput.py MODEL; tests/test_estimate.py checks the
+    # two agree): 26 tables of 100,000 rows, dim 64, one id per feature, bottom MLP 512,256,64,
+    # dot interaction, top MLP 512,512,256,1, SGD at 0.01, synthetic data with reader processes.
+    # Our trainer 1.70M vs TorchRec's reference loop 1.96M samples/s (0.86x). Recorded in that
+    # session's closing note only (no JSON in this tree); the per-rank batch of the run was not
+    # recorded (the bench's default is 512; the readers' commit 104ec66 speaks of 16k batches).
+    MeasuredThroughput("H200", 141, gpus=1, samples_per_s_per_gpu=1_700_000.0,
+                       embedding_dim=64, ids_per_sample=26, rows_per_table=100_000,
+                       dense_arch_layer_sizes=(512, 256, 64),
+                       over_arch_layer_sizes=(512, 512, 256, 1), interaction="dot",
+                       optimizer="sgd", date="2026-11",
+                       command="make bench (python bench/train_throughput.py) on 1 x H200"),
 )
+
+# --- Scale-down tail: how long an idle GPU node is kept after the job ends --------------------
+# The cluster autoscaler's scale-down-unneeded-time on each cloud, the one source for both the
+# AWS chart value (infra/aws/autoscaler.py) and the run estimate's idle tail (infra/estimate.py).
+# - AWS: set by the stack on its Cluster Autoscaler chart (the upstream default, stated).
+# - Azure: the stack sets no autoScalerProfile (infra/azure/cluster.py), so AKS's default:
+#   "How long a node should be unneeded before it is eligible for scale down. The default is
+#   '10m'" (ManagedClusterAutoScalerProfile.ScaleDownUnneededTime, learn.microsoft.com).
+# - GCP: the stack sets no autoscaling profile (balanced, the default); GKE does not publish the
+#   figure: 10 minutes is the open-source autoscaler's default (kubernetes/autoscaler FAQ,
+#   --scale-down-unneeded-time), an ESTIMATE.
+SCALE_DOWN_UNNEEDED_MINUTES = {Cloud.AWS: 10, Cloud.AZURE: 10, Cloud.GCP: 10}

@@ -10,13 +10,17 @@ Assumptions, each a choice of what to count:
   provisioned size, the outbound path infra/<cloud>/network.py creates, the control plane fee,
   Azure's registry, and the checkpoints kept. Not counted: per-GB charges (NAT processing,
   egress), node boot disks (cents an hour a node), the dataset's own storage.
-- At most: every GPU pool at its maxNodes (on-demand pool at on-demand, spot pool at spot
-  prices) and the system pool at its maxNodes: the autoscaler's bounds are the only bounds the
-  stack sets on the bill, whatever schedules there (the job, dataset.prepare, a user's pod).
-- One run: GPU nodes paid from their start (the catalog's node_ready_minutes) to the last step,
-  at the job's hourly rate; training = samples / throughput. Evaluation, checkpoint saves (async)
-  and preemptions' lost work are not counted, and `pulumi up` itself (control plane, file
-  system: the standing items of the hourly figure) comes before.
+- At most: every GPU pool at its maxNodes (the spot pool at on-demand prices, or Azure's
+  gpuPools.spot.maxPrice where set lower: a spot price may rise that far) and the system pool at
+  its maxNodes: the autoscaler's bounds are the only bounds the stack sets on the bill, whatever
+  schedules there (the job, dataset.prepare, a user's pod).
+- One run: the stack at the job's hourly rate from the GPU nodes' start (up to the catalog's
+  node_ready_minutes, Kueue's PodsReady bound) through the preparation (the job's pods wait on
+  their nodes; one GPU node more on dataset.prepare.pool gpu) and training (samples /
+  throughput: measured only for the bench's GPU, model and one node, else a rough plan, see
+  planned_throughput) to the autoscaler's scale-down after the last step. Evaluation,
+  checkpoint saves (async) and preemptions' lost work are not counted, and `pulumi up` itself
+  (control plane, file system: the standing items of the hourly figure) comes before.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.catalog import MEASURED_THROUGHPUT, Cloud, Machine, gpu_hbm_gb_s, machine
+from infra.catalog import (
+    GPU_BF16_DENSE_TFLOPS, MEASURED_THROUGHPUT, SCALE_DOWN_UNNEEDED_MINUTES, Cloud, Machine,
+    MeasuredThroughput, inter_host_gb_s_per_gpu, machine,
+)
 from infra.prices import (
     ACR_STANDARD_DAY, AKS_TIER_HOUR, ANF_GIB_HOUR, AWS_NAT_GATEWAY_HOUR, AWS_PUBLIC_IPV4_HOUR,
     AZURE_LOAD_BALANCER_HOUR, AZURE_PUBLIC_IP_HOUR, EKS_CLUSTER_HOUR, FILESTORE_GIB_MONTH,
@@ -184,15 +191,31 @@ def job_hourly_usd(s: Settings) -> float:
     return total
 
 
+def spot_most_usd_per_hour(s: Settings, m: Machine) -> tuple[float, str]:
+    """The most a spot node may cost an hour, and why: spot prices move up to on-demand (AWS's
+    default maximum price is the on-demand price; GCP Spot VMs have no cap; an Azure spot pool
+    with maxPrice -1 pays "up to on-demand"), so on-demand, or Azure's
+    gpuPools.spot.maxPrice where set below it (infra/azure/node_pools.py spot_max_price)."""
+    cap = s.gpu_pools.spot.max_price
+    if s.cloud == Cloud.AZURE and 0 < cap < m.on_demand_usd_per_hour:
+        return cap, f"spot at most gpuPools.spot.maxPrice {cap:g}/h"
+    return m.on_demand_usd_per_hour, f"spot priced at on-demand {m.on_demand_usd_per_hour:g}/h, " \
+                                     "what a spot price may reach"
+
+
 def most_hourly(s: Settings) -> Hourly:
-    """The most the stack can cost an hour: every GPU pool and the system pool at its maxNodes."""
+    """The most the stack can cost an hour: every GPU pool and the system pool at its maxNodes,
+    the spot pool at the most a spot node may cost (spot_most_usd_per_hour), not its typical
+    discount: job.maxHourlyUsd judges this figure."""
     pools = s.gpu_pools
     lines = [_nodes_line("GPU pool onDemand", machine(s.cloud, pools.on_demand.machine_type),
                          pools.on_demand.max_nodes)]
     nodes = pools.on_demand.max_nodes
     if pools.spot.enabled:
-        lines.append(_nodes_line("GPU pool spot", machine(s.cloud, pools.spot.machine_type),
-                                 pools.spot.max_nodes, spot=True))
+        spot = machine(s.cloud, pools.spot.machine_type)
+        price, why = spot_most_usd_per_hour(s, spot)
+        lines.append(Line("GPU pool spot", f"{pools.spot.max_nodes} x {spot.name} {why}",
+                          price * pools.spot.max_nodes))
         nodes += pools.spot.max_nodes
     system_count = _system_nodes(s, s.system_pool.max_nodes)
     lines.append(_nodes_line("system nodes", machine(s.cloud, s.system_pool.machine_type),
@@ -211,6 +234,7 @@ def most_hourly_usd(s: Settings) -> float:
 class Throughput:
     samples_per_s_per_gpu: float
     source: str
+    measured: bool = False  # True only where the bench ran this very GPU, model and node count
 
 
 def _trainer_flags(s: Settings) -> dict[str, Any]:
@@ -219,8 +243,10 @@ def _trainer_flags(s: Settings) -> dict[str, Any]:
     from trainer.config import TrainConfig  # torch-free
     from trainer.recipe import with_recipe
 
-    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)
-                if f.default is not dataclasses.MISSING}
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                for f in dataclasses.fields(TrainConfig)
+                if f.default is not dataclasses.MISSING
+                or f.default_factory is not dataclasses.MISSING}
     return {**defaults, **with_recipe(dict(s.job.trainer_args))}
 
 
@@ -232,43 +258,126 @@ def _ids_per_sample(s: Settings, flags: dict[str, Any]) -> int:
     return int(sum(sizes)) if sizes else NUM_SPARSE_FEATURES
 
 
+ROUGH_PLAN = "rough plan (could be off several-fold)"
+COMM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+ID_BYTES = 8  # int64 ids in the KeyedJaggedTensor the input all-to-all sends
+
+
+def _mlp_macs(inputs: int, sizes: list[int]) -> int:
+    macs = 0
+    for size in sizes:
+        macs, inputs = macs + inputs * size, size
+    return macs
+
+
+def dense_macs_per_sample(dim: int, dense: list[int], over: list[int], interaction: str,
+                          dcn_layers: int = 0, dcn_rank: int = 0) -> int:
+    """Multiply-adds of DLRM's dense part for one sample's forward pass (backward ~2x more, the
+    same factor for every model): bottom MLP on the 13 dense features, the interaction over the
+    27 vectors (26 pooled embeddings + the bottom MLP's output), the top MLP."""
+    from trainer.config import NUM_SPARSE_FEATURES
+
+    vectors = NUM_SPARSE_FEATURES + 1
+    bottom = _mlp_macs(13, dense)
+    if interaction == "dcn":  # DCNv2 low-rank cross layers on the concatenated vectors
+        width = vectors * dim
+        return bottom + dcn_layers * 2 * width * dcn_rank + _mlp_macs(width, over)
+    pairs = vectors * (vectors - 1) // 2  # dot: every pair's dot product
+    return bottom + pairs * dim + _mlp_macs(dim + pairs, over)
+
+
+def _job_shape(s: Settings, flags: dict[str, Any]) -> dict[str, Any]:
+    from trainer.config import NUM_SPARSE_FEATURES
+
+    rows = flags.get("num_embeddings_per_feature") or [flags["num_embeddings"]] * NUM_SPARSE_FEATURES
+    return {"embedding_dim": int(flags["embedding_dim"]), "ids_per_sample": _ids_per_sample(s, flags),
+            "rows": [int(r) for r in rows],
+            "dense_arch_layer_sizes": [int(v) for v in flags["dense_arch_layer_sizes"]],
+            "over_arch_layer_sizes": [int(v) for v in flags["over_arch_layer_sizes"]],
+            "interaction": str(flags["interaction"]), "optimizer": str(flags["optimizer"])}
+
+
+def _measured_shape(m: MeasuredThroughput) -> dict[str, Any]:
+    from trainer.config import NUM_SPARSE_FEATURES
+
+    return {"embedding_dim": m.embedding_dim, "ids_per_sample": m.ids_per_sample,
+            "rows": [m.rows_per_table] * NUM_SPARSE_FEATURES,
+            "dense_arch_layer_sizes": list(m.dense_arch_layer_sizes),
+            "over_arch_layer_sizes": list(m.over_arch_layer_sizes),
+            "interaction": m.interaction, "optimizer": m.optimizer}
+
+
+def all_to_all_bytes_per_sample(s: Settings, flags: dict[str, Any]) -> float:
+    """Bytes one sample puts on the network between nodes each step, in one direction of a
+    GPU's link: its ids out to the tables' ranks (forward input all-to-all), its 26 pooled
+    embeddings back (forward output all-to-all, EmbeddingBags pool a feature's ids into one
+    vector, so multi-hot adds ids, not vectors) and their gradients out again (backward), at the
+    precisions the trainer's comm flags set; times the share of tables on other nodes,
+    (nodes - 1) / nodes with the tables spread evenly. Replicated (data-parallel) tables and the
+    dense all-reduce are not counted."""
+    from trainer.config import NUM_SPARSE_FEATURES
+
+    nodes = s.job.nodes
+    if nodes < 2:
+        return 0.0
+    dim = int(flags["embedding_dim"])
+    forward = COMM_BYTES[str(flags.get("embedding_comm_forward_precision", "fp32"))]
+    backward = COMM_BYTES[str(flags.get("embedding_comm_backward_precision", "fp32"))]
+    per_sample = (_ids_per_sample(s, flags) * ID_BYTES
+                  + NUM_SPARSE_FEATURES * dim * (forward + backward))
+    return per_sample * (nodes - 1) / nodes
+
+
 def planned_throughput(s: Settings) -> Throughput | None:
-    """Samples/s per GPU of the job's machine and model. DLRM's step is bound by its embedding
-    lookups, which are memory-bound (each sample reads embedding_dim floats per id from HBM), so
-    a measurement (infra/catalog.py MEASURED_THROUGHPUT) is scaled by the GPU's HBM bandwidth and
-    by the embedding bytes a sample reads; it is "measured" only for the very GPU and model.
-    None where neither GPU's bandwidth is known. A rough plan: dense layers (DCN), data readers
-    and the fabric between nodes are not modelled."""
+    """Samples/s per GPU of the job's machine and model.
+
+    "Measured" only where the bench measured it: the same GPU, the same model shape (dim, ids,
+    rows, MLPs, interaction, optimizer) and one node (the bench ran 1 GPU; GPUs of one node are
+    taken as that many times its figure). Everything else is a rough plan, the lower of:
+    - compute: the measurement times the GPUs' dense BF16 matmul peak ratio
+      (infra/catalog.py GPU_BF16_DENSE_TFLOPS), times the ratio of dense multiply-adds per
+      sample where the job's model is larger (a smaller model is not taken as faster: the
+      bench's small model is bound by per-step overheads, not FLOPs). Embedding lookups are
+      not the bound: the bench read 26 x 64 x 4 B per sample, ~11 GB/s of H200's 4,800 GB/s.
+    - network (2 or more nodes): the GPU's share of the rated inter-node bandwidth
+      (inter_host_gb_s_per_gpu) over the embedding all-to-all bytes a sample sends across nodes
+      (all_to_all_bytes_per_sample); rated bandwidth and full overlap with compute make it an
+      optimistic bound.
+    None where the GPU's matmul peak is not in the catalog."""
     gpu = machine(s.cloud, s.job_pool.machine_type)
-    hbm = gpu_hbm_gb_s(gpu)
-    if not gpu.has_gpus or hbm is None or not MEASURED_THROUGHPUT:
+    peak = GPU_BF16_DENSE_TFLOPS.get(gpu.gpu_model or "")
+    if not gpu.has_gpus or peak is None or not MEASURED_THROUGHPUT:
         return None
     flags = _trainer_flags(s)
-    dim, ids = int(flags["embedding_dim"]), _ids_per_sample(s, flags)
+    shape = _job_shape(s, flags)
     same_gpu = [m for m in MEASURED_THROUGHPUT
                 if (m.gpu_model, m.gpu_memory_gib) == (gpu.gpu_model, gpu.gpu_memory_gib)]
     base = (same_gpu or list(MEASURED_THROUGHPUT))[0]
-    base_hbm = gpu_hbm_gb_s(machine_with_gpu(base.gpu_model, base.gpu_memory_gib))
-    if base_hbm is None:
-        return None
-    model_ratio = (base.embedding_dim * base.ids_per_sample) / (dim * ids)
-    hbm_ratio = hbm / base_hbm
-    rate = base.samples_per_s_per_gpu * hbm_ratio * model_ratio
-    if hbm_ratio == 1.0 and model_ratio == 1.0:
-        return Throughput(rate, base.source)
-    how = [f"HBM bandwidth ({hbm:g}/{base_hbm:g} GB/s)" if hbm_ratio != 1.0 else "",
-           f"embedding bytes per sample ({base.embedding_dim}x{base.ids_per_sample} / "
-           f"{dim}x{ids})" if model_ratio != 1.0 else ""]
-    return Throughput(rate, f"planned: {base.gpu_model} measurement scaled by "
-                      + " and ".join(h for h in how if h)
-                      + "; DLRM embedding lookups are memory-bound")
-
-
-def machine_with_gpu(model: str, memory_gib: int) -> Machine:
-    """Any catalog machine with this GPU (for its bandwidth figure)."""
-    from infra.catalog import MACHINES
-
-    return next(m for m in MACHINES if (m.gpu_model, m.gpu_memory_gib) == (model, memory_gib))
+    ran = (f"{base.command}, {base.date}: {base.samples_per_s_per_gpu / 1e6:.2f}M samples/s per "
+           f"GPU, dim {base.embedding_dim}, {base.ids_per_sample} one-hot tables of "
+           f"{base.rows_per_table:,} rows")
+    if same_gpu and s.job.nodes == 1 and shape == _measured_shape(base):
+        return Throughput(base.samples_per_s_per_gpu, f"measured: {ran}", measured=True)
+    gpu_ratio = peak / GPU_BF16_DENSE_TFLOPS[base.gpu_model]
+    job_macs = dense_macs_per_sample(shape["embedding_dim"], shape["dense_arch_layer_sizes"],
+                                     shape["over_arch_layer_sizes"], shape["interaction"],
+                                     int(flags["dcn_num_layers"]), int(flags["dcn_low_rank_dim"]))
+    base_macs = dense_macs_per_sample(base.embedding_dim, list(base.dense_arch_layer_sizes),
+                                      list(base.over_arch_layer_sizes), base.interaction)
+    model_ratio = min(1.0, base_macs / job_macs)
+    compute = base.samples_per_s_per_gpu * gpu_ratio * model_ratio
+    how = (f"{ROUGH_PLAN}: {ran}; x {gpu_ratio:.2f} matmul peak ({gpu.gpu_model} / "
+           f"{base.gpu_model}) x {model_ratio:.2f} dense work per sample")
+    crossing = all_to_all_bytes_per_sample(s, flags)
+    if crossing:
+        network = inter_host_gb_s_per_gpu(gpu) * 1e9 / crossing
+        bound = (f"; network bound {network / 1e6:.3f}M/GPU ({inter_host_gb_s_per_gpu(gpu):g} "
+                 f"GB/s per GPU over {crossing / 1e3:.1f} kB of embedding all-to-all per sample "
+                 f"across {s.job.nodes} nodes)")
+        if network < compute:
+            return Throughput(network, f"{how} = {compute / 1e6:.3f}M/GPU{bound}: the lower")
+        return Throughput(compute, f"{how}{bound}")
+    return Throughput(compute, how)
 
 
 @dataclass(frozen=True)
@@ -310,11 +419,20 @@ def run_steps(s: Settings) -> Steps:
 
 @dataclass(frozen=True)
 class RunEstimate:
+    """One run, from the GPU nodes' scale-up to their scale-down, at the job's hourly rate:
+    node start (the catalog's node_ready_minutes: Kueue's PodsReady bound, so "up to"), the
+    preparation (the job's pods hold their nodes while they wait for its layout.json; on
+    dataset.prepare.pool gpu it holds one more GPU node), training, and the autoscaler's
+    scale-down-unneeded-time after the last step (SCALE_DOWN_UNNEEDED_MINUTES)."""
+
     steps: Steps
     gpus: int
     throughput: Throughput | None
     node_start_hours: float
     usd_per_hour: float
+    prepare_hours: float = 0.0
+    prepare_extra_usd_per_hour: float = 0.0  # the preparation's own GPU node (pool gpu)
+    scale_down_hours: float = 0.0
 
     @property
     def samples(self) -> int | None:
@@ -329,20 +447,39 @@ class RunEstimate:
     @property
     def hours(self) -> float | None:
         training = self.training_hours
-        return None if training is None else self.node_start_hours + training
+        return None if training is None else (self.node_start_hours + self.prepare_hours
+                                              + training + self.scale_down_hours)
 
     @property
     def usd(self) -> float | None:
-        return None if self.hours is None else self.hours * self.usd_per_hour
+        return None if self.hours is None else (self.hours * self.usd_per_hour
+                                                + self.prepare_hours * self.prepare_extra_usd_per_hour)
+
+
+def _prepare(s: Settings) -> tuple[float, float]:
+    """(hours, extra USD an hour): the rules' preparation estimate (rules.prepare_hours), and
+    the GPU node it holds beside the job's on dataset.prepare.pool gpu."""
+    from infra.settings.rules import prepare_hours
+
+    estimate = prepare_hours(s)
+    if estimate is None:
+        return 0.0, 0.0
+    found, hours = estimate[0], estimate[-1]
+    if s.dataset.prepare.pool.value != "gpu":
+        return hours, 0.0
+    return hours, found.spot_usd_per_hour if job_on_spot(s) else found.on_demand_usd_per_hour
 
 
 def run_estimate(s: Settings) -> RunEstimate:
-    """One run from the GPU nodes' scale-up to the last step, at the job's hourly rate."""
+    """One run from the GPU nodes' scale-up to their scale-down, at the job's hourly rate."""
     gpu = machine(s.cloud, s.job_pool.machine_type)
+    prepare_h, prepare_usd = _prepare(s)
     return RunEstimate(steps=run_steps(s), gpus=s.job.nodes * s.job.processes_per_node,
                        throughput=planned_throughput(s),
                        node_start_hours=gpu.node_ready_minutes / 60,
-                       usd_per_hour=job_hourly_usd(s))
+                       usd_per_hour=job_hourly_usd(s), prepare_hours=prepare_h,
+                       prepare_extra_usd_per_hour=prepare_usd,
+                       scale_down_hours=SCALE_DOWN_UNNEEDED_MINUTES[s.cloud] / 60)
 
 
 # --- Output -----------------------------------------------------------------------------------
@@ -380,9 +517,12 @@ def estimate_output(s: Settings) -> dict[str, Any]:
             "samples_per_s_per_gpu": _round(run.throughput.samples_per_s_per_gpu, 0)
             if run.throughput else None,
             "throughput_source": run.throughput.source if run.throughput else None,
-            "node_start_hours": _round(run.node_start_hours),
+            "throughput_measured": run.throughput.measured if run.throughput else None,
+            "node_start_hours": _round(run.node_start_hours),  # an upper bound
+            "prepare_hours": _round(run.prepare_hours, 3) if run.prepare_hours else None,
+            "scale_down_hours": _round(run.scale_down_hours),
             "training_hours": _round(run.training_hours, 3),
-            "hours": _round(run.hours),
+            "hours": _round(run.hours),  # at most: node start counted at its bound
             "usd": _round(run.usd),
         },
     }
@@ -412,7 +552,8 @@ def estimate_lines(s: Settings) -> list[str]:
     lines.append(f"  {'total':<14}{_money(now.total()):>9} on-demand"
                  + (f", {_money(spot_total)} with the GPU nodes on spot" if spot_total else "")
                  + f"; the job runs on {s.job.pool.value}: {_money(run.usd_per_hour)}/h")
-    lines.append(f"  {'at most':<14}{_money(most.total()):>9} with every pool at its maxNodes ("
+    lines.append(f"  {'at most':<14}{_money(most.total()):>9} with every pool at its maxNodes, spot "
+                 "at the most a spot price may reach ("
                  + ", ".join(l.detail for l in most.lines if "nodes" in l.item or "pool" in l.item)
                  + ")")
     ceiling = s.job.max_hourly_usd
@@ -435,8 +576,15 @@ def estimate_lines(s: Settings) -> list[str]:
         lines.append(f"  throughput    {rate * run.gpus / 1e6:,.2f}M samples/s ({run.gpus} GPUs x "
                      f"{rate / 1e6:.3f}M): {run.throughput.source}")
     if run.hours is not None and run.training_hours is not None:
-        lines.append(f"  time          {_hours(run.node_start_hours)} node start (catalog) + "
-                     f"{_hours(run.training_hours)} training = {run.hours:.2f} h")
-        lines.append(f"  cost          USD {_money(run.usd)} at {_money(run.usd_per_hour)}/h "
-                     "(evaluation, saves and preemptions not counted)")
+        parts = [f"up to {_hours(run.node_start_hours)} node start (the PodsReady bound)"]
+        if run.prepare_hours:
+            parts.append(f"{_hours(run.prepare_hours)} preparation")
+        parts += [f"{_hours(run.training_hours)} training",
+                  f"{_hours(run.scale_down_hours)} idle before scale-down"]
+        lines.append(f"  time          {' + '.join(parts)} = at most about {run.hours:.2f} h")
+        extra = (f" + the preparation's GPU node {_money(run.prepare_extra_usd_per_hour)}/h"
+                 if run.prepare_extra_usd_per_hour and run.prepare_hours else "")
+        lines.append(f"  cost          at most about USD {_money(run.usd)} at "
+                     f"{_money(run.usd_per_hour)}/h{extra} (evaluation, saves and preemptions "
+                     "not counted)")
     return lines

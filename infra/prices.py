@@ -111,16 +111,22 @@ ANF_GIB_HOUR = {
     "Ultra": Price(0.000538, "GiB-hour", "https://azure.microsoft.com/pricing/details/netapp/",
                    verified=False),
 }
-# Filestore, per GiB-month of provisioned capacity, by tier (default performance). The stored
-# copies of https://cloud.google.com/filestore/pricing hold the page without its price table.
+# Filestore, per GiB-month of provisioned capacity, by tier (default performance), us-central1:
+# the "monthly price" column of a stored copy of https://cloud.google.com/filestore/docs/service-tiers
+# (ja: Basic HDD $0.16, Basic SSD $0.30, Zonal lower capacity band $0.25, Zonal higher capacity
+# band "formerly High Scale SSD" $0.25, Enterprise $0.45 per GiB). HIGH_SCALE_SSD is that higher
+# band of Zonal (10-100 TiB), so the same price. Regional, Enterprise's successor, is not in that
+# table: Enterprise's figure, unverified. The pricing page's us-west1 example ($0.000274/GiB-h
+# Basic HDD, ~$0.20) is an older or other-region figure.
+_TIERS = "https://cloud.google.com/filestore/docs/service-tiers (stored copy, us-central1)"
 FILESTORE_GIB_MONTH = {
-    "BASIC_HDD": Price(0.20, "GiB-month", "https://cloud.google.com/filestore/pricing (us-west1 "
-                       "Basic HDD $0.000274/GiB-h in the page's example, so about $0.20)", verified=False),
-    "BASIC_SSD": Price(0.30, "GiB-month", "https://cloud.google.com/filestore/pricing", verified=False),
-    "ZONAL": Price(0.35, "GiB-month", "https://cloud.google.com/filestore/pricing", verified=False),
-    "REGIONAL": Price(0.45, "GiB-month", "https://cloud.google.com/filestore/pricing", verified=False),
-    "HIGH_SCALE_SSD": Price(0.30, "GiB-month", "https://cloud.google.com/filestore/pricing",
-                            verified=False),
+    "BASIC_HDD": Price(0.16, "GiB-month", _TIERS),
+    "BASIC_SSD": Price(0.30, "GiB-month", _TIERS),
+    "ZONAL": Price(0.25, "GiB-month", _TIERS),
+    "REGIONAL": Price(0.45, "GiB-month", f"{_TIERS}: Enterprise's price; Regional not listed",
+                      verified=False),
+    "HIGH_SCALE_SSD": Price(0.25, "GiB-month", f"{_TIERS}: the Zonal 10-100 TiB band that "
+                            "replaces it"),
 }
 
 # --- Checkpoint storage (object store, standard class) ------------------------------------------

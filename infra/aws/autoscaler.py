@@ -33,6 +33,7 @@ import pulumi_aws as aws
 
 from infra.addon_versions import version_for
 from infra.aws import identity
+from infra.catalog import SCALE_DOWN_UNNEEDED_MINUTES, Cloud
 
 # (name, version, repository) as infra/aws/addons.helm_release installs it, into kube-system.
 # 9.59.0: appVersion 1.35.0; the image tag is chosen per Kubernetes minor (image_tag).
@@ -120,7 +121,8 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
     - skip-nodes-with-local-storage left at its default (true): the only pods with emptyDir on a
       GPU node are training pods, protected anyway by SAFE_TO_EVICT while they run and no
       obstacle once Completed; daemon set pods (device plugins, CSI node) never block removal.
-    - scale-down-unneeded-time 10m (the default, stated): an idle GPU node goes after 10 minutes.
+    - scale-down-unneeded-time 10m (the default, stated; infra/catalog.py SCALE_DOWN_UNNEEDED_MINUTES,
+      which the run estimate counts too): an idle GPU node goes after 10 minutes.
     - v 1 instead of the chart's 4 (values.yaml `extraArgs.v: 4`, chart 9.59.0): at 4 the log
       is many times longer (at 1 it is still not quiet: per-node startup lines every 10 s), and
       the line `python -m workloads.why`
@@ -139,7 +141,7 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
         "extraArgs": {
             "expander": "least-waste",
             "balance-similar-node-groups": False,
-            "scale-down-unneeded-time": "10m",
+            "scale-down-unneeded-time": f"{SCALE_DOWN_UNNEEDED_MINUTES[Cloud.AWS]}m",
             "v": 1,  # Helm merges this over the chart's extraArgs (logtostderr, stderrthreshold stay)
         },
         # On the system pool: never on a node it might remove, and never on a tainted GPU node.

@@ -939,14 +939,14 @@ def prepare_workers_fit_their_pod(s: Settings) -> Iterator[Problem]:
                       "many); for more, dataset.prepare.pool: gpu or a larger cpu/memoryGib")
 
 
-def prepare_ends_before_its_deadline(s: Settings) -> Iterator[Problem]:
-    """A preparation that cannot end within deadlineHours fails when Kubernetes stops it, after
-    the training job has held its GPU nodes all that time: refuse it now, from the time its scan
-    and write passes take at the measured rates (trainer.prepare.estimated_hours)."""
+def prepare_hours(s: Settings) -> tuple[Machine, int, int, int, float] | None:
+    """(machine, rows, files, workers, hours): the preparation's scan and write passes at the
+    measured rates (trainer.prepare.estimated_hours); None without a preparation or its machine.
+    The deadline rule below and the run estimate (infra/estimate.py) both read it."""
     prepare = s.dataset.prepare
     sized = _prepare_size(s) if prepare.enabled else None
     if sized is None:
-        return
+        return None
     found, size = sized
     if prepare.format.value == "criteo_1tb":
         files = len(prepare_days(prepare.days, "criteo_1tb") or [])
@@ -955,7 +955,18 @@ def prepare_ends_before_its_deadline(s: Settings) -> Iterator[Problem]:
         files, rows = 1, CRITEO_KAGGLE_ROWS
     multi_hot = bool(prepare.multi_hot_sizes) and prepare.multi_hot.value == "materialize"
     workers = min(size.workers, size.cpu)
-    hours = estimated_hours(rows, files, workers, multi_hot)
+    return found, rows, files, workers, estimated_hours(rows, files, workers, multi_hot)
+
+
+def prepare_ends_before_its_deadline(s: Settings) -> Iterator[Problem]:
+    """A preparation that cannot end within deadlineHours fails when Kubernetes stops it, after
+    the training job has held its GPU nodes all that time: refuse it now, from the time its scan
+    and write passes take at the measured rates (trainer.prepare.estimated_hours)."""
+    prepare = s.dataset.prepare
+    estimate = prepare_hours(s)
+    if estimate is None:
+        return
+    found, rows, files, workers, hours = estimate
     if hours > prepare.deadline_hours:
         gpu = prepare.pool.value == "gpu"
         where = f"a {found.name} of the GPU pool" if gpu else f"half a {found.name} of the system pool"
@@ -996,8 +1007,8 @@ RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_source_resource_gro
 
 # --- job.maxHourlyUsd: the spend ceiling (infra/estimate.py) ----------------------------------
 def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
-    """Judged at the most the stack may cost an hour (every pool at its maxNodes), not at the
-    job's own size: the autoscaler's bounds are what the stack lets the bill reach, whatever
+    """Judged at the most the stack may cost an hour (every pool at its maxNodes, spot nodes at
+    the most a spot price may reach: on-demand, or Azure's maxPrice), not at the job's own size: the autoscaler's bounds are what the stack lets the bill reach, whatever
     schedules on the pools. The message gives both figures and the pools behind the first."""
     ceiling = s.job.max_hourly_usd
     if ceiling is None:
