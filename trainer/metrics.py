@@ -167,7 +167,10 @@ class MetricsLogger:
         if not self.enabled:
             return
         numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        text = "  ".join(f"{k} {_fmt(v)}" for k, v in numbers.items())
+        # Flags too ("preempted true"): a reader of the log alone (`status` without the bucket)
+        # must tell a preempted generation's summary from a finished run's.
+        text = "  ".join(f"{k} {_fmt(v) if k in numbers else str(v).lower()}" for k, v in values.items()
+                         if k in numbers or isinstance(v, bool))
         self.print(f"[{kind}] step {step}  {text}")
         self.note(kind, step, values)
         if self.tb is not None and kind != "summary":

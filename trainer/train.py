@@ -371,9 +371,15 @@ class Trainer:
                 log.warning("could not record this start in %s: %s", self.cfg.checkpoint_dir, err)
         self.metrics = MetricsLogger(self.ctx.rank, self.total_steps(), self.cfg.metrics_file,
                                      self.cfg.tensorboard_dir, start_step=self.progress.step)
-        # When this generation started (a reader tells the run's length and its restarts).
-        self.metrics.note("start", self.progress.step, {"resumed_from": self.resumed_from,
-                                                        "world_size": self.ctx.world_size})
+        # When this generation started (a reader tells the run's length and its restarts), and
+        # the step it ends at (None: unbounded), so `status` shows "of N" and an ETA when the
+        # run ends with its epochs and the job has no --max_steps.
+        started_at = {"resumed_from": self.resumed_from, "world_size": self.ctx.world_size,
+                      "total_steps": self.total_steps()}
+        self.metrics.note("start", self.progress.step, started_at)
+        if started_at["total_steps"] is not None:  # the same for a reader of the log alone
+            self.metrics.print(f"[start] step {self.progress.step}  total_steps "
+                               f"{started_at['total_steps']}  world_size {self.ctx.world_size}")
         if self.resumed_from is not None:
             self.metrics.print(f"resumed from checkpoint step-{self.resumed_from}")
         if self.resized:  # the same held-out samples as before the save: checks the resharding
