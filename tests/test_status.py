@@ -62,13 +62,14 @@ def eks_node(name: str, pool: str, machine: str, *, spot: bool = False, created:
             "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
-def jobset_with_args(**kwargs: Any) -> dict[str, Any]:
-    """fx.jobset with the pod template's trainer args, as workloads/jobset.py renders them."""
+def jobset_with_args(*extra: str, **kwargs: Any) -> dict[str, Any]:
+    """fx.jobset with the pod template's trainer args, as workloads/jobset.py renders them for
+    the shipped stack files: no --max_steps (the run ends with its synthetic epoch)."""
     js = fx.jobset(**kwargs)
     js["spec"]["replicatedJobs"][0]["template"] = {"spec": {"template": {"spec": {"containers": [
         {"name": "trainer", "command": ["/bin/sh", "-c", "exec python -m trainer.launch "
                                         "--max_restarts=0 -m trainer \"$@\"", "trainer"],
-         "args": ["--batch_size=4096", "--max_steps=1000", "--metrics_file=/mnt/fs/runs/dlrm/metrics.jsonl"]}]}}}}
+         "args": ["--batch_size=4096", *extra, "--metrics_file=/mnt/fs/runs/dlrm/metrics.jsonl"]}]}}}}
     return js
 
 
@@ -130,16 +131,42 @@ def test_a_gang_pending_for_quota_names_the_pool_the_cloud_refused_and_why(tmp_p
     assert section(lines, "Spend (estimate)")[0].startswith("about USD 0.38 so far, USD 0.19/h now (1 nodes")
 
 
+def _train(step: int) -> dict[str, Any]:
+    """A train record as MetricsLogger.record writes it (log_every 100, 8192 samples a step)."""
+    return {"event": "train", "step": step, "loss": 0.50 - step / 10000, "auc": 0.70 + step / 10000,
+            "samples": 819200, "samples_per_sec": 2048.0, "step_time_ms": 4000.0, "lr": 0.01,
+            "time": 1795600000.0 + step}
+
+
+def _start(step: int, resumed_from: int | None, total: int | None = 1000) -> dict[str, Any]:
+    return {"event": "start", "step": step, "resumed_from": resumed_from, "world_size": 16,
+            "total_steps": total, "time": 1795600000.0 + step}
+
+
+def _summary(step: int, preempted: bool) -> dict[str, Any]:
+    return {"event": "summary", "step": step, "loss": 0.48, "auc": 0.72, "samples_per_sec": 2000.0,
+            "resumed_from": None, "preempted": preempted, "malformed_rows": 0, "world_size": 16,
+            "target_reached": False, "time": 1795600000.0 + step}
+
+
+# Two generations in one file, as trainer/metrics.py appends them: the first started at 0 (the
+# shipped job: no --max_steps, one synthetic epoch of 1,000 steps), saved step-200 and was
+# preempted at 230; the second resumed from step-200 and trains on.
+GENERATIONS = [
+    _start(0, None), _train(100), _train(200), {"event": "checkpoint", "step": 200, "dir": "s3://b"},
+    _summary(230, preempted=True),
+    _start(200, 200), _train(300), {"event": "checkpoint", "step": 300, "dir": "s3://b"},
+    {"event": "eval", "step": 300, "loss": 0.46, "auc": 0.7891, "samples": 100000},
+    _train(400), {"event": "checkpoint", "step": 400, "dir": "s3://b"},
+]
+
+
 def _metrics(bucket: Path) -> None:
-    """metrics.jsonl as trainer/metrics.py writes it (log_every 100, 8192 samples a step), and
-    two checkpoints: step-300 complete, step-400 still being written (no .metadata)."""
+    """metrics.jsonl (GENERATIONS), and two checkpoints: step-300 complete, step-400 still
+    being written (no .metadata)."""
     telemetry = bucket / "telemetry"
     telemetry.mkdir(parents=True)
-    records = [{"event": "train", "step": s, "loss": 0.50 - s / 10000, "auc": 0.70 + s / 10000,
-                "samples": 819200, "samples_per_sec": 2048.0, "step_time_ms": 4000.0, "lr": 0.01}
-               for s in (100, 200, 300, 400)]
-    records.insert(3, {"event": "eval", "step": 300, "loss": 0.46, "auc": 0.7891, "samples": 100000})
-    (telemetry / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records)
+    (telemetry / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in GENERATIONS)
                                              + '{"event": "train", "st')  # an append in flight
     for step, complete in ((300, True), (400, False)):
         folder = bucket / f"step-{step}"

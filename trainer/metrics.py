@@ -163,7 +163,8 @@ class MetricsLogger:
             self.bar.update(steps)
 
     def record(self, kind: str, step: int, values: Dict[str, Any]) -> None:
-        """kind: 'train', 'eval' or 'summary'. Prints, writes JSON and TensorBoard."""
+        """kind: 'start', 'train', 'eval', 'test' or 'summary'. Prints, writes JSON, and
+        TensorBoard scalars for the metrics (train, eval, test)."""
         if not self.enabled:
             return
         numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -173,7 +174,7 @@ class MetricsLogger:
                          if k in numbers or isinstance(v, bool))
         self.print(f"[{kind}] step {step}  {text}")
         self.note(kind, step, values)
-        if self.tb is not None and kind != "summary":
+        if self.tb is not None and kind not in ("summary", "start"):
             for key, value in numbers.items():
                 self.tb.add_scalar(f"{kind}/{key}", value, step)
             self.tb.flush()

@@ -374,12 +374,10 @@ class Trainer:
         # When this generation started (a reader tells the run's length and its restarts), and
         # the step it ends at (None: unbounded), so `status` shows "of N" and an ETA when the
         # run ends with its epochs and the job has no --max_steps.
-        started_at = {"resumed_from": self.resumed_from, "world_size": self.ctx.world_size,
-                      "total_steps": self.total_steps()}
-        self.metrics.note("start", self.progress.step, started_at)
-        if started_at["total_steps"] is not None:  # the same for a reader of the log alone
-            self.metrics.print(f"[start] step {self.progress.step}  total_steps "
-                               f"{started_at['total_steps']}  world_size {self.ctx.world_size}")
+        # Printed too, for a reader of rank 0's log alone.
+        self.metrics.record("start", self.progress.step, {
+            "resumed_from": self.resumed_from, "world_size": self.ctx.world_size,
+            "total_steps": self.total_steps()})
         if self.resumed_from is not None:
             self.metrics.print(f"resumed from checkpoint step-{self.resumed_from}")
         if self.resized:  # the same held-out samples as before the save: checks the resharding

@@ -38,7 +38,7 @@ def test_the_start_record_and_log_say_where_a_run_without_max_steps_ends(tmp_pat
     assert start["total_steps"] == 12 and start["step"] == 0
     assert summary(metrics)["step"] == 12
     lines = done.stdout.splitlines()
-    assert "[start] step 0  total_steps 12  world_size 1" in lines
+    assert "[start] step 0  world_size 1  total_steps 12" in lines
     final = next(line for line in lines if line.startswith("[summary] step 12 "))
     assert "  preempted false" in final and "  target_reached false" in final
 
