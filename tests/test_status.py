@@ -257,20 +257,82 @@ def test_a_running_gang_shows_progress_eta_the_newest_complete_checkpoint_and_sp
     assert not list(tmp_path.glob("kubeconfig-aws-*.yaml")), "the kubeconfig copy is left behind"
 
 
+def rank0_log(records: list[dict[str, Any]], *lines: str) -> str:
+    """Rank 0's log as the trainer prints these records (trainer/metrics.py MetricsLogger.record,
+    the same code), after `lines`."""
+    import contextlib
+    import io
+
+    from trainer.metrics import MetricsLogger
+
+    printer, out = MetricsLogger(0, None, None, None), io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for r in records:
+            values = {k: v for k, v in r.items() if k not in ("event", "step", "time")}
+            if r["event"] == "checkpoint":
+                printer.print(f"checkpoint step-{r['step']}: training paused 0.41s")  # Trainer.save
+            else:
+                printer.record(r["event"], r["step"], values)
+    return "".join(f"{line}\n" for line in lines) + out.getvalue()
+
+
 @needs_kubectl
 def test_without_the_bucket_progress_comes_from_rank_0s_log(tmp_path):
-    log = ("resumed from checkpoint step-300\n"
-           "[train] step 350  loss 0.4650  auc 0.7350  samples 409,600  samples_per_sec 2,048  "
-           "step_time_ms 4,000.0000  lr 0.0100\n"
-           "[train] step 400  loss 0.4600  auc 0.7400  samples 409,600  samples_per_sec 2,048  "
-           "step_time_ms 4,000.0000  lr 0.0100\n")
+    """The second generation's log: its start line says the total (the shipped job has no
+    --max_steps), its train lines the rate."""
+    log = rank0_log(GENERATIONS[5:], "resumed from checkpoint step-200")
     routes = {**_running_routes(GPU_NODES, jobset_with_args()), RANK0_LOG: log}
     with FakeApi(routes) as api:
         lines = report(api, tmp_path, tmp_path / "no-bucket")
     training = section(lines, "Training")
     assert "does not exist yet" in training[0]
-    assert training[1] == "step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, AUC 0.7400, ETA 40 min"
+    assert training[1] == ("step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, AUC 0.7400, "
+                           "eval AUC 0.7891, ETA 40 min")
     assert training[2] == f"from rank 0's log (Pod/{fx.JOB}-node-0-0)"
+
+
+def test_a_preempted_generations_summary_in_the_log_is_not_a_finished_run():
+    from torchrec_cloud.progress import progress, records_from_log, total_steps
+
+    # The first generation's log: preempted at 230, after its train line at 200.
+    records = records_from_log(rank0_log(GENERATIONS[:5]))
+    assert records[-1]["event"] == "summary" and records[-1]["preempted"] is True
+    found = progress(records, total_steps(records, jobset_with_args()))
+    assert found is not None and not found.finished
+    assert found.line() == "step 200 of 1,000 (20%), 2,048 samples/s, loss 0.4800, AUC 0.7200, ETA 53 min"
+    # The same generation run to its end: its summary is the newest record and not preempted.
+    finished = records_from_log(rank0_log([*GENERATIONS[:3], _summary(1000, preempted=False)]))
+    assert progress(finished, 1000).line() == ("step 1,000 of 1,000 (100%), 2,048 samples/s, "
+                                               "loss 0.4800, AUC 0.7200, finished")
+
+
+def test_a_summary_followed_by_newer_records_is_not_where_the_run_stands():
+    from torchrec_cloud.progress import progress, total_steps
+
+    # Preempted at 230 (its summary), then the next generation trained on to 400.
+    assert progress(GENERATIONS, total_steps(GENERATIONS, None)).line() == (
+        "step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, AUC 0.7400, eval AUC 0.7891, "
+        "ETA 40 min")
+    # A finished run of 1,000 steps, then a re-run to 2,000 (a larger --max_steps).
+    done = [_start(0, None), _train(900), _train(1000), _summary(1000, preempted=False)]
+    assert progress(done, total_steps(done, None)).finished
+    rerun = [*done, _start(1000, 1000, total=2000)]
+    waiting = progress(rerun, total_steps(rerun, None))
+    assert not waiting.finished and waiting.line().startswith("step 1,000 of 2,000 (50%)")
+    rerun.append(_train(1100))
+    going = progress(rerun, total_steps(rerun, None))
+    assert not going.finished
+    # 900 steps left at 4 s a step (the window counts from the train record at 1,000).
+    assert going.line().startswith("step 1,100 of 2,000 (55%)") and going.line().endswith("ETA 1 h 00 min")
+
+
+def test_total_steps_falls_back_to_the_jobs_max_steps_for_a_trainer_without_a_start_total():
+    from torchrec_cloud.progress import total_steps
+
+    old = [r for r in GENERATIONS if r["event"] != "start"]
+    assert total_steps(old, jobset_with_args("--max_steps=5000")) == 5000
+    assert total_steps(old, jobset_with_args()) is None
+    assert total_steps(GENERATIONS, jobset_with_args("--max_steps=5000")) == 1000  # the trainer's
 
 
 def _job_event(reason: str, message: str, time: str) -> dict[str, Any]:
@@ -326,8 +388,9 @@ def test_an_unreachable_cluster_still_prints_the_bucket_sections(tmp_path):
         url = api.url
     lines = status.report(outputs(bucket), Kubectl(str(kubeconfig(tmp_path, url))), NOW).splitlines()
     assert section(lines, "Pools and nodes")[0].startswith("cannot read the cluster: kubectl")
-    assert section(lines, "Training")[0] == ("step 400, 2,048 samples/s, loss 0.4600, AUC 0.7400, "
-                                             "eval AUC 0.7891, ETA unknown (the job could not be read)")
+    # The total comes from the trainer's start record, so the ETA needs no job.
+    assert section(lines, "Training")[0] == ("step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, "
+                                             "AUC 0.7400, eval AUC 0.7891, ETA 40 min")
     assert "newest complete checkpoint: step 300" in section(lines, "Training")[-1]
 
 
