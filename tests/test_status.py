@@ -335,6 +335,115 @@ def test_total_steps_falls_back_to_the_jobs_max_steps_for_a_trainer_without_a_st
     assert total_steps(GENERATIONS, jobset_with_args("--max_steps=5000")) == 1000  # the trainer's
 
 
+def test_checkpoints_on_the_shared_file_system_are_reported_from_the_trainers_records(tmp_path):
+    """checkpoints.location sharedFileSystem: the trainer saves under <mount>/checkpoints/<job>
+    (workloads/flags.py), which a laptop cannot list; the bucket still has the metrics."""
+    from dataclasses import replace
+
+    bucket = tmp_path / "bucket"
+    _metrics(bucket)
+    (bucket / "step-300").rename(bucket / "elsewhere")  # nothing of the bucket's may be read as a checkpoint
+    shared = replace(outputs(bucket), checkpoint_location="sharedFileSystem",
+                     checkpoint_dir="/mnt/fs/checkpoints/dlrm")
+    found = status.read_telemetry(shared, lambda uri: fsspec_local(uri))
+    training = status.progress_section(None, found, None, NOW, shared)
+    assert training[-2:] == [
+        "checkpoints: on the shared file system (/mnt/fs/checkpoints/dlrm), not readable from here",
+        f"newest checkpoint save started: step 400 (from file://{bucket}/telemetry/metrics.jsonl; "
+        "it completes in the background)"]
+    # Without the bucket, rank 0's log has the save lines.
+    from torchrec_cloud.progress import newest_save, records_from_log
+
+    assert newest_save(records_from_log(rank0_log(GENERATIONS[5:]))) == 400
+    assert newest_save(records_from_log("resumed from checkpoint step-200\n")) == 200
+
+
+def fsspec_local(uri: str):
+    import fsspec
+
+    return fsspec.core.url_to_fs(uri)
+
+
+def test_spend_adds_the_stacks_fixed_hourly_items_over_the_clusters_age(tmp_path):
+    """The nodes alive now, each from its creation, plus what infra/estimate.py prices by the
+    hour besides nodes (file system, NAT, control plane, checkpoints) from the stack's
+    estimated_cost output, over the age of the cluster's `default` namespace."""
+    from dataclasses import replace
+
+    from infra.estimate import estimate_output
+    from tests.test_estimate import settings
+
+    cost = json.loads(json.dumps(estimate_output(settings("aws"))))  # as the outputs file holds it
+    items = {i["item"]: i["usd_per_hour"] for i in cost["items"]}
+    assert {"file system", "outbound", "control plane"} <= set(items)
+    fixed = sum(v for k, v in items.items() if k not in ("GPU nodes", "system nodes"))
+    nodes = [eks_node("ip-10-0-1-23.ec2.internal", "system", "m6i.xlarge")]
+    default_ns = {"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": "default", "creationTimestamp": "2026-11-26T08:00:00Z"}}
+
+    def read(path: str) -> str:
+        assert path == "/api/v1/namespaces/default"
+        return json.dumps(default_ns)
+
+    from workloads.waiting import ClusterView
+
+    view = ClusterView(job=fx.JOB, namespace=fx.NS, cloud="aws", nodes=nodes)
+    line = status.spend_section(view, replace(outputs(tmp_path), estimated_cost=cost), read, NOW)[0]
+    names = ", ".join(k for k in items if k not in ("GPU nodes", "system nodes"))
+    # The m6i.xlarge for its two hours; the fixed items for the cluster's four.
+    assert line.startswith(f"about USD {0.192 * 2 + fixed * 4:,.2f} so far, USD {0.192 + fixed:,.2f}/h now "
+                           f"(1 nodes alive now")
+    assert f"plus {names} at USD {fixed:,.2f}/h for the cluster's 4 h 00 min" in line
+    assert "nodes already removed, disks and per-GB traffic are not in it" in line
+    # A stack from before the export: the nodes only, and it says so.
+    older = status.spend_section(view, outputs(tmp_path), read, NOW)[0]
+    assert older.startswith("about USD 0.38 so far") and "no estimated_cost output" in older
+
+
+def test_capacity_block_nodes_are_labelled_and_priced_as_on_demand():
+    from infra.catalog import machine
+    from torchrec_cloud.pools import pools, spend
+    from workloads.waiting import ClusterView
+
+    node = eks_node("ip-10-0-1-40.ec2.internal", "gpu-ondemand", "p5.48xlarge")
+    node["metadata"]["labels"]["eks.amazonaws.com/capacityType"] = "CAPACITY_BLOCK"
+    view = ClusterView(job=fx.JOB, namespace=fx.NS, cloud="aws", nodes=[node])
+    assert pools(view)[0][0].line() == ("gpu-ondemand (capacity block (priced as on-demand), "
+                                        "p5.48xlarge): 1 ready, 0 not ready")
+    assert spend(view.nodes, "aws", NOW).usd == pytest.approx(2 * machine("aws", "p5.48xlarge").on_demand_usd_per_hour)
+
+
+def test_autoscaler_groups_of_pools_without_nodes_are_named_after_the_stacks_pools():
+    """A pool scaling up from zero has no node to name it: the stack's node_pools output does.
+    EKS names the Auto Scaling group eks-<node group>-<uuid> (the node group carries the stack
+    prefix and a digest, infra/aws/node_groups.py gpu_node_group_name); GKE has one group per
+    zone."""
+    from torchrec_cloud.pools import pools
+    from workloads.waiting import ClusterView
+
+    configured = {"system": "on-demand", "gpu-ondemand": "on-demand", "gpu-spot": "spot"}
+    eks_group = "eks-torchrec-cloud-aws-gpu-spot-3f9a1c-c6c5b3d2-1a2b-3c4d-5e6f-7a8b9c0d1e2f"
+    view = ClusterView(job=fx.JOB, namespace=fx.NS, cloud="aws",
+                       nodes=[eks_node("ip-10-0-1-23.ec2.internal", "system", "m6i.xlarge")],
+                       autoscaler_status=ca_status(
+                           f'  - name: "{eks_group}"\n    health:\n      status: "Healthy"\n'
+                           "      nodeCounts:\n        registered:\n          total: 0\n"
+                           '      cloudProviderTarget: 2\n    scaleUp:\n      status: "InProgress"\n'))
+    assert [p.line() for p in pools(view, configured)[0]] == [
+        "gpu-spot (spot): 0 ready, 0 not ready, 2 pending scale-up",
+        "system (on-demand, m6i.xlarge): 1 ready, 0 not ready"]
+    assert [p.name for p in pools(view)[0]] == [eks_group, "system"]  # without the output
+    zonal = "".join(
+        f'  - name: "https://www.googleapis.com/compute/v1/projects/my-project/zones/{zone}/'
+        f'instanceGroups/gke-torchrec-cloud-gcp-gpu-ondemand-5c2a9e1f-grp"\n    health:\n'
+        '      status: "Healthy"\n      nodeCounts:\n        registered:\n          total: 0\n'
+        '      cloudProviderTarget: 1\n    scaleUp:\n      status: "InProgress"\n'
+        for zone in ("us-central1-a", "us-central1-b"))
+    gke = ClusterView(job=fx.JOB, namespace=fx.NS, cloud="gcp", autoscaler_status=ca_status(zonal))
+    assert [p.line() for p in pools(gke, configured)[0]] == [
+        "gpu-ondemand (on-demand): 0 ready, 0 not ready, 2 pending scale-up"]
+
+
 def _job_event(reason: str, message: str, time: str) -> dict[str, Any]:
     """The Job controller's Warning event on a failed child Job (job_controller.go)."""
     return fx.event(reason, message, on=f"{fx.JOB}-node-0", kind="Job", source="job-controller",
