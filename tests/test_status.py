@@ -44,7 +44,9 @@ needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kube
 
 def outputs(bucket: Path, cloud: str = "aws") -> Outputs:
     return Outputs(stack=cloud, cloud=cloud, cluster_name="torchrec-cloud-aws", kubeconfig="",
-                   checkpoint_uri=f"file://{bucket}", job_name=fx.JOB, job_namespace=fx.NS)
+                   checkpoint_uri=f"file://{bucket}", job_name=fx.JOB, job_namespace=fx.NS,
+                   checkpoint_location="objectStore", checkpoint_dir=f"file://{bucket}",
+                   node_pools={"system": "on-demand", "gpu-ondemand": "on-demand", "gpu-spot": "spot"})
 
 
 def eks_node(name: str, pool: str, machine: str, *, spot: bool = False, created: str = fx.T0,
@@ -101,7 +103,7 @@ def test_a_gang_pending_for_quota_names_the_pool_the_cloud_refused_and_why(tmp_p
         f"{NS_PATH}/events": api_list("EventList", [fx.event(
             "TriggeredScaleUp", "pod triggered scale-up: [{eks-gpu-ondemand-a1b2c3d4 0->2 (max: 2)}]")]),
         "/api/v1/nodes": api_list("NodeList", [eks_node("ip-10-0-1-23.ec2.internal", "system", "m6i.xlarge")]),
-        CA_STATUS: ca_status('  - name: "eks-gpu-ondemand-a1b2c3d4"\n    health:\n      status: "Healthy"\n'
+        CA_STATUS: ca_status('  - name: "eks-torchrec-cloud-aws-gpu-ondemand-3f9a1c-a1b2c3d4-5e6f-7a8b-9c0d-1e2f3a4b5c6d"\n    health:\n      status: "Healthy"\n'
                              "      nodeCounts:\n        registered:\n          total: 0\n"
                              '      cloudProviderTarget: 2\n    scaleUp:\n      status: "InProgress"\n'),
         CA_EVENTS: api_list("EventList", [fx.event("ScaleUpFailed", fx.AWS_PLACEHOLDER, kind="ConfigMap",
@@ -113,7 +115,8 @@ def test_a_gang_pending_for_quota_names_the_pool_the_cloud_refused_and_why(tmp_p
     with FakeApi(routes) as api:
         lines = report(api, tmp_path, tmp_path / "bucket")
     pools = section(lines, "Pools and nodes")
-    assert pools[0] == ("eks-gpu-ondemand-a1b2c3d4: 0 ready, 0 not ready, 2 pending scale-up")
+    # No GPU node yet: the stack's node_pools output names the autoscaler's group.
+    assert pools[0] == ("gpu-ondemand (on-demand): 0 ready, 0 not ready, 2 pending scale-up")
     assert pools[1].startswith("scale-up failed: no quota: W1126") and "vCPU limit of 0" in pools[1]
     assert pools[2] == "system (on-demand, m6i.xlarge): 1 ready, 0 not ready"
     gang = section(lines, "Gang")
@@ -215,11 +218,19 @@ def test_a_running_gang_shows_progress_eta_the_newest_complete_checkpoint_and_sp
         _proxy("aws", "dcgm-exporter-a1"): exporter_output("ip-10-0-1-10.ec2.internal", [90] * 8),
         _proxy("aws", "dcgm-exporter-b2"): exporter_output("ip-10-0-1-11.ec2.internal", [40, 60] * 4),
     }
-    with FakeApi({**_running_routes(GPU_NODES, jobset_with_args()), **exporters}) as api:
+    default_ns = {"apiVersion": "v1", "kind": "Namespace",  # made with the cluster, 2 h ago
+                  "metadata": {"name": "default", "creationTimestamp": fx.T0}}
+    with FakeApi({**_running_routes(GPU_NODES, jobset_with_args()), **exporters,
+                  "/api/v1/namespaces/default": default_ns}) as api:
         config = kubeconfig(tmp_path, api.url)
         saved.write_text(json.dumps({
             "cloud": "aws", "cluster_name": "torchrec-cloud-aws", "job_name": fx.JOB,
             "job_namespace": fx.NS, "checkpoint_uri": f"file://{bucket}",
+            "checkpoint_location": "objectStore", "checkpoint_dir": f"file://{bucket}",
+            "node_pools": {"system": "on-demand", "gpu-ondemand": "on-demand", "gpu-spot": "spot"},
+            "estimated_cost": {"items": [  # the nodes are priced from the cluster instead
+                {"item": "GPU nodes", "usd_per_hour": 43.92}, {"item": "control plane", "usd_per_hour": 0.1},
+                {"item": "file system", "usd_per_hour": 0.9}]},
             "kubeconfig": config.read_text()}))
         done = subprocess.run(
             [sys.executable, "-m", "torchrec_cloud", "status", "--stack", "aws", "--outputs",
@@ -244,9 +255,12 @@ def test_a_running_gang_shows_progress_eta_the_newest_complete_checkpoint_and_sp
         f"from file://{bucket}/telemetry/metrics.jsonl, written 2 min ago",
         "newest complete checkpoint: step 300, 2026-11-26 11:45 UTC (15 min ago)"]
     assert section(lines, "Restarts") == ["no restarts"]
-    # p4d.24xlarge on-demand USD 21.96/h: one node 2 h, one 1 h; m6i.xlarge USD 0.192/h for 2 h.
-    assert section(lines, "Spend (estimate)")[0].startswith(
-        f"about USD {21.96 * 3 + 0.192 * 2:,.2f} so far, USD {21.96 * 2 + 0.192:,.2f}/h now (3 nodes")
+    # p4d.24xlarge on-demand USD 21.96/h: one node 2 h, one 1 h; m6i.xlarge USD 0.192/h for 2 h;
+    # the control plane and file system (USD 1.00/h) for the cluster's 2 h.
+    spent = section(lines, "Spend (estimate)")[0]
+    assert spent.startswith(f"about USD {21.96 * 3 + 0.192 * 2 + 2:,.2f} so far, "
+                            f"USD {21.96 * 2 + 0.192 + 1:,.2f}/h now (3 nodes")
+    assert "plus control plane, file system at USD 1.00/h for the cluster's 2 h 00 min" in spent
     reported = section(lines, "Report")[0]
     try:
         import trainer.report  # noqa: F401  (another part of issue 23 adds it)
