@@ -550,6 +550,41 @@ def test_tensorboard_copies_only_new_or_grown_event_files(tmp_path):
     assert (target / "events.out.tfevents.1.rank0").read_bytes() == b"a" * 20
 
 
+def test_tensorboard_keeps_copying_while_it_runs_and_stops_with_it(tmp_path):
+    """A running job's event files grow: while TensorBoard (here a process that waits for the
+    grown file to arrive, then exits) runs, the copy is repeated; none after it exits."""
+    import fsspec
+
+    from torchrec_cloud.tensorboard import serve
+
+    source = tmp_path / "bucket" / "telemetry" / "tensorboard"
+    source.mkdir(parents=True)
+    event = source / "events.out.tfevents.1.rank0"
+    event.write_bytes(b"a" * 10)
+    target = tmp_path / "out" / "aws"
+    fs = fsspec.filesystem("file")
+    assert sync(fs, str(source), target) == [event.name]  # the first copy, before TensorBoard
+    calls: list[list[str]] = []
+
+    def resync() -> list[str]:
+        copied = sync(fs, str(source), target)
+        calls.append(copied)
+        return copied
+
+    event.write_bytes(b"a" * 20)  # the trainer's mirror appended
+    copy = target / event.name
+    waits = (f"import pathlib, time\np = pathlib.Path({str(copy)!r})\nfor _ in range(200):\n"
+             "    if p.stat().st_size == 20: raise SystemExit(7)\n    time.sleep(0.05)\n")
+    assert serve([sys.executable, "-c", waits], resync, every=0.2) == 7
+    assert calls and calls[0] == [event.name]  # the grown file was copied while it ran
+    after = len(calls)
+    event.write_bytes(b"a" * 30)
+    import time
+
+    time.sleep(0.6)
+    assert len(calls) == after and copy.stat().st_size == 20  # stopped with TensorBoard
+
+
 # What `kubectl logs` asks before it reads a pod's log: the core API's discovery documents.
 DISCOVERY = {
     "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
