@@ -11,6 +11,7 @@ from infra.preemption import estimated_save
 from infra.previous_run import read_previous_run
 from infra.settings import load_settings, with_kubernetes_minor
 from workloads import TrainingJob, TrainingJobArgs
+from workloads.flags import checkpoint_dir
 
 settings = load_settings()  # a bad stack file stops here, before any resource exists
 previous = read_previous_run()  # this stack's outputs from its last `pulumi up`, if any
@@ -36,6 +37,15 @@ pulumi.export("kubernetes_version", kubernetes_version)
 pulumi.export("kubeconfig", pulumi.Output.secret(cluster.kubeconfig))
 pulumi.export("file_system_id", cluster.shared_file_system.file_system_id)
 pulumi.export("checkpoint_uri", cluster.checkpoints.uri)
+# Where the trainer saves (objectStore: checkpoint_uri; sharedFileSystem: checkpoint_dir on the
+# file system, which `status` cannot list from a laptop); workloads/flags.py checkpoint_dir.
+pulumi.export("checkpoint_location", settings.checkpoints.location.value)
+pulumi.export("checkpoint_dir", checkpoint_dir(cluster, settings.checkpoints, settings.job))
+# The node pools by name, with their capacity: `status` names the autoscaler's node groups
+# after them, a pool scaling up from zero nodes included.
+pulumi.export("node_pools", {settings.system_pool.name: "on-demand",
+                             **{p.name: "spot" if p.spot else "on-demand"
+                                for p in cluster.gpu_pools.values()}})
 pulumi.export("trainer_image", cluster.trainer_image)
 pulumi.export("job_name", job.job_name)
 pulumi.export("job_namespace", settings.job.namespace)  # `python -m torchrec_cloud status` reads it

@@ -67,6 +67,12 @@ def test_stack_exports_what_the_user_needs(run: Run) -> None:
     assert run.outputs["why_waiting"].startswith(f"job {run.outputs['job_name']} submitted")
     scheme = {"aws": "s3://", "azure": "az://", "gcp": "gs://"}[run.stack]
     assert run.outputs["checkpoint_uri"].startswith(scheme)
+    # What `python -m torchrec_cloud status` reads: where checkpoints are, the pools by name.
+    assert run.outputs["checkpoint_location"] == "objectStore"
+    assert run.outputs["checkpoint_dir"] == run.outputs["checkpoint_uri"]
+    pools = run.outputs["node_pools"]
+    assert set(pools.values()) <= {"spot", "on-demand"} and "on-demand" in pools.values(), pools
+    assert len(pools) >= 2, pools  # the system pool and at least one GPU pool
 
 
 def test_estimated_cost_is_the_estimate_make_check_prints(run: Run) -> None:

@@ -44,7 +44,9 @@ needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kube
 
 def outputs(bucket: Path, cloud: str = "aws") -> Outputs:
     return Outputs(stack=cloud, cloud=cloud, cluster_name="torchrec-cloud-aws", kubeconfig="",
-                   checkpoint_uri=f"file://{bucket}", job_name=fx.JOB, job_namespace=fx.NS)
+                   checkpoint_uri=f"file://{bucket}", job_name=fx.JOB, job_namespace=fx.NS,
+                   checkpoint_location="objectStore", checkpoint_dir=f"file://{bucket}",
+                   node_pools={"system": "on-demand", "gpu-ondemand": "on-demand", "gpu-spot": "spot"})
 
 
 def eks_node(name: str, pool: str, machine: str, *, spot: bool = False, created: str = fx.T0,
@@ -62,13 +64,14 @@ def eks_node(name: str, pool: str, machine: str, *, spot: bool = False, created:
             "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
-def jobset_with_args(**kwargs: Any) -> dict[str, Any]:
-    """fx.jobset with the pod template's trainer args, as workloads/jobset.py renders them."""
+def jobset_with_args(*extra: str, **kwargs: Any) -> dict[str, Any]:
+    """fx.jobset with the pod template's trainer args, as workloads/jobset.py renders them for
+    the shipped stack files: no --max_steps (the run ends with its synthetic epoch)."""
     js = fx.jobset(**kwargs)
     js["spec"]["replicatedJobs"][0]["template"] = {"spec": {"template": {"spec": {"containers": [
         {"name": "trainer", "command": ["/bin/sh", "-c", "exec python -m trainer.launch "
                                         "--max_restarts=0 -m trainer \"$@\"", "trainer"],
-         "args": ["--batch_size=4096", "--max_steps=1000", "--metrics_file=/mnt/fs/runs/dlrm/metrics.jsonl"]}]}}}}
+         "args": ["--batch_size=4096", *extra, "--metrics_file=/mnt/fs/runs/dlrm/metrics.jsonl"]}]}}}}
     return js
 
 
@@ -100,7 +103,7 @@ def test_a_gang_pending_for_quota_names_the_pool_the_cloud_refused_and_why(tmp_p
         f"{NS_PATH}/events": api_list("EventList", [fx.event(
             "TriggeredScaleUp", "pod triggered scale-up: [{eks-gpu-ondemand-a1b2c3d4 0->2 (max: 2)}]")]),
         "/api/v1/nodes": api_list("NodeList", [eks_node("ip-10-0-1-23.ec2.internal", "system", "m6i.xlarge")]),
-        CA_STATUS: ca_status('  - name: "eks-gpu-ondemand-a1b2c3d4"\n    health:\n      status: "Healthy"\n'
+        CA_STATUS: ca_status('  - name: "eks-torchrec-cloud-aws-gpu-ondemand-3f9a1c-a1b2c3d4-5e6f-7a8b-9c0d-1e2f3a4b5c6d"\n    health:\n      status: "Healthy"\n'
                              "      nodeCounts:\n        registered:\n          total: 0\n"
                              '      cloudProviderTarget: 2\n    scaleUp:\n      status: "InProgress"\n'),
         CA_EVENTS: api_list("EventList", [fx.event("ScaleUpFailed", fx.AWS_PLACEHOLDER, kind="ConfigMap",
@@ -112,7 +115,8 @@ def test_a_gang_pending_for_quota_names_the_pool_the_cloud_refused_and_why(tmp_p
     with FakeApi(routes) as api:
         lines = report(api, tmp_path, tmp_path / "bucket")
     pools = section(lines, "Pools and nodes")
-    assert pools[0] == ("eks-gpu-ondemand-a1b2c3d4: 0 ready, 0 not ready, 2 pending scale-up")
+    # No GPU node yet: the stack's node_pools output names the autoscaler's group.
+    assert pools[0] == ("gpu-ondemand (on-demand): 0 ready, 0 not ready, 2 pending scale-up")
     assert pools[1].startswith("scale-up failed: no quota: W1126") and "vCPU limit of 0" in pools[1]
     assert pools[2] == "system (on-demand, m6i.xlarge): 1 ready, 0 not ready"
     gang = section(lines, "Gang")
@@ -130,16 +134,42 @@ def test_a_gang_pending_for_quota_names_the_pool_the_cloud_refused_and_why(tmp_p
     assert section(lines, "Spend (estimate)")[0].startswith("about USD 0.38 so far, USD 0.19/h now (1 nodes")
 
 
+def _train(step: int) -> dict[str, Any]:
+    """A train record as MetricsLogger.record writes it (log_every 100, 8192 samples a step)."""
+    return {"event": "train", "step": step, "loss": 0.50 - step / 10000, "auc": 0.70 + step / 10000,
+            "samples": 819200, "samples_per_sec": 2048.0, "step_time_ms": 4000.0, "lr": 0.01,
+            "time": 1795600000.0 + step}
+
+
+def _start(step: int, resumed_from: int | None, total: int | None = 1000) -> dict[str, Any]:
+    return {"event": "start", "step": step, "resumed_from": resumed_from, "world_size": 16,
+            "total_steps": total, "time": 1795600000.0 + step}
+
+
+def _summary(step: int, preempted: bool) -> dict[str, Any]:
+    return {"event": "summary", "step": step, "loss": 0.48, "auc": 0.72, "samples_per_sec": 2000.0,
+            "resumed_from": None, "preempted": preempted, "malformed_rows": 0, "world_size": 16,
+            "target_reached": False, "time": 1795600000.0 + step}
+
+
+# Two generations in one file, as trainer/metrics.py appends them: the first started at 0 (the
+# shipped job: no --max_steps, one synthetic epoch of 1,000 steps), saved step-200 and was
+# preempted at 230; the second resumed from step-200 and trains on.
+GENERATIONS = [
+    _start(0, None), _train(100), _train(200), {"event": "checkpoint", "step": 200, "dir": "s3://b"},
+    _summary(230, preempted=True),
+    _start(200, 200), _train(300), {"event": "checkpoint", "step": 300, "dir": "s3://b"},
+    {"event": "eval", "step": 300, "loss": 0.46, "auc": 0.7891, "samples": 100000},
+    _train(400), {"event": "checkpoint", "step": 400, "dir": "s3://b"},
+]
+
+
 def _metrics(bucket: Path) -> None:
-    """metrics.jsonl as trainer/metrics.py writes it (log_every 100, 8192 samples a step), and
-    two checkpoints: step-300 complete, step-400 still being written (no .metadata)."""
+    """metrics.jsonl (GENERATIONS), and two checkpoints: step-300 complete, step-400 still
+    being written (no .metadata)."""
     telemetry = bucket / "telemetry"
     telemetry.mkdir(parents=True)
-    records = [{"event": "train", "step": s, "loss": 0.50 - s / 10000, "auc": 0.70 + s / 10000,
-                "samples": 819200, "samples_per_sec": 2048.0, "step_time_ms": 4000.0, "lr": 0.01}
-               for s in (100, 200, 300, 400)]
-    records.insert(3, {"event": "eval", "step": 300, "loss": 0.46, "auc": 0.7891, "samples": 100000})
-    (telemetry / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records)
+    (telemetry / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in GENERATIONS)
                                              + '{"event": "train", "st')  # an append in flight
     for step, complete in ((300, True), (400, False)):
         folder = bucket / f"step-{step}"
@@ -188,11 +218,19 @@ def test_a_running_gang_shows_progress_eta_the_newest_complete_checkpoint_and_sp
         _proxy("aws", "dcgm-exporter-a1"): exporter_output("ip-10-0-1-10.ec2.internal", [90] * 8),
         _proxy("aws", "dcgm-exporter-b2"): exporter_output("ip-10-0-1-11.ec2.internal", [40, 60] * 4),
     }
-    with FakeApi({**_running_routes(GPU_NODES, jobset_with_args()), **exporters}) as api:
+    default_ns = {"apiVersion": "v1", "kind": "Namespace",  # made with the cluster, 2 h ago
+                  "metadata": {"name": "default", "creationTimestamp": fx.T0}}
+    with FakeApi({**_running_routes(GPU_NODES, jobset_with_args()), **exporters,
+                  "/api/v1/namespaces/default": default_ns}) as api:
         config = kubeconfig(tmp_path, api.url)
         saved.write_text(json.dumps({
             "cloud": "aws", "cluster_name": "torchrec-cloud-aws", "job_name": fx.JOB,
             "job_namespace": fx.NS, "checkpoint_uri": f"file://{bucket}",
+            "checkpoint_location": "objectStore", "checkpoint_dir": f"file://{bucket}",
+            "node_pools": {"system": "on-demand", "gpu-ondemand": "on-demand", "gpu-spot": "spot"},
+            "estimated_cost": {"items": [  # the nodes are priced from the cluster instead
+                {"item": "GPU nodes", "usd_per_hour": 43.92}, {"item": "control plane", "usd_per_hour": 0.1},
+                {"item": "file system", "usd_per_hour": 0.9}]},
             "kubeconfig": config.read_text()}))
         done = subprocess.run(
             [sys.executable, "-m", "torchrec_cloud", "status", "--stack", "aws", "--outputs",
@@ -217,9 +255,12 @@ def test_a_running_gang_shows_progress_eta_the_newest_complete_checkpoint_and_sp
         f"from file://{bucket}/telemetry/metrics.jsonl, written 2 min ago",
         "newest complete checkpoint: step 300, 2026-11-26 11:45 UTC (15 min ago)"]
     assert section(lines, "Restarts") == ["no restarts"]
-    # p4d.24xlarge on-demand USD 21.96/h: one node 2 h, one 1 h; m6i.xlarge USD 0.192/h for 2 h.
-    assert section(lines, "Spend (estimate)")[0].startswith(
-        f"about USD {21.96 * 3 + 0.192 * 2:,.2f} so far, USD {21.96 * 2 + 0.192:,.2f}/h now (3 nodes")
+    # p4d.24xlarge on-demand USD 21.96/h: one node 2 h, one 1 h; m6i.xlarge USD 0.192/h for 2 h;
+    # the control plane and file system (USD 1.00/h) for the cluster's 2 h.
+    spent = section(lines, "Spend (estimate)")[0]
+    assert spent.startswith(f"about USD {21.96 * 3 + 0.192 * 2 + 2:,.2f} so far, "
+                            f"USD {21.96 * 2 + 0.192 + 1:,.2f}/h now (3 nodes")
+    assert "plus control plane, file system at USD 1.00/h for the cluster's 2 h 00 min" in spent
     reported = section(lines, "Report")[0]
     try:
         import trainer.report  # noqa: F401  (another part of issue 23 adds it)
@@ -230,20 +271,191 @@ def test_a_running_gang_shows_progress_eta_the_newest_complete_checkpoint_and_sp
     assert not list(tmp_path.glob("kubeconfig-aws-*.yaml")), "the kubeconfig copy is left behind"
 
 
+def rank0_log(records: list[dict[str, Any]], *lines: str) -> str:
+    """Rank 0's log as the trainer prints these records (trainer/metrics.py MetricsLogger.record,
+    the same code), after `lines`."""
+    import contextlib
+    import io
+
+    from trainer.metrics import MetricsLogger
+
+    printer, out = MetricsLogger(0, None, None, None), io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for r in records:
+            values = {k: v for k, v in r.items() if k not in ("event", "step", "time")}
+            if r["event"] == "checkpoint":
+                printer.print(f"checkpoint step-{r['step']}: training paused 0.41s")  # Trainer.save
+            else:
+                printer.record(r["event"], r["step"], values)
+    return "".join(f"{line}\n" for line in lines) + out.getvalue()
+
+
 @needs_kubectl
 def test_without_the_bucket_progress_comes_from_rank_0s_log(tmp_path):
-    log = ("resumed from checkpoint step-300\n"
-           "[train] step 350  loss 0.4650  auc 0.7350  samples 409,600  samples_per_sec 2,048  "
-           "step_time_ms 4,000.0000  lr 0.0100\n"
-           "[train] step 400  loss 0.4600  auc 0.7400  samples 409,600  samples_per_sec 2,048  "
-           "step_time_ms 4,000.0000  lr 0.0100\n")
+    """The second generation's log: its start line says the total (the shipped job has no
+    --max_steps), its train lines the rate."""
+    log = rank0_log(GENERATIONS[5:], "resumed from checkpoint step-200")
     routes = {**_running_routes(GPU_NODES, jobset_with_args()), RANK0_LOG: log}
     with FakeApi(routes) as api:
         lines = report(api, tmp_path, tmp_path / "no-bucket")
     training = section(lines, "Training")
     assert "does not exist yet" in training[0]
-    assert training[1] == "step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, AUC 0.7400, ETA 40 min"
+    assert training[1] == ("step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, AUC 0.7400, "
+                           "eval AUC 0.7891, ETA 40 min")
     assert training[2] == f"from rank 0's log (Pod/{fx.JOB}-node-0-0)"
+
+
+def test_a_preempted_generations_summary_in_the_log_is_not_a_finished_run():
+    from torchrec_cloud.progress import progress, records_from_log, total_steps
+
+    # The first generation's log: preempted at 230, after its train line at 200.
+    records = records_from_log(rank0_log(GENERATIONS[:5]))
+    assert records[-1]["event"] == "summary" and records[-1]["preempted"] is True
+    found = progress(records, total_steps(records, jobset_with_args()))
+    assert found is not None and not found.finished
+    assert found.line() == "step 200 of 1,000 (20%), 2,048 samples/s, loss 0.4800, AUC 0.7200, ETA 53 min"
+    # The same generation run to its end: its summary is the newest record and not preempted.
+    finished = records_from_log(rank0_log([*GENERATIONS[:3], _summary(1000, preempted=False)]))
+    assert progress(finished, 1000).line() == ("step 1,000 of 1,000 (100%), 2,048 samples/s, "
+                                               "loss 0.4800, AUC 0.7200, finished")
+
+
+def test_a_summary_followed_by_newer_records_is_not_where_the_run_stands():
+    from torchrec_cloud.progress import progress, total_steps
+
+    # Preempted at 230 (its summary), then the next generation trained on to 400.
+    assert progress(GENERATIONS, total_steps(GENERATIONS, None)).line() == (
+        "step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, AUC 0.7400, eval AUC 0.7891, "
+        "ETA 40 min")
+    # A finished run of 1,000 steps, then a re-run to 2,000 (a larger --max_steps).
+    done = [_start(0, None), _train(900), _train(1000), _summary(1000, preempted=False)]
+    assert progress(done, total_steps(done, None)).finished
+    rerun = [*done, _start(1000, 1000, total=2000)]
+    waiting = progress(rerun, total_steps(rerun, None))
+    assert not waiting.finished and waiting.line().startswith("step 1,000 of 2,000 (50%)")
+    rerun.append(_train(1100))
+    going = progress(rerun, total_steps(rerun, None))
+    assert not going.finished
+    # 900 steps left at 4 s a step (the window counts from the train record at 1,000).
+    assert going.line().startswith("step 1,100 of 2,000 (55%)") and going.line().endswith("ETA 1 h 00 min")
+
+
+def test_total_steps_falls_back_to_the_jobs_max_steps_for_a_trainer_without_a_start_total():
+    from torchrec_cloud.progress import total_steps
+
+    old = [r for r in GENERATIONS if r["event"] != "start"]
+    assert total_steps(old, jobset_with_args("--max_steps=5000")) == 5000
+    assert total_steps(old, jobset_with_args()) is None
+    assert total_steps(GENERATIONS, jobset_with_args("--max_steps=5000")) == 1000  # the trainer's
+
+
+def test_checkpoints_on_the_shared_file_system_are_reported_from_the_trainers_records(tmp_path):
+    """checkpoints.location sharedFileSystem: the trainer saves under <mount>/checkpoints/<job>
+    (workloads/flags.py), which a laptop cannot list; the bucket still has the metrics."""
+    from dataclasses import replace
+
+    bucket = tmp_path / "bucket"
+    _metrics(bucket)
+    (bucket / "step-300").rename(bucket / "elsewhere")  # nothing of the bucket's may be read as a checkpoint
+    shared = replace(outputs(bucket), checkpoint_location="sharedFileSystem",
+                     checkpoint_dir="/mnt/fs/checkpoints/dlrm")
+    found = status.read_telemetry(shared, lambda uri: fsspec_local(uri))
+    training = status.progress_section(None, found, None, NOW, shared)
+    assert training[-2:] == [
+        "checkpoints: on the shared file system (/mnt/fs/checkpoints/dlrm), not readable from here",
+        f"newest checkpoint save started: step 400 (from file://{bucket}/telemetry/metrics.jsonl; "
+        "it completes in the background)"]
+    # Without the bucket, rank 0's log has the save lines.
+    from torchrec_cloud.progress import newest_save, records_from_log
+
+    assert newest_save(records_from_log(rank0_log(GENERATIONS[5:]))) == 400
+    assert newest_save(records_from_log("resumed from checkpoint step-200\n")) == 200
+
+
+def fsspec_local(uri: str):
+    import fsspec
+
+    return fsspec.core.url_to_fs(uri)
+
+
+def test_spend_adds_the_stacks_fixed_hourly_items_over_the_clusters_age(tmp_path):
+    """The nodes alive now, each from its creation, plus what infra/estimate.py prices by the
+    hour besides nodes (file system, NAT, control plane, checkpoints) from the stack's
+    estimated_cost output, over the age of the cluster's `default` namespace."""
+    from dataclasses import replace
+
+    from infra.estimate import estimate_output
+    from tests.test_estimate import settings
+
+    cost = json.loads(json.dumps(estimate_output(settings("aws"))))  # as the outputs file holds it
+    items = {i["item"]: i["usd_per_hour"] for i in cost["items"]}
+    assert {"file system", "outbound", "control plane"} <= set(items)
+    fixed = sum(v for k, v in items.items() if k not in ("GPU nodes", "system nodes"))
+    nodes = [eks_node("ip-10-0-1-23.ec2.internal", "system", "m6i.xlarge")]
+    default_ns = {"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": "default", "creationTimestamp": "2026-11-26T08:00:00Z"}}
+
+    def read(path: str) -> str:
+        assert path == "/api/v1/namespaces/default"
+        return json.dumps(default_ns)
+
+    from workloads.waiting import ClusterView
+
+    view = ClusterView(job=fx.JOB, namespace=fx.NS, cloud="aws", nodes=nodes)
+    line = status.spend_section(view, replace(outputs(tmp_path), estimated_cost=cost), read, NOW)[0]
+    names = ", ".join(k for k in items if k not in ("GPU nodes", "system nodes"))
+    # The m6i.xlarge for its two hours; the fixed items for the cluster's four.
+    assert line.startswith(f"about USD {0.192 * 2 + fixed * 4:,.2f} so far, USD {0.192 + fixed:,.2f}/h now "
+                           f"(1 nodes alive now")
+    assert f"plus {names} at USD {fixed:,.2f}/h for the cluster's 4 h 00 min" in line
+    assert "nodes already removed, disks and per-GB traffic are not in it" in line
+    # A stack from before the export: the nodes only, and it says so.
+    older = status.spend_section(view, outputs(tmp_path), read, NOW)[0]
+    assert older.startswith("about USD 0.38 so far") and "no estimated_cost output" in older
+
+
+def test_capacity_block_nodes_are_labelled_and_priced_as_on_demand():
+    from infra.catalog import machine
+    from torchrec_cloud.pools import pools, spend
+    from workloads.waiting import ClusterView
+
+    node = eks_node("ip-10-0-1-40.ec2.internal", "gpu-ondemand", "p5.48xlarge")
+    node["metadata"]["labels"]["eks.amazonaws.com/capacityType"] = "CAPACITY_BLOCK"
+    view = ClusterView(job=fx.JOB, namespace=fx.NS, cloud="aws", nodes=[node])
+    assert pools(view)[0][0].line() == ("gpu-ondemand (capacity block (priced as on-demand), "
+                                        "p5.48xlarge): 1 ready, 0 not ready")
+    assert spend(view.nodes, "aws", NOW).usd == pytest.approx(2 * machine("aws", "p5.48xlarge").on_demand_usd_per_hour)
+
+
+def test_autoscaler_groups_of_pools_without_nodes_are_named_after_the_stacks_pools():
+    """A pool scaling up from zero has no node to name it: the stack's node_pools output does.
+    EKS names the Auto Scaling group eks-<node group>-<uuid> (the node group carries the stack
+    prefix and a digest, infra/aws/node_groups.py gpu_node_group_name); GKE has one group per
+    zone."""
+    from torchrec_cloud.pools import pools
+    from workloads.waiting import ClusterView
+
+    configured = {"system": "on-demand", "gpu-ondemand": "on-demand", "gpu-spot": "spot"}
+    eks_group = "eks-torchrec-cloud-aws-gpu-spot-3f9a1c-c6c5b3d2-1a2b-3c4d-5e6f-7a8b9c0d1e2f"
+    view = ClusterView(job=fx.JOB, namespace=fx.NS, cloud="aws",
+                       nodes=[eks_node("ip-10-0-1-23.ec2.internal", "system", "m6i.xlarge")],
+                       autoscaler_status=ca_status(
+                           f'  - name: "{eks_group}"\n    health:\n      status: "Healthy"\n'
+                           "      nodeCounts:\n        registered:\n          total: 0\n"
+                           '      cloudProviderTarget: 2\n    scaleUp:\n      status: "InProgress"\n'))
+    assert [p.line() for p in pools(view, configured)[0]] == [
+        "gpu-spot (spot): 0 ready, 0 not ready, 2 pending scale-up",
+        "system (on-demand, m6i.xlarge): 1 ready, 0 not ready"]
+    assert [p.name for p in pools(view)[0]] == [eks_group, "system"]  # without the output
+    zonal = "".join(
+        f'  - name: "https://www.googleapis.com/compute/v1/projects/my-project/zones/{zone}/'
+        f'instanceGroups/gke-torchrec-cloud-gcp-gpu-ondemand-5c2a9e1f-grp"\n    health:\n'
+        '      status: "Healthy"\n      nodeCounts:\n        registered:\n          total: 0\n'
+        '      cloudProviderTarget: 1\n    scaleUp:\n      status: "InProgress"\n'
+        for zone in ("us-central1-a", "us-central1-b"))
+    gke = ClusterView(job=fx.JOB, namespace=fx.NS, cloud="gcp", autoscaler_status=ca_status(zonal))
+    assert [p.line() for p in pools(gke, configured)[0]] == [
+        "gpu-ondemand (on-demand): 0 ready, 0 not ready, 2 pending scale-up"]
 
 
 def _job_event(reason: str, message: str, time: str) -> dict[str, Any]:
@@ -299,8 +511,9 @@ def test_an_unreachable_cluster_still_prints_the_bucket_sections(tmp_path):
         url = api.url
     lines = status.report(outputs(bucket), Kubectl(str(kubeconfig(tmp_path, url))), NOW).splitlines()
     assert section(lines, "Pools and nodes")[0].startswith("cannot read the cluster: kubectl")
-    assert section(lines, "Training")[0] == ("step 400, 2,048 samples/s, loss 0.4600, AUC 0.7400, "
-                                             "eval AUC 0.7891, ETA unknown (the job could not be read)")
+    # The total comes from the trainer's start record, so the ETA needs no job.
+    assert section(lines, "Training")[0] == ("step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, "
+                                             "AUC 0.7400, eval AUC 0.7891, ETA 40 min")
     assert "newest complete checkpoint: step 300" in section(lines, "Training")[-1]
 
 
@@ -335,6 +548,41 @@ def test_tensorboard_copies_only_new_or_grown_event_files(tmp_path):
     assert sync(fs, str(source), target) == ["eval/events.out.tfevents.2.rank0",
                                             "events.out.tfevents.1.rank0"]
     assert (target / "events.out.tfevents.1.rank0").read_bytes() == b"a" * 20
+
+
+def test_tensorboard_keeps_copying_while_it_runs_and_stops_with_it(tmp_path):
+    """A running job's event files grow: while TensorBoard (here a process that waits for the
+    grown file to arrive, then exits) runs, the copy is repeated; none after it exits."""
+    import fsspec
+
+    from torchrec_cloud.tensorboard import serve
+
+    source = tmp_path / "bucket" / "telemetry" / "tensorboard"
+    source.mkdir(parents=True)
+    event = source / "events.out.tfevents.1.rank0"
+    event.write_bytes(b"a" * 10)
+    target = tmp_path / "out" / "aws"
+    fs = fsspec.filesystem("file")
+    assert sync(fs, str(source), target) == [event.name]  # the first copy, before TensorBoard
+    calls: list[list[str]] = []
+
+    def resync() -> list[str]:
+        copied = sync(fs, str(source), target)
+        calls.append(copied)
+        return copied
+
+    event.write_bytes(b"a" * 20)  # the trainer's mirror appended
+    copy = target / event.name
+    waits = (f"import pathlib, time\np = pathlib.Path({str(copy)!r})\nfor _ in range(200):\n"
+             "    if p.stat().st_size == 20: raise SystemExit(7)\n    time.sleep(0.05)\n")
+    assert serve([sys.executable, "-c", waits], resync, every=0.2) == 7
+    assert calls and calls[0] == [event.name]  # the grown file was copied while it ran
+    after = len(calls)
+    event.write_bytes(b"a" * 30)
+    import time
+
+    time.sleep(0.6)
+    assert len(calls) == after and copy.stat().st_size == 20  # stopped with TensorBoard
 
 
 # What `kubectl logs` asks before it reads a pod's log: the core API's discovery documents.

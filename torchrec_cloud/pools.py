@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Mapping
 
 from infra.catalog import find_machine
 from workloads import cloud_errors
@@ -36,6 +36,13 @@ from workloads.waiting import (SCALE_UP_FAILED_EVENTS, SPOT_LABELS, ClusterView,
 POOL_LABELS = ("torchrec-cloud/pool", "eks.amazonaws.com/nodegroup",
                "cloud.google.com/gke-nodepool", "kubernetes.azure.com/agentpool", "agentpool")
 INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+# EKS labels a node launched into a Capacity Block (a managed node group with capacityType
+# CAPACITY_BLOCK: https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
+EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
+CAPACITY_BLOCK = "capacity block (priced as on-demand)"
+# infra/estimate.py's hourly items that are nodes: status prices the nodes it sees instead;
+# every other item (file system, outbound, control plane, registry, checkpoints) is fixed.
+NODE_ITEMS = ("GPU nodes", "system nodes")
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -62,6 +69,11 @@ class Node:
     created: datetime | None
     gpus: int  # from the catalog, else the node's nvidia.com/gpu capacity
     left_out: bool  # tainted by the health gate (workloads/waiting.py UNHEALTHY_TAINT)
+    capacity_block: bool = False  # EKS Capacity Block: a reservation paid up front
+
+    @property
+    def capacity(self) -> str:
+        return "spot" if self.spot else CAPACITY_BLOCK if self.capacity_block else "on-demand"
 
     @classmethod
     def of(cls, raw: dict[str, Any]) -> "Node":
@@ -80,7 +92,8 @@ class Node:
                    spot=any(str(labels.get(k, "")).lower() == v.lower() for k, v in SPOT_LABELS.items()),
                    ready=ready, created=parse_time(meta.get("creationTimestamp")),
                    gpus=int(capacity) if str(capacity or "").isdigit() else 0,
-                   left_out=any(t.get("key") == UNHEALTHY_TAINT for t in taints))
+                   left_out=any(t.get("key") == UNHEALTHY_TAINT for t in taints),
+                   capacity_block=labels.get(EKS_CAPACITY_TYPE_LABEL) == "CAPACITY_BLOCK")
 
 
 @dataclass(frozen=True)
@@ -133,12 +146,12 @@ class Pool:
     nodes: list[Node] = field(default_factory=list)
     groups: list[NodeGroup] = field(default_factory=list)
     failure: str = ""  # the newest scale-up failure naming this pool, with the cloud's reason
+    configured: str = ""  # the stack's word for it (node_pools output), when it has no nodes
 
     @property
     def capacity(self) -> str:
-        kinds = {n.spot for n in self.nodes}
-        return "" if not kinds else ("spot" if kinds == {True} else
-                                     "on-demand" if kinds == {False} else "spot and on-demand")
+        kinds = sorted({n.capacity for n in self.nodes}, key=len)
+        return " and ".join(kinds) if kinds else self.configured
 
     @property
     def pending(self) -> int:
@@ -159,16 +172,21 @@ class Pool:
         return f"{self.name}{f' ({kind})' if kind else ''}: {', '.join(parts)}"
 
 
-def pools(view: ClusterView) -> tuple[list[Pool], list[str]]:
+def pools(view: ClusterView, configured: Mapping[str, str] | None = None) -> tuple[list[Pool], list[str]]:
     """The pools (from the nodes and the autoscaler's node groups), and the scale-up failures
-    that name no pool (GKE's pod events name zones only)."""
+    that name no pool (GKE's pod events name zones only). `configured`: the stack's pools
+    (node_pools output, name -> capacity), so a group of a pool with no node yet (scaling up
+    from zero; GKE: one group per zone) is named after its pool."""
     by_name: dict[str, Pool] = {}
     for raw in view.nodes:
         node = Node.of(raw)
         by_name.setdefault(node.pool, Pool(node.pool)).nodes.append(node)
+    known = [*by_name, *(n for n in configured or {} if n not in by_name)]
     for group in node_groups(view.autoscaler_status):
-        name = pool_of(group.name, list(by_name)) or group.name.rsplit("/", 1)[-1]
+        name = pool_of(group.name, known) or group.name.rsplit("/", 1)[-1]
         by_name.setdefault(name, Pool(name)).groups.append(group)
+    for name, pool in by_name.items():
+        pool.configured = (configured or {}).get(name, "")
     unnamed: list[str] = []
     for line in refusal_lines(view):
         reason = _with_reason(line)
@@ -195,12 +213,31 @@ class Spend:
     usd_per_hour: float
     counted: int
     unpriced: list[str]  # nodes whose machine type the catalog does not have
+    fixed_usd: float = 0.0  # the fixed hourly items over the cluster's age
+    fixed_usd_per_hour: float = 0.0
+    fixed_items: tuple[str, ...] = ()  # their names, as infra/estimate.py writes them
 
 
-def spend(nodes: list[dict[str, Any]], cloud: str, now: datetime) -> Spend:
+def fixed_items(estimated_cost: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """(item, USD/h) of the stack's `estimated_cost` output that are not nodes: they cost the
+    same every hour the cluster exists."""
+    found = []
+    for entry in estimated_cost.get("items") or []:
+        price = entry.get("usd_per_hour") if isinstance(entry, dict) else None
+        if entry.get("item") in NODE_ITEMS or not isinstance(price, (int, float)):
+            continue
+        found.append((str(entry.get("item")), float(price)))
+    return found
+
+
+def spend(nodes: list[dict[str, Any]], cloud: str, now: datetime,
+          estimated_cost: Mapping[str, Any] | None = None,
+          cluster_created: datetime | None = None) -> Spend:
     """Each node's age (creationTimestamp) times its catalog price, spot or on-demand by its
-    labels. An estimate: list prices, only the nodes alive now, no disks, network, file system
-    or control plane."""
+    labels (a Capacity Block node at the on-demand price: its block is paid up front, at a
+    price the catalog does not hold), plus the stack's fixed hourly items (estimated_cost)
+    times the cluster's age. An estimate: list prices, only the nodes alive now, no disks or
+    per-GB traffic."""
     usd = rate = 0.0
     counted, unpriced = 0, []
     for raw in nodes:
@@ -213,7 +250,12 @@ def spend(nodes: list[dict[str, Any]], cloud: str, now: datetime) -> Spend:
         usd += price * hours_between(node.created, now)
         rate += price
         counted += 1
-    return Spend(usd=usd, usd_per_hour=rate, counted=counted, unpriced=unpriced)
+    items = fixed_items(estimated_cost or {}) if cluster_created is not None else []
+    fixed_rate = sum(price for _, price in items)
+    fixed = fixed_rate * hours_between(cluster_created, now)
+    return Spend(usd=usd + fixed, usd_per_hour=rate + fixed_rate, counted=counted,
+                 unpriced=unpriced, fixed_usd=fixed, fixed_usd_per_hour=fixed_rate,
+                 fixed_items=tuple(name for name, _ in items))
 
 
 def now_utc() -> datetime:

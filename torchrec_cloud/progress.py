@@ -23,7 +23,10 @@ from typing import Any
 STEP_DIR = re.compile(r"^step-(\d+)$")  # trainer/checkpoint.py _STEP_DIR
 METADATA = ".metadata"
 MAX_STEPS_FLAG = "--max_steps"  # trainer/config.py Config.max_steps
-_LOG_LINE = re.compile(r"^\[(train|eval|test|summary)\] step (\d+)\s+(.*)$")
+_LOG_LINE = re.compile(r"^\[(start|train|eval|test|summary)\] step (\d+)\s+(.*)$")
+# trainer/train.py Trainer.save's line once a save has started, and its line after a resume.
+_LOG_CHECKPOINT = re.compile(r"^(?:checkpoint step-(\d+): |resumed from checkpoint step-(\d+)$)")
+_FLAGS = {"true": True, "false": False}  # trainer/metrics.py MetricsLogger.record prints flags so
 
 
 def read_records(text: str) -> list[dict[str, Any]]:
@@ -40,15 +43,23 @@ def read_records(text: str) -> list[dict[str, Any]]:
 
 
 def records_from_log(log: str) -> list[dict[str, Any]]:
-    """The records rank 0 printed, read back from its log lines."""
-    records = []
+    """The records rank 0 printed, read back from its log lines; a save's line becomes a
+    `checkpoint` record, as metrics.jsonl has it."""
+    records: list[dict[str, Any]] = []
     for line in log.splitlines():
+        saved = _LOG_CHECKPOINT.match(line.strip())
+        if saved:
+            records.append({"event": "checkpoint", "step": int(saved.group(1) or saved.group(2))})
+            continue
         m = _LOG_LINE.match(line.strip())
         if not m:
             continue
         record: dict[str, Any] = {"event": m.group(1), "step": int(m.group(2))}
         words = m.group(3).split()
         for key, value in zip(words[::2], words[1::2]):
+            if value in _FLAGS:
+                record[key] = _FLAGS[value]
+                continue
             try:
                 number = float(value.replace(",", ""))
             except ValueError:
@@ -59,12 +70,13 @@ def records_from_log(log: str) -> list[dict[str, Any]]:
 
 
 def total_steps(records: list[dict[str, Any]], job: dict[str, Any] | None) -> int | None:
-    """The run's last step: a record's `total_steps` where the trainer writes one, else the
-    job's `--max_steps` flag in its pod template (the trainer's args; workloads/flags.py).
-    None when the run ends with its epochs, whose length only the trainer knows."""
-    for record in reversed(records):
-        if isinstance(record.get("total_steps"), int):
-            return record["total_steps"]
+    """The run's last step: the newest `start` record's `total_steps` (trainer/train.py writes
+    it: max_steps, or the epochs' steps when the run ends with its epochs), else the job's
+    `--max_steps` flag in its pod template (the trainer's args; workloads/flags.py), for a
+    trainer older than that record. None when neither says."""
+    start = next((r for r in reversed(records) if r.get("event") == "start"), None)
+    if start is not None and isinstance(start.get("total_steps"), int):
+        return start["total_steps"]
     for args in _container_args(job):
         for i, arg in enumerate(args):
             if arg.startswith(f"{MAX_STEPS_FLAG}="):
@@ -115,7 +127,7 @@ class Progress:
     eta_seconds: float | None
     finished: bool
     eval_auc: float | None
-    no_total: str = "the run ends with its epochs; no --max_steps"  # why total is None
+    no_total: str = "the trainer has not said its total steps; no --max_steps"  # why total is None
 
     def line(self) -> str:
         of = f" of {self.total:,} ({100 * self.step / self.total:.0f}%)" if self.total else ""
@@ -144,19 +156,27 @@ def _number(value: Any) -> float | None:
 def progress(records: list[dict[str, Any]], total: int | None,
              no_total: str = Progress.no_total) -> Progress | None:
     """The newest training record, and the ETA from the steps left at its samples/s (samples
-    per step from the record's window: its samples over the steps since the previous record)."""
+    per step from the record's window: its samples over the steps since the previous record).
+
+    metrics.jsonl is appended across generations, and each generation ends with a `summary`
+    (trainer/train.py): a summary means "finished" only when it is the newest of the run's
+    records (no `train` or `start` after it: a re-run follows a finished run) and is not a
+    preempted generation's."""
     train = [r for r in records if r.get("event", "train") == "train"]
     evals = [r for r in records if r.get("event") == "eval" and _number(r.get("auc")) is not None]
-    summary = next((r for r in reversed(records) if r.get("event") == "summary"), None)
+    last = next((r for r in reversed(records) if r.get("event", "train") in ("train", "start", "summary")),
+                None)
+    summary = last if last is not None and last.get("event") == "summary" and not last.get("preempted") \
+        else None
     if not train and summary is None:
         return None
     newest = train[-1] if train else summary or {}
-    step = int((summary or newest).get("step", 0)) if summary else int(newest.get("step", 0))
+    step = int((summary or newest).get("step", 0))
     rate = _number(newest.get("samples_per_sec"))
     eta = None
     if total and rate and step < total:
         seconds_per_step = None
-        previous = train[-2]["step"] if len(train) > 1 else 0
+        previous = _window_start(records, newest)
         samples = _number(newest.get("samples"))
         if samples and newest.get("step", 0) > previous:
             seconds_per_step = samples / (newest["step"] - previous) / rate
@@ -164,10 +184,25 @@ def progress(records: list[dict[str, Any]], total: int | None,
             seconds_per_step = newest["step_time_ms"] / 1000
         if seconds_per_step:
             eta = (total - step) * seconds_per_step
-    finished = summary is not None and not summary.get("preempted")
+    finished = summary is not None
     return Progress(step=step, total=total, samples_per_sec=rate, loss=_number(newest.get("loss")),
                     auc=_number(newest.get("auc")), eta_seconds=eta, finished=finished,
                     eval_auc=_number(evals[-1]["auc"]) if evals else None, no_total=no_total)
+
+
+def _window_start(records: list[dict[str, Any]], newest: dict[str, Any]) -> int:
+    """The step the newest train record's window began at: the record before it, a `train`
+    one or a `start` (a resumed generation counts from its checkpoint)."""
+    before = records[:next((i for i, r in enumerate(records) if r is newest), len(records))]
+    return next((int(r.get("step", 0)) for r in reversed(before)
+                 if r.get("event", "train") in ("train", "start")), 0)
+
+
+def newest_save(records: list[dict[str, Any]]) -> int | None:
+    """The newest step whose checkpoint save started (trainer/train.py writes a `checkpoint`
+    record when a save starts; it completes in the background), or None."""
+    steps = [int(r["step"]) for r in records if r.get("event") == "checkpoint"]
+    return steps[-1] if steps else None
 
 
 def duration(seconds: float) -> str:

@@ -15,7 +15,8 @@ import json
 import os
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 STACKS = ("aws", "azure", "gcp")
@@ -39,6 +40,16 @@ class Outputs:
     job_name: str
     job_namespace: str
     storage_account: str = ""  # Azure: the checkpoint container's account (adlfs needs it)
+    # Where the trainer saves: "objectStore" (checkpoint_uri) or "sharedFileSystem"
+    # (checkpoint_dir, on the cluster's file system); "" from a stack before this output.
+    checkpoint_location: str = ""
+    checkpoint_dir: str = ""
+    node_pools: Mapping[str, str] = field(default_factory=dict)  # name -> "spot" / "on-demand"
+    estimated_cost: Mapping[str, Any] = field(default_factory=dict)  # infra/estimate.py's export
+
+    @property
+    def checkpoints_on_shared_file_system(self) -> bool:
+        return self.checkpoint_location == "sharedFileSystem"  # infra/settings CheckpointLocation
 
     @classmethod
     def of(cls, stack: str, raw: dict[str, Any]) -> "Outputs":
@@ -52,7 +63,13 @@ class Outputs:
                    checkpoint_uri=str(raw.get("checkpoint_uri") or "").rstrip("/"),
                    job_name=str(raw["job_name"]),
                    job_namespace=str(raw.get("job_namespace") or DEFAULT_NAMESPACE),
-                   storage_account=str(raw.get("storage_account") or ""))
+                   storage_account=str(raw.get("storage_account") or ""),
+                   checkpoint_location=str(raw.get("checkpoint_location") or ""),
+                   checkpoint_dir=str(raw.get("checkpoint_dir") or ""),
+                   node_pools={str(k): str(v) for k, v in (raw.get("node_pools") or {}).items()}
+                   if isinstance(raw.get("node_pools"), dict) else {},
+                   estimated_cost=raw["estimated_cost"]
+                   if isinstance(raw.get("estimated_cost"), dict) else {})
 
     @property
     def telemetry_uri(self) -> str:

@@ -11,6 +11,7 @@ curves and summary (trainer/report.py, when present) to out/status/<stack>/.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from workloads.why import ApiError, Kubectl, NotFound, Reader, read_view
 OUT_DIR = Path("out/status")
 LOG_TAIL_LINES = 500  # rank 0's recent lines hold several metric records (log_every steps each)
 PYTORCHJOB_RANK_LABEL = "training.kubeflow.org/replica-index"
+DEFAULT_NAMESPACE_PATH = "/api/v1/namespaces/default"  # its age is the cluster's
 BucketOpener = Callable[[str], tuple[Any, str]]
 
 
@@ -72,6 +74,8 @@ def read_telemetry(outputs: Outputs, opener: BucketOpener) -> Telemetry:
         found.problem = f"{metrics_uri} does not exist yet (the trainer writes it at its first log step)"
     except Exception as error:  # noqa: BLE001 (any SDK's error: credentials, network, permissions)
         found.problem = f"cannot read {metrics_uri}: {_one_line(error)}"
+    if outputs.checkpoints_on_shared_file_system:
+        return found  # the bucket holds no checkpoint: progress_section says where they are
     try:
         fs, root = opener(outputs.checkpoint_uri)
         found.checkpoint = progress_view.newest_checkpoint(fs, root)
@@ -121,8 +125,8 @@ def ago(then: datetime | None, now: datetime) -> str:
     return f"{progress_view.duration((now - then).total_seconds())} ago"
 
 
-def pools_section(view: ClusterView) -> list[str]:
-    found, unnamed = pool_view.pools(view)
+def pools_section(view: ClusterView, configured: dict[str, str] | None = None) -> list[str]:
+    found, unnamed = pool_view.pools(view, configured)
     if not found:
         return ["no nodes and no autoscaler node groups visible"]
     lines = []
@@ -180,7 +184,7 @@ def _admission(view: ClusterView) -> str:
 
 
 def progress_section(view: ClusterView | None, telemetry: Telemetry, read: Reader | None,
-                     now: datetime) -> list[str]:
+                     now: datetime, outputs: Outputs | None = None) -> list[str]:
     lines = []
     records = telemetry.records
     if not records and read is not None and view is not None and view.jobset is not None:
@@ -202,7 +206,9 @@ def progress_section(view: ClusterView | None, telemetry: Telemetry, read: Reade
         written = f", written {ago(telemetry.written, now)}" if telemetry.written else ""
         lines.append(found.line())
         lines.append(f"  from {telemetry.source}{written}")
-    if telemetry.checkpoint_problem:
+    if outputs is not None and outputs.checkpoints_on_shared_file_system:
+        lines += _shared_file_system_checkpoints(outputs, records, telemetry.source)
+    elif telemetry.checkpoint_problem:
         lines.append(f"checkpoint: {telemetry.checkpoint_problem}")
     elif telemetry.checkpoint is None:
         lines.append("newest complete checkpoint: none yet (no step-N folder with .metadata)")
@@ -213,12 +219,45 @@ def progress_section(view: ClusterView | None, telemetry: Telemetry, read: Reade
     return lines
 
 
-def spend_section(view: ClusterView, cloud: str, now: datetime) -> list[str]:
-    s = pool_view.spend(view.nodes, cloud, now)
+def _shared_file_system_checkpoints(outputs: Outputs, records: list[dict[str, Any]],
+                                    source: str) -> list[str]:
+    """Checkpoints on the cluster's file system: not listable from here, so the newest save
+    the trainer reported (its `checkpoint` records, or its log's save lines)."""
+    where = f" ({outputs.checkpoint_dir})" if outputs.checkpoint_dir else ""
+    lines = [f"checkpoints: on the shared file system{where}, not readable from here"]
+    step = progress_view.newest_save(records)
+    if step is None:
+        lines.append("newest checkpoint save: none reported yet")
+    else:
+        lines.append(f"newest checkpoint save started: step {step:,} (from {source}; it "
+                     "completes in the background)")
+    return lines
+
+
+def cluster_created(read: Reader) -> datetime | None:
+    """When the cluster was made: the `default` namespace's creationTimestamp (the API server
+    creates it at bootstrap, and it cannot be deleted). None when it cannot be read."""
+    try:
+        namespace = json.loads(read(DEFAULT_NAMESPACE_PATH))
+    except (NotFound, ApiError, OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+    return pool_view.parse_time(((namespace or {}).get("metadata") or {}).get("creationTimestamp"))
+
+
+def spend_section(view: ClusterView, outputs: Outputs, read: Reader, now: datetime) -> list[str]:
+    created = cluster_created(read) if outputs.estimated_cost else None
+    s = pool_view.spend(view.nodes, outputs.cloud, now, outputs.estimated_cost, created)
+    if s.fixed_items:
+        fixed = (f"; plus {', '.join(s.fixed_items)} at USD {s.fixed_usd_per_hour:,.2f}/h for the "
+                 f"cluster's {progress_view.duration(pool_view.hours_between(created, now) * 3600)}"
+                 f" (USD {s.fixed_usd:,.2f})")
+    elif not outputs.estimated_cost:
+        fixed = "; file system, network and control plane not in it (the stack has no estimated_cost output)"
+    else:
+        fixed = "; file system, network and control plane not in it (the cluster's age cannot be read)"
     lines = [f"about USD {s.usd:,.2f} so far, USD {s.usd_per_hour:,.2f}/h now ({s.counted} nodes "
-             "alive now, each from its creation at the catalog's list price, spot or on-demand; "
-             "an estimate: nodes already removed, disks, network, file system and control plane "
-             "are not in it)"]
+             "alive now, each from its creation at the catalog's list price, spot or on-demand"
+             f"{fixed}; an estimate: nodes already removed, disks and per-GB traffic are not in it)"]
     if s.unpriced:
         lines.append(f"not priced (not in infra/catalog.py): {', '.join(s.unpriced)}")
     return lines
@@ -267,14 +306,15 @@ def report(outputs: Outputs, read: Reader, now: datetime,
         problem = [f"cannot read the cluster: {_one_line(error)}"]
         sections += [("Pools and nodes", problem), ("Gang", problem)]
     if view is not None:
-        sections.append(("Pools and nodes", pools_section(view)))
+        sections.append(("Pools and nodes", pools_section(view, dict(outputs.node_pools))))
         sections.append(("GPU utilisation (DCGM)", gpu_section(read, outputs.cloud)))
         sections.append(("Gang", gang_section(view)))
     telemetry = read_telemetry(outputs, opener)
-    sections.append(("Training", progress_section(view, telemetry, read if view else None, now)))
+    sections.append(("Training", progress_section(view, telemetry, read if view else None, now,
+                                                  outputs)))
     if view is not None:
         sections.append(("Restarts", restart_view.summary(view)))
-        sections.append(("Spend (estimate)", spend_section(view, outputs.cloud, now)))
+        sections.append(("Spend (estimate)", spend_section(view, outputs, read, now)))
     if out_dir is not None:
         sections.append(("Report", [_write_report(telemetry.records, out_dir)]))
     head = (f"stack {outputs.stack} ({outputs.cloud}, cluster {outputs.cluster_name or '?'}): "

@@ -5,8 +5,10 @@ The trainer's rank 0 mirrors its TensorBoard event files to
 `<checkpoint_uri>/telemetry/tensorboard/` (issue 23's telemetry contract). This copies them to
 out/tensorboard/<stack>/ (only files that are new or changed size since the last copy: an
 event file grows by appends) and runs TensorBoard from this project's virtual environment
-(`sys.executable -m tensorboard.main`, so no `tensorboard` on PATH is needed). --sync-only
-copies and exits.
+(`sys.executable -m tensorboard.main`, so no `tensorboard` on PATH is needed), copying again
+every --sync-every seconds while it runs, so a running job's curves keep growing (TensorBoard
+reloads its logdir by itself, every 5 s by default: its --reload_interval). --sync-only copies
+and exits.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
 from torchrec_cloud.stack import Outputs, StackError, add_stack_arguments, open_bucket, read_outputs
 
 OUT_DIR = Path("out/tensorboard")
+SYNC_EVERY_S = 60.0  # the trainer's mirror is written about as often (trainer/telemetry.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sync-only", action="store_true", help="copy the event files, do not start TensorBoard")
     parser.add_argument("--port", type=int, default=6006, help="TensorBoard's port (default 6006)")
     parser.add_argument("--out", default=str(OUT_DIR), help="where the copies go (a folder per stack)")
+    parser.add_argument("--sync-every", type=float, default=SYNC_EVERY_S, metavar="SECONDS",
+                        help=f"copy new and grown event files this often while TensorBoard runs "
+                             f"(default {SYNC_EVERY_S:g}; 0: once only)")
 
 
 def sync(fs: Any, root: str, target: Path) -> list[str]:
@@ -66,6 +73,38 @@ def sync_stack(outputs: Outputs, out: Path,
     return target, sync(fs, root, target)
 
 
+def serve(command: list[str], resync: Callable[[], list[str]], every: float) -> int:
+    """Run `command` (TensorBoard) and call `resync` every `every` seconds until it exits;
+    its exit status. A failed copy (network, credentials) is reported and retried next time:
+    TensorBoard keeps serving what it has."""
+    process = subprocess.Popen(command)
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every):
+            try:
+                copied = resync()
+            except Exception as error:  # noqa: BLE001 (any storage SDK's error)
+                print(f"tensorboard: copy failed, retrying in {every:g} s: {error}", file=sys.stderr)
+                continue
+            if copied:
+                print(f"{len(copied)} files copied", flush=True)
+
+    worker = threading.Thread(target=loop, name="tensorboard-sync", daemon=True)
+    if every > 0:
+        worker.start()
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        process.terminate()
+        process.wait()
+        return 0
+    finally:
+        stop.set()
+        if worker.is_alive():
+            worker.join()
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         outputs = read_outputs(args.stack, args.outputs)
@@ -82,7 +121,4 @@ def run(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(target),
                "--port", str(args.port)]
     print(" ".join(command))
-    try:
-        return subprocess.run(command).returncode
-    except KeyboardInterrupt:
-        return 0
+    return serve(command, lambda: sync_stack(outputs, Path(args.out))[1], args.sync_every)

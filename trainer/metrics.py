@@ -163,14 +163,18 @@ class MetricsLogger:
             self.bar.update(steps)
 
     def record(self, kind: str, step: int, values: Dict[str, Any]) -> None:
-        """kind: 'train', 'eval' or 'summary'. Prints, writes JSON and TensorBoard."""
+        """kind: 'start', 'train', 'eval', 'test' or 'summary'. Prints, writes JSON, and
+        TensorBoard scalars for the metrics (train, eval, test)."""
         if not self.enabled:
             return
         numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        text = "  ".join(f"{k} {_fmt(v)}" for k, v in numbers.items())
+        # Flags too ("preempted true"): a reader of the log alone (`status` without the bucket)
+        # must tell a preempted generation's summary from a finished run's.
+        text = "  ".join(f"{k} {_fmt(v) if k in numbers else str(v).lower()}" for k, v in values.items()
+                         if k in numbers or isinstance(v, bool))
         self.print(f"[{kind}] step {step}  {text}")
         self.note(kind, step, values)
-        if self.tb is not None and kind != "summary":
+        if self.tb is not None and kind not in ("summary", "start"):
             for key, value in numbers.items():
                 self.tb.add_scalar(f"{kind}/{key}", value, step)
             self.tb.flush()

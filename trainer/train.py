@@ -371,9 +371,13 @@ class Trainer:
                 log.warning("could not record this start in %s: %s", self.cfg.checkpoint_dir, err)
         self.metrics = MetricsLogger(self.ctx.rank, self.total_steps(), self.cfg.metrics_file,
                                      self.cfg.tensorboard_dir, start_step=self.progress.step)
-        # When this generation started (a reader tells the run's length and its restarts).
-        self.metrics.note("start", self.progress.step, {"resumed_from": self.resumed_from,
-                                                        "world_size": self.ctx.world_size})
+        # When this generation started (a reader tells the run's length and its restarts), and
+        # the step it ends at (None: unbounded), so `status` shows "of N" and an ETA when the
+        # run ends with its epochs and the job has no --max_steps.
+        # Printed too, for a reader of rank 0's log alone.
+        self.metrics.record("start", self.progress.step, {
+            "resumed_from": self.resumed_from, "world_size": self.ctx.world_size,
+            "total_steps": self.total_steps()})
         if self.resumed_from is not None:
             self.metrics.print(f"resumed from checkpoint step-{self.resumed_from}")
         if self.resized:  # the same held-out samples as before the save: checks the resharding

@@ -27,6 +27,22 @@ def test_synthetic_signal_is_learnt_to_auc_075_within_300_steps(tmp_path):
     assert evals and evals[-1]["samples"] == 20 * 512
 
 
+def test_the_start_record_and_log_say_where_a_run_without_max_steps_ends(tmp_path):
+    """The shipped job has no --max_steps: it ends with its epochs. `status` shows "step N of
+    total" and an ETA from the start record (or, without the bucket, rank 0's log), and tells
+    a finished run from a preempted one by the summary line's flag."""
+    metrics = tmp_path / "m.jsonl"
+    done = run_trainer(TINY + ["--synthetic_steps_per_epoch", "6", "--num_epochs", "2",
+                               "--log_every", "3", "--metrics_file", str(metrics)])
+    start = next(r for r in records(metrics) if r["event"] == "start")
+    assert start["total_steps"] == 12 and start["step"] == 0
+    assert summary(metrics)["step"] == 12
+    lines = done.stdout.splitlines()
+    assert "[start] step 0  world_size 1  total_steps 12" in lines
+    final = next(line for line in lines if line.startswith("[summary] step 12 "))
+    assert "  preempted false" in final and "  target_reached false" in final
+
+
 def _flat(tree, prefix=""):
     for key, value in tree.items():
         if isinstance(value, dict):
@@ -86,6 +102,9 @@ def test_sigterm_saves_a_complete_checkpoint_and_the_next_run_resumes_from_it(tm
     assert time.time() - sent < 20, "a preempted run must save and exit within the notice"
     stopped = summary(metrics)
     assert stopped["preempted"] is True and stopped["step"] >= 10
+    # Rank 0's log says so too: `status` reads it when the bucket cannot be read.
+    printed = [line for line in output.splitlines() if line.startswith("[summary] step ")]
+    assert printed and "  preempted true" in printed[-1], output[-3000:]
     step = stopped["step"]
     assert (ckpt / f"step-{step}" / ".metadata").exists()
 
