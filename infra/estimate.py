@@ -59,6 +59,7 @@ class Line:
     usd_per_hour: float
     spot_usd_per_hour: float | None = None
     gpu: bool = False
+    nodes: bool = False  # priced per node: `status` prices the nodes it sees instead
 
     def on(self, spot: bool) -> float | None:
         return (self.spot_usd_per_hour if spot else self.usd_per_hour) if self.gpu else self.usd_per_hour
@@ -83,7 +84,7 @@ def _system_nodes(s: Settings, per_pool: int) -> int:
 def _nodes_line(item: str, m: Machine, count: int, spot: bool = False) -> Line:
     price = m.spot_usd_per_hour if spot else m.on_demand_usd_per_hour
     return Line(item, f"{count} x {m.name} {'spot' if spot else 'on-demand'} at {price:g}/h",
-                price * count)
+                price * count, nodes=True)
 
 
 def _outbound(s: Settings, nodes: int) -> Line:
@@ -174,7 +175,7 @@ def hourly(s: Settings) -> Hourly:
     gpu = Line("GPU nodes", f"{n} x {on_demand.name} at {on_demand.on_demand_usd_per_hour:g}/h"
                + (f", spot {spot.name} at {spot.spot_usd_per_hour:g}/h" if spot else ""),
                on_demand.on_demand_usd_per_hour * n,
-               spot.spot_usd_per_hour * n if spot else None, gpu=True)
+               spot.spot_usd_per_hour * n if spot else None, gpu=True, nodes=True)
     system_count = _system_nodes(s, s.system_pool.desired_nodes)
     system = _nodes_line("system nodes", machine(s.cloud, s.system_pool.machine_type), system_count)
     return Hourly((gpu, system, *_standing(s, n + system_count)))
@@ -215,7 +216,7 @@ def most_hourly(s: Settings) -> Hourly:
         spot = machine(s.cloud, pools.spot.machine_type)
         price, why = spot_most_usd_per_hour(s, spot)
         lines.append(Line("GPU pool spot", f"{pools.spot.max_nodes} x {spot.name} {why}",
-                          price * pools.spot.max_nodes))
+                          price * pools.spot.max_nodes, nodes=True))
         nodes += pools.spot.max_nodes
     system_count = _system_nodes(s, s.system_pool.max_nodes)
     lines.append(_nodes_line("system nodes", machine(s.cloud, s.system_pool.machine_type),
@@ -507,7 +508,8 @@ def estimate_output(s: Settings) -> dict[str, Any]:
         "items": [{k: v for k, v in {"item": line.item, "detail": line.detail,
                                      "usd_per_hour": _round(line.usd_per_hour, 4),
                                      "spot_usd_per_hour": _round(line.spot_usd_per_hour, 4)
-                                     if line.gpu else None}.items() if v is not None}
+                                     if line.gpu else None,
+                                     "nodes": line.nodes or None}.items() if v is not None}
                   for line in now.lines],
         "at_most_usd_per_hour": _round(most.total()),
         "max_hourly_usd": s.job.max_hourly_usd,

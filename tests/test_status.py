@@ -229,7 +229,8 @@ def test_a_running_gang_shows_progress_eta_the_newest_complete_checkpoint_and_sp
             "checkpoint_location": "objectStore", "checkpoint_dir": f"file://{bucket}",
             "node_pools": {"system": "on-demand", "gpu-ondemand": "on-demand", "gpu-spot": "spot"},
             "estimated_cost": {"items": [  # the nodes are priced from the cluster instead
-                {"item": "GPU nodes", "usd_per_hour": 43.92}, {"item": "control plane", "usd_per_hour": 0.1},
+                {"item": "GPU nodes", "usd_per_hour": 43.92, "nodes": True},
+                {"item": "control plane", "usd_per_hour": 0.1},
                 {"item": "file system", "usd_per_hour": 0.9}]},
             "kubeconfig": config.read_text()}))
         done = subprocess.run(

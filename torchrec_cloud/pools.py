@@ -40,11 +40,6 @@ INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/
 # CAPACITY_BLOCK: https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
 EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
 CAPACITY_BLOCK = "capacity block (priced as on-demand)"
-# infra/estimate.py's hourly items that are nodes: status prices the nodes it sees instead;
-# every other item (file system, outbound, control plane, registry, checkpoints) is fixed.
-NODE_ITEMS = ("GPU nodes", "system nodes")
-
-
 def parse_time(value: str | None) -> datetime | None:
     """An RFC 3339 time as the API writes it (creationTimestamp, lastTransitionTime)."""
     if not value:
@@ -224,7 +219,8 @@ def fixed_items(estimated_cost: Mapping[str, Any]) -> list[tuple[str, float]]:
     found = []
     for entry in estimated_cost.get("items") or []:
         price = entry.get("usd_per_hour") if isinstance(entry, dict) else None
-        if entry.get("item") in NODE_ITEMS or not isinstance(price, (int, float)):
+        # items priced per node (marked by infra/estimate.py): status prices the nodes it sees
+        if entry.get("nodes") or not isinstance(price, (int, float)):
             continue
         found.append((str(entry.get("item")), float(price)))
     return found
