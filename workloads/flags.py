@@ -17,6 +17,7 @@ from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
 from infra.settings.trainer_flags import format_value  # one rendering, judged by the settings
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
                                   TrainerArgValue)
+from infra.telemetry import TELEMETRY_FOLDER  # where the trainer mirrors its metrics
 from workloads.pod import job_pool
 from workloads.prepare import trainer_data_flags
 
@@ -80,7 +81,7 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
         # A copy in the checkpoint bucket, which a laptop reads with the user's own credentials
         # (the shared file system is mounted in the cluster only); the job's identity may write
         # the whole bucket on every cloud, so the prefix needs no grant of its own.
-        pulumi.Output.concat("--telemetry_dir=", cluster.checkpoints.uri, "/telemetry"),
+        pulumi.Output.concat("--telemetry_dir=", cluster.checkpoints.uri, "/", TELEMETRY_FOLDER),
     ]
     return flags
 
