@@ -1122,10 +1122,26 @@ def test_s3_traffic_takes_the_free_gateway_endpoint_not_the_nat(run: Run) -> Non
 
 
 def test_pruned_checkpoints_and_cut_short_uploads_expire(run: Run) -> None:
-    (rule,) = run.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs["rules"]
+    rule, _ = run.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs["rules"]
     assert rule["status"] == "Enabled" and rule["filter"] == {"prefix": ""}
     assert rule["noncurrentVersionExpiration"]["noncurrentDays"] == 7
     assert rule["abortIncompleteMultipartUpload"]["daysAfterInitiation"] == 1
+
+
+def test_the_telemetry_mirror_s_overwritten_copies_expire_after_a_day() -> None:
+    """The trainer copies metrics.jsonl whole to <checkpoint_uri>/telemetry/ every minute: on
+    the versioned bucket each copy leaves the last one as a noncurrent version, which the
+    checkpoints' week would keep (stored bytes growing with the square of the run's length).
+    The rule follows the job's name, the prefix the trainer writes under."""
+    run = run_stack("aws", overrides={"job": {"name": "ctr"}})
+    _, rule = run.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs["rules"]
+    assert rule["status"] == "Enabled" and rule["filter"] == {"prefix": "ctr/telemetry/"}
+    assert rule["noncurrentVersionExpiration"] == {"noncurrentDays": 1}
+    assert "expiration" not in rule  # the current copy stays
+    args = training_pod_template(run)["spec"]["containers"][0]["args"]
+    (uri,) = [a for a in args if str(a).startswith("--telemetry_dir=")]
+    bucket = run.outputs["checkpoint_uri"].split("/")[2]
+    assert uri == f"--telemetry_dir=s3://{bucket}/ctr/telemetry"  # the prefix the rule names
 
 
 def test_the_efa_device_plugin_chart_is_a_current_one(run: Run) -> None:

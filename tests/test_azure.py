@@ -78,8 +78,10 @@ def _pools(run: Run) -> dict[str, Any]:
     return {r.inputs["agentPoolName"]: r for r in run.of_type(POOL)}
 
 
-def _role(run: Run, role_id: str) -> Any:
-    found = [r for r in run.of_type(ROLE) if r.inputs["roleDefinitionId"].endswith(role_id)]
+def _role(run: Run, role_id: str, principal: str | None = None) -> Any:
+    """The one assignment of `role_id` (to `principal`, when given)."""
+    found = [r for r in run.of_type(ROLE) if r.inputs["roleDefinitionId"].endswith(role_id)
+             and principal in (None, r.inputs["principalId"])]
     assert len(found) == 1, [r.name for r in run.of_type(ROLE)]
     return found[0]
 
@@ -561,8 +563,7 @@ def test_a_preparation_source_in_the_account_is_readable_by_the_job_and_waited_f
     job's identity: Storage Blob Data Reader on the account (the container comes later)."""
     run = run_stack("azure", overrides={"dataset": {"path": "criteo/prepared", "prepare": {
         "enabled": True, "source": "az://raw/criteo-1tb"}}})
-    role = _role(run, STORAGE_BLOB_DATA_READER)
-    assert role.inputs["principalId"] == fake.TRAINER_PRINCIPAL_ID
+    role = _role(run, STORAGE_BLOB_DATA_READER, fake.TRAINER_PRINCIPAL_ID)
     assert role.inputs["principalType"] == "ServicePrincipal"
     assert "/providers/Microsoft.Storage/storageAccounts/" in role.inputs["scope"]
     assert "/containers/" not in role.inputs["scope"]
@@ -574,8 +575,7 @@ def test_a_preparation_source_in_an_existing_account_is_readable_on_its_containe
     run = run_stack("azure", overrides={"dataset": {"path": "criteo/prepared", "prepare": {
         "enabled": True, "source": "az://raw@criteodata.blob.core.windows.net/criteo-1tb",
         "sourceResourceGroup": "data-rg"}}})
-    role = _role(run, STORAGE_BLOB_DATA_READER)
-    assert role.inputs["principalId"] == fake.TRAINER_PRINCIPAL_ID
+    role = _role(run, STORAGE_BLOB_DATA_READER, fake.TRAINER_PRINCIPAL_ID)
     assert role.inputs["scope"] == (
         f"/subscriptions/{fake.SUBSCRIPTION}/resourceGroups/data-rg/providers/"
         "Microsoft.Storage/storageAccounts/criteodata/blobServices/default/containers/raw")
@@ -588,7 +588,29 @@ def test_a_preparation_source_in_an_existing_account_is_readable_on_its_containe
 
 def test_no_bucket_source_no_read_grant(run: Run) -> None:
     assert not [r for r in run.of_type(ROLE)
-                if r.inputs["roleDefinitionId"].endswith(STORAGE_BLOB_DATA_READER)]
+                if r.inputs["roleDefinitionId"].endswith(STORAGE_BLOB_DATA_READER)
+                and r.inputs["principalId"] == fake.TRAINER_PRINCIPAL_ID]
+
+
+def test_the_deployer_may_read_the_checkpoint_container_from_a_laptop(
+        run: Run, no_placement_local_accounts_image: Run) -> None:
+    """`python -m torchrec_cloud status|tensorboard --stack azure` read <checkpoint_uri>/
+    telemetry/ with the user's own `az login`. The account takes Entra tokens only (no shared
+    keys), and a token reads blobs only with a data-plane role: Storage Blob Data Reader on the
+    checkpoint container, for whoever ran `pulumi up` (local accounts or not), nothing wider."""
+    for stack in (run, no_placement_local_accounts_image):
+        assert stack.one(ACCOUNT).inputs["allowSharedKeyAccess"] is False
+        role = _role(stack, STORAGE_BLOB_DATA_READER, fake.DEPLOYER_OBJECT_ID)
+        assert role.inputs["scope"] == stack.one(CONTAINER).outputs["id"]
+        assert role.inputs["scope"].endswith("/blobServices/default/containers/checkpoints")
+        assert role.inputs["roleDefinitionId"] == (
+            f"/subscriptions/{fake.SUBSCRIPTION}/providers/Microsoft.Authorization/"
+            f"roleDefinitions/{STORAGE_BLOB_DATA_READER}")
+        deployer = [r for r in stack.of_type(ROLE)
+                    if r.inputs["principalId"] == fake.DEPLOYER_OBJECT_ID
+                    and r.inputs["roleDefinitionId"].endswith((STORAGE_BLOB_DATA_READER,
+                                                               STORAGE_BLOB_DATA_CONTRIBUTOR))]
+        assert deployer == [role]  # reads only: writing stays the job's
 
 
 def test_federated_credential_names_exactly_the_jobs_service_account(run: Run) -> None:

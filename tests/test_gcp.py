@@ -25,7 +25,7 @@ from infra.catalog import Cloud, machine
 from infra.gcp.network import secondary_ranges
 from infra.settings import SettingsError
 from tests import harness
-from tests.harness import Run, run_stack
+from tests.harness import Run, run_stack, training_pod_template
 
 WORKLOADS_READY = (harness.ROOT / "workloads" / "__init__.py").exists()
 
@@ -492,13 +492,30 @@ def test_checkpoint_bucket_is_private_versioned_regional_and_kept(run, settings)
     assert bucket.inputs["publicAccessPrevention"] == "enforced"
     assert bucket.inputs["versioning"] == {"enabled": True}
     # Pruned or overwritten checkpoints (noncurrent versions) are deleted a week later.
-    [rule] = bucket.inputs["lifecycleRules"]
+    rule, _ = bucket.inputs["lifecycleRules"]
     assert rule["action"] == {"type": "Delete"}
     assert rule["condition"]["daysSinceNoncurrentTime"] == 7
     assert rule["condition"]["withState"] == "ARCHIVED"
+    assert "matchesPrefixes" not in rule["condition"]  # the whole bucket
     assert bucket.inputs["location"] == settings.region.upper()
     assert bucket.retain_on_delete is True
     assert bucket.inputs["forceDestroy"] is False
+
+
+def test_the_telemetry_mirror_s_overwritten_copies_are_deleted_after_a_day():
+    """The trainer copies metrics.jsonl whole to <checkpoint_uri>/telemetry/ every minute: on
+    the versioned bucket each copy leaves the last one noncurrent, which the checkpoints' week
+    would keep (stored bytes growing with the square of the run's length). The rule follows
+    the job's name, the prefix the trainer writes under."""
+    run = run_stack("gcp", overrides={"job": {"name": "ctr"}})
+    _, rule = run.one(BUCKET).inputs["lifecycleRules"]
+    assert rule["action"] == {"type": "Delete"}
+    assert rule["condition"]["matchesPrefixes"] == ["ctr/telemetry/"]
+    assert rule["condition"]["daysSinceNoncurrentTime"] == 1
+    assert rule["condition"]["withState"] == "ARCHIVED"  # noncurrent only: the live copy stays
+    args = training_pod_template(run)["spec"]["containers"][0]["args"]
+    (uri,) = [a for a in args if str(a).startswith("--telemetry_dir=")]
+    assert uri == f"--telemetry_dir=gs://{run.one(BUCKET).inputs['name']}/ctr/telemetry"
 
 
 def test_bucket_without_retention_is_deleted_with_its_data(a3_run):

@@ -10,6 +10,16 @@ unreachable store cannot hold a preempted pod past its deadline. Only files whos
 modification time changed since their last upload are sent. A copy of metrics.jsonl ends at
 its last complete line, so a reader never sees half a record. An upload that fails is logged
 and retried at the next turn: telemetry never stops training.
+
+The bucket's metrics.jsonl outlives the shared file system (`pulumi destroy` then `up` makes a
+new, empty one), and a whole-file copy of a new local file would overwrite the earlier
+generations' records there. So before anything writes the local file (``start``, called before
+the fabric gate and the trainer open it for appending), the mirror reads the bucket's copy and,
+unless the local file already begins with it, makes the local file the bucket's records followed
+by its own: one metrics.jsonl, the whole history, for every reader (status, tensorboard, the
+report). If the bucket cannot be read then, metrics.jsonl is not copied until a later turn
+shows the bucket's copy is absent or a beginning of the local file; otherwise it is left alone
+for this generation, and the next start merges it.
 """
 
 from __future__ import annotations
@@ -52,13 +62,70 @@ class TelemetryMirror:
         self._wake = threading.Event()
         self._stopping = False
         self._last_error = ""
+        # Whether metrics.jsonl may be copied: True once the bucket's copy is known to be absent
+        # or a beginning of the local file, False once it is known to hold records the local
+        # file lacks (left alone until the next start merges them), None while unknown.
+        self._history: Optional[bool] = None if self.metrics_file else True
         self.uploads = 0  # files uploaded, all syncs together
         self.sync_seconds = 0.0  # time the background thread spent copying
         self._thread = threading.Thread(target=self._loop, name="telemetry-mirror", daemon=True)
 
     def start(self) -> "TelemetryMirror":
+        """Take the bucket's earlier records into the local metrics file, then copy in the
+        background. Call it before anything opens the local metrics file."""
+        self.seed()
         self._thread.start()
         return self
+
+    def seed(self) -> None:
+        """Before the local metrics file is opened: unless it already begins with the bucket's
+        copy, rewrite it as the bucket's records followed by its own (a new shared file system
+        starts empty; a generation whose bucket copy could not be checked copied nothing)."""
+        if self._history is not None:
+            return
+        try:
+            remote = self._remote_metrics()
+        except Exception as err:  # noqa: BLE001 (sync() checks again; nothing is overwritten)
+            log.warning("telemetry: could not read %s/%s (%s: %s): it is not copied until it "
+                        "can be checked", self.uri, METRICS_NAME, type(err).__name__, err)
+            return
+        assert self.metrics_file is not None
+        local = _read(self.metrics_file)
+        if remote is not None and not local.startswith(remote):
+            os.makedirs(os.path.dirname(os.path.abspath(self.metrics_file)), exist_ok=True)
+            with open(self.metrics_file + ".part", "wb") as fh:
+                fh.write(remote + local)
+            os.replace(self.metrics_file + ".part", self.metrics_file)
+            log.warning("telemetry: %d earlier records taken from %s/%s into %s",
+                        remote.count(b"\n"), self.uri, METRICS_NAME, self.metrics_file)
+        self._history = True
+
+    def _remote_metrics(self) -> Optional[bytes]:
+        """The bucket's metrics.jsonl, or None when there is none."""
+        self._open()
+        assert self._fs is not None
+        try:
+            return self._fs.cat_file(f"{self._root}/{METRICS_NAME}")
+        except FileNotFoundError:
+            return None
+
+    def _open(self) -> None:
+        if self._fs is None:
+            from trainer.checkpoint import open_store  # the stores' own setup and identity
+
+            self._fs, self._root = open_store(self.uri)
+
+    def _check_history(self) -> bool:
+        """In a turn, once the local file is being written: may metrics.jsonl be copied?"""
+        if self._history is None:
+            assert self.metrics_file is not None
+            remote = self._remote_metrics()
+            self._history = remote is None or _read(self.metrics_file).startswith(remote)
+            if not self._history:
+                log.warning("telemetry: %s/%s holds records that %s lacks (the bucket could not "
+                            "be read at start): it is not overwritten; the next start merges them",
+                            self.uri, METRICS_NAME, self.metrics_file)
+        return self._history
 
     def request(self) -> None:
         """Copy now rather than at the next interval (e.g. a checkpoint was just started)."""
@@ -99,14 +166,13 @@ class TelemetryMirror:
         started = time.perf_counter()
         sent = 0
         try:
-            if self._fs is None:
-                from trainer.checkpoint import open_store  # the stores' own setup and identity
-
-                self._fs, self._root = open_store(self.uri)
+            self._open()
             for path, rel in self._files():
                 stat = os.stat(path)
                 mark = (stat.st_size, stat.st_mtime_ns)
                 if self._sent.get(path) == mark:
+                    continue
+                if rel == METRICS_NAME and not self._check_history():
                     continue
                 with open(path, "rb") as fh:
                     data = fh.read(stat.st_size)
@@ -141,6 +207,15 @@ class TelemetryMirror:
             os.replace(remote + ".part", remote)
         else:  # an object PUT is atomic: readers see the old object or the new one
             self._fs.pipe_file(remote, data)
+
+
+def _read(path: str) -> bytes:
+    """A local file's bytes; empty when it does not exist."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return b""
 
 
 def start_mirror(telemetry_dir: str, metrics_file: Optional[str],

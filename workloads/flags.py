@@ -19,6 +19,7 @@ from infra.settings.rules import WORKLOAD_OWNED_FLAGS
 from infra.settings.trainer_flags import format_value  # one rendering, judged by the settings
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
                                   TrainerArgValue)
+from infra.telemetry import TELEMETRY_FOLDER  # where the trainer mirrors its metrics
 from workloads.pod import job_pool
 from workloads.prepare import trainer_data_flags
 
@@ -78,7 +79,7 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
         # A copy in the checkpoint bucket, which a laptop reads with the user's own credentials
         # (the shared file system is mounted in the cluster only); the job's identity may write
         # the whole bucket on every cloud, so the prefix needs no grant of its own.
-        pulumi.Output.concat("--telemetry_dir=", cluster.checkpoints.uri, "/telemetry"),
+        pulumi.Output.concat("--telemetry_dir=", cluster.checkpoints.uri, "/", TELEMETRY_FOLDER),
     ]
     return flags
 

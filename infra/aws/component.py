@@ -214,7 +214,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
         lustre, association = storage.create_lustre(
             prefix, fs_settings, net.private_subnets[gpu_zone].id, groups, key.arn,
             s.dataset.import_uri, aws_opts)
-        bucket = storage.checkpoint_bucket(prefix, bucket_plan, s.checkpoints, aws_opts)
+        bucket = storage.checkpoint_bucket(prefix, bucket_plan, s.checkpoints, s.job.name,
+                                          aws_opts)
         job_role = identity.irsa_role(f"{prefix}-job", oidc_arn, oidc_issuer, s.job.namespace,
                                       s.job.service_account, aws_opts)
         job_policy = aws.iam.RolePolicy(

@@ -13,6 +13,7 @@ import pulumi_aws as aws
 
 from infra.previous_run import PreviousRun
 from infra.settings.model import Checkpoints, FsxDeploymentType, FsxLustre
+from infra.telemetry import TELEMETRY_NONCURRENT_DAYS, telemetry_key_prefix
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # Lustre: LNet (988) and its 1018-1023 range
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
@@ -273,7 +274,7 @@ def legacy_buckets(prefix: str, region: str, opts: pulumi.InvokeOptions) -> list
     return [b.name for b in found.buckets or []]
 
 
-def checkpoint_bucket(prefix: str, plan: BucketPlan, checkpoints: Checkpoints,
+def checkpoint_bucket(prefix: str, plan: BucketPlan, checkpoints: Checkpoints, job_name: str,
                       opts: pulumi.ResourceOptions) -> aws.s3.Bucket:
     """Versioned, encrypted, private, owner-enforced; retained on destroy unless asked.
 
@@ -308,7 +309,8 @@ def checkpoint_bucket(prefix: str, plan: BucketPlan, checkpoints: Checkpoints,
             status="Enabled"),
         opts=child)
     aws.s3.BucketLifecycleConfiguration(
-        f"{prefix}-checkpoints", bucket=bucket.id, rules=checkpoint_lifecycle_rules(), opts=child)
+        f"{prefix}-checkpoints", bucket=bucket.id, rules=checkpoint_lifecycle_rules(job_name),
+        opts=child)
     aws.s3.BucketServerSideEncryptionConfiguration(
         f"{prefix}-checkpoints", bucket=bucket.id,
         rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
@@ -331,12 +333,15 @@ NONCURRENT_DAYS = 7  # a pruned or overwritten checkpoint stays recoverable for 
 INCOMPLETE_UPLOAD_DAYS = 1  # parts of a save a preemption cut short
 
 
-def checkpoint_lifecycle_rules() -> list[aws.s3.BucketLifecycleConfigurationRuleArgs]:
+def checkpoint_lifecycle_rules(job_name: str) -> list[aws.s3.BucketLifecycleConfigurationRuleArgs]:
     """Versioning keeps every deleted checkpoint as a noncurrent version, billed until it
     expires; the trainer prunes old checkpoints, so they must expire. A save cut short leaves
     multipart parts that are billed and invisible until aborted
     (https://docs.aws.amazon.com/AmazonS3/latest/userguide/intro-lifecycle-rules.html,
-    NoncurrentVersionExpiration and AbortIncompleteMultipartUpload)."""
+    NoncurrentVersionExpiration and AbortIncompleteMultipartUpload). The telemetry mirror's
+    overwritten copies go after a day (infra/telemetry.py): where two rules' expirations
+    overlap, S3 honours the shorter
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/lifecycle-conflicts.html)."""
     return [aws.s3.BucketLifecycleConfigurationRuleArgs(
         id="expire-pruned-checkpoints", status="Enabled",
         filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
@@ -346,4 +351,11 @@ def checkpoint_lifecycle_rules() -> list[aws.s3.BucketLifecycleConfigurationRule
         abort_incomplete_multipart_upload=(
             aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
                 days_after_initiation=INCOMPLETE_UPLOAD_DAYS)),
+    ), aws.s3.BucketLifecycleConfigurationRuleArgs(
+        id="expire-overwritten-telemetry", status="Enabled",
+        filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(
+            prefix=telemetry_key_prefix(job_name)),
+        noncurrent_version_expiration=(
+            aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                noncurrent_days=TELEMETRY_NONCURRENT_DAYS)),
     )]

@@ -169,7 +169,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
             lambda profile: profile.issuer_url if profile else None)
         ckpt = create_checkpoints(prefix, s, names["storage_account"], group,
                                   net.nodes_subnet.id, oidc_issuer, client.subscription_id, tags,
-                                  child, found)
+                                  child, found, deployer_object_id=client.object_id)
         # Sticky: a store imported after a destroy stays "adopted" for the stack's later runs.
         adopted = found.adopted or bool(args.previous.outputs.get(CHECKPOINT_ADOPTED_OUTPUT))
 

@@ -120,6 +120,7 @@ class Checkpoints:
     credential: managedidentity.FederatedIdentityCredential
     role: authorization.RoleAssignment
     dataset_reads: list[authorization.RoleAssignment]  # the preparation's az:// source
+    deployer_read: authorization.RoleAssignment  # the user's laptop reads the telemetry mirror
 
 
 def service_account_subject(settings: Settings) -> str:
@@ -160,11 +161,16 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
                        resource_group_name: pulumi.Input[str],
                        nodes_subnet_id: pulumi.Input[str], oidc_issuer_url: pulumi.Input[str],
                        subscription_id: pulumi.Input[str], tags: dict[str, str],
-                       opts: pulumi.ResourceOptions, found: KeptStore = KeptStore()
-                       ) -> Checkpoints:
+                       opts: pulumi.ResourceOptions, found: KeptStore = KeptStore(), *,
+                       deployer_object_id: pulumi.Input[str]) -> Checkpoints:
     """Group, account and container survive `pulumi destroy` unless checkpoints.retainOnDestroy
-    is false; access is Entra-only (no shared keys, no public blobs) through the job's identity.
-    The identity, its federation and its role go with the stack (`resource_group_name`).
+    is false; access is Entra-only (no shared keys, no public blobs): the job's identity writes,
+    the deployer (`deployer_object_id`, whoever runs `pulumi up`) reads, so that
+    `python -m torchrec_cloud status|tensorboard` can read the trainer's telemetry mirror
+    (<checkpoint_uri>/telemetry/) with the user's own `az login`: with shared keys off, a blob
+    read needs a data-plane role, which no control-plane role (Owner, Contributor) includes
+    (https://learn.microsoft.com/azure/storage/blobs/authorize-access-azure-active-directory).
+    The identity, its federation and the roles go with the stack (`resource_group_name`).
     `found`: what a destroy left, imported instead of created."""
     kept = pulumi.ResourceOptions.merge(
         opts, pulumi.ResourceOptions(retain_on_delete=settings.checkpoints.retain_on_destroy))
@@ -232,9 +238,20 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
         subscription_id=subscription_id,
         opts=opts,
     ) for scope in dataset_read_scopes(settings, account.id, subscription_id)]
+    # Reader, not Contributor: the laptop only reads. The container, like the job's role. The
+    # principal type as for the deployer's other grants (AKS admin, registry push).
+    deployer_read = assign_role(
+        f"{prefix}-deployer-blob-reader",
+        role=STORAGE_BLOB_DATA_READER,
+        principal_id=deployer_object_id,
+        principal_type=None,
+        scope=container.id,
+        subscription_id=subscription_id,
+        opts=opts,
+    )
     return Checkpoints(resource_group=group, account=account, container=container,
                        identity=identity, credential=credential, role=role,
-                       dataset_reads=dataset_reads)
+                       dataset_reads=dataset_reads, deployer_read=deployer_read)
 
 
 def dataset_read_scopes(settings: Settings, stack_account_id: pulumi.Input[str],

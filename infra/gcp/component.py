@@ -86,7 +86,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
         job_account, acts_as_job = create_job_account(
             prefix, project, s.job.namespace, s.job.service_account, [cluster], child)
         bucket, writes_checkpoints = create_checkpoint_bucket(
-            prefix, region, s.checkpoints, job_account, bucket_choice, child)
+            prefix, region, s.checkpoints, job_account, bucket_choice, s.job.name, child)
         # IAM the job needs before its first pod starts (IAM propagates in seconds to minutes;
         # a pod that starts first gets 403s and a restart it did not need).
         grants: list[pulumi.Resource] = [

@@ -23,6 +23,7 @@ import pulumi_gcp as gcp
 from infra.naming import stable_hash
 from infra.previous_run import PreviousRun
 from infra.settings.model import Checkpoints, uri_parts
+from infra.telemetry import TELEMETRY_NONCURRENT_DAYS, telemetry_key_prefix
 
 CHECKPOINT_ROLE = "roles/storage.objectUser"  # read, write, list and delete objects; no IAM
 # Get and list objects, nothing else (https://cloud.google.com/storage/docs/access-control/
@@ -128,7 +129,7 @@ def choose_bucket(project: str, prefix: str, previous: PreviousRun) -> BucketCho
 
 def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
                              job_account: gcp.serviceaccount.Account, choice: BucketChoice,
-                             opts: pulumi.ResourceOptions
+                             job_name: str, opts: pulumi.ResourceOptions
                              ) -> tuple[gcp.storage.Bucket, gcp.storage.BucketIAMMember]:
     """The checkpoint bucket, a regional one next to the GPUs, and the grant that gives only the
     job's account object access (the job waits for it: its first checkpoint write needs it).
@@ -151,11 +152,7 @@ def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
         uniform_bucket_level_access=True,
         public_access_prevention="enforced",
         versioning=gcp.storage.BucketVersioningArgs(enabled=True),
-        lifecycle_rules=[gcp.storage.BucketLifecycleRuleArgs(
-            action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
-            condition=gcp.storage.BucketLifecycleRuleConditionArgs(
-                days_since_noncurrent_time=NONCURRENT_DAYS, with_state="ARCHIVED"),
-        )],
+        lifecycle_rules=lifecycle_rules(job_name),
         soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
             retention_duration_seconds=SOFT_DELETE_SECONDS),
         force_destroy=not retain,  # destroy may empty it only when we do not keep it
@@ -172,6 +169,22 @@ def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
         opts=opts,
     )
     return bucket, grant
+
+
+def lifecycle_rules(job_name: str) -> list[gcp.storage.BucketLifecycleRuleArgs]:
+    """Noncurrent versions deleted NONCURRENT_DAYS after they stopped being current; those of
+    the telemetry mirror, which overwrites its copies every minute or so (infra/telemetry.py),
+    after TELEMETRY_NONCURRENT_DAYS. A rule acts when all its conditions hold, so the second
+    rule's `matchesPrefix` limits it to the mirror's folder, and an object that either rule
+    matches is deleted (https://cloud.google.com/storage/docs/lifecycle, "Lifecycle
+    configurations" and "Conditions": matchesPrefix, daysSinceNoncurrentTime)."""
+    return [gcp.storage.BucketLifecycleRuleArgs(
+        action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+        condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+            days_since_noncurrent_time=days, with_state="ARCHIVED",
+            matches_prefixes=prefixes),
+    ) for days, prefixes in ((NONCURRENT_DAYS, None),
+                             (TELEMETRY_NONCURRENT_DAYS, [telemetry_key_prefix(job_name)]))]
 
 
 def grant_dataset_reads(prefix: str, uris: list[str], job_account: gcp.serviceaccount.Account,

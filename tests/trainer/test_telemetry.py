@@ -68,6 +68,74 @@ def test_an_unreachable_store_never_stops_the_mirror_and_it_catches_up(tmp_path,
     assert (blocker / "telemetry" / "metrics.jsonl").read_bytes() == metrics.read_bytes()
 
 
+def test_a_new_file_system_keeps_the_bucket_s_earlier_generations(tmp_path):
+    """`pulumi destroy` then `up`: the checkpoints stay in the bucket, the shared file system is
+    new and empty. The resumed run's metrics.jsonl starts with the earlier records, so its copy
+    to the bucket holds both generations instead of overwriting the first."""
+    mirror = tmp_path / "bucket" / "telemetry"
+    metrics, tb = tmp_path / "fs" / "m.jsonl", tmp_path / "fs" / "tb"
+    args = TINY + ["--log_every", "4", "--checkpoint_every", "6",
+                   "--checkpoint_dir", str(tmp_path / "bucket" / "ckpt"),
+                   "--metrics_file", str(metrics), "--tensorboard_dir", str(tb),
+                   "--telemetry_dir", f"file://{mirror}", "--telemetry_every_seconds", "3600"]
+    run_trainer(args + ["--max_steps", "12"])
+    first = (mirror / "metrics.jsonl").read_bytes()
+    first_events = _event_files(mirror / "tensorboard")
+    assert summary(mirror / "metrics.jsonl")["step"] == 12
+    for path in sorted((tmp_path / "fs").rglob("*"), reverse=True):  # a new file system
+        path.rmdir() if path.is_dir() else path.unlink()
+
+    run_trainer(args + ["--max_steps", "20"])
+    copied = (mirror / "metrics.jsonl").read_bytes()
+    assert copied.startswith(first) and copied == metrics.read_bytes()
+    starts = [r for r in records(mirror / "metrics.jsonl") if r["event"] == "start"]
+    assert [s["resumed_from"] for s in starts] == [None, 12]
+    assert summary(mirror / "metrics.jsonl")["step"] == 20
+    events = _event_files(mirror / "tensorboard")  # the first generation's events stay too
+    assert first_events.items() <= events.items() and len(events) > len(first_events)
+
+
+def test_a_bucket_unreadable_at_start_is_never_overwritten_and_the_next_start_merges(tmp_path,
+                                                                                       caplog):
+    """A store that failed the read at start: metrics.jsonl waits until a turn can compare;
+    while the bucket holds records the local file lacks, it is left alone."""
+    out = tmp_path / "out"
+    remote = out / "metrics.jsonl"
+    remote.mkdir(parents=True)  # reading it fails (IsADirectoryError): the store is unreadable
+    metrics = tmp_path / "m.jsonl"
+    first = TelemetryMirror(str(out), str(metrics), None, every_seconds=3600)
+    first.seed()
+    assert "could not read" in caplog.text and not metrics.exists()
+
+    remote.rmdir()
+    remote.write_text('{"event": "start", "step": 0}\n')  # the earlier generation's record
+    metrics.write_text('{"event": "start", "step": 4}\n')  # this generation's, written since
+    assert first.sync() == 0  # compared now: the bucket's record would be lost
+    assert remote.read_text() == '{"event": "start", "step": 0}\n'
+    assert "is not overwritten" in caplog.text
+
+    second = TelemetryMirror(str(out), str(metrics), None, every_seconds=3600)  # next start
+    second.seed()
+    both = '{"event": "start", "step": 0}\n{"event": "start", "step": 4}\n'
+    assert metrics.read_text() == both
+    assert second.sync() == 1 and remote.read_text() == both
+    third = TelemetryMirror(str(out), str(metrics), None, every_seconds=3600)
+    third.seed()  # the local file already begins with the bucket's copy: left as it is
+    assert metrics.read_text() == both
+
+
+def test_a_bucket_unreadable_only_at_start_is_copied_once_it_is_seen_to_fit(tmp_path):
+    out = tmp_path / "out"
+    (out / "metrics.jsonl").mkdir(parents=True)
+    metrics = tmp_path / "m.jsonl"
+    mirror = TelemetryMirror(str(out), str(metrics), None, every_seconds=3600)
+    mirror.seed()
+    (out / "metrics.jsonl").rmdir()  # the store answers again: nothing there yet
+    metrics.write_text('{"event": "start", "step": 0}\n')
+    assert mirror.sync() == 1
+    assert (out / "metrics.jsonl").read_bytes() == metrics.read_bytes()
+
+
 @pytest.mark.parametrize("flags, wrong", [
     (["--telemetry_dir", "ftp://host/x", "--metrics_file", "m.jsonl"], "URI scheme"),
     (["--telemetry_dir", "s3://bucket/telemetry"], "set at least one of them"),
