@@ -254,9 +254,12 @@ def test_the_parser_reads_escapes_spaced_labels_and_timestamps():
         list(parse("ok 1\nnot a sample line\n"))
 
 
-def test_status_can_read_gpu_metrics_without_importing_pulumi():
-    """`status` runs on a laptop without the stack's SDKs loaded (torchrec_cloud/__main__.py)."""
-    code = ("import sys, torchrec_cloud.gpu_metrics; "
+@pytest.mark.parametrize("module", ["torchrec_cloud.gpu_metrics", "torchrec_cloud.status",
+                                    "torchrec_cloud.logs", "torchrec_cloud.tensorboard"])
+def test_the_laptop_commands_load_no_pulumi(module):
+    """`status`, `logs` and `tensorboard` run on a laptop without the stack's SDKs loaded
+    (torchrec_cloud/__main__.py; workloads/__init__.py imports its component lazily)."""
+    code = (f"import sys, {module}; "
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'pulumi')))")
     done = subprocess.run([sys.executable, "-c", "import json; " + code], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
