@@ -583,7 +583,8 @@ def test_an_unreadable_token_falls_back_to_user_with_a_warning(
     from infra.azure import deployer
 
     warned: list[str] = []
-    monkeypatch.setattr(deployer.pulumi.log, "warn", lambda message, *a, **k: warned.append(message))
+    monkeypatch.setattr(deployer.pulumi.log, "warn",
+                        lambda message, *args, **kwargs: warned.append(message))
     with pytest.raises(ValueError):
         deployer.token_claims(token)
     assert deployer.principal_type_from_token(token) == "User"
