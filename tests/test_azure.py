@@ -24,8 +24,8 @@ import yaml
 from infra.azure.cluster import decode_kubeconfig
 from infra.azure.interconnect import ND_FABRICS, RDMA_HCA_MAX, interconnect_spec
 from infra.azure.node_pools import label_tag, resource_tag
-from infra.azure.identity import (ACR_PULL, AKS_RBAC_CLUSTER_ADMIN, STORAGE_BLOB_DATA_CONTRIBUTOR,
-                                  STORAGE_BLOB_DATA_READER)
+from infra.azure.identity import (ACR_PULL, ACR_PUSH, AKS_RBAC_CLUSTER_ADMIN,
+                                  STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER)
 from infra.azure.network import plan_subnets
 from infra.catalog import Cloud, Interconnect, MACHINES, machine
 from infra.settings import SettingsError
@@ -500,6 +500,96 @@ def test_a_cluster_with_local_accounts_grants_nothing_and_asks_nothing() -> None
     assert not fake.REVIEWS
     assert not [r for r in run.of_type(ROLE)
                 if r.inputs["roleDefinitionId"].endswith(AKS_RBAC_CLUSTER_ADMIN)]
+
+
+# --- the deployer's grants name the kind of principal it is ---------------------------------
+DEPLOYER_ROLES = (AKS_RBAC_CLUSTER_ADMIN, ACR_PUSH, STORAGE_BLOB_DATA_READER)
+
+
+def _deployer_grant_types(run: Run) -> dict[str, str]:
+    """Role -> principalType of each grant to whoever runs `pulumi up`."""
+    return {role: _role(run, role, fake.DEPLOYER_OBJECT_ID).inputs["principalType"]
+            for role in DEPLOYER_ROLES}
+
+
+def test_a_user_deployer_is_granted_as_a_user(run: Run) -> None:
+    """`az login` as a user: AKS RBAC Cluster Admin, AcrPush and Storage Blob Data Reader are
+    assigned with principalType User, as ARM requires for a user's object id."""
+    assert _deployer_grant_types(run) == dict.fromkeys(DEPLOYER_ROLES, "User")
+
+
+@pytest.mark.parametrize(("login", "claims"), [
+    ("service principal secret", fake.SERVICE_PRINCIPAL_CLAIMS),
+    ("managed identity", fake.MANAGED_IDENTITY_CLAIMS),
+])
+def test_a_ci_deployer_is_granted_as_a_service_principal(
+        login: str, claims: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI signs in as an application (a secret, or a managed identity): its ARM token is
+    app-only (idtyp app), and ARM refuses a grant to it typed User (UnmatchedPrincipalType),
+    which is what pulumi_azure_native sends for an unset principal_type. Every grant to the
+    deployer is typed ServicePrincipal; the job's and the kubelet's grants are unchanged."""
+    for name in [n for n in os.environ if n.startswith(("ARM_", "ACTIONS_ID_TOKEN"))]:
+        monkeypatch.delenv(name)
+    for name, value in LOGINS[login][0].items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(fake, "ENTRA_ACCESS_TOKEN", fake.entra_jwt(claims))
+    run = run_stack("azure")
+    assert _deployer_grant_types(run) == dict.fromkeys(DEPLOYER_ROLES, "ServicePrincipal")
+    assert _role(run, ACR_PULL).inputs["principalType"] == "ServicePrincipal"
+    assert _role(run, STORAGE_BLOB_DATA_CONTRIBUTOR).inputs["principalType"] == "ServicePrincipal"
+
+
+@pytest.mark.parametrize(("claims", "expected"), [
+    (fake.USER_CLAIMS, "User"),
+    # An older v1.0 user token without idtyp: scp is only in user tokens.
+    ({k: v for k, v in fake.USER_CLAIMS.items() if k != "idtyp"}, "User"),
+    (fake.SERVICE_PRINCIPAL_CLAIMS, "ServicePrincipal"),
+    (fake.MANAGED_IDENTITY_CLAIMS, "ServicePrincipal"),
+    # An app token without idtyp: no scp, application permissions (roles) at most.
+    ({**{k: v for k, v in fake.SERVICE_PRINCIPAL_CLAIMS.items() if k != "idtyp"},
+      "roles": ["Reader"]}, "ServicePrincipal"),
+    # base64url's "-" and "_", unpadded, and a non-ASCII name.
+    ({**fake.USER_CLAIMS, "name": "Zoë ??>>~~", "upn": "zoë@example.com"}, "User"),
+])
+def test_the_principal_type_is_read_off_a_real_shaped_arm_token(claims: dict[str, Any],
+                                                                 expected: str) -> None:
+    from infra.azure.deployer import principal_type_from_token, token_claims
+
+    token = fake.entra_jwt(claims)
+    assert token.count(".") == 2 and "=" not in token
+    assert token_claims(token) == claims
+    assert principal_type_from_token(token) == expected
+
+
+def test_the_padding_and_url_alphabet_of_the_payload_are_decoded() -> None:
+    from infra.azure.deployer import token_claims
+
+    claims = {**fake.SERVICE_PRINCIPAL_CLAIMS, "xms_tcdt": "??>>~~"}
+    token = fake.entra_jwt(claims)
+    assert {"-", "_"} & set(token.split(".")[1]), token  # the URL-safe alphabet is in play
+    assert token_claims(token) == claims
+
+
+@pytest.mark.parametrize("token", [
+    "opaque-access-token", "a.b", "header..signature", "h.!!not-base64!!.s",
+    "h." + base64.urlsafe_b64encode(b"not json").decode().rstrip("=") + ".s",
+    "h." + base64.urlsafe_b64encode(b'["a list"]').decode().rstrip("=") + ".s",
+])
+def test_an_unreadable_token_falls_back_to_user_with_a_warning(
+        token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not expected from Entra; the run goes on as every run did before the type was read
+    (User, right for `az login`), and the warning names the ARM error a service principal
+    would then meet."""
+    from infra.azure import deployer
+
+    warned: list[str] = []
+    monkeypatch.setattr(deployer.pulumi.log, "warn",
+                        lambda message, *args, **kwargs: warned.append(message))
+    with pytest.raises(ValueError):
+        deployer.token_claims(token)
+    assert deployer.principal_type_from_token(token) == "User"
+    (message,) = warned
+    assert "UnmatchedPrincipalType" in message and "az login" in message
 
 
 # --- NetApp Files ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 from pulumi_azure_native import authorization
 
 from infra.azure.addons import create_addons
+from infra.azure.deployer import deployer_principal_type
 from infra.azure.features import INFINIBAND_FEATURE, require_registered
 from infra.azure.cluster import (create_cluster, create_maintenance_windows,
                                  grant_subnet_to_cluster, user_kubeconfig)
@@ -108,6 +109,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
         # Both are read before anything is registered (synchronous invokes).
         found = kept_store(prefix, args.previous)
         running = pool_versions(args)
+        # User or service principal: the type of every grant to the deployer (deployer.py).
+        deployer_type = deployer_principal_type()
         super().__init__(TYPE_TOKEN, name, None, opts)
         fs = s.shared_file_system
         assert isinstance(fs, AzureNetAppFiles) and s.azure is not None  # settings rules
@@ -132,7 +135,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
         if s.azure.disable_local_accounts:
             access.append(assign_role(
                 f"{prefix}-deployer-aks-admin", role=AKS_RBAC_CLUSTER_ADMIN,
-                principal_id=client.object_id, principal_type=None, scope=cluster.id,
+                principal_id=client.object_id, principal_type=deployer_type, scope=cluster.id,
                 subscription_id=client.subscription_id, opts=child))
 
         placement = create_placement_group(prefix, s, group, tags, child)
@@ -169,7 +172,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
             lambda profile: profile.issuer_url if profile else None)
         ckpt = create_checkpoints(prefix, s, names["storage_account"], group,
                                   net.nodes_subnet.id, oidc_issuer, client.subscription_id, tags,
-                                  child, found, deployer_object_id=client.object_id)
+                                  child, found, deployer_object_id=client.object_id,
+                                  deployer_type=deployer_type)
         # Sticky: a store imported after a destroy stays "adopted" for the stack's later runs.
         adopted = found.adopted or bool(args.previous.outputs.get(CHECKPOINT_ADOPTED_OUTPUT))
 
@@ -185,7 +189,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
                 lambda profile: profile["kubeletidentity"].object_id if profile else None)
             image = create_trainer_image(prefix, names["registry"], group, kubelet,
                                          client.object_id, client.subscription_id,
-                                         client.tenant_id, tags, provider, self, child)
+                                         client.tenant_id, tags, provider, self, child,
+                                         deployer_type=deployer_type)
             trainer_image = image.reference
             ready.append(image.pull)
 

@@ -21,12 +21,13 @@ def role_definition_id(subscription_id: pulumi.Input[str], role: str) -> pulumi.
 
 
 def assign_role(name: str, *, role: str, principal_id: pulumi.Input[str],
-                principal_type: authorization.PrincipalType | None, scope: pulumi.Input[str],
+                principal_type: authorization.PrincipalType, scope: pulumi.Input[str],
                 subscription_id: pulumi.Input[str], opts: pulumi.ResourceOptions
                 ) -> authorization.RoleAssignment:
     """A built-in role for one principal on one scope (the provider names it with a GUID).
-    principal_type is given for identities created here, so Azure does not wait for Entra
-    replication; None for the deployer, who may be a user or a service principal."""
+    principal_type is always given: for identities created here, so Azure does not wait for
+    Entra replication; for the deployer, deployer.deployer_principal_type(), because ARM
+    refuses a type that differs from the principal's and the SDK turns None into "User"."""
     return authorization.RoleAssignment(
         name,
         role_definition_id=role_definition_id(subscription_id, role),

@@ -54,7 +54,8 @@ def create_trainer_image(prefix: str, registry_name: pulumi.Input[str],
                          deployer_object_id: pulumi.Input[str],
                          subscription_id: pulumi.Input[str], tenant_id: pulumi.Input[str],
                          tags: dict[str, str], provider: pulumi.ProviderResource,
-                         parent: pulumi.Resource, opts: pulumi.ResourceOptions) -> TrainerImage:
+                         parent: pulumi.Resource, opts: pulumi.ResourceOptions, *,
+                         deployer_type: authorization.PrincipalType) -> TrainerImage:
     registry = containerregistry.Registry(
         f"{prefix}-acr",
         resource_group_name=resource_group_name,
@@ -72,7 +73,8 @@ def create_trainer_image(prefix: str, registry_name: pulumi.Input[str],
         subscription_id=subscription_id, opts=opts)
     push = assign_role(
         f"{prefix}-deployer-acr-push", role=ACR_PUSH, principal_id=deployer_object_id,
-        principal_type=None, scope=registry.id, subscription_id=subscription_id, opts=opts)
+        principal_type=deployer_type, scope=registry.id, subscription_id=subscription_id,
+        opts=opts)
     repository = pulumi.Output.concat(registry.login_server, "/", TRAINER_REPOSITORY)
     image = build_trainer_image(
         f"{prefix}-trainer-image",

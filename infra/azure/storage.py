@@ -162,7 +162,8 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
                        nodes_subnet_id: pulumi.Input[str], oidc_issuer_url: pulumi.Input[str],
                        subscription_id: pulumi.Input[str], tags: dict[str, str],
                        opts: pulumi.ResourceOptions, found: KeptStore = KeptStore(), *,
-                       deployer_object_id: pulumi.Input[str]) -> Checkpoints:
+                       deployer_object_id: pulumi.Input[str],
+                       deployer_type: authorization.PrincipalType) -> Checkpoints:
     """Group, account and container survive `pulumi destroy` unless checkpoints.retainOnDestroy
     is false; access is Entra-only (no shared keys, no public blobs): the job's identity writes,
     the deployer (`deployer_object_id`, whoever runs `pulumi up`) reads, so that
@@ -239,12 +240,13 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
         opts=opts,
     ) for scope in dataset_read_scopes(settings, account.id, subscription_id)]
     # Reader, not Contributor: the laptop only reads. The container, like the job's role. The
-    # principal type as for the deployer's other grants (AKS admin, registry push).
+    # principal type as for the deployer's other grants (AKS admin, registry push): User or
+    # ServicePrincipal, read off the deployer's token (deployer.deployer_principal_type).
     deployer_read = assign_role(
         f"{prefix}-deployer-blob-reader",
         role=STORAGE_BLOB_DATA_READER,
         principal_id=deployer_object_id,
-        principal_type=None,
+        principal_type=deployer_type,
         scope=container.id,
         subscription_id=subscription_id,
         opts=opts,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pulumi
@@ -19,13 +20,41 @@ TRAINER_PRINCIPAL_ID = "55555555-5555-5555-5555-555555555555"
 OIDC_ISSUER = f"https://eastus.oic.prod-aks.azure.com/{TENANT}/abcdef/"
 ANF_MOUNT_IP = "10.1.128.4"
 CLUSTER_PRINCIPAL_ID = "88888888-8888-8888-8888-888888888888"
-ENTRA_ACCESS_TOKEN = "fake-entra-access-token"  # audience: Azure Resource Manager
 ACR_AUDIENCE_TOKEN = "fake-entra-acr-audience-token"  # audience: https://containerregistry.azure.net
 AKS_AUDIENCE_TOKEN = "fake-entra-aks-server-token"  # audience: the AKS server application
 ACR_REFRESH_TOKEN = "fake-acr-refresh-token"
 AKS_SERVER_APP_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
 AZURE_CLI_CLIENT_ID = "80faf920-1908-4b52-b5ef-a8e7bedfc67a"  # what AKS writes for devicecode
 API_SERVER = "https://torchrec-cloud-azure-aks.hcp.eastus.azmk8s.io:443"
+
+
+def entra_jwt(claims: dict[str, Any]) -> str:
+    """A token shaped as Entra ID issues them: base64url header.payload.signature, unpadded
+    (RFC 7515); the signature is never checked by the program, only the claims are read."""
+    def part(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).decode().rstrip("=")
+    header = {"typ": "JWT", "alg": "RS256", "x5t": "fake-kid", "kid": "fake-kid"}
+    payload = json.dumps(claims, ensure_ascii=False).encode()  # UTF-8, as Entra writes it
+    return ".".join([part(json.dumps(header).encode()), part(payload), part(b"fake-signature")])
+
+
+# An ARM-audience v1.0 access token's claims, as Entra issues them to each kind of deployer
+# (learn.microsoft.com/entra/identity-platform/access-token-claims-reference).
+_ARM_TOKEN = {"aud": "https://management.core.windows.net/",
+              "iss": f"https://sts.windows.net/{TENANT}/", "iat": 1795000000,
+              "nbf": 1795000000, "exp": 1795004000, "oid": DEPLOYER_OBJECT_ID, "tid": TENANT,
+              "sub": DEPLOYER_OBJECT_ID, "ver": "1.0"}
+USER_CLAIMS = {**_ARM_TOKEN, "idtyp": "user", "scp": "user_impersonation",
+               "appid": AZURE_CLI_CLIENT_ID, "appidacr": "0", "amr": ["pwd", "mfa"],
+               "name": "Ada Deployer", "upn": "ada@example.com", "unique_name": "ada@example.com"}
+SERVICE_PRINCIPAL_CLAIMS = {**_ARM_TOKEN, "idtyp": "app", "appid": "sp-app-id",
+                            "appidacr": "1"}  # client secret; no scp: app-only
+MANAGED_IDENTITY_CLAIMS = {
+    **_ARM_TOKEN, "idtyp": "app", "appid": "uami-client-id", "appidacr": "2",
+    "xms_mirid": (f"/subscriptions/{SUBSCRIPTION}/resourcegroups/ci/providers/"
+                  "Microsoft.ManagedIdentity/userAssignedIdentities/deployer")}
+# By default the deployer is a user signed in with `az login`.
+ENTRA_ACCESS_TOKEN = entra_jwt(USER_CLAIMS)  # audience: Azure Resource Manager
 
 
 def _rg(args: pulumi.runtime.MockResourceArgs) -> str:
@@ -176,14 +205,17 @@ def _user_credentials(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     return {"kubeconfigs": [{"name": "clusterUser", "value": encoded}]}
 
 
-TOKENS_BY_AUDIENCE = {None: ENTRA_ACCESS_TOKEN, "": ENTRA_ACCESS_TOKEN,
-                      "https://containerregistry.azure.net": ACR_AUDIENCE_TOKEN,
+TOKENS_BY_AUDIENCE = {"https://containerregistry.azure.net": ACR_AUDIENCE_TOKEN,
                       AKS_SERVER_APP_ID: AKS_AUDIENCE_TOKEN}
 
 
 def _client_token(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-    """getClientToken asks Entra for `<endpoint>/.default`; each audience its own token."""
+    """getClientToken asks Entra for `<endpoint>/.default`; each audience its own token. No
+    endpoint: ARM's, read at call time so a test can sign in as another kind of deployer
+    (monkeypatch ENTRA_ACCESS_TOKEN)."""
     endpoint = args.args.get("endpoint")
+    if endpoint in (None, ""):
+        return {"token": ENTRA_ACCESS_TOKEN}
     if endpoint not in TOKENS_BY_AUDIENCE:
         return {}, [("endpoint", f"no fake token for audience {endpoint!r}")]
     return {"token": TOKENS_BY_AUDIENCE[endpoint]}
