@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from infra.telemetry import TELEMETRY_FOLDER
+
 STACKS = ("aws", "azure", "gcp")
 DEFAULT_NAMESPACE = "torchrec"  # infra/settings/model.py Job.namespace, for stacks before job_namespace
-TELEMETRY = "telemetry"  # <checkpoint_uri>/telemetry/: the trainer's mirror of its metrics and events
 
 
 class StackError(Exception):
@@ -73,7 +74,7 @@ class Outputs:
 
     @property
     def telemetry_uri(self) -> str:
-        return f"{self.checkpoint_uri}/{TELEMETRY}"
+        return f"{self.checkpoint_uri}/{TELEMETRY_FOLDER}"
 
 
 def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
