@@ -394,7 +394,7 @@ def planned_throughput(s: Settings) -> Throughput | None:
         how += f": the lower, {compute / 1e6:.3f}M"
     ranks = s.job.nodes * s.job.processes_per_node
     batch = int(flags.get("global_batch_size") or 0) // ranks or int(flags["batch_size"])
-    how += f"; this job: batch {batch}/rank, not scaled for"
+    how += f"; this job's batch {batch}/rank (the plan does not scale with batch)"
     crossing = all_to_all_bytes_per_sample(s, flags)
     if not crossing:
         return Throughput(compute, how)
