@@ -1011,6 +1011,7 @@ def test_without_the_fabric_the_planner_is_given_the_primary_nic_s_sockets(flavo
     planner costs the all-to-all at that figure, the one the run estimate uses, not the
     fabric's rated speed (p4d: 100 of 400 Gbit/s)."""
     from infra.catalog import inter_host_gb_s_per_gpu
+    from infra.settings.model import Interconnect
 
     on = run_workload(flavour, Job())
     off = run_workload(flavour, Job(), interconnect=Interconnect(fabric=False))
