@@ -84,11 +84,12 @@ class SaveEstimate:
 def _tables(trainer_args: dict[str, object]) -> tuple[list[int], int, str, float]:
     """Rows per table, width, optimizer and the data-parallel rule of the job's trainer
     arguments, with the trainer's own defaults (trainer/config.py) under a --recipe's values
-    (trainer/recipe.py)."""
+    (trainer/recipe.py); each value as the trainer's parser reads it (`1,2,3` is a list)."""
+    from infra.settings.trainer_flags import parsed_trainer_args
     from trainer.config import NUM_SPARSE_FEATURES, TrainConfig  # plain: no torch import
     from trainer.recipe import with_recipe
 
-    trainer_args = with_recipe(trainer_args)
+    trainer_args = with_recipe(parsed_trainer_args(trainer_args))  # type: ignore[arg-type]
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     per_feature = trainer_args.get("num_embeddings_per_feature")
     if isinstance(per_feature, list) and per_feature:

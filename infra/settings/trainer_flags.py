@@ -108,6 +108,16 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
     return values, problems
 
 
+def parsed_trainer_args(args: Mapping[str, TrainerArgValue]) -> dict[str, Any]:
+    """job.trainerArgs as the pod's argparse turns them into values (`512,256,128` and
+    [512, 256, 128] both a list, `1` a one-item list for a list flag): what every estimate of
+    the job reads. Keys the trainer refuses are left out (trainer_args_fit_the_trainer names
+    them)."""
+    from trainer.config import build_parser
+
+    return _converted(args, _actions(build_parser()))[0]
+
+
 def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks: int,
                           args: Mapping[str, TrainerArgValue]) -> list[Problem]:
     """TrainConfig's own checks (ranges, combinations) on what the pod would parse: the
