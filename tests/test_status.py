@@ -618,6 +618,40 @@ def test_tensorboard_keeps_copying_while_it_runs_and_stops_with_it(tmp_path):
     assert len(calls) == after and copy.stat().st_size == 20  # stopped with TensorBoard
 
 
+def test_ctrl_c_during_a_slow_copy_leaves_at_once(tmp_path, monkeypatch):
+    """Ctrl-C while a copy is downloading a large event file: TensorBoard is stopped and the
+    command returns within a short bound, not when the download ends."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from torchrec_cloud import tensorboard
+
+    monkeypatch.setattr(tensorboard, "JOIN_S", 0.5)
+    copying, release = threading.Event(), threading.Event()
+
+    def slow_copy() -> list[str]:
+        copying.set()
+        release.wait(60)  # a download that takes a minute
+        return []
+
+    def ctrl_c() -> None:
+        if copying.wait(30):
+            os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, to this process
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    started = time.monotonic()
+    try:
+        code = tensorboard.serve([sys.executable, "-c", "import time; time.sleep(60)"],
+                                 slow_copy, every=0.1)
+        took = time.monotonic() - started
+        assert copying.is_set() and not release.is_set()  # the copy was still under way
+    finally:
+        release.set()
+    assert code == 0 and took < 10, took
+
+
 # What `kubectl logs` asks before it reads a pod's log: the core API's discovery documents.
 DISCOVERY = {
     "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
