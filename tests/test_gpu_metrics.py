@@ -216,6 +216,26 @@ def test_an_exporter_pod_not_on_a_node_yet_says_why_the_scheduler_left_it(tmp_pa
                              "2 node(s) didn't match Pod's node affinity/selector.")
 
 
+def test_a_gpu_operator_exporter_waiting_for_its_validation_says_so():
+    """The GPU Operator's exporter (Azure) starts after its init container `toolkit-validation`
+    sees the container toolkit: until then the init container is named, not a crash."""
+    waiting = _pod("nvidia-dcgm-exporter-tk2zx", "aks-gpu-12345678-vmss000000", phase="Pending",
+                   ready=False, container={"name": "nvidia-dcgm-exporter", "ready": False,
+                                           "restartCount": 0, "state": {"waiting": {
+                                               "reason": "PodInitializing"}}},
+                   initContainerStatuses=[{"name": "toolkit-validation", "ready": False,
+                                           "restartCount": 0, "state": {"running": {
+                                               "startedAt": "2026-11-26T10:01:40Z"}}}])
+    asked: list[str] = []
+    result = read_gpu_utilisation(
+        lambda path: asked.append(path) or json.dumps(_pod_list(waiting)), "azure")
+    assert result.per_node is None
+    assert result.reason == ("no DCGM exporter pod is ready: nvidia-dcgm-exporter-tk2zx (on "
+                             "aks-gpu-12345678-vmss000000): init container toolkit-validation "
+                             "running, not ready / nvidia-dcgm-exporter PodInitializing")
+    assert len(asked) == 1  # the pod list only: nothing is read through a proxy
+
+
 def test_a_node_whose_exporter_does_not_answer_is_named_and_the_others_still_read(tmp_path):
     """The proxy answers 404 for an exporter pod that just went away (a preempted spot node)."""
     routes = {

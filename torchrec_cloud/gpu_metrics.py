@@ -126,8 +126,9 @@ def _missing(permission: str, exporter: Exporter) -> str:
 def _ready(pod: dict) -> bool:
     """The pod's Ready condition (core/v1 PodCondition) on a node: its exporter can answer."""
     status = pod.get("status") or {}
+    conditions = status.get("conditions") or []
     return bool((pod.get("spec") or {}).get("nodeName")) and any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _short(text: str) -> str:
@@ -156,9 +157,10 @@ def _container(c: dict, init: bool = False) -> str | None:
         parts.append(f"{c['restartCount']} restarts")
     if last:
         said = _short(str(last.get("message") or ""))
-        parts.append(f"last exit: {said}" if said else
-                     f"last exit: {last.get('reason') or 'terminated'} (exit code {last.get('exitCode')})")
-    return f"{'init container ' if init else ''}{c.get('name', '?')} {', '.join(parts) or 'not ready'}"
+        how = f"{last.get('reason') or 'terminated'} (exit code {last.get('exitCode')})"
+        parts.append(f"last exit: {said or how}")
+    name = f"{'init container ' if init else ''}{c.get('name', '?')}"
+    return f"{name} {', '.join(parts) or 'not ready'}"
 
 
 def _why_not_ready(pod: dict) -> str:
@@ -166,8 +168,9 @@ def _why_not_ready(pod: dict) -> str:
     container state yet says why (not scheduled: the PodScheduled condition's message)."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     node = (pod.get("spec") or {}).get("nodeName")
-    said = [x for x in [*(_container(c, init=True) for c in status.get("initContainerStatuses") or []),
-                        *(_container(c) for c in status.get("containerStatuses") or [])] if x]
+    states = [*(_container(c, init=True) for c in status.get("initContainerStatuses") or []),
+              *(_container(c) for c in status.get("containerStatuses") or [])]
+    said = [x for x in states if x]
     if not said:
         scheduled = next((c for c in status.get("conditions") or []
                           if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
