@@ -57,9 +57,21 @@ def exporter_output(node: str, utilisation: list[float | int], node_label: str =
     return "\n".join(lines) + "\n"
 
 
-def _pod(name: str, node: str, phase: str = "Running") -> dict[str, Any]:
+IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"
+
+
+def _pod(name: str, node: str | None, phase: str = "Running", ready: bool = True,
+         container: dict[str, Any] | None = None, **status: Any) -> dict[str, Any]:
+    """An exporter pod as the API returns it: its Ready condition and its container's status
+    (core/v1 PodStatus); `container` replaces the running one (`exporter`, the chart's name)."""
+    state = container or {"name": "exporter", "image": IMAGE, "ready": ready, "restartCount": 0,
+                          "started": True, "state": {"running": {"startedAt": "2026-11-26T10:02:11Z"}}}
+    conditions = [{"type": "PodScheduled", "status": "True"},
+                  {"type": "Ready", "status": "True" if ready else "False"}]
     return {"metadata": {"name": name, "namespace": "kube-system"},
-            "spec": {"nodeName": node}, "status": {"phase": phase}}
+            "spec": {"nodeName": node} if node else {},
+            "status": {"phase": phase, "conditions": conditions, "containerStatuses": [state],
+                       **status}}
 
 
 def _pod_list(*pods: dict[str, Any]) -> dict[str, Any]:
@@ -123,14 +135,105 @@ def test_the_node_comes_from_the_newer_lowercase_label_and_blank_values_are_not_
 
 
 def test_no_gpu_node_yet_says_so_instead_of_a_figure(tmp_path):
-    """GPU pools scale from zero: before the gang's nodes come up there is no exporter pod, and
-    a pod still Pending on a node is not read."""
-    routes = {_pods_path("aws"): _pod_list(_pod("dcgm-exporter-4xq8m", NODE_A, phase="Pending"))}
+    """GPU pools scale from zero: before the gang's nodes come up there is no exporter pod."""
+    routes = {_pods_path("aws"): _pod_list()}
     with FakeApi(routes) as api:
         result = read_gpu_utilisation(_kubectl(tmp_path, api), "aws")
     assert result.per_node is None
-    assert "no DCGM exporter pod running in kube-system" in result.reason
+    assert result.reason == ("no DCGM exporter pod in kube-system (app.kubernetes.io/name="
+                             "dcgm-exporter): no GPU node is up yet")
     assert not [r for r in api.requests if "/proxy/" in r]
+
+
+def test_an_exporter_that_cannot_pull_its_image_is_named_with_the_kubelets_reason(tmp_path):
+    """`pulumi up` does not wait for the exporter, so status is where a broken one shows: a pod
+    stuck Pending on a GPU node that is up says ImagePullBackOff, not "no GPU node is up"."""
+    pulling = _pod("dcgm-exporter-4xq8m", NODE_A, phase="Pending", ready=False, container={
+        "name": "exporter", "image": IMAGE, "imageID": "", "ready": False, "restartCount": 0,
+        "started": False, "lastState": {},
+        "state": {"waiting": {"reason": "ImagePullBackOff",
+                              "message": f'Back-off pulling image "{IMAGE}"'}}})
+    routes = {_pods_path("aws"): _pod_list(pulling)}
+    with FakeApi(routes) as api:
+        result = read_gpu_utilisation(_kubectl(tmp_path, api), "aws")
+    assert result.per_node is None
+    assert result.reason == (f"no DCGM exporter pod is ready: dcgm-exporter-4xq8m (on {NODE_A}): "
+                             "exporter ImagePullBackOff")
+    assert not [r for r in api.requests if "/proxy/" in r]
+
+
+def test_a_crash_looping_exporter_shows_its_restarts_and_last_words_and_the_others_still_read(
+        tmp_path):
+    """Running but not ready (CrashLoopBackOff): it is not read through the proxy; its restarts
+    and the last line of its termination message (FallbackToLogsOnError: the log's tail) are
+    what the user needs; the ready node's figure still comes."""
+    crashing = _pod("dcgm-exporter-9wlr2", NODE_B, ready=False, container={
+        "name": "exporter", "image": IMAGE, "ready": False, "restartCount": 7, "started": False,
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting "
+                              "failed container=exporter pod=dcgm-exporter-9wlr2_kube-system"}},
+        "lastState": {"terminated": {
+            "exitCode": 1, "reason": "Error", "startedAt": "2026-11-26T11:50:02Z",
+            "finishedAt": "2026-11-26T11:50:04Z",
+            "message": 'time=2026-11-26T11:50:03Z level=INFO msg="Starting dcgm-exporter"\n'
+                       'time=2026-11-26T11:50:04Z level=ERROR msg="Error starting nv-hostengine"'
+                       ' error="DCGM initialization error"\n'}}})
+    routes = {
+        _pods_path("aws"): _pod_list(_pod("dcgm-exporter-4xq8m", NODE_A), crashing),
+        _proxy("aws", "dcgm-exporter-4xq8m"): exporter_output(NODE_A, [50] * 8),
+    }
+    with FakeApi(routes) as api:
+        result = read_gpu_utilisation(_kubectl(tmp_path, api), "aws")
+    assert result.per_node == {NODE_A: 50.0}
+    assert result.reason == (
+        f"dcgm-exporter-9wlr2 (on {NODE_B}): exporter CrashLoopBackOff, 7 restarts, last exit: "
+        'time=2026-11-26T11:50:04Z level=ERROR msg="Error starting nv-hostengine" '
+        'error="DCGM initialization error"')
+    assert _proxy("aws", "dcgm-exporter-9wlr2") not in api.requests
+    # Without a message (the chart's default terminationMessagePolicy: File), how it ended.
+    crashing["status"]["containerStatuses"][0]["lastState"]["terminated"].pop("message")
+    routes[_pods_path("aws")] = _pod_list(crashing)
+    with FakeApi(routes) as api:
+        result = read_gpu_utilisation(_kubectl(tmp_path, api), "aws")
+    assert result.per_node is None
+    assert result.reason.endswith("exporter CrashLoopBackOff, 7 restarts, last exit: Error (exit code 1)")
+
+
+def test_an_exporter_pod_not_on_a_node_yet_says_why_the_scheduler_left_it(tmp_path):
+    """A DaemonSet pod waits for the scheduler like any other (its node affinity names the
+    node): the PodScheduled condition's words, not a GPU figure, not a crash."""
+    unscheduled = _pod("nvidia-dcgm-exporter-tk2zx", None, phase="Pending", ready=False,
+                       conditions=[{"type": "PodScheduled", "status": "False",
+                                    "reason": "Unschedulable", "message": "0/3 nodes are "
+                                    "available: 1 Too many pods, 2 node(s) didn't match Pod's "
+                                    "node affinity/selector."}])
+    del unscheduled["status"]["containerStatuses"]
+    routes = {_pods_path("azure"): _pod_list(unscheduled)}
+    with FakeApi(routes) as api:
+        result = read_gpu_utilisation(_kubectl(tmp_path, api), "azure")
+    assert result.per_node is None
+    assert result.reason == ("no DCGM exporter pod is ready: nvidia-dcgm-exporter-tk2zx (not on "
+                             "a node): Unschedulable: 0/3 nodes are available: 1 Too many pods, "
+                             "2 node(s) didn't match Pod's node affinity/selector.")
+
+
+def test_a_gpu_operator_exporter_waiting_for_its_validation_says_so():
+    """The GPU Operator's exporter (Azure) starts after its init container `toolkit-validation`
+    sees the container toolkit: until then the init container is named, not a crash."""
+    waiting = _pod("nvidia-dcgm-exporter-tk2zx", "aks-gpu-12345678-vmss000000", phase="Pending",
+                   ready=False, container={"name": "nvidia-dcgm-exporter", "ready": False,
+                                           "restartCount": 0, "state": {"waiting": {
+                                               "reason": "PodInitializing"}}},
+                   initContainerStatuses=[{"name": "toolkit-validation", "ready": False,
+                                           "restartCount": 0, "state": {"running": {
+                                               "startedAt": "2026-11-26T10:01:40Z"}}}])
+    asked: list[str] = []
+    result = read_gpu_utilisation(
+        lambda path: asked.append(path) or json.dumps(_pod_list(waiting)), "azure")
+    assert result.per_node is None
+    assert result.reason == ("no DCGM exporter pod is ready: nvidia-dcgm-exporter-tk2zx (on "
+                             "aks-gpu-12345678-vmss000000): init container toolkit-validation "
+                             "running, not ready / nvidia-dcgm-exporter PodInitializing")
+    assert len(asked) == 1  # the pod list only: nothing is read through a proxy
 
 
 def test_a_node_whose_exporter_does_not_answer_is_named_and_the_others_still_read(tmp_path):

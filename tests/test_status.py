@@ -415,6 +415,38 @@ def test_spend_adds_the_stacks_fixed_hourly_items_over_the_clusters_age(tmp_path
     assert older.startswith("about USD 0.38 so far") and "no estimated_cost output" in older
 
 
+def test_a_stack_deployed_before_the_per_node_mark_does_not_count_its_nodes_as_fixed_items(tmp_path):
+    """A stack last deployed before infra/estimate.py marked its per-node items exports the same
+    items without "nodes": status reads only outputs, so it must still leave the GPU and system
+    nodes out of the fixed items (with no node alive, a day of the cluster costs only them)."""
+    from dataclasses import replace
+
+    from infra.estimate import estimate_output
+    from tests.test_estimate import settings
+    from torchrec_cloud.pools import fixed_items
+    from workloads.waiting import ClusterView
+
+    cost = json.loads(json.dumps(estimate_output(settings("aws"))))
+    for item in cost["items"]:  # the shape such a stack holds: the same items, unmarked
+        item.pop("nodes", None)
+    names = [i["item"] for i in cost["items"]]
+    assert "GPU nodes" in names and "system nodes" in names
+    fixed = {i["item"]: i["usd_per_hour"] for i in cost["items"]
+             if i["item"] not in ("GPU nodes", "system nodes")}
+    default_ns = {"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": "default", "creationTimestamp": "2026-11-25T12:00:00Z"}}
+    view = ClusterView(job=fx.JOB, namespace=fx.NS, cloud="aws", nodes=[])
+    line = status.spend_section(view, replace(outputs(tmp_path), estimated_cost=cost),
+                                lambda path: json.dumps(default_ns), NOW)[0]
+    rate = sum(fixed.values())
+    assert line.startswith(f"about USD {rate * 24:,.2f} so far, USD {rate:,.2f}/h now (0 nodes")
+    assert f"plus {', '.join(fixed)} at USD {rate:,.2f}/h for the cluster's 24 h 00 min" in line
+    # Its GPU nodes with a spot price, under whatever name: a node item, not a fixed one.
+    renamed = {"items": [{"item": "GPU nodes (2 x p5.48xlarge)", "usd_per_hour": 110.0,
+                          "spot_usd_per_hour": 40.0}, {"item": "outbound", "usd_per_hour": 0.05}]}
+    assert fixed_items(renamed) == [("outbound", 0.05)]
+
+
 def test_capacity_block_nodes_are_labelled_and_priced_as_on_demand():
     from infra.catalog import machine
     from torchrec_cloud.pools import pools, spend
@@ -584,6 +616,40 @@ def test_tensorboard_keeps_copying_while_it_runs_and_stops_with_it(tmp_path):
 
     time.sleep(0.6)
     assert len(calls) == after and copy.stat().st_size == 20  # stopped with TensorBoard
+
+
+def test_ctrl_c_during_a_slow_copy_leaves_at_once(tmp_path, monkeypatch):
+    """Ctrl-C while a copy is downloading a large event file: TensorBoard is stopped and the
+    command returns within a short bound, not when the download ends."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from torchrec_cloud import tensorboard
+
+    monkeypatch.setattr(tensorboard, "JOIN_S", 0.5)
+    copying, release = threading.Event(), threading.Event()
+
+    def slow_copy() -> list[str]:
+        copying.set()
+        release.wait(60)  # a download that takes a minute
+        return []
+
+    def ctrl_c() -> None:
+        if copying.wait(30):
+            os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, to this process
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    started = time.monotonic()
+    try:
+        code = tensorboard.serve([sys.executable, "-c", "import time; time.sleep(60)"],
+                                 slow_copy, every=0.1)
+        took = time.monotonic() - started
+        assert copying.is_set() and not release.is_set()  # the copy was still under way
+    finally:
+        release.set()
+    assert code == 0 and took < 10, took
 
 
 # What `kubectl logs` asks before it reads a pod's log: the core API's discovery documents.

@@ -9,6 +9,12 @@ proxy of Pod", the `pods/proxy` subresource).
 The exporters are read at the same time, each request bounded (PROXY_TIMEOUT_S): a node whose
 exporter hangs (a node going away) costs `status` one bound, not one per node, and is named.
 
+Only exporter pods whose Ready condition is True are read (the chart's readinessProbe is its
+/health). `pulumi up` does not wait for the exporter, so `status` is where a broken one shows:
+a pod that is not ready is named with the kubelet's words (core/v1 ContainerStatus:
+state.waiting.reason, restartCount, lastState.terminated.message); "no GPU node is up yet" is
+said only when there is no exporter pod at all.
+
 A node is named by the exporter's own label: it writes NODE_NAME (the chart and the GPU Operator
 set it from spec.nodeName) as `Hostname` (dcgm-exporter 4.5.3-4.8.2,
 internal/pkg/rendermetrics/render_metrics.go), renamed `hostname` after that release
@@ -35,6 +41,7 @@ NODE_LABELS = ("Hostname", "hostname")
 PERCENT = (0.0, 100.0)
 PROXY_TIMEOUT_S = 10  # per request (kubectl --request-timeout): an exporter answers in well under 1 s
 READERS = 8  # exporters read at once: kubectl processes, light on a laptop
+MESSAGE_CHARS = 120  # a termination message as status prints it: one line, not a log
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,63 @@ def _missing(permission: str, exporter: Exporter) -> str:
             f"`list pods` and `get pods/proxy` there (a Role on resources pods and pods/proxy)")
 
 
+def _ready(pod: dict) -> bool:
+    """The pod's Ready condition (core/v1 PodCondition) on a node: its exporter can answer."""
+    status = pod.get("status") or {}
+    conditions = status.get("conditions") or []
+    return bool((pod.get("spec") or {}).get("nodeName")) and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _short(text: str) -> str:
+    """A container's termination message on one line: its last line (a log tail ends with the
+    error, FallbackToLogsOnError), cut to MESSAGE_CHARS."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    return last if len(last) <= MESSAGE_CHARS else last[:MESSAGE_CHARS - 3] + "..."
+
+
+def _container(c: dict, init: bool = False) -> str | None:
+    """One container's state (core/v1 ContainerStatus): why it waits, its restarts, how it last
+    ended. None for an init container that completed."""
+    state, last = c.get("state") or {}, (c.get("lastState") or {}).get("terminated") or {}
+    if init and (state.get("terminated") or {}).get("exitCode") == 0:
+        return None
+    parts = []
+    if (state.get("waiting") or {}).get("reason"):
+        parts.append(state["waiting"]["reason"])
+    elif state.get("running"):
+        parts.append("running, not ready")
+    elif state.get("terminated"):
+        ended = state["terminated"]
+        parts.append(f"{ended.get('reason') or 'terminated'} (exit code {ended.get('exitCode')})")
+    if c.get("restartCount"):
+        parts.append(f"{c['restartCount']} restarts")
+    if last:
+        said = _short(str(last.get("message") or ""))
+        how = f"{last.get('reason') or 'terminated'} (exit code {last.get('exitCode')})"
+        parts.append(f"last exit: {said or how}")
+    name = f"{'init container ' if init else ''}{c.get('name', '?')}"
+    return f"{name} {', '.join(parts) or 'not ready'}"
+
+
+def _why_not_ready(pod: dict) -> str:
+    """An exporter pod that is not ready: its node, and each container's state; a pod with no
+    container state yet says why (not scheduled: the PodScheduled condition's message)."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName")
+    states = [*(_container(c, init=True) for c in status.get("initContainerStatuses") or []),
+              *(_container(c) for c in status.get("containerStatuses") or [])]
+    said = [x for x in states if x]
+    if not said:
+        scheduled = next((c for c in status.get("conditions") or []
+                          if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
+        said = [_short(f"{scheduled.get('reason', '')}: {scheduled.get('message', '')}")
+                if scheduled else status.get("phase") or "no status yet"]
+    where = f"on {node}" if node else "not on a node"
+    return f"{meta.get('name', '?')} ({where}): {' / '.join(said)}"
+
+
 def _bounded(read: Reader) -> Reader:
     """The reader with each request bounded, where it can be (workloads/why.py Kubectl)."""
     bounded = getattr(read, "bounded", None)
@@ -139,12 +203,15 @@ def read_gpu_utilisation(read: Reader, cloud: str) -> GpuUtilisation:
             return GpuUtilisation(None, _missing("list pods", exporter))
         return GpuUtilisation(None, f"cannot list the DCGM exporter pods in "
                                     f"{exporter.namespace}: {_said(error)}")
-    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
-               and (p.get("spec") or {}).get("nodeName")]
-    if not running:
-        return GpuUtilisation(None, f"no DCGM exporter pod running in {exporter.namespace} "
+    if not pods:
+        return GpuUtilisation(None, f"no DCGM exporter pod in {exporter.namespace} "
                                     f"({exporter.pod_selector}): no GPU node is up yet")
-    pods = sorted(running, key=lambda p: p["spec"]["nodeName"])
+    # Only a ready exporter answers its proxy path. `pulumi up` does not wait for the exporter,
+    # so this is where a broken one shows: each pod that is not ready, in the kubelet's words.
+    not_ready = [_why_not_ready(p) for p in pods if not _ready(p)]
+    pods = sorted((p for p in pods if _ready(p)), key=lambda p: p["spec"]["nodeName"])
+    if not pods:
+        return GpuUtilisation(None, "no DCGM exporter pod is ready: " + "; ".join(not_ready))
 
     def metrics(pod: dict) -> str | Exception:
         path = (f"/api/v1/namespaces/{exporter.namespace}/pods/{pod['metadata']['name']}:"
@@ -157,7 +224,7 @@ def read_gpu_utilisation(read: Reader, cloud: str) -> GpuUtilisation:
     with ThreadPoolExecutor(max_workers=min(READERS, len(pods))) as pool:
         answers = list(pool.map(metrics, pods))
     per_node: dict[str, float] = {}
-    failures: list[str] = []
+    failures: list[str] = list(not_ready)
     forbidden = False
     for pod, answer in zip(pods, answers):
         node = pod["spec"]["nodeName"]

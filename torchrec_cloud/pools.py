@@ -40,6 +40,8 @@ INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/
 # CAPACITY_BLOCK: https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
 EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
 CAPACITY_BLOCK = "capacity block (priced as on-demand)"
+
+
 def parse_time(value: str | None) -> datetime | None:
     """An RFC 3339 time as the API writes it (creationTimestamp, lastTransitionTime)."""
     if not value:
@@ -213,14 +215,30 @@ class Spend:
     fixed_items: tuple[str, ...] = ()  # their names, as infra/estimate.py writes them
 
 
+# The pre-mark shape: stacks last deployed before infra/estimate.py marked its per-node items
+# ("nodes": true) exported them unmarked, under these names (the GPU nodes with a
+# spot_usd_per_hour when there was a spot pool). Status reads only outputs, so such a stack
+# keeps that shape until its next `pulumi up`.
+PRE_MARK_NODE_ITEMS = ("GPU nodes", "system nodes")
+
+
+def _per_node(entry: Mapping[str, Any], marked: bool) -> bool:
+    """Whether an item is priced per node: by its mark, or (pre-mark shape) by its old name or
+    its spot price, which only the GPU nodes carried."""
+    if marked:
+        return bool(entry.get("nodes"))
+    return entry.get("item") in PRE_MARK_NODE_ITEMS or "spot_usd_per_hour" in entry
+
+
 def fixed_items(estimated_cost: Mapping[str, Any]) -> list[tuple[str, float]]:
     """(item, USD/h) of the stack's `estimated_cost` output that are not nodes: they cost the
-    same every hour the cluster exists."""
+    same every hour the cluster exists. Nodes are left out: status prices the nodes it sees."""
+    entries = [e for e in estimated_cost.get("items") or [] if isinstance(e, Mapping)]
+    marked = any("nodes" in e for e in entries)
     found = []
-    for entry in estimated_cost.get("items") or []:
-        price = entry.get("usd_per_hour") if isinstance(entry, dict) else None
-        # items priced per node (marked by infra/estimate.py): status prices the nodes it sees
-        if entry.get("nodes") or not isinstance(price, (int, float)):
+    for entry in entries:
+        price = entry.get("usd_per_hour")
+        if _per_node(entry, marked) or isinstance(price, bool) or not isinstance(price, (int, float)):
             continue
         found.append((str(entry.get("item")), float(price)))
     return found

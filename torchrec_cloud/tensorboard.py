@@ -25,6 +25,9 @@ from torchrec_cloud.stack import Outputs, StackError, add_stack_arguments, open_
 
 OUT_DIR = Path("out/tensorboard")
 SYNC_EVERY_S = 60.0  # the trainer's mirror is written about as often (trainer/telemetry.py)
+# How long leaving waits for a copy under way: a Ctrl-C must not wait for a slow download. A copy
+# left behind (a daemon thread) leaves at most a .partial file; the next run copies that file.
+JOIN_S = 2.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,7 +105,10 @@ def serve(command: list[str], resync: Callable[[], list[str]], every: float) -> 
     finally:
         stop.set()
         if worker.is_alive():
-            worker.join()
+            worker.join(JOIN_S)
+        if worker.is_alive():
+            print("tensorboard: left a copy under way; the next run copies what it missed",
+                  file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

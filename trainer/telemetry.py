@@ -16,10 +16,11 @@ new, empty one), and a whole-file copy of a new local file would overwrite the e
 generations' records there. So before anything writes the local file (``start``, called before
 the fabric gate and the trainer open it for appending), the mirror reads the bucket's copy and,
 unless the local file already begins with it, makes the local file the bucket's records followed
-by its own: one metrics.jsonl, the whole history, for every reader (status, tensorboard, the
-report). If the bucket cannot be read then, metrics.jsonl is not copied until a later turn
-shows the bucket's copy is absent or a beginning of the local file; otherwise it is left alone
-for this generation, and the next start merges it.
+by what it has beyond their common beginning (``merge``): one metrics.jsonl, the whole history,
+each record once, for every reader (status, tensorboard, the report). That read is bounded
+(SEED_SECONDS): the other ranks wait for rank 0. If the bucket cannot be read then, metrics.jsonl
+is not copied until a later turn shows the bucket's copy is absent or a beginning of the local
+file; otherwise it is left alone for this generation, and the next start merges it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ TENSORBOARD_NAME = "tensorboard"
 # of the save deadline (less a second for the exit), at least MIN_FINAL_SECONDS.
 FINAL_UPLOAD_SECONDS = 60.0
 MIN_FINAL_SECONDS = 1.0
+# How long rank 0 may spend reading the bucket's metrics.jsonl at start, before the fabric gate,
+# while every other rank waits for it: a healthy store answers in well under a second.
+SEED_SECONDS = 20.0
 
 
 def local_path(path_or_uri: Optional[str]) -> Optional[str]:
@@ -77,27 +81,43 @@ class TelemetryMirror:
         self._thread.start()
         return self
 
-    def seed(self) -> None:
+    def seed(self, timeout: float = SEED_SECONDS) -> None:
         """Before the local metrics file is opened: unless it already begins with the bucket's
-        copy, rewrite it as the bucket's records followed by its own (a new shared file system
-        starts empty; a generation whose bucket copy could not be checked copied nothing)."""
+        copy, rewrite it as the bucket's records followed by what it has beyond them (a new
+        shared file system starts empty; a generation whose bucket copy could not be checked
+        copied nothing). The read is bounded by ``timeout``: rank 0 calls this before the fabric
+        gate while the other ranks wait, so a hanging store leaves the history unknown (each
+        turn checks it again) instead of holding the gang."""
         if self._history is not None:
             return
-        try:
-            remote = self._remote_metrics()
-        except Exception as err:  # noqa: BLE001 (sync() checks again; nothing is overwritten)
-            log.warning("telemetry: could not read %s/%s (%s: %s): it is not copied until it "
-                        "can be checked", self.uri, METRICS_NAME, type(err).__name__, err)
+        read: Dict[str, object] = {}
+
+        def fetch() -> None:
+            try:
+                read["remote"] = self._remote_metrics()
+            except Exception as err:  # noqa: BLE001 (reported below)
+                read["error"] = err
+
+        reader = threading.Thread(target=fetch, name="telemetry-seed", daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if reader.is_alive() or "error" in read:
+            why = (f"no answer in {timeout:g}s" if reader.is_alive()
+                   else f"{type(read['error']).__name__}: {read['error']}")
+            log.warning("telemetry: could not read %s/%s (%s): it is not copied until it "
+                        "can be checked", self.uri, METRICS_NAME, why)
             return
-        assert self.metrics_file is not None
+        remote = read["remote"]
+        assert self.metrics_file is not None and (remote is None or isinstance(remote, bytes))
         local = _read(self.metrics_file)
-        if remote is not None and not local.startswith(remote):
+        merged = merge(remote, local)
+        if merged != local:
             os.makedirs(os.path.dirname(os.path.abspath(self.metrics_file)), exist_ok=True)
             with open(self.metrics_file + ".part", "wb") as fh:
-                fh.write(remote + local)
+                fh.write(merged)
             os.replace(self.metrics_file + ".part", self.metrics_file)
             log.warning("telemetry: %d earlier records taken from %s/%s into %s",
-                        remote.count(b"\n"), self.uri, METRICS_NAME, self.metrics_file)
+                        (remote or b"").count(b"\n"), self.uri, METRICS_NAME, self.metrics_file)
         self._history = True
 
     def _remote_metrics(self) -> Optional[bytes]:
@@ -207,6 +227,28 @@ class TelemetryMirror:
             os.replace(remote + ".part", remote)
         else:  # an object PUT is atomic: readers see the old object or the new one
             self._fs.pipe_file(remote, data)
+
+
+def merge(remote: Optional[bytes], local: bytes) -> bytes:
+    """The local metrics file with the bucket's records first, each record once.
+
+    The bucket's copy was made from a local file, so the two share a beginning: the whole bucket
+    copy when the local file only grew since (kept as it is), or the local file's first lines
+    when it lost writes the bucket already had (a killed node's unflushed tail: bucket 1-4,
+    local 1-3). Merge from their longest common beginning that ends at a line: the bucket's copy,
+    then what the local file has beyond that beginning, less a torn last line that is only the
+    start of a record the bucket holds. Nothing in common (a new, empty file system): the
+    bucket's records, then the local ones."""
+    if not remote or local.startswith(remote):
+        return local
+    if not remote.endswith(b"\n"):  # copies end at a complete line; never glue two records
+        remote += b"\n"
+    common = os.path.commonprefix([remote, local])
+    shared = common[: common.rfind(b"\n") + 1]  # whole lines only
+    beyond = local[len(shared):]
+    if b"\n" not in beyond and remote[len(shared):].startswith(beyond):
+        beyond = b""  # a torn write of a record the bucket already has
+    return remote + beyond
 
 
 def _read(path: str) -> bytes:

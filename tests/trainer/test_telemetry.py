@@ -136,6 +136,61 @@ def test_a_bucket_unreadable_only_at_start_is_copied_once_it_is_seen_to_fit(tmp_
     assert (out / "metrics.jsonl").read_bytes() == metrics.read_bytes()
 
 
+RECORDS = [f'{{"event": "train", "step": {i}}}\n'.encode() for i in range(1, 6)]
+
+
+@pytest.mark.parametrize("bucket, local, merged", [
+    # A killed node lost its unflushed tail; the bucket already had it: each record once.
+    (RECORDS[:4], RECORDS[:3], RECORDS[:4]),
+    # ... and the last write was torn: the start of a record the bucket holds is not kept.
+    (RECORDS[:4], [*RECORDS[:3], RECORDS[3][:9]], RECORDS[:4]),
+    # ... and the local file has a record the bucket never got: it follows the bucket's.
+    (RECORDS[:3], [*RECORDS[:2], RECORDS[3]], [*RECORDS[:3], RECORDS[3]]),
+    # The local file only grew since the copy: left as it is.
+    (RECORDS[:2], RECORDS[:5], RECORDS[:5]),
+    # A new, empty shared file system: the bucket's history.
+    (RECORDS[:3], [], RECORDS[:3]),
+])
+def test_the_merge_at_start_keeps_each_record_once(tmp_path, bucket, local, merged):
+    out, metrics = tmp_path / "out", tmp_path / "m.jsonl"
+    out.mkdir()
+    (out / "metrics.jsonl").write_bytes(b"".join(bucket))
+    if local:
+        metrics.write_bytes(b"".join(local))
+    mirror = TelemetryMirror(str(out), str(metrics), None, every_seconds=3600)
+    mirror.seed()
+    assert metrics.read_bytes() == b"".join(merged)
+    mirror.sync()  # and the bucket's copy becomes that history, not a longer one
+    assert (out / "metrics.jsonl").read_bytes() == b"".join(merged)
+
+
+def test_a_store_that_hangs_at_start_holds_rank_0_one_bound_and_is_checked_later(tmp_path,
+                                                                                  caplog):
+    """Rank 0 reads the bucket before the fabric gate while the other ranks wait: a store that
+    never answers (here a FIFO in a file:// store: reading it blocks until someone writes)
+    costs one bound, and metrics.jsonl is copied only once a turn can compare."""
+    out, metrics = tmp_path / "out", tmp_path / "m.jsonl"
+    out.mkdir()
+    os.mkfifo(out / "metrics.jsonl")
+    mirror = TelemetryMirror(str(out), str(metrics), None, every_seconds=3600)
+    started = time.monotonic()
+    try:
+        mirror.seed(timeout=0.5)
+        took = time.monotonic() - started
+    finally:
+        with open(out / "metrics.jsonl", "wb") as fh:  # let the hung read end
+            fh.write(RECORDS[0])
+    assert took < 5, took
+    assert "no answer in 0.5s" in caplog.text and not metrics.exists()
+    time.sleep(0.2)  # the released read finishes on its own thread and changes nothing
+    assert not metrics.exists()
+    (out / "metrics.jsonl").unlink()
+    (out / "metrics.jsonl").write_bytes(RECORDS[0])  # the store answers again
+    metrics.write_bytes(RECORDS[1])  # this generation's record, written since
+    assert mirror.sync() == 0  # the bucket holds a record the local file lacks: left alone
+    assert (out / "metrics.jsonl").read_bytes() == RECORDS[0]
+
+
 @pytest.mark.parametrize("flags, wrong", [
     (["--telemetry_dir", "ftp://host/x", "--metrics_file", "m.jsonl"], "URI scheme"),
     (["--telemetry_dir", "s3://bucket/telemetry"], "set at least one of them"),
