@@ -81,10 +81,17 @@ class SaveEstimate:
         return max(whole, self.largest_rank_bytes / MB / self.stream_mb_per_second)
 
 
+# The trainer flags the table sizes are computed from: where one of them is refused, a rule
+# that needs the sizes has nothing to judge (the flag's own rule names it).
+TABLE_FLAGS = ("recipe", "num_embeddings", "num_embeddings_per_feature", "embedding_dim",
+               "optimizer", "data_parallel_max_mb")
+
+
 def _tables(trainer_args: dict[str, object]) -> tuple[list[int], int, str, float]:
     """Rows per table, width, optimizer and the data-parallel rule of the job's trainer
-    arguments, with the trainer's own defaults (trainer/config.py) under a --recipe's values
-    (trainer/recipe.py)."""
+    arguments as the trainer's parser converted them (infra/settings/trainer_flags.py
+    converted_trainer_args), with the trainer's own defaults (trainer/config.py) under a
+    --recipe's values (trainer/recipe.py)."""
     from trainer.config import NUM_SPARSE_FEATURES, TrainConfig  # plain: no torch import
     from trainer.recipe import with_recipe
 
@@ -147,8 +154,10 @@ def estimated_save(settings: "Settings") -> SaveEstimate:
     store or shared file system, infra/catalog.py), with the fullest rank's share."""
     from infra.settings.model import CheckpointLocation
 
+    from infra.settings.trainer_flags import converted_trainer_args
+
     job = settings.job
-    args = dict(job.trainer_args)
+    args = converted_trainer_args(settings)
     ranks = job.nodes * job.processes_per_node
     stream = None
     if settings.checkpoints.location == CheckpointLocation.OBJECT_STORE:

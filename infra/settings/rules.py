@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 
 from infra.catalog import Cloud, Interconnect, Machine, find_machine, machine_names
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
-from infra.preemption import estimated_save, largest_rank_bytes, stop_budget
+from infra.preemption import TABLE_FLAGS, estimated_save, largest_rank_bytes, stop_budget
 from infra.settings.placeholders import no_placeholders_left
-from infra.settings.trainer_flags import (closest_flag, trainer_args_fit_the_trainer,
-                                          trainer_flag_names)
+from infra.settings.trainer_flags import (closest_flag, converted_trainer_args,
+                                          trainer_args_fit_the_trainer, trainer_flag_names)
 from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region
 from infra.settings.errors import CONFIG_NAMESPACE, Problem, set_command, shown
 from infra.settings.model import (
@@ -644,7 +644,7 @@ def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
     `node_version`: the version the job's nodes run, where the cloud knows it and it decides the
     notice (GKE: infra/gcp/component.py checks again with the value the job's stop budget
     uses); without it, kubernetes.version, a minor, which counts as its newest build."""
-    if s.job.pool != PoolChoice.SPOT or not s.checkpoints.enabled:
+    if s.job.pool != PoolChoice.SPOT or not s.checkpoints.enabled or _table_args(s) is None:
         return
     estimate = estimated_save(s)
     budget = stop_budget(s.cloud, True, s.job.termination_grace_seconds,
@@ -670,16 +670,27 @@ PLANNER_RESERVED_FRACTION = 0.2
 MOST_NODES_SUGGESTED = 64
 
 
+def _table_args(s: Settings) -> dict[str, object] | None:
+    """The trainer flags as the trainer converts them, or None where one the table sizes need
+    was refused: its own rule names it, and sizes from anything else would be made up."""
+    args = converted_trainer_args(s)
+    if any(flag in s.job.trainer_args and flag not in args for flag in TABLE_FLAGS):
+        return None
+    return args
+
+
 def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
     """The fullest rank's tables and optimizer state (a bound under the trainer's sharding
     rule, trainer/sizing.py, checked against torchrec's own plan in tests/trainer/test_plan.py)
     must fit a GPU's memory less the planner's reservation, or the job fails when it plans,
     after the nodes are paid for. `python -m trainer.plan` shows the plan itself."""
     gpu = find_machine(s.cloud, s.job_pool.machine_type)
-    if gpu is None or not gpu.gpu_memory_gib:  # an unknown machine is refused by its own rule
+    args = _table_args(s)
+    # an unknown machine or a refused table flag is named by its own rule
+    if gpu is None or not gpu.gpu_memory_gib or args is None:
         return
     usable = gpu.gpu_memory_gib * 2**30 * (1 - PLANNER_RESERVED_FRACTION)
-    args, per_node = dict(s.job.trainer_args), s.job.processes_per_node
+    per_node = s.job.processes_per_node
 
     def fullest(nodes: int) -> int:
         return largest_rank_bytes(args, nodes * per_node, per_node)

@@ -171,3 +171,13 @@ def trainer_args_fit_the_trainer(s: Settings) -> Iterator[Problem]:
     yield from (problem for problem in _combination_problems(
         given, defaults, s.job.nodes * s.job.processes_per_node, args)
         if problem.path not in refused)
+
+
+def converted_trainer_args(settings: Settings) -> dict[str, Any]:
+    """job.trainerArgs as the pod's trainer will read them (trainer/config.py's parser: comma
+    text -> a list of ints, "4096" -> 4096), for every rule and estimate that computes with
+    them; a flag the parser refuses or does not have is left out, named by its own rule
+    (trainer_args_fit_the_trainer), so a reader finds it absent rather than crashing on it."""
+    from trainer.config import build_parser
+
+    return _converted(settings.job.trainer_args, _actions(build_parser()))[0]
