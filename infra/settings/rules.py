@@ -58,7 +58,11 @@ TRAINER_FLAG = re.compile(r"^[a-z][a-z0-9_]*$")
 WORKLOAD_OWNED_FLAGS: dict[str, tuple[str, str | None]] = {
     "checkpoint_dir": ("checkpoints.location", "checkpoints.location"),
     "checkpoint_every": ("checkpoints.everySteps", "checkpoints.everySteps"),
-    "checkpoint_every_seconds": ("checkpoints.everySeconds", "checkpoints.everySeconds"),
+    # workloads/flags.py passes checkpoints.everySeconds on the spot pool only: on-demand
+    # nodes get no forced stop, so time-based saves there would only cost time.
+    "checkpoint_every_seconds": ("checkpoints.everySeconds on the spot pool and 0 on the "
+                                 "on-demand pool (time-based saves are for spot pools, whose "
+                                 "notice may not fit a save)", "checkpoints.everySeconds"),
     "keep_checkpoints": ("checkpoints.keep", "checkpoints.keep"),
     "save_deadline_seconds": ("the cloud's notice (infra/catalog.py)", None),
     "checkpoint_write_mb_per_sec": ("the checkpoint store (infra/catalog.py)", None),
