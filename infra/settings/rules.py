@@ -144,7 +144,6 @@ CLOUD_NAMES = {Cloud.AWS: "AWS", Cloud.AZURE: "Azure", Cloud.GCP: "GCP"}
 
 
 REGIONS_LISTED = 5  # the closest names a region message shows; the rest are in infra/regions.py
-ZONE_LETTERS = "abcdefgh"
 
 
 def _region_name(region: str) -> str:
@@ -175,47 +174,84 @@ def region_is_one_of_the_cloud_s(s: Settings) -> Iterator[Problem]:
     shown_names = ", ".join(ranked[:REGIONS_LISTED])
     more = len(ranked) - REGIONS_LISTED
     target = close[0] if close else ranked[0]
-    zones = "; ".join(f"`{command}`" for command in _zone_commands(s, target))
     yield Problem("region", s.region,
                   f"{why}{guess}one of the {CLOUD_NAMES[s.cloud]} regions, closest first: "
                   f"{shown_names} (and {more} more in infra/regions.py, as of "
                   f"{REGIONS_CHECKED_ON}); set it with `pulumi config set region {target}`"
-                  + (f" and its zones: {zones}" if zones else ""))
+                  + _zone_moves(s, target))
 
 
-def _zone_of(cloud: Cloud, region: str, zone: str, index: int) -> str:
-    """The zone of `region` that takes `zone`'s place: the same letter (us-east-1b ->
-    us-west-2b), else one by position. AWS zone names are the region and a letter, GCP's the
-    region, '-' and a letter; Azure's ('1', '2', '3') do not name the region."""
-    letter = zone[-1] if zone[-1:].isalpha() and not AWS_ZONE_ID.match(zone) \
-        else ZONE_LETTERS[index % len(ZONE_LETTERS)]
+def zone_name(cloud: Cloud, region: str, letter: str) -> str:
+    """How the cloud spells a zone of `region`: AWS the region and a letter (us-west-2b), GCP
+    the region, '-' and a letter (us-east1-b). Which letters exist is the cloud's to say."""
     return f"{region}{letter}" if cloud == Cloud.AWS else f"{region}-{letter}"
+
+
+def zone_list_command(cloud: Cloud, region: str) -> str | None:
+    """The command that lists the zones `region` has for this account or project: AWS maps
+    letters to zones per account and gives some regions only some letters (us-west-1: two of
+    a, b, c; ap-northeast-1 has no b for newer accounts), GCP regions skip letters (us-east1:
+    b, c, d); Azure's zones are '1', '2', '3' everywhere (None)."""
+    if cloud == Cloud.AWS:
+        return f"aws ec2 describe-availability-zones --region {region}"
+    if cloud == Cloud.GCP:
+        return f"gcloud compute zones list --filter=region:{region}"
+    return None
 
 
 def _in_region(zone: str, region: str) -> bool:
     return zone.startswith(region) and len(zone) > len(region)
 
 
-def _zone_fixes(s: Settings, region: str) -> dict[tuple[str, int], str]:
-    """(setting, index) -> the zone of `region` to write there, for each zone outside it;
-    none on Azure (its zones are the same three in every region) or for AWS zone ids (the
-    program checks their region: infra/aws/zones.py)."""
+def _zone_fixes(s: Settings, region: str) -> dict[tuple[str, int], str | None]:
+    """(setting, index) -> the zone of `region` to write there, for each zone outside it, or
+    None where no zone is certain to exist: only a zone the stack already names in `region`,
+    or one of the cloud's default zones for its default region (infra/settings/defaults.py),
+    is certain; a letter carried over from another region may not exist there. None on Azure
+    (its zones are the same three in every region) or for AWS zone ids (the program checks
+    their region: infra/aws/zones.py)."""
+    from infra.settings.defaults import CLOUD_DEFAULTS
+
     if s.cloud == Cloud.AZURE:
         return {}
-    fixes: dict[tuple[str, int], str] = {}
-    for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
-        for index, zone in enumerate(zones):
-            if _in_region(zone, region) or (s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone)):
-                continue
-            # a GPU zone keeps the letter of the cluster zone it was, so it stays one of them
-            place = s.zones.index(zone) if zone in s.zones else index
-            fixes[path, index] = _zone_of(s.cloud, region, zone, place)
+    defaults = CLOUD_DEFAULTS[s.cloud]
+    known = list(defaults["zones"]) if defaults["region"] == region else []
+    named = [zone for zone in s.zones if _in_region(zone, region)]
+    fixes: dict[tuple[str, int], str | None] = {}
+    for index, zone in enumerate(s.zones):
+        if _in_region(zone, region) or (s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone)):
+            continue
+        fresh = [z for z in known if z not in s.zones and z not in fixes.values()]
+        fixes["zones", index] = fresh[0] if fresh else None
+    for index, zone in enumerate(s.gpu_zones):
+        if _in_region(zone, region) or (s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone)):
+            continue
+        # a GPU zone follows the cluster zone it was, so it stays one of them
+        was = fixes.get(("zones", s.zones.index(zone))) if zone in s.zones else None
+        fixes["gpuZones", index] = was or (named[0] if named else None)
     return fixes
 
 
-def _zone_commands(s: Settings, region: str) -> list[str]:
-    return [set_command(f"{path}[{index}]", zone)
-            for (path, index), zone in _zone_fixes(s, region).items()]
+def _zone_advice(s: Settings, region: str, path: str, index: int, zone: str | None) -> str:
+    if zone is not None:
+        return f"set it with `{set_command(f'{path}[{index}]', zone)}`"
+    listing = zone_list_command(s.cloud, region)
+    return (f"list its zones with `{listing}` and set one with "
+            f"`pulumi config set --path '{path}[{index}]' <zone>`")
+
+
+def _zone_moves(s: Settings, region: str) -> str:
+    """What moves the zones into `region` along with it: the commands where the zone is
+    certain, else the command that lists the region's zones."""
+    fixes = _zone_fixes(s, region)
+    commands = [f"`{set_command(f'{path}[{index}]', zone)}`"
+                for (path, index), zone in fixes.items() if zone is not None]
+    text = f" and its zones: {'; '.join(commands)}" if commands else ""
+    listing = zone_list_command(s.cloud, region)
+    if listing and None in fixes.values():
+        text += (f"{'; move the others' if commands else ' and move its zones'} to zones of "
+                 f"{region} (`{listing}` lists them)")
+    return text
 
 
 def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
@@ -235,8 +271,8 @@ def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
                                   f"quoted in the stack file: {CONFIG_NAMESPACE}:{path}: "
                                   "[\"1\"]")
             elif (path, index) in fixes:
-                yield Problem(path, zone, f"a zone of region {s.region!r}; set it with "
-                              f"`{set_command(f'{path}[{index}]', fixes[path, index])}`")
+                yield Problem(path, zone, f"a zone of region {s.region!r}; " + _zone_advice(
+                    s, s.region, path, index, fixes[path, index]))
     for zone in s.gpu_zones:
         if zone not in s.zones:
             yield Problem("gpuZones", zone, f"must be one of zones {shown(s.zones)}")
