@@ -254,25 +254,32 @@ def _zone_moves(s: Settings, region: str) -> str:
     return text
 
 
+def zones_are_in_the_region(s: Settings) -> Iterator[Problem]:
+    """Each AWS or GCP zone names its region. Under a region the cloud does not have, every
+    zone would look wrong and any suggested zone would not exist: region_is_one_of_the_cloud_s
+    names the region (and the zones' fix). The one zone rule that reads the region, so a check
+    that cannot read the region (an encrypted one) leaves exactly this rule out."""
+    if s.cloud == Cloud.AZURE or s.region not in REGIONS[s.cloud]:
+        return
+    fixes = _zone_fixes(s, s.region)
+    for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
+        for index, zone in enumerate(zones):
+            if (path, index) in fixes:
+                yield Problem(path, zone, f"a zone of region {s.region!r}; " + _zone_advice(
+                    s, s.region, path, index, fixes[path, index]))
+
+
 def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
-    # Under a region the cloud does not have, every zone would look wrong and any suggested
-    # zone would not exist: region_is_one_of_the_cloud_s names the region (and the zones' fix).
-    region_known = s.region in REGIONS[s.cloud]
-    fixes = _zone_fixes(s, s.region) if region_known else {}
+    """The zones' shape, whatever the region: some zones, Azure's names, GPU zones among the
+    cluster's, two zones for EKS."""
     for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
         if not zones:
             yield Problem(path, zones, "at least one zone")
-        for index, zone in enumerate(zones):
-            if s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone):
-                continue  # a zone id's region is checked when the program runs (infra/aws/zones.py)
-            if s.cloud == Cloud.AZURE:
-                if zone not in {"1", "2", "3"}:
-                    yield Problem(path, zone, "Azure availability zones are '1', '2' or '3', "
-                                  f"quoted in the stack file: {CONFIG_NAMESPACE}:{path}: "
-                                  "[\"1\"]")
-            elif (path, index) in fixes:
-                yield Problem(path, zone, f"a zone of region {s.region!r}; " + _zone_advice(
-                    s, s.region, path, index, fixes[path, index]))
+        for zone in zones:
+            if s.cloud == Cloud.AZURE and zone not in {"1", "2", "3"}:
+                yield Problem(path, zone, "Azure availability zones are '1', '2' or '3', "
+                              f"quoted in the stack file: {CONFIG_NAMESPACE}:{path}: "
+                              "[\"1\"]")
     for zone in s.gpu_zones:
         if zone not in s.zones:
             yield Problem("gpuZones", zone, f"must be one of zones {shown(s.zones)}")
@@ -532,6 +539,7 @@ RULES: tuple[Rule, ...] = (
     pool_names_fit_the_cloud,
     machines_are_in_the_catalog,
     region_is_one_of_the_cloud_s,
+    zones_are_in_the_region,
     zones_belong_to_the_region,
     placement_needs_one_zone,
     fabric_needs_a_machine_that_has_it,
