@@ -59,7 +59,11 @@ def _stand_in(values: dict[str, Any], place: Place, encrypted: set[Place]) -> An
         readable = [v for i, v in enumerate(parent) if (*place[:-1], i) not in encrypted]
         candidates = list(_at(_cloud_defaults(values), place[:-1]) or [])
         if place[:-1] == ("zones",):  # a GPU zone must be one of the zones: the likeliest
-            candidates = [*(_at(values, ("gpuZones",)) or []), *candidates]
+            region = values.get("region")
+            gpu_zones = [z for z in _at(values, ("gpuZones",)) or []
+                         if isinstance(z, str) and isinstance(region, str)
+                         and z.startswith(region)]
+            candidates = [*gpu_zones, *candidates]
         fresh = [v for v in candidates if v not in parent]  # no duplicate to refuse
         return fresh[0] if fresh else readable[0] if readable else None
     return None
@@ -170,18 +174,15 @@ def on_encrypted(problem: Problem, places: Iterable[Place],
 
 
 def _names(place: Place) -> list[str]:
-    """How a problem's text may name a place: `a.b[0]`, `a.b.0`, and an element's list
-    (`zones` for `zones[0]`)."""
-    names = [config_path(place), ".".join(str(p) for p in place)] if len(place) > 1 else []
-    if isinstance(place[-1], int):
-        names.append(config_path(place[:-1]))
-    return names  # a top-level key alone (`gcp`, `region`) is a common word in the messages
+    """How a problem's text may name a place: `a.b[0]`, `a.b.0`."""
+    # a top-level key alone (`gcp`, `region`, `zones`) is a common word in the messages
+    return [config_path(place), ".".join(str(p) for p in place)] if len(place) > 1 else []
 
 
 def doubtful(problem: Problem, places: Iterable[Place]) -> bool:
-    """Whether the problem may come from a stand-in: its text names an encrypted place (or the
-    list it is in), its path is a section or list holding one, or its value is a section that
-    holds one (`gpuPools.onDemand.desiredNodes = {..., maxNodes: 2}`)."""
+    """Whether the problem may come from a stand-in: its text names an encrypted place, its
+    path is a section or list holding one, or its value is a section that holds one
+    (`gpuPools.onDemand.desiredNodes = {..., maxNodes: 2}`)."""
     found = parts(problem.path)
     for place in places:
         inner = tuple(str(p) for p in place)
