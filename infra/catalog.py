@@ -72,6 +72,13 @@ class Machine:
     # image layers) when the pool asks for them (ephemeral_storage_local_ssd_config).
     gcp_boot_disk_type: str = "pd-ssd"
     gcp_local_ssds: int = 0
+    # The pod network's own NIC (Gbit/s) where it is not network_gbps: what NCCL's socket
+    # transport gets between nodes when the fabric is not used (interconnect.fabric false or a
+    # machine without one). AWS: network card 0's share (network_gbps over the network cards,
+    # one per EFA interface: the primary ENA interface sits on card 0); Azure ND: the Ethernet
+    # NIC, not the InfiniBand; GCP A3: the primary gVNIC, not the GPU NICs.
+    # Sources per value: docs/catalog-sources.md ("Socket path").
+    primary_nic_gbps: float | None = None
 
     @property
     def has_gpus(self) -> bool:
@@ -94,6 +101,15 @@ class Machine:
         the CX-7 NICs, and Google's A3 Ultra / A4 recipes (cluster-toolkit
         examples/gke-a3-ultragpu, gke-a4) never turn Fast Socket on."""
         return self.cloud == Cloud.GCP and self.has_gpus and self.interconnect != Interconnect.RDMA
+
+    @property
+    def socket_gbps(self) -> float:
+        """Gbit/s between nodes over plain sockets (the primary NIC; primary_nic_gbps)."""
+        if self.primary_nic_gbps is not None:
+            return self.primary_nic_gbps
+        if self.efa_interfaces:  # one network card per EFA interface, card 0 carries the ENA
+            return self.network_gbps / self.efa_interfaces
+        return self.network_gbps
 
     @property
     def spot_usd_per_hour(self) -> float:
@@ -144,19 +160,19 @@ MACHINES: tuple[Machine, ...] = (
     _gpu(name="Standard_ND96asr_v4", cloud=Cloud.AZURE, gpu_model="A100", gpu_count=8,
          gpu_memory_gib=40, vcpus=96, memory_gib=900, network_gbps=1600,
          interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=27.20,
-         typical_spot_discount=0.6),
+         typical_spot_discount=0.6, primary_nic_gbps=24),
     _gpu(name="Standard_ND96amsr_A100_v4", cloud=Cloud.AZURE, gpu_model="A100", gpu_count=8,
          gpu_memory_gib=80, vcpus=96, memory_gib=1900, network_gbps=1600,
          interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=32.77,
-         typical_spot_discount=0.6),
+         typical_spot_discount=0.6, primary_nic_gbps=24),
     _gpu(name="Standard_ND96isr_H100_v5", cloud=Cloud.AZURE, gpu_model="H100", gpu_count=8,
          gpu_memory_gib=80, vcpus=96, memory_gib=1900, network_gbps=3200,
          interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=98.32,
-         typical_spot_discount=0.5),
+         typical_spot_discount=0.5, primary_nic_gbps=80),
     _gpu(name="Standard_ND96isr_H200_v5", cloud=Cloud.AZURE, gpu_model="H200", gpu_count=8,
          gpu_memory_gib=141, vcpus=96, memory_gib=1850, network_gbps=3200,
          interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=110.24,
-         typical_spot_discount=0.5),
+         typical_spot_discount=0.5, primary_nic_gbps=80),
     # A GPU machine without InfiniBand, for small experiments (and to prove the IB rule).
     _gpu(name="Standard_NC24ads_A100_v4", cloud=Cloud.AZURE, gpu_model="A100", gpu_count=1,
          gpu_memory_gib=80, vcpus=24, memory_gib=220, network_gbps=20,
@@ -181,17 +197,19 @@ MACHINES: tuple[Machine, ...] = (
     _gpu(name="a3-highgpu-8g", cloud=Cloud.GCP, gpu_model="H100", gpu_count=8, gpu_memory_gib=80,
          vcpus=208, memory_gib=1872, network_gbps=1000, interconnect=Interconnect.GPUDIRECT_TCPX,
          gcp_accelerator_type="nvidia-h100-80gb", on_demand_usd_per_hour=88.25,
-         typical_spot_discount=0.6, gcp_local_ssds=16),
+         primary_nic_gbps=200, typical_spot_discount=0.6, gcp_local_ssds=16),
     _gpu(name="a3-megagpu-8g", cloud=Cloud.GCP, gpu_model="H100", gpu_count=8, gpu_memory_gib=80,
          vcpus=208, memory_gib=1872, network_gbps=1800,
          interconnect=Interconnect.GPUDIRECT_TCPXO, gcp_accelerator_type="nvidia-h100-mega-80gb",
-         on_demand_usd_per_hour=88.25, typical_spot_discount=0.6, gcp_local_ssds=16),
+         on_demand_usd_per_hour=88.25, primary_nic_gbps=200, typical_spot_discount=0.6,
+         gcp_local_ssds=16),
     # A3 Ultra: 8 x 400 Gbps CX-7 RDMA NICs + 2 x 200 Gbps gVNIC = 3600 Gbps. Google does not
     # sell it on-demand (reservations, Flex-start, Spot); the price is the listed hourly rate.
     _gpu(name="a3-ultragpu-8g", cloud=Cloud.GCP, gpu_model="H200", gpu_count=8,
          gpu_memory_gib=141, vcpus=224, memory_gib=2952, network_gbps=3600,
          interconnect=Interconnect.RDMA, gcp_accelerator_type="nvidia-h200-141gb",
-         on_demand_usd_per_hour=84.81, typical_spot_discount=0.4, on_demand_available=False,
+         on_demand_usd_per_hour=84.81, primary_nic_gbps=200, typical_spot_discount=0.4,
+         on_demand_available=False,
          gcp_boot_disk_type="hyperdisk-balanced", gcp_local_ssds=32),
     Machine(name="e2-standard-4", cloud=Cloud.GCP, vcpus=4, memory_gib=16, network_gbps=8,
             on_demand_usd_per_hour=0.134, typical_spot_discount=0.6),
@@ -563,48 +581,99 @@ def gpu_nvlink_gb_s(m: Machine) -> float | None:
     return GPU_NVLINK_GB_S.get(m.gpu_model or "") if m.gpu_count > 1 else None
 
 
-def inter_host_gb_s_per_gpu(m: Machine) -> float:
-    """The machine's rated network between nodes shared by its GPUs (GB/s per GPU): what
-    torchrec's planner calls inter_host_bw (its default 12.5 GB/s = 100 Gbit/s per GPU)."""
-    return m.network_gbps / 8 / max(m.gpu_count, 1)
+def fabric_in_use(m: Machine, fabric: bool) -> bool:
+    """Whether NCCL's traffic between nodes goes over the machine's fabric: the stack asks for
+    it (interconnect.fabric) and the machine has one."""
+    return fabric and m.interconnect != Interconnect.NONE
 
 
-# --- Training throughput: measured per GPU model, for the run estimate (infra/estimate.py) -----
+def inter_host_gb_s_per_gpu(m: Machine, fabric: bool) -> float:
+    """The network between nodes shared by the machine's GPUs (GB/s per GPU), on the path NCCL
+    takes: the rated fabric where it is in use (fabric_in_use), else the primary NIC's plain
+    sockets (Machine.socket_gbps). What torchrec's planner calls inter_host_bw (its default
+    12.5 GB/s = 100 Gbit/s per GPU); the run estimate's network bound reads the same figure."""
+    gbps = m.network_gbps if fabric_in_use(m, fabric) else m.socket_gbps
+    return gbps / 8 / max(m.gpu_count, 1)
+
+
+# --- Training throughput: recorded runs the run estimate plans from (infra/estimate.py) ---------
 @dataclass(frozen=True)
-class MeasuredThroughput:
-    """Our trainer's samples/s per GPU as one bench run measured it, with everything the run
-    fixed: the estimate calls a job's figure "measured" only where all of it matches
-    (infra/estimate.py, planned_throughput); elsewhere it is a rough plan."""
+class ThroughputReference:
+    """One recorded training run, with every input it was recorded with: the run estimate plans
+    a job's samples/s from these (infra/estimate.py, planned_throughput) and calls no figure
+    "measured" for a job, since no job repeats a run's batch, model, GPUs and software.
+    Model: 26 features, EmbeddingBag tables, dot interaction unless said."""
 
+    name: str
     gpu_model: str
     gpu_memory_gib: int
-    gpus: int  # GPUs in the run (all on one node)
-    samples_per_s_per_gpu: float
+    machine: str | None  # the catalog machine it ran on, where one
+    nodes: int
+    gpus: int  # all GPUs of the run
+    samples_per_s: float  # the whole run's records/s
+    batch_per_gpu: int | None  # None: not recorded
     embedding_dim: int
-    ids_per_sample: int  # 26 one-hot features
-    rows_per_table: int
+    ids_per_sample: int  # one-hot: one id per feature
+    rows: tuple[int, ...]
     dense_arch_layer_sizes: tuple[int, ...]
     over_arch_layer_sizes: tuple[int, ...]
     interaction: str
-    optimizer: str
+    comm_bytes: int  # bytes per value of the embedding all-to-all (4: fp32)
+    fabric: bool  # its nodes talked over the machine's fabric
     date: str
-    command: str
+    source: str
+
+    @property
+    def samples_per_s_per_gpu(self) -> float:
+        return self.samples_per_s / self.gpus
 
 
-MEASURED_THROUGHPUT: tuple[MeasuredThroughput, ...] = (
-    # The bench's fixed model (bench/train_throughput.py MODEL; tests/test_estimate.py checks the
-    # two agree): 26 tables of 100,000 rows, dim 64, one id per feature, bottom MLP 512,256,64,
-    # dot interaction, top MLP 512,512,256,1, SGD at 0.01, synthetic data with reader processes.
-    # Our trainer 1.70M vs TorchRec's reference loop 1.96M samples/s (0.86x). Recorded in that
-    # session's closing note only (no JSON in this tree); the per-rank batch of the run was not
-    # recorded (the bench's default is 512; the readers' commit 104ec66 speaks of 16k batches).
-    MeasuredThroughput("H200", 141, gpus=1, samples_per_s_per_gpu=1_700_000.0,
-                       embedding_dim=64, ids_per_sample=26, rows_per_table=100_000,
-                       dense_arch_layer_sizes=(512, 256, 64),
-                       over_arch_layer_sizes=(512, 512, 256, 1), interaction="dot",
-                       optimizer="sgd", date="2026-11",
-                       command="make bench (python bench/train_throughput.py) on 1 x H200"),
+# pytorch/torchrec examples/dlrm/README.MD, "Preliminary Training Results" (commit 488c02b,
+# runs of 2022-01): Criteo 1TB, CUDA 11.0, NCCL 2.10.3, p4d.24xlarge with EFA, dlrm_main.py
+# with --embedding_dim 128 --dense_arch_layer_sizes 512,256,128 --over_arch_layer_sizes
+# 1024,1024,512,256,1 (DLRM's dot interaction, fp32 all-to-all).
+_TORCHREC_DLRM = "pytorch/torchrec examples/dlrm/README.MD, Preliminary Training Results"
+_DLRM_ROWS_40M = (40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956,
+                  405282, 10, 2209, 11938, 155, 4, 976, 14, 40000000, 40000000, 40000000,
+                  590152, 12973, 108, 36)
+_DLRM_ROWS_80M = (80000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 80000000, 3067956,
+                  405282, 10, 2209, 11938, 155, 4, 976, 14, 80000000, 40790948, 80000000,
+                  590152, 12973, 108, 36)
+THROUGHPUT_REFERENCES: tuple[ThroughputReference, ...] = (
+    # The anchor of every plan: 1 x p4d.24xlarge, 8 x A100 40GB, 5,497,159.68 rec/s
+    # ("MLPerf" row: local batch 8192, global 65536).
+    ThroughputReference(
+        "p4d 1 node", "A100", 40, "p4d.24xlarge", nodes=1, gpus=8, samples_per_s=5_497_159.68,
+        batch_per_gpu=8192, embedding_dim=128, ids_per_sample=26, rows=_DLRM_ROWS_40M,
+        dense_arch_layer_sizes=(512, 256, 128), over_arch_layer_sizes=(1024, 1024, 512, 256, 1),
+        interaction="dot", comm_bytes=4, fabric=True, date="2022-01",
+        source=f"{_TORCHREC_DLRM}, MLPerf row"),
+    # The same model on 2 nodes over EFA, 2,028,339.2 rec/s ("MLPerfx2": local batch 4096):
+    # the network calibration (infra/estimate.py network_efficiency).
+    ThroughputReference(
+        "p4d 2 nodes", "A100", 40, "p4d.24xlarge", nodes=2, gpus=16, samples_per_s=2_028_339.2,
+        batch_per_gpu=4096, embedding_dim=128, ids_per_sample=26, rows=_DLRM_ROWS_80M,
+        dense_arch_layer_sizes=(512, 256, 128), over_arch_layer_sizes=(1024, 1024, 512, 256, 1),
+        interaction="dot", comm_bytes=4, fabric=True, date="2022-01",
+        source=f"{_TORCHREC_DLRM}, MLPerfx2 row"),
+    # Our trainer on 1 x H200 (bench/train_throughput.py MODEL; tests/test_estimate.py checks
+    # the two agree): 26 tables of 100,000 rows, dim 64, bottom MLP 512,256,64, top MLP
+    # 512,512,256,1, SGD, synthetic data; 1.70M samples/s (TorchRec's reference loop 1.96M).
+    # Recorded in that session's closing note only; its per-rank batch was NOT recorded (the
+    # bench's default is 512; the readers' commit 104ec66 speaks of 16k batches). Used on H200
+    # only, beside the anchor, the lower of the two.
+    ThroughputReference(
+        "H200 bench", "H200", 141, None, nodes=1, gpus=1, samples_per_s=1_700_000.0,
+        batch_per_gpu=None, embedding_dim=64, ids_per_sample=26, rows=(100_000,) * 26,
+        dense_arch_layer_sizes=(512, 256, 64), over_arch_layer_sizes=(512, 512, 256, 1),
+        interaction="dot", comm_bytes=4, fabric=False, date="2026-11",
+        source="make bench (python bench/train_throughput.py) on 1 x H200"),
 )
+
+
+def throughput_reference(name: str) -> ThroughputReference:
+    return next(r for r in THROUGHPUT_REFERENCES if r.name == name)
+
 
 # --- Scale-down tail: how long an idle GPU node is kept after the job ends --------------------
 # The cluster autoscaler's scale-down-unneeded-time on each cloud, the one source for both the

@@ -16,11 +16,13 @@ Assumptions, each a choice of what to count:
   schedules there (the job, dataset.prepare, a user's pod).
 - One run: the stack at the job's hourly rate from the GPU nodes' start (up to the catalog's
   node_ready_minutes, Kueue's PodsReady bound) through the preparation (the job's pods wait on
-  their nodes; one GPU node more on dataset.prepare.pool gpu) and training (samples /
-  throughput: measured only for the bench's GPU, model and one node, else a rough plan, see
-  planned_throughput) to the autoscaler's scale-down after the last step. Evaluation,
-  checkpoint saves (async) and preemptions' lost work are not counted, and `pulumi up` itself
-  (control plane, file system: the standing items of the hourly figure) comes before.
+  their nodes; one GPU node more on dataset.prepare.pool gpu; the vocabulary pass is not in its
+  hours) and training (samples / throughput: always a rough plan from recorded public and bench
+  runs, with its inputs named, the GPUs assumed to scale linearly, see planned_throughput) to
+  the autoscaler's scale-down after the last step. Only node start is an upper bound ("up
+  to"); the run's hours and dollars are estimates ("about"). Evaluation, checkpoint saves
+  (async) and preemptions' lost work are not counted, and `pulumi up` itself (control plane,
+  file system: the standing items of the hourly figure) comes before.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.catalog import (
-    GPU_BF16_DENSE_TFLOPS, MEASURED_THROUGHPUT, SCALE_DOWN_UNNEEDED_MINUTES, Cloud, Machine,
-    MeasuredThroughput, inter_host_gb_s_per_gpu, machine,
+    GPU_BF16_DENSE_TFLOPS, SCALE_DOWN_UNNEEDED_MINUTES, THROUGHPUT_REFERENCES, Cloud, Machine,
+    ThroughputReference, fabric_in_use, inter_host_gb_s_per_gpu, machine, throughput_reference,
 )
 from infra.prices import (
     ACR_STANDARD_DAY, AKS_TIER_HOUR, ANF_GIB_HOUR, AWS_NAT_GATEWAY_HOUR, AWS_PUBLIC_IPV4_HOUR,
@@ -233,14 +235,19 @@ def most_hourly_usd(s: Settings) -> float:
 # --- One run of the job -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Throughput:
+    """A planned samples/s per GPU and how it was planned (its inputs named): never measured
+    for the job itself."""
+
     samples_per_s_per_gpu: float
     source: str
-    measured: bool = False  # True only where the bench ran this very GPU, model and node count
 
 
 def _trainer_flags(s: Settings) -> dict[str, Any]:
-    """The job's trainer flags as the trainer takes them: its defaults (trainer/config.py) under
-    the recipe's (trainer/recipe.py) under the stack file's."""
+    """The job's trainer flags as the pod's trainer takes them: its defaults (trainer/config.py)
+    under the recipe's (trainer/recipe.py) under the stack file's, each read by the trainer's
+    own parser (`512,256,128` and [512, 256, 128] are the same list; infra/settings/
+    trainer_flags.py parsed_trainer_args)."""
+    from infra.settings.trainer_flags import parsed_trainer_args
     from trainer.config import TrainConfig  # torch-free
     from trainer.recipe import with_recipe
 
@@ -248,7 +255,7 @@ def _trainer_flags(s: Settings) -> dict[str, Any]:
                 for f in dataclasses.fields(TrainConfig)
                 if f.default is not dataclasses.MISSING
                 or f.default_factory is not dataclasses.MISSING}
-    return {**defaults, **with_recipe(dict(s.job.trainer_args))}
+    return {**defaults, **with_recipe(parsed_trainer_args(s.job.trainer_args))}
 
 
 def _ids_per_sample(s: Settings, flags: dict[str, Any]) -> int:
@@ -262,6 +269,8 @@ def _ids_per_sample(s: Settings, flags: dict[str, Any]) -> int:
 ROUGH_PLAN = "rough plan (could be off several-fold)"
 COMM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 ID_BYTES = 8  # int64 ids in the KeyedJaggedTensor the input all-to-all sends
+ANCHOR = "p4d 1 node"  # infra/catalog.py THROUGHPUT_REFERENCES: every plan starts there
+NETWORK_REFERENCE = "p4d 2 nodes"  # ... and its network share is calibrated on this one
 
 
 def _mlp_macs(inputs: int, sizes: list[int]) -> int:
@@ -287,98 +296,121 @@ def dense_macs_per_sample(dim: int, dense: list[int], over: list[int], interacti
     return bottom + pairs * dim + _mlp_macs(dim + pairs, over)
 
 
-def _job_shape(s: Settings, flags: dict[str, Any]) -> dict[str, Any]:
-    from trainer.config import NUM_SPARSE_FEATURES
-
-    rows = flags.get("num_embeddings_per_feature") or [flags["num_embeddings"]] * NUM_SPARSE_FEATURES
-    return {"embedding_dim": int(flags["embedding_dim"]), "ids_per_sample": _ids_per_sample(s, flags),
-            "rows": [int(r) for r in rows],
-            "dense_arch_layer_sizes": [int(v) for v in flags["dense_arch_layer_sizes"]],
-            "over_arch_layer_sizes": [int(v) for v in flags["over_arch_layer_sizes"]],
-            "interaction": str(flags["interaction"]), "optimizer": str(flags["optimizer"])}
+def _reference_macs(r: ThroughputReference) -> int:
+    return dense_macs_per_sample(r.embedding_dim, list(r.dense_arch_layer_sizes),
+                                 list(r.over_arch_layer_sizes), r.interaction)
 
 
-def _measured_shape(m: MeasuredThroughput) -> dict[str, Any]:
-    from trainer.config import NUM_SPARSE_FEATURES
-
-    return {"embedding_dim": m.embedding_dim, "ids_per_sample": m.ids_per_sample,
-            "rows": [m.rows_per_table] * NUM_SPARSE_FEATURES,
-            "dense_arch_layer_sizes": list(m.dense_arch_layer_sizes),
-            "over_arch_layer_sizes": list(m.over_arch_layer_sizes),
-            "interaction": m.interaction, "optimizer": m.optimizer}
-
-
-def all_to_all_bytes_per_sample(s: Settings, flags: dict[str, Any]) -> float:
+def crossing_bytes_per_sample(ids: int, dim: int, forward_bytes: int, backward_bytes: int,
+                              nodes: int) -> float:
     """Bytes one sample puts on the network between nodes each step, in one direction of a
     GPU's link: its ids out to the tables' ranks (forward input all-to-all), its 26 pooled
     embeddings back (forward output all-to-all, EmbeddingBags pool a feature's ids into one
-    vector, so multi-hot adds ids, not vectors) and their gradients out again (backward), at the
-    precisions the trainer's comm flags set; times the share of tables on other nodes,
-    (nodes - 1) / nodes with the tables spread evenly. Replicated (data-parallel) tables and the
-    dense all-reduce are not counted."""
+    vector, so multi-hot adds ids, not vectors) and their gradients out again (backward), at
+    the all-to-all's precisions; times the share of tables on other nodes, (nodes - 1) / nodes
+    with the tables spread evenly. Replicated (data-parallel) tables and the dense all-reduce
+    are not counted."""
     from trainer.config import NUM_SPARSE_FEATURES
 
-    nodes = s.job.nodes
     if nodes < 2:
         return 0.0
-    dim = int(flags["embedding_dim"])
-    forward = COMM_BYTES[str(flags.get("embedding_comm_forward_precision", "fp32"))]
-    backward = COMM_BYTES[str(flags.get("embedding_comm_backward_precision", "fp32"))]
-    per_sample = (_ids_per_sample(s, flags) * ID_BYTES
-                  + NUM_SPARSE_FEATURES * dim * (forward + backward))
+    per_sample = ids * ID_BYTES + NUM_SPARSE_FEATURES * dim * (forward_bytes + backward_bytes)
     return per_sample * (nodes - 1) / nodes
 
 
-def planned_throughput(s: Settings) -> Throughput | None:
-    """Samples/s per GPU of the job's machine and model.
+def all_to_all_bytes_per_sample(s: Settings, flags: dict[str, Any]) -> float:
+    """crossing_bytes_per_sample of the job: its ids, width, comm precisions and nodes."""
+    return crossing_bytes_per_sample(
+        _ids_per_sample(s, flags), int(flags["embedding_dim"]),
+        COMM_BYTES[str(flags.get("embedding_comm_forward_precision", "fp32"))],
+        COMM_BYTES[str(flags.get("embedding_comm_backward_precision", "fp32"))], s.job.nodes)
 
-    "Measured" only where the bench measured it: the same GPU, the same model shape (dim, ids,
-    rows, MLPs, interaction, optimizer) and one node (the bench ran 1 GPU; GPUs of one node are
-    taken as that many times its figure). Everything else is a rough plan, the lower of:
-    - compute: the measurement times the GPUs' dense BF16 matmul peak ratio
-      (infra/catalog.py GPU_BF16_DENSE_TFLOPS), times the ratio of dense multiply-adds per
-      sample where the job's model is larger (a smaller model is not taken as faster: the
-      bench's small model is bound by per-step overheads, not FLOPs). Embedding lookups are
-      not the bound: the bench read 26 x 64 x 4 B per sample, ~11 GB/s of H200's 4,800 GB/s.
-    - network (2 or more nodes): the GPU's share of the rated inter-node bandwidth
-      (inter_host_gb_s_per_gpu) over the embedding all-to-all bytes a sample sends across nodes
-      (all_to_all_bytes_per_sample); rated bandwidth and full overlap with compute make it an
-      optimistic bound.
-    None where the GPU's matmul peak is not in the catalog."""
+
+def network_efficiency() -> float:
+    """The share of the rated inter-node bandwidth per GPU that the 2-node public run turned
+    into embedding all-to-all bytes: its samples/s per GPU times its crossing bytes per sample
+    over its machine's rated fabric per GPU (about 0.27 for 2 x p4d: 0.127M samples/s per GPU
+    against a 0.466M bound). Latency, the dense all-reduce, imbalance and partial overlap with
+    compute are all in it, which the byte count leaves out."""
+    r = throughput_reference(NETWORK_REFERENCE)
+    bytes_ = crossing_bytes_per_sample(r.ids_per_sample, r.embedding_dim, r.comm_bytes,
+                                       r.comm_bytes, r.nodes)
+    per_gpu = inter_host_gb_s_per_gpu(machine(Cloud.AWS, r.machine or ""), r.fabric) * 1e9
+    return r.samples_per_s_per_gpu * bytes_ / per_gpu
+
+
+def _anchor_text(r: ThroughputReference) -> str:
+    batch = f"batch {r.batch_per_gpu}/GPU" if r.batch_per_gpu else "batch not recorded"
+    where = f"{r.nodes} x {r.machine}" if r.machine else f"{r.gpus} x {r.gpu_model}"
+    return (f"{r.samples_per_s_per_gpu / 1e6:.3f}M/GPU on {where} ({r.source}, {r.date}; dim "
+            f"{r.embedding_dim}, MLPs {','.join(map(str, r.dense_arch_layer_sizes))} / "
+            f"{','.join(map(str, r.over_arch_layer_sizes))}, {r.interaction}, {batch})")
+
+
+def _from_reference(r: ThroughputReference, peak: float, job_macs: int, gpu: str
+                    ) -> tuple[float, str]:
+    """A reference's samples/s per GPU times the GPUs' dense BF16 matmul peak ratio, times the
+    ratio of dense work per sample where the job's model is larger (a smaller model is not
+    taken as faster: per-step overheads, not FLOPs, bound small models)."""
+    gpu_ratio = peak / GPU_BF16_DENSE_TFLOPS[r.gpu_model]
+    model_ratio = min(1.0, _reference_macs(r) / job_macs)
+    rate = r.samples_per_s_per_gpu * gpu_ratio * model_ratio
+    return rate, (f"{_anchor_text(r)} x {gpu_ratio:.2f} matmul peak ({gpu} / {r.gpu_model}) x "
+                  f"{model_ratio:.2f} dense work per sample = {rate / 1e6:.3f}M")
+
+
+def planned_throughput(s: Settings) -> Throughput | None:
+    """Samples/s per GPU of the job's machine and model: a rough plan, never "measured" (no
+    recorded run repeats a job's batch, model, GPUs and software), the lower of:
+    - compute: the public anchor (THROUGHPUT_REFERENCES "p4d 1 node": torchrec's DLRM example,
+      8 x A100, batch 8192 per GPU) scaled by matmul peak and dense work (_from_reference);
+      on H200 also our own bench's figure scaled the same way (its batch was not recorded),
+      the lower of the two. Embedding lookups are not the bound: the bench read 26 x 64 x 4 B
+      per sample, ~11 GB/s of H200's 4,800 GB/s.
+    - network (2 or more nodes): the GPU's share of the inter-node bandwidth on the path NCCL
+      takes (inter_host_gb_s_per_gpu: the fabric, or the primary NIC with interconnect.fabric
+      false) times network_efficiency (the 2-node public run's share), over the embedding
+      all-to-all bytes a sample sends across nodes (all_to_all_bytes_per_sample).
+    The job's per-rank batch is named beside the anchor's, not scaled. None where the GPU's
+    matmul peak is not in the catalog."""
     gpu = machine(s.cloud, s.job_pool.machine_type)
     peak = GPU_BF16_DENSE_TFLOPS.get(gpu.gpu_model or "")
-    if not gpu.has_gpus or peak is None or not MEASURED_THROUGHPUT:
+    if not gpu.has_gpus or peak is None:
         return None
     flags = _trainer_flags(s)
-    shape = _job_shape(s, flags)
-    same_gpu = [m for m in MEASURED_THROUGHPUT
-                if (m.gpu_model, m.gpu_memory_gib) == (gpu.gpu_model, gpu.gpu_memory_gib)]
-    base = (same_gpu or list(MEASURED_THROUGHPUT))[0]
-    ran = (f"{base.command}, {base.date}: {base.samples_per_s_per_gpu / 1e6:.2f}M samples/s per "
-           f"GPU, dim {base.embedding_dim}, {base.ids_per_sample} one-hot tables of "
-           f"{base.rows_per_table:,} rows")
-    if same_gpu and s.job.nodes == 1 and shape == _measured_shape(base):
-        return Throughput(base.samples_per_s_per_gpu, f"measured: {ran}", measured=True)
-    gpu_ratio = peak / GPU_BF16_DENSE_TFLOPS[base.gpu_model]
-    job_macs = dense_macs_per_sample(shape["embedding_dim"], shape["dense_arch_layer_sizes"],
-                                     shape["over_arch_layer_sizes"], shape["interaction"],
-                                     int(flags["dcn_num_layers"]), int(flags["dcn_low_rank_dim"]))
-    base_macs = dense_macs_per_sample(base.embedding_dim, list(base.dense_arch_layer_sizes),
-                                      list(base.over_arch_layer_sizes), base.interaction)
-    model_ratio = min(1.0, base_macs / job_macs)
-    compute = base.samples_per_s_per_gpu * gpu_ratio * model_ratio
-    how = (f"{ROUGH_PLAN}: {ran}; x {gpu_ratio:.2f} matmul peak ({gpu.gpu_model} / "
-           f"{base.gpu_model}) x {model_ratio:.2f} dense work per sample")
+    job_macs = dense_macs_per_sample(int(flags["embedding_dim"]),
+                                     [int(v) for v in flags["dense_arch_layer_sizes"]],
+                                     [int(v) for v in flags["over_arch_layer_sizes"]],
+                                     str(flags["interaction"]), int(flags["dcn_num_layers"]),
+                                     int(flags["dcn_low_rank_dim"]))
+    model = gpu.gpu_model or ""
+    plans = [_from_reference(throughput_reference(ANCHOR), peak, job_macs, model)]
+    plans += [_from_reference(r, peak, job_macs, model) for r in THROUGHPUT_REFERENCES
+              if r.name != ANCHOR and r.nodes == 1
+              and (r.gpu_model, r.gpu_memory_gib) == (gpu.gpu_model, gpu.gpu_memory_gib)]
+    compute, _ = min(plans)
+    how = f"{ROUGH_PLAN}: " + "; ".join(text for _, text in plans)
+    if len(plans) > 1:
+        how += f": the lower, {compute / 1e6:.3f}M"
+    ranks = s.job.nodes * s.job.processes_per_node
+    batch = int(flags.get("global_batch_size") or 0) // ranks or int(flags["batch_size"])
+    how += f"; this job's batch {batch}/rank (the plan does not scale with batch)"
     crossing = all_to_all_bytes_per_sample(s, flags)
-    if crossing:
-        network = inter_host_gb_s_per_gpu(gpu) * 1e9 / crossing
-        bound = (f"; network bound {network / 1e6:.3f}M/GPU ({inter_host_gb_s_per_gpu(gpu):g} "
-                 f"GB/s per GPU over {crossing / 1e3:.1f} kB of embedding all-to-all per sample "
-                 f"across {s.job.nodes} nodes)")
-        if network < compute:
-            return Throughput(network, f"{how} = {compute / 1e6:.3f}M/GPU{bound}: the lower")
-        return Throughput(compute, f"{how}{bound}")
-    return Throughput(compute, how)
+    if not crossing:
+        return Throughput(compute, how)
+    fabric = fabric_in_use(gpu, s.interconnect.fabric)
+    bandwidth = inter_host_gb_s_per_gpu(gpu, s.interconnect.fabric)
+    efficiency = network_efficiency()
+    network = bandwidth * 1e9 * efficiency / crossing
+    path = (f"{gpu.interconnect.value} fabric" if fabric
+            else "plain sockets on the primary NIC (interconnect.fabric false or no fabric)")
+    bound = (f"; network bound {network / 1e6:.3f}M/GPU ({bandwidth:g} GB/s per GPU over "
+             f"{path} x {efficiency:.2f} reached by the 2-node public run, over "
+             f"{crossing / 1e3:.1f} kB of embedding all-to-all per sample across "
+             f"{s.job.nodes} nodes)")
+    if network < compute:
+        return Throughput(network, f"{how}{bound}: the lower")
+    return Throughput(compute, f"{how}{bound}")
 
 
 @dataclass(frozen=True)
@@ -519,17 +551,21 @@ def estimate_output(s: Settings) -> dict[str, Any]:
             "samples_per_s_per_gpu": _round(run.throughput.samples_per_s_per_gpu, 0)
             if run.throughput else None,
             "throughput_source": run.throughput.source if run.throughput else None,
-            "throughput_measured": run.throughput.measured if run.throughput else None,
-            "node_start_hours": _round(run.node_start_hours),  # an upper bound
+            "throughput_scaling": _scaling(run.gpus) if run.throughput else None,
+            "node_start_hours": _round(run.node_start_hours),  # up to: Kueue's PodsReady bound
             "prepare_hours": _round(run.prepare_hours, 3) if run.prepare_hours else None,
             "scale_down_hours": _round(run.scale_down_hours),
             "training_hours": _round(run.training_hours, 3),
-            "hours": _round(run.hours),  # at most: node start counted at its bound
+            "hours": _round(run.hours),  # an estimate: node start counted at its bound
             "usd": _round(run.usd),
         },
     }
     out["run"] = {k: v for k, v in out["run"].items() if v is not None}
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _scaling(gpus: int) -> str:
+    return f"x {gpus} GPUs assumed to scale linearly" if gpus > 1 else "1 GPU"
 
 
 def _money(value: float | None) -> str:
@@ -572,21 +608,23 @@ def estimate_lines(s: Settings) -> list[str]:
         lines.append(f"  steps         {steps.steps:,} x {steps.global_batch:,} samples "
                      f"({steps.how}) = {run.samples:,} samples")
     if run.throughput is None:
-        lines.append("  throughput    unknown: no measured or planned figure for this machine")
+        lines.append("  throughput    unknown: no planned figure for this machine's GPU")
     else:
         rate = run.throughput.samples_per_s_per_gpu
-        lines.append(f"  throughput    {rate * run.gpus / 1e6:,.2f}M samples/s ({run.gpus} GPUs x "
-                     f"{rate / 1e6:.3f}M): {run.throughput.source}")
+        lines.append(f"  throughput    about {rate * run.gpus / 1e6:,.2f}M samples/s "
+                     f"({rate / 1e6:.3f}M per GPU{', ' + _scaling(run.gpus) if run.gpus > 1 else ''}): "
+                     f"{run.throughput.source}")
     if run.hours is not None and run.training_hours is not None:
         parts = [f"up to {_hours(run.node_start_hours)} node start (the PodsReady bound)"]
         if run.prepare_hours:
             parts.append(f"{_hours(run.prepare_hours)} preparation")
         parts += [f"{_hours(run.training_hours)} training",
                   f"{_hours(run.scale_down_hours)} idle before scale-down"]
-        lines.append(f"  time          {' + '.join(parts)} = at most about {run.hours:.2f} h")
+        lines.append(f"  time          {' + '.join(parts)} = about {run.hours:.2f} h (an estimate)")
         extra = (f" + the preparation's GPU node {_money(run.prepare_extra_usd_per_hour)}/h"
                  if run.prepare_extra_usd_per_hour and run.prepare_hours else "")
-        lines.append(f"  cost          at most about USD {_money(run.usd)} at "
-                     f"{_money(run.usd_per_hour)}/h{extra} (evaluation, saves and preemptions "
-                     "not counted)")
+        lines.append(f"  cost          about USD {_money(run.usd)} at "
+                     f"{_money(run.usd_per_hour)}/h{extra} (an estimate: training is a rough "
+                     "plan; evaluation, saves, preemptions and the preparation's vocabulary "
+                     "pass not counted)")
     return lines

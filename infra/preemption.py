@@ -89,13 +89,13 @@ TABLE_FLAGS = ("recipe", "num_embeddings", "num_embeddings_per_feature", "embedd
 
 def _tables(trainer_args: dict[str, object]) -> tuple[list[int], int, str, float]:
     """Rows per table, width, optimizer and the data-parallel rule of the job's trainer
-    arguments as the trainer's parser converted them (infra/settings/trainer_flags.py
-    converted_trainer_args), with the trainer's own defaults (trainer/config.py) under a
-    --recipe's values (trainer/recipe.py)."""
+    arguments, with the trainer's own defaults (trainer/config.py) under a --recipe's values
+    (trainer/recipe.py); each value as the trainer's parser reads it (`1,2,3` is a list)."""
+    from infra.settings.trainer_flags import parsed_trainer_args
     from trainer.config import NUM_SPARSE_FEATURES, TrainConfig  # plain: no torch import
     from trainer.recipe import with_recipe
 
-    trainer_args = with_recipe(trainer_args)
+    trainer_args = with_recipe(parsed_trainer_args(trainer_args))  # type: ignore[arg-type]
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     per_feature = trainer_args.get("num_embeddings_per_feature")
     if isinstance(per_feature, list) and per_feature:
@@ -154,10 +154,8 @@ def estimated_save(settings: "Settings") -> SaveEstimate:
     store or shared file system, infra/catalog.py), with the fullest rank's share."""
     from infra.settings.model import CheckpointLocation
 
-    from infra.settings.trainer_flags import converted_trainer_args
-
     job = settings.job
-    args = converted_trainer_args(settings)
+    args = dict(job.trainer_args)
     ranks = job.nodes * job.processes_per_node
     stream = None
     if settings.checkpoints.location == CheckpointLocation.OBJECT_STORE:

@@ -427,3 +427,26 @@ def test_an_encrypted_region_does_not_put_the_zones_in_the_default_one(tmp_path:
     assert result.returncode == 1
     assert not _lines(result, "zones") and not _lines(result, "gpuZones")
     assert _lines(result, "systemPool.desiredNodes")
+
+
+DOCS_DATA_FORMS = {  # docs/data.md's `pulumi config set --path` forms: text, an int, lists
+    "text": {"dense_arch_layer_sizes": "512,256,128", "embedding_dim": 128,
+             "over_arch_layer_sizes": "1024,1024,512,256,1",
+             "num_embeddings_per_feature": ",".join(["1000"] * 26),
+             "multi_hot_sizes": ",".join(["2"] * 26)},
+    "int": {"over_arch_layer_sizes": 1},
+    "lists": {"dense_arch_layer_sizes": [512, 256, 128], "embedding_dim": 128,
+              "over_arch_layer_sizes": [1024, 1024, 512, 256, 1],
+              "num_embeddings_per_feature": [1000] * 26, "multi_hot_sizes": [2] * 26},
+}
+
+
+@pytest.mark.parametrize("form", list(DOCS_DATA_FORMS))
+def test_trainer_args_in_the_docs_forms_pass_and_are_estimated(tmp_path: Path, form: str) -> None:
+    """A comma separated text, a single int or a list for a list flag: the trainer reads each,
+    so `check` passes and prints the run's estimate (a ValueError crashed it)."""
+    args = {"batch_size": 2048, **DOCS_DATA_FORMS[form]}
+    done = check("--file", str(write_stack(tmp_path, "aws", {"job": {"trainerArgs": args}})))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "One run of job" in done.stdout and "about USD" in done.stdout

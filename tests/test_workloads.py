@@ -999,7 +999,26 @@ def test_the_planner_is_given_the_machines_bandwidths_from_the_catalog() -> None
     scenario = run_workload("aws", Job())
     args = scenario.container()["args"]
     machine = scenario.cluster.contract.gpu_pools[Job().pool.value].machine
-    assert f"--inter_host_gb_per_sec={inter_host_gb_s_per_gpu(machine):g}" in args
+    assert f"--inter_host_gb_per_sec={inter_host_gb_s_per_gpu(machine, True):g}" in args
     if gpu_hbm_gb_s(machine):
         assert f"--hbm_gb_per_sec={gpu_hbm_gb_s(machine):g}" in args
     assert {"hbm_gb_per_sec", "intra_host_gb_per_sec", "inter_host_gb_per_sec"} <= set(STACK_OWNED)
+
+
+@pytest.mark.parametrize("flavour", ["aws", "gcp"])
+def test_without_the_fabric_the_planner_is_given_the_primary_nic_s_sockets(flavour: str) -> None:
+    """interconnect.fabric false: NCCL goes over plain sockets on the pod network's NIC, so the
+    planner costs the all-to-all at that figure, the one the run estimate uses, not the
+    fabric's rated speed (p4d: 100 of 400 Gbit/s)."""
+    from infra.catalog import inter_host_gb_s_per_gpu
+    from infra.settings.model import Interconnect
+
+    on = run_workload(flavour, Job())
+    off = run_workload(flavour, Job(), interconnect=Interconnect(fabric=False))
+    machine = off.cluster.contract.gpu_pools[Job().pool.value].machine
+    sockets = inter_host_gb_s_per_gpu(machine, False)
+    assert f"--inter_host_gb_per_sec={sockets:g}" in off.container()["args"]
+    assert sockets == machine.socket_gbps / 8 / machine.gpu_count
+    if machine.interconnect.value != "none":  # a fabric machine loses its fabric's share
+        assert sockets < inter_host_gb_s_per_gpu(machine, True)
+        assert f"--inter_host_gb_per_sec={sockets:g}" not in on.container()["args"]

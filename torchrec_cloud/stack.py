@@ -99,7 +99,7 @@ def read_outputs(stack: str, outputs_file: str | None = None) -> Outputs:
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     except FileNotFoundError as error:
-        raise StackError("the Pulumi CLI is not installed (https://www.pulumi.com/docs/install/); "
+        raise StackError("the Pulumi CLI is not installed (https://www.pulumi.com/docs/iac/download-install/); "
                          "or pass --outputs FILE.json saved from `pulumi stack output --json "
                          "--show-secrets`") from error
     except subprocess.TimeoutExpired as error:

@@ -81,8 +81,9 @@ def _model(tables: TableSet) -> Any:
     return model
 
 
-def hardware_of(machine: Any, nodes: int) -> Any:
-    """planning.Hardware of ``nodes`` catalog machines, one rank per GPU."""
+def hardware_of(machine: Any, nodes: int, fabric: bool = True) -> Any:
+    """planning.Hardware of ``nodes`` catalog machines, one rank per GPU, the network between
+    them over the fabric (the stack's default, interconnect.fabric) or plain sockets."""
     from infra.catalog import gpu_hbm_gb_s, gpu_nvlink_gb_s, inter_host_gb_s_per_gpu
     from trainer.planning import Hardware
 
@@ -92,7 +93,7 @@ def hardware_of(machine: Any, nodes: int) -> Any:
                     ddr_bytes=int(machine.memory_gib * (1 << 30)) // gpus,
                     hbm_gb_per_sec=gpu_hbm_gb_s(machine),
                     intra_host_gb_per_sec=gpu_nvlink_gb_s(machine),
-                    inter_host_gb_per_sec=inter_host_gb_s_per_gpu(machine))
+                    inter_host_gb_per_sec=inter_host_gb_s_per_gpu(machine, fabric))
 
 
 def run_planner(tables: TableSet, hw: Any, batch_per_rank: int, rule: str = "resumable",

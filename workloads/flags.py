@@ -84,13 +84,16 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
     return flags
 
 
-def planner_flags(cluster: GpuCluster, job: Job) -> list[str]:
+def planner_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> list[str]:
     """The machine's bandwidths for torchrec's sharding planner (trainer/planning.py), from the
-    catalog: HBM and NVLink per GPU where known, the network between nodes per GPU. Without
-    them the planner costs every machine at its defaults (e.g. 12.5 GB/s between hosts)."""
+    catalog: HBM and NVLink per GPU where known, the network between nodes per GPU on the path
+    NCCL takes (the fabric, or the primary NIC's sockets with interconnect.fabric false; the
+    run estimate reads the same figure). Without them the planner costs every machine at its
+    defaults (e.g. 12.5 GB/s between hosts)."""
     machine = job_pool(cluster, job).machine
     hbm, nvlink = gpu_hbm_gb_s(machine), gpu_nvlink_gb_s(machine)
-    return [f"--inter_host_gb_per_sec={inter_host_gb_s_per_gpu(machine):g}",
+    inter_host = inter_host_gb_s_per_gpu(machine, interconnect.fabric)
+    return [f"--inter_host_gb_per_sec={inter_host:g}",
             *([f"--hbm_gb_per_sec={hbm:g}"] if hbm else []),
             *([f"--intra_host_gb_per_sec={nvlink:g}"] if nvlink else [])]
 
@@ -138,5 +141,5 @@ def trainer_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, datas
     """User flags first, then the stack's (argparse keeps the last value of a repeated flag)."""
     return [*user_flags(job.trainer_args),
             *stack_flags(cluster, job, checkpoints, dataset, budget, save_estimate),
-            *planner_flags(cluster, job),
+            *planner_flags(cluster, job, interconnect),
             *fabric_gate_flags(cluster, job, interconnect)]

@@ -16,7 +16,7 @@ from infra.catalog import Cloud, Interconnect, Machine, find_machine, machine_na
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
 from infra.preemption import TABLE_FLAGS, estimated_save, largest_rank_bytes, stop_budget
 from infra.settings.placeholders import no_placeholders_left
-from infra.settings.trainer_flags import (closest_flag, converted_trainer_args,
+from infra.settings.trainer_flags import (closest_flag, parsed_trainer_args,
                                           trainer_args_fit_the_trainer, trainer_flag_names)
 from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region
 from infra.settings.errors import CONFIG_NAMESPACE, Problem, set_command, shown
@@ -721,7 +721,7 @@ MOST_NODES_SUGGESTED = 64
 def _table_args(s: Settings) -> dict[str, object] | None:
     """The trainer flags as the trainer converts them, or None where one the table sizes need
     was refused: its own rule names it, and sizes from anything else would be made up."""
-    args = converted_trainer_args(s)
+    args = parsed_trainer_args(s.job.trainer_args)
     if any(flag in s.job.trainer_args and flag not in args for flag in TABLE_FLAGS):
         return None
     return args

@@ -108,6 +108,16 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
     return values, problems
 
 
+def parsed_trainer_args(args: Mapping[str, TrainerArgValue]) -> dict[str, Any]:
+    """job.trainerArgs as the pod's argparse turns them into values (`512,256,128` and
+    [512, 256, 128] both a list, `1` a one-item list for a list flag): what every estimate of
+    the job reads. Keys the trainer refuses are left out (trainer_args_fit_the_trainer names
+    them)."""
+    from trainer.config import build_parser
+
+    return _converted(args, _actions(build_parser()))[0]
+
+
 def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks: int,
                           args: Mapping[str, TrainerArgValue]) -> list[Problem]:
     """TrainConfig's own checks (ranges, combinations) on what the pod would parse: the
@@ -171,13 +181,3 @@ def trainer_args_fit_the_trainer(s: Settings) -> Iterator[Problem]:
     yield from (problem for problem in _combination_problems(
         given, defaults, s.job.nodes * s.job.processes_per_node, args)
         if problem.path not in refused)
-
-
-def converted_trainer_args(settings: Settings) -> dict[str, Any]:
-    """job.trainerArgs as the pod's trainer will read them (trainer/config.py's parser: comma
-    text -> a list of ints, "4096" -> 4096), for every rule and estimate that computes with
-    them; a flag the parser refuses or does not have is left out, named by its own rule
-    (trainer_args_fit_the_trainer), so a reader finds it absent rather than crashing on it."""
-    from trainer.config import build_parser
-
-    return _converted(settings.job.trainer_args, _actions(build_parser()))[0]
