@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, List, Optional, Sequence, get_args, get_origin, get_type_hints
 
 from trainer.data.layout import prepared_table_sizes
@@ -24,6 +25,12 @@ CHECKPOINT_SCHEMES = ("file", "memory", "s3", "gs", "gcs", "az", "abfs", "abfss"
 # FABRIC_TRANSPORTS maps each machine's interconnect to one of these names.
 FABRIC_TRANSPORTS = ("socket", "efa", "ib", "tcpx", "tcpxo")
 COMM_PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+class FlagError(ValueError):
+    """A command line the trainer refuses: an unknown flag, a value its type or choices refuse,
+    or a combination TrainConfig refuses; the text names each flag, its value and what is
+    allowed, one line per flag."""
 
 
 class ConfigError(ValueError):
@@ -258,10 +265,14 @@ class TrainConfig:
         "Comma separated message sizes in bytes for the gate's all_reduce and all_to_all "
         "(default: 1 MiB, 128 MiB, 1 GiB on GPU; 64 KiB, 1 MiB on CPU); floors are judged at "
         "the largest.", default=None)
+    # Not a flag (dataclasses.fields leaves an InitVar out): the ranks --global_batch_size is
+    # split over, for a check made before torchrun starts them (trainer/local_run.py);
+    # None = torchrun's WORLD_SIZE.
+    world_size: InitVar[Optional[int]] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, world_size: Optional[int] = None) -> None:
         if self.global_batch_size is not None:
-            world = int(os.environ.get("WORLD_SIZE", "1"))
+            world = world_size or int(os.environ.get("WORLD_SIZE", "1"))
             if self.global_batch_size < 1 or self.global_batch_size % world:
                 raise ValueError(f"invalid trainer flags:\n  --global_batch_size="
                                  f"{self.global_batch_size!r}: must be a positive multiple of the "
@@ -414,6 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m trainer",
         description="TorchRec DLRM trainer (run under torchrun for several processes).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        # A shortened flag (--max_step) is refused, not taken for the one it starts: the
+        # stack's check of job.trainerArgs (infra/settings/trainer_flags.py) refuses it too.
+        allow_abbrev=False,
     )
     hints = get_type_hints(TrainConfig)
     for f in dataclasses.fields(TrainConfig):
@@ -458,19 +472,69 @@ def _given_flags(argv: Sequence[str]) -> set:
     return {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
 
 
-def parse_config(argv: Optional[Sequence[str]] = None) -> TrainConfig:
-    """Parse and validate flags; a bad value exits with status 2 and a message naming it.
-    With --recipe, the recipe's values become the defaults of the flags not given."""
-    import sys
+def closest_flag(flag: str, options: Sequence[str]) -> Optional[str]:
+    """The option a misspelt ``flag`` most likely meant (``--maxsteps``: ``--max_steps``),
+    difflib's nearest at its default cutoff, else None."""
+    spelt = "--" + flag.lstrip("-").replace("-", "_")  # argparse's spelling: --max_steps
+    close = difflib.get_close_matches(spelt, options, n=1)
+    return close[0] if close else None
 
-    argv = list(sys.argv[1:] if argv is None else argv)
+
+def _unknown_flags(extra: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    """One line per flag argparse did not know, with its value(s) and the likeliest flag."""
+    options = [o for o in parser._option_string_actions if o.startswith("--")]
+    groups: List[List[str]] = []
+    for arg in extra:  # "--name value ..." groups; a value may start with one dash (-1)
+        if arg.startswith("--") or not groups:
+            groups.append(arg.split("=", 1))
+        else:
+            groups[-1].append(arg)
+    lines = []
+    for flag, *values in groups:
+        shown = f"{flag}={' '.join(values)!r}" if values else flag
+        if not flag.startswith("--"):
+            lines.append(f"{shown}: not a flag; every value follows its --name")
+            continue
+        close = closest_flag(flag, options)
+        hint = f"did you mean {close}? " if close else ""
+        lines.append(f"{shown}: not a trainer flag; {hint}python -m trainer --help lists them")
+    return "\n".join(lines)
+
+
+def config_from_flags(argv: Sequence[str], world_size: Optional[int] = None) -> TrainConfig:
+    """The TrainConfig of a trainer command line, or FlagError naming every bad flag; nothing
+    printed, nothing exited (--help aside), so a launcher can check flags before it starts
+    anything. With --recipe, the recipe's values become the defaults of the flags not given."""
+    argv = list(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    parser.exit_on_error = False  # argparse raises ArgumentError instead of printing usage
+
+    def parse() -> argparse.Namespace:
+        try:
+            args, extra = parser.parse_known_args(argv)
+        except argparse.ArgumentError as err:
+            raise FlagError(str(err)) from None
+        if extra:
+            raise FlagError(_unknown_flags(extra, parser))
+        return args
+
+    args = parse()
     if args.recipe:
         parser.set_defaults(**recipe_defaults(args.recipe, _given_flags(argv), args.dataset_path))
-        args = parser.parse_args(argv)
+        args = parse()
     try:
-        return TrainConfig(**vars(args))
+        return TrainConfig(**vars(args), world_size=world_size)
     except ValueError as err:
-        parser.error(str(err))
-        raise  # unreachable: parser.error exits
+        raise FlagError(str(err)) from None
+
+
+def parse_config(argv: Optional[Sequence[str]] = None) -> TrainConfig:
+    """Parse and validate flags; a bad one exits with status 2 and a line naming it (no usage
+    text: under torchrun each rank prints it, and the line says where the flags are listed)."""
+    import sys
+
+    try:
+        return config_from_flags(sys.argv[1:] if argv is None else argv)
+    except FlagError as err:
+        parser = build_parser()
+        parser.exit(2, f"{parser.prog}: error: {err}\n")

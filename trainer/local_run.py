@@ -5,6 +5,8 @@ trainer flags: one that is among the defaults here replaces that default where i
 the echoed command names each flag once. Each invocation writes to a fresh
 ``out/local/<time>/`` so it trains instead of resuming, and ends with ``training.png`` and
 ``summary.json`` there (trainer/report.py), the final figures and how to open TensorBoard.
+The flags are checked by the trainer's own parser first (trainer/config.py): a bad one is
+named on one line, with the flag it most likely meant, before any folder or process exists.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import List, Optional, Tuple
 
 import torch
 
+from trainer.config import FlagError, config_from_flags
 from trainer.report import read_records, write_report
 
 # Real model shape (trainer defaults), smaller tables and batch so 2 CPU cores finish in minutes.
@@ -45,7 +48,7 @@ def parse_flags(argv: List[str]) -> List[Flag]:
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith("--"):
-            raise SystemExit(f"make train: ARGS must be trainer flags (--name value), got {arg!r}")
+            raise FlagError(f"{arg!r}: not a flag; ARGS are trainer flags, --name value")
         if "=" in arg:
             name, value = arg.split("=", 1)
             out.append((name, value))
@@ -82,14 +85,19 @@ def trainer_flags(run_dir: str, extra: List[str]) -> List[Flag]:
     return merge_flags(defaults, parse_flags(extra))
 
 
+def processes() -> int:
+    """One per local GPU, else 2 CPU processes."""
+    return torch.cuda.device_count() or 2
+
+
+def _flat(flags: List[Flag]) -> List[str]:
+    return [part for name, value in flags for part in ((name,) if value is None else (name, value))]
+
+
 def command(run_dir: str, extra: List[str]) -> List[str]:
-    gpus = torch.cuda.device_count()
-    nproc = gpus if gpus else 2
-    flat = [part for name, value in trainer_flags(run_dir, extra)
-            for part in ((name,) if value is None else (name, value))]
     return [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-        "-m", "trainer", *flat,
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        f"--nproc_per_node={processes()}", "-m", "trainer", *_flat(trainer_flags(run_dir, extra)),
     ]
 
 
@@ -111,6 +119,11 @@ def tensorboard_command(logdir: str) -> List[str]:
 
 def main(argv: List[str]) -> int:
     run_dir = os.path.join("out", "local", time.strftime("%Y%m%d-%H%M%S"))
+    try:  # what each rank would parse, on as many ranks: a bad flag stops here, nothing made
+        config_from_flags(_flat(trainer_flags(run_dir, argv)), world_size=processes())
+    except FlagError as err:
+        print(f"make train: {err}", file=sys.stderr)
+        return 2
     os.makedirs(run_dir, exist_ok=True)
     cmd = command(run_dir, argv)
     flags = dict(trainer_flags(run_dir, argv))

@@ -93,6 +93,7 @@ def summarize(records: List[dict]) -> Dict[str, Any]:
     figures["samples_per_sec"] = rate
     out.update({k: v for k, v in figures.items() if v is not None})
     if final is not None:
+        # target_reached: only a run with --validation_auroc has it (trainer/train.py).
         for key in ("world_size", "resumed_from", "preempted", "target_reached"):
             if final.get(key) is not None:
                 out[key] = final[key]

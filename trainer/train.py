@@ -441,8 +441,9 @@ class Trainer:
             "preempted": preempted,
             "malformed_rows": self._malformed_rows(),
             "world_size": self.ctx.world_size,
-            "target_reached": self.target_reached,
         }
+        if self.cfg.validation_auroc is not None:  # without a target it could only be false
+            summary["target_reached"] = self.target_reached
         self.metrics.record("summary", self.progress.step, summary)
         self.metrics.close()
         return summary

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from tests.trainer.helpers import REPO, env
-from trainer.config import TrainConfig, build_parser, parse_config
+from trainer.config import FlagError, TrainConfig, build_parser, config_from_flags, parse_config
 import dataclasses
 
 SEED_GUIDE_FLAGS = ["--num_embeddings_per_feature", "--num_embeddings", "--embedding_dim",
@@ -64,3 +64,26 @@ def test_bad_flags_fail_fast_from_the_command_line():
                           cwd=REPO, env=env(), capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert "--batch_size=-1" in proc.stderr and "--keep_checkpoints=0" in proc.stderr
+
+
+@pytest.mark.parametrize("argv, line", [
+    # A shortened flag is refused, as `make check` refuses it in job.trainerArgs: argparse
+    # would otherwise take --max_step for --max_steps (allow_abbrev).
+    (["--max_step", "20"], "--max_step='20': not a trainer flag; did you mean --max_steps?"),
+    (["--maxsteps=20"], "--maxsteps='20': not a trainer flag; did you mean --max_steps?"),
+    (["--eval-batches", "-1"], "--eval-batches='-1': not a trainer flag; did you mean --eval_batches?"),
+])
+def test_an_unknown_or_shortened_flag_is_refused_on_one_line_with_the_flag_it_meant(argv, line, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_config(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"python -m trainer: error: {line} python -m trainer --help lists them\n"
+    assert build_parser().allow_abbrev is False
+
+
+def test_a_launcher_checks_the_global_batch_on_the_ranks_it_will_start(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)  # before torchrun: no WORLD_SIZE yet
+    assert config_from_flags(["--global_batch_size", "256"], world_size=2).batch_size == 128
+    with pytest.raises(FlagError, match=r"--global_batch_size=255: .* world size \(2 ranks\)"):
+        config_from_flags(["--global_batch_size", "255"], world_size=2)

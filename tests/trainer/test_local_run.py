@@ -13,6 +13,8 @@ import sys
 import time
 from collections import Counter
 
+import pytest
+
 from tests.trainer.helpers import env
 from trainer import local_run
 
@@ -42,6 +44,23 @@ def test_local_run_uses_every_gpu(monkeypatch):
     assert "--nproc_per_node=8" in local_run.command("out/local/x", [])
 
 
+@pytest.mark.parametrize("args, line", [
+    (["--maxsteps", "20"], "make train: --maxsteps='20': not a trainer flag; did you mean --max_steps?"),
+    (["--max_step", "20"], "make train: --max_step='20': not a trainer flag; did you mean --max_steps?"),
+])
+def test_a_misspelt_or_shortened_flag_stops_make_train_on_one_line_before_anything_starts(
+        tmp_path, args, line):
+    """`make train ARGS="--maxsteps 20"`: the trainer's own parser names the flag it meant,
+    before torchrun starts its ranks (each would print the error, then torchrun a traceback)
+    and before the run's folder exists."""
+    proc = subprocess.run([sys.executable, "-m", "trainer.local_run", *args], cwd=tmp_path,
+                          env=env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"{line} python -m trainer --help lists them"]
+    assert proc.stdout == ""  # no "training on ..." line: torchrun never started
+    assert not (tmp_path / "out").exists()
+
+
 def test_make_train_ends_with_a_plot_a_summary_one_checkpoint_and_a_working_tensorboard(tmp_path):
     """A fresh clone's `make train`, shortened: what it prints and leaves in out/local/<time>/."""
     small = ["--num_embeddings", "500", "--batch_size", "32", "--dense_arch_layer_sizes", "16,8",
@@ -65,6 +84,8 @@ def test_make_train_ends_with_a_plot_a_summary_one_checkpoint_and_a_working_tens
                 "wall_seconds", "checkpoints"):
         assert key in summary, key
     assert not {"test_auc", "test_loss"} & summary.keys()  # synthetic data has no test split
+    # No --validation_auroc, no target: nothing to say whether one was reached.
+    assert "target_reached" not in summary and "target_reached" not in out
     numbers = [v for v in summary.values() if isinstance(v, float)]
     assert numbers and all(math.isfinite(v) for v in numbers)
     assert not re.search(r"\bnan\b", out.lower())  # neither the trainer's summary line nor the final figures

@@ -46,6 +46,16 @@ def test_summary_has_the_final_figures_and_only_metrics_that_exist():
     assert summary["checkpoints"] == {"saved": 2, "last_step": 30, "steps": [10, 30]}
 
 
+def test_target_reached_is_reported_only_for_a_run_that_had_a_target():
+    """trainer/train.py writes target_reached only with --validation_auroc: without a target
+    it could only say false, which reads as a failed run."""
+    start = {"event": "start", "step": 0, "time": 0.0}
+    end = {"event": "summary", "step": 8, "preempted": False, "world_size": 2, "time": 9.0}
+    assert "target_reached" not in summarize([start, end])
+    for reached in (True, False):  # a target met early, a target missed: both worth saying
+        assert summarize([start, {**end, "target_reached": reached}])["target_reached"] is reached
+
+
 def test_report_files_are_a_png_and_strict_json(tmp_path):
     png, summary = write_report(PREEMPTED_THEN_RESUMED, str(tmp_path / "report"))
     data = open(png, "rb").read()
