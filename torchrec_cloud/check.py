@@ -5,7 +5,9 @@ The stack file is read as the CLI would hand it to the program (torchrec_cloud/s
 and validated by `settings_from_mapping`, the path `pulumi up` takes through `load_settings`:
 one set of rules (infra/settings/), two callers. Rules that must ask the cloud (the versions it
 offers, the machine's zones and quota for the account) run only in `pulumi up`, and the output
-says which. Exits 1 with the same message `pulumi up` would print, 0 with a summary.
+says which. Exits 1 with the same message `pulumi up` would print, 0 with a summary; a problem
+judged only on a stand-in for an encrypted value is printed as a possible false alarm and does
+not fail the check alone (torchrec_cloud/encrypted.py).
 """
 
 from __future__ import annotations
