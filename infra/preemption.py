@@ -81,6 +81,12 @@ class SaveEstimate:
         return max(whole, self.largest_rank_bytes / MB / self.stream_mb_per_second)
 
 
+# The trainer flags the table sizes are computed from: where one of them is refused, a rule
+# that needs the sizes has nothing to judge (the flag's own rule names it).
+TABLE_FLAGS = ("recipe", "num_embeddings", "num_embeddings_per_feature", "embedding_dim",
+               "optimizer", "data_parallel_max_mb")
+
+
 def _tables(trainer_args: dict[str, object]) -> tuple[list[int], int, str, float]:
     """Rows per table, width, optimizer and the data-parallel rule of the job's trainer
     arguments, with the trainer's own defaults (trainer/config.py) under a --recipe's values

@@ -79,10 +79,23 @@ MISTAKES = [
      ["did you mean 'eastus'?", "pulumi config set region eastus"]),
     ("enum-misspelt", "aws", {"job": {"pool": "spto"}}, "job.pool", "'spto'",
      ["did you mean 'spot'?", "'onDemand' or 'spot'", "pulumi config set --path job.pool spot"]),
-    # A region moved alone: each zone is named with the command that moves it along.
+    # Case does not count: SPOT meant spot, not the first choice (onDemand costs 2.5x).
+    ("enum-upper-case", "aws", {"job": {"pool": "SPOT"}}, "job.pool", "'SPOT'",
+     ["did you mean 'spot'?", "pulumi config set --path job.pool spot"]),
+    # A region moved alone: each zone is named with the command that lists the region's zones
+    # (which letters exist is the project's or account's to say).
     ("zones-left-in-the-old-region", "gcp", {"region": "europe-west4"}, "zones",
      "'us-central1-a'", ["a zone of region 'europe-west4'",
-                         "pulumi config set --path 'zones[0]' europe-west4-a"]),
+                         "`gcloud compute zones list --filter=region:europe-west4`",
+                         "`pulumi config set --path 'zones[0]' <zone>`"]),
+    # A refused table flag is named, not computed with (it once raised a traceback).
+    ("embedding-dim-12B", "aws", {"job": {"trainerArgs": {"embedding_dim": "12B"}}},
+     "job.trainerArgs.embedding_dim", "'12B'", ["an integer", "refuses it"]),
+    ("num-embeddings-text", "aws", {"job": {"pool": "spot", "trainerArgs": {"num_embeddings": "many"}}},
+     "job.trainerArgs.num_embeddings", "'many'", ["an integer", "refuses it"]),
+    ("data-parallel-max-mb-text", "gcp",
+     {"job": {"pool": "spot", "trainerArgs": {"data_parallel_max_mb": "lots"}}},
+     "job.trainerArgs.data_parallel_max_mb", "'lots'", ["a number", "refuses it"]),
     ("trainer-flag-with-dashes", "aws", {"job": {"trainerArgs": {"max-steps": 100}}},
      "job.trainerArgs.max-steps", "100", ["did you mean 'max_steps'?"]),
     # The value as the stack file spells it (YAML), not as Python prints it.
@@ -117,6 +130,7 @@ def test_each_mistake_is_refused_naming_setting_value_allowed_and_fix(
     result = check("--file", str(write_stack(tmp_path, stack, overrides)))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "(nothing was created)" in result.stderr
+    assert "Traceback" not in result.stderr
     line = next((line for line in result.stderr.splitlines()
                  if line.strip().startswith(f"{PROJECT}:{setting} = ")), None)
     assert line is not None, result.stderr
@@ -210,10 +224,19 @@ def test_every_bad_value_of_one_setting_is_named_in_one_run(tmp_path: Path) -> N
     zones = _lines(result, "zones")
     assert [line.split(":")[1] for line in zones] == ["zones = 'us-east-1a'",
                                                        "zones = 'us-east-1b'"]
-    assert "pulumi config set --path 'zones[0]' us-west-2a" in zones[0]
-    assert "pulumi config set --path 'zones[1]' us-west-2b" in zones[1]
+    assert "pulumi config set --path 'zones[0]' <zone>" in zones[0]
+    assert "pulumi config set --path 'zones[1]' <zone>" in zones[1]
     (gpu,) = _lines(result, "gpuZones")
-    assert "pulumi config set --path 'gpuZones[0]' us-west-2a" in gpu
+    assert "pulumi config set --path 'gpuZones[0]' <zone>" in gpu
+    for line in (*zones, gpu):
+        assert "`aws ec2 describe-availability-zones --region us-west-2`" in line
+
+
+def test_a_choice_nothing_is_close_to_gets_no_command(tmp_path: Path) -> None:
+    """A guess would set the first choice, onDemand, whatever was meant."""
+    result = check("--file", str(write_stack(tmp_path, "aws", {"job": {"pool": "preemptible"}})))
+    (line,) = _lines(result, "job.pool")
+    assert line.endswith("= 'preemptible': Input should be 'onDemand' or 'spot'"), line
 
 
 def test_a_key_set_without_path_is_named_with_the_command_that_has_it(tmp_path: Path) -> None:
@@ -329,6 +352,81 @@ def test_the_stack_file_keeps_each_secret_where_the_cli_decrypts_it(tmp_path: Pa
     assert sorted(encrypted_places(stack.secrets), key=str) == [
         ("job", "trainerArgs", "seed"), ("kubernetes", "apiAccessCidrs", 1)]
     assert '"81.2.69.142/32"' in stack.config[f"{PROJECT}:kubernetes"]  # the rest is read
+
+
+def test_a_rule_that_names_an_encrypted_value_is_a_possible_false_alarm(tmp_path: Path) -> None:
+    """An encrypted gpuPools.onDemand.maxNodes takes its default (2) for the check: job.nodes 4
+    is judged against a stand-in, so it is shown as a possible false alarm, not refused."""
+    path = write_stack(tmp_path, "aws", {"job": {"nodes": 4},
+                                         "gpuPools": {"onDemand": {"maxNodes": SECURE}}})
+    result = check("--file", str(path))
+    assert result.returncode == 0, result.stderr
+    (line,) = _lines(result, "job.nodes")
+    assert line.endswith("at most gpuPools.onDemand.maxNodes (2); may be a false alarm (an "
+                         "encrypted value was stood in for)"), line
+    assert "nothing was created" not in result.stderr
+    # beside a certainly bad value, the check fails on that one and still marks the other
+    path = write_stack(tmp_path, "aws", {"job": {"nodes": 4, "processesPerNode": 9},
+                                         "gpuPools": {"onDemand": {"maxNodes": SECURE}}})
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    assert "2 bad settings" in result.stderr
+    assert "may be a false alarm" not in _lines(result, "job.processesPerNode")[0]
+    assert _lines(result, "job.nodes")[0].endswith("may be a false alarm (an encrypted value "
+                                                   "was stood in for)")
+
+
+def test_a_possible_false_alarm_shows_the_encrypted_value_as_encrypted(tmp_path: Path) -> None:
+    path = write_stack(tmp_path, "aws", {"gpuPools": {"onDemand": {"minNodes": 1,
+                                                                   "maxNodes": SECURE}}})
+    result = check("--file", str(path))
+    assert result.returncode == 0, result.stderr
+    (line,) = _lines(result, "gpuPools.onDemand.desiredNodes")
+    assert "= {minNodes: 1, desiredNodes: 0, maxNodes: (encrypted)}: " in line, line
+
+
+def test_an_encrypted_zone_stands_in_as_a_zone_of_the_stack_s_region(tmp_path: Path) -> None:
+    """Once stood in for by us-east-1a, the AWS default, refused in eu-west-1 and shown as if
+    the user had written it."""
+    path = write_stack(tmp_path, "aws", {"region": "eu-west-1", "zones": [SECURE, "eu-west-1b"],
+                                         "gpuZones": ["eu-west-1a"]})
+    result = check("--file", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "us-east-1a" not in result.stdout + result.stderr and not _lines(result, "zones")
+    assert "zones eu-west-1a, eu-west-1b (GPU: eu-west-1a)" in result.stdout
+    assert f"{PROJECT}:zones[0]: encrypted: not checked" in result.stdout
+
+
+def test_an_encrypted_zone_s_stand_in_is_never_shown_as_the_user_s(tmp_path: Path) -> None:
+    """Both zones encrypted: whatever stands in is not blamed; the readable zone beside it in
+    another region still is."""
+    path = write_stack(tmp_path, "gcp", {"region": "europe-west4", "zones": [SECURE],
+                                         "gpuZones": ["us-central1-a"]})
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    assert not _lines(result, "zones")
+    (gpu, *_) = _lines(result, "gpuZones")
+    assert gpu.startswith(f"{PROJECT}:gpuZones = 'us-central1-a': a zone of region 'europe-west4'")
+
+
+def test_an_encrypted_region_does_not_put_the_zones_in_the_default_one(tmp_path: Path) -> None:
+    """An encrypted region once stood in as us-east-1 and every eu-west-1 zone was refused with
+    commands to rewrite it; the zones' own region stands in, and no zone is judged against a
+    region the check cannot read."""
+    path = write_stack(tmp_path, "aws", {"region": SECURE, "zones": ["eu-west-1a", "eu-west-1b"],
+                                         "gpuZones": ["eu-west-1a"]})
+    result = check("--file", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "cloud        aws, region eu-west-1, zones eu-west-1a, eu-west-1b" in result.stdout
+    assert f"{PROJECT}:region: encrypted: not checked" in result.stdout
+    # zones in two regions: no region can stand in, and the zones are not judged against one
+    path = write_stack(tmp_path, "aws", {"region": SECURE, "zones": ["eu-west-1a", "us-west-2b"],
+                                         "gpuZones": ["eu-west-1a"],
+                                         "systemPool": {"minNodes": 5, "desiredNodes": 1}})
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    assert not _lines(result, "zones") and not _lines(result, "gpuZones")
+    assert _lines(result, "systemPool.desiredNodes")
 
 
 DOCS_DATA_FORMS = {  # docs/data.md's `pulumi config set --path` forms: text, an int, lists

@@ -279,9 +279,10 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("enum-misspelt", "aws", {"job": {"pool": "spto"}}, "job.pool",
      "did you mean 'spot'? Input should be 'onDemand' or 'spot'; set it with "
      "`pulumi config set --path job.pool spot`"),
+    # us-west-1 offers each account two of a, b, c: no letter is suggested, the list is named
     ("region-misspelt-moves-its-zones", "aws", {"region": "us-west-9"}, "region",
-     "`pulumi config set region us-west-1` and its zones: `pulumi config set --path 'zones[0]' "
-     "us-west-1a`; `pulumi config set --path 'zones[1]' us-west-1b`"),
+     "`pulumi config set region us-west-1` and move its zones to zones of us-west-1 "
+     "(`aws ec2 describe-availability-zones --region us-west-1` lists them)"),
     ("azure-region-display-name", "azure", {"region": "West Europe"}, "region",
      "did you mean 'westeurope'?"),
     ("trainer-range-beside-a-refused-choice", "aws",
@@ -436,6 +437,29 @@ def test_tables_the_gpus_cannot_hold_are_refused_naming_the_nodes_that_fit() -> 
     assert not list(rules.tables_fit_the_gpus(settings_from_mapping(values)))
 
 
+def test_table_rules_read_trainer_args_as_the_trainer_parses_them() -> None:
+    """`pulumi config set --path job.trainerArgs.num_embeddings_per_feature 40000000,...` is
+    stored as text; the pod's parser reads a list, so the table rules must see the same."""
+    huge = {"num_embeddings_per_feature": ",".join(["40000000"] * 26), "embedding_dim": "256",
+            "dense_arch_layer_sizes": "512,256",
+            "optimizer": "exact_adagrad"}
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(with_overrides("aws", {"job": {"trainerArgs": huge}}))
+    assert [p.path for p in caught.value.problems] == ["job.nodes"]
+    assert "fullest rank would hold about" in caught.value.problems[0].allowed
+
+
+@pytest.mark.parametrize("flag", ["embedding_dim", "num_embeddings", "data_parallel_max_mb",
+                                  "num_embeddings_per_feature", "optimizer", "recipe"])
+def test_a_refused_table_flag_is_named_alone_not_computed_with(flag: str) -> None:
+    args = {"batch_size": 2048, flag: "12B"}
+    values = with_overrides("aws", {"job": {"trainerArgs": args, "pool": "spot"}})
+    values["gpuPools"]["spot"]["desiredNodes"] = 2
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(values)
+    assert [p.path for p in caught.value.problems] == [f"job.trainerArgs.{flag}"]
+
+
 def test_a_region_of_no_cloud_is_blamed_alone_not_its_zones() -> None:
     """us-east-9 once drew a zones error suggesting us-east-9a, a zone that does not exist."""
     values = stack_values("aws")
@@ -488,8 +512,38 @@ def test_two_zones_outside_the_region_are_two_problems() -> None:
         settings_from_mapping(values)
     named = [(p.path, p.value) for p in caught.value.problems]
     assert named == [("zones", "us-east-1a"), ("zones", "us-east-1b"), ("gpuZones", "us-east-1b")]
-    # the GPU zone keeps its letter, so it stays one of the cluster's zones
-    assert "'gpuZones[0]' us-west-2b" in caught.value.problems[2].allowed
+    # which letters us-west-2 has is the account's to say: no zone is made up, the list is named
+    for problem in caught.value.problems:
+        assert "`aws ec2 describe-availability-zones --region us-west-2`" in problem.allowed
+        assert "us-west-2b" not in problem.allowed and "us-west-2a" not in problem.allowed
+
+
+def test_a_zone_is_suggested_only_where_it_is_certain_to_exist() -> None:
+    """A zone carried over by its letter may not exist (GCP us-east1 has b, c, d; AWS gives
+    accounts different letters): only the cloud's default zones of its default region, or a
+    zone the stack already names in the region, are suggested."""
+    back_home = {"cloud": "aws", "region": "us-east-1", "zones": ["us-west-2a", "us-west-2c"],
+                 "gpuZones": ["us-west-2c"], "kubernetes": {"apiAccessCidrs": USER_API_CIDRS}}
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(back_home)
+    fixes = [p.allowed.split("set it with ")[1] for p in caught.value.problems]
+    # the defaults, us-east-1a and us-east-1b; the GPU zone follows the zone it was
+    assert fixes == ["`pulumi config set --path 'zones[0]' us-east-1a`",
+                     "`pulumi config set --path 'zones[1]' us-east-1b`",
+                     "`pulumi config set --path 'gpuZones[0]' us-east-1b`"]
+    stray_gpu_zone = {"cloud": "gcp", "region": "us-east1", "zones": ["us-east1-b", "us-east1-c"],
+                      "gpuZones": ["us-central1-a"], "gcp": {"project": "my-project"},
+                      "interconnect": {"placement": False},
+                      "kubernetes": {"apiAccessCidrs": USER_API_CIDRS}}
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(stray_gpu_zone)
+    (moved, _not_among_zones) = caught.value.problems
+    assert moved.allowed.endswith("set it with `pulumi config set --path 'gpuZones[0]' us-east1-b`")
+    stray_gpu_zone["zones"] = ["us-central1-a"]
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(stray_gpu_zone)
+    assert "us-east1-a" not in str(caught.value)  # GCP's us-east1 has no zone a
+    assert "`gcloud compute zones list --filter=region:us-east1`" in str(caught.value)
 
 
 def test_a_region_lists_its_five_closest_names_only() -> None:
@@ -520,3 +574,8 @@ def test_every_flag_the_stack_passes_is_refused_in_trainer_args_naming_what_deci
     assert said["hbm_gb_per_sec"] == ("set by the stack from the machine's GPU memory "
                                       "(infra/catalog.py); remove it")
     assert said["fabric_max_nodes_left_out"] == "set by the stack from job.nodes; set job.nodes instead"
+    # on the on-demand pool the stack passes 0 whatever checkpoints.everySeconds says
+    assert said["checkpoint_every_seconds"] == (
+        "set by the stack from checkpoints.everySeconds on the spot pool and 0 on the on-demand "
+        "pool (time-based saves are for spot pools, whose notice may not fit a save); to change "
+        "it, set checkpoints.everySeconds")

@@ -4,7 +4,10 @@
 (pulumi/pulumi sdk/go/common/resource/config/value.go: `Value()` -> `decryptObject`). So the
 check puts a stand-in of the setting's own type in place of each encrypted leaf only, judges
 everything else as `pulumi up` would, and says of exactly those places "encrypted: not checked"
-instead of a false "required" or a problem with the stand-in.
+instead of a false "required" or a problem with the stand-in. A problem that only touches an
+encrypted value (names it, holds it, or is about the list or section it is in) is judged on a
+stand-in, so it is kept and marked as a possible false alarm (`doubtful`, `marked`); the zone
+rule that reads the region is left out when the region is encrypted (`unjudged`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from typing import Any
 
 from infra.settings.errors import CONFIG_NAMESPACE, Problem, config_path
 from infra.settings.loader import PLACEHOLDERS
+from infra.settings.model import Settings
 
 Place = tuple[str | int, ...]  # a setting's place, e.g. ("kubernetes", "apiAccessCidrs", 0)
 _PART = re.compile(r"[^.\[\]]+")
+FALSE_ALARM = "may be a false alarm (an encrypted value was stood in for)"
 
 
 def encrypted_places(secrets: Mapping[str, Iterable[Place]]) -> list[Place]:
@@ -52,20 +57,53 @@ def _stand_in(values: dict[str, Any], place: Place, encrypted: set[Place]) -> An
     parent = _at(values, place[:-1])
     if isinstance(parent, list):  # an element: the cloud's default list's, else a sibling's
         readable = [v for i, v in enumerate(parent) if (*place[:-1], i) not in encrypted]
-        defaults = _at(_cloud_defaults(values), place[:-1])
-        fresh = [v for v in defaults or [] if v not in readable]  # no duplicate to refuse
+        candidates = list(_at(_cloud_defaults(values), place[:-1]) or [])
+        if place[:-1] == ("zones",):  # a GPU zone must be one of the zones: the likeliest
+            region = values.get("region")
+            gpu_zones = [z for z in _at(values, ("gpuZones",)) or []
+                         if isinstance(z, str) and isinstance(region, str)
+                         and z.startswith(region)]
+            candidates = [*gpu_zones, *candidates]
+        fresh = [v for v in candidates if v not in parent]  # no duplicate to refuse
         return fresh[0] if fresh else readable[0] if readable else None
     return None
 
 
 def _cloud_defaults(values: dict[str, Any]) -> dict[str, Any]:
+    """The cloud's defaults, their zones named in the stack's region: a default zone of
+    another region would be refused as one, and shown as if the user had written it."""
     from infra.catalog import Cloud
     from infra.settings.defaults import with_cloud_defaults
+    from infra.settings.rules import zone_name
 
     try:
-        return with_cloud_defaults({"cloud": Cloud(values.get("cloud")).value})
+        cloud = Cloud(values.get("cloud"))
     except ValueError:
         return {}
+    defaults = with_cloud_defaults({"cloud": cloud.value})
+    region = values.get("region")
+    if cloud != Cloud.AZURE and isinstance(region, str) and region != defaults["region"]:
+        defaults["zones"] = [zone_name(cloud, region, letter) for letter in "ab"]
+        defaults["gpuZones"] = defaults["zones"][:1]
+    return defaults
+
+
+def _region_of_zones(values: dict[str, Any], encrypted: set[Place]) -> str | None:
+    """The region every readable zone names (AWS, GCP), to stand in for an encrypted region:
+    the cloud's default region would put each of them in the wrong region."""
+    from infra.catalog import Cloud
+    from infra.regions import REGIONS
+
+    try:
+        regions = REGIONS[Cloud(values.get("cloud"))]
+    except (ValueError, KeyError):
+        return None
+    zones = [zone for key in ("zones", "gpuZones")
+             for i, zone in enumerate(values.get(key) or [])
+             if (key, i) not in encrypted and isinstance(zone, str)]
+    found = {max((r for r in regions if zone.startswith(r) and len(zone) > len(r)),
+                 key=len, default=None) for zone in zones}
+    return found.pop() if len(found) == 1 and None not in found else None
 
 
 def _at(values: Any, place: Place) -> Any:
@@ -80,17 +118,25 @@ def _at(values: Any, place: Place) -> Any:
 def with_stand_ins(values: dict[str, Any], places: Iterable[Place],
                    cloud: str | None = None) -> dict[str, Any]:
     """The project's values with each encrypted leaf replaced (see the module's doc); `cloud`
-    stands in for an encrypted `cloud` (the stack's name, where it names one)."""
+    stands in for an encrypted `cloud` (the stack's name, where it names one), the region
+    every readable zone names for an encrypted `region`."""
     result = copy.deepcopy(values)
     places = list(places)
     encrypted = set(places)
     dropped: list[Place] = []
-    for place in places:
+    # the cloud, then the region, first: the zones' stand-ins are named from them
+    for place in sorted(places, key=lambda p: (p != ("cloud",), p != ("region",))):
         parent = _at(result, place[:-1])
         if place == ("cloud",):
             result.pop("cloud", None)
             if cloud:
                 result["cloud"] = cloud
+            continue
+        if place == ("region",):
+            result.pop("region", None)
+            region = _region_of_zones(result, encrypted)
+            if region:
+                result["region"] = region
             continue
         stand_in = _stand_in(result, place, encrypted)
         if stand_in is not None:
@@ -111,10 +157,85 @@ def parts(path: str) -> tuple[str, ...]:
     return tuple(_PART.findall(path))
 
 
-def on_encrypted(problem: Problem, places: Iterable[Place]) -> bool:
-    """Whether the problem is about an encrypted value (its place or inside it)."""
+def on_encrypted(problem: Problem, places: Iterable[Place],
+                 values: dict[str, Any] | None = None) -> bool:
+    """Whether the problem is about an encrypted value itself: its place or inside it, or (given
+    the values the check judged, stand-ins in) the list it is an element of, holding its
+    stand-in (`zones = 'us-east-1a'` for an encrypted `zones[0]`)."""
     found = parts(problem.path)
-    return any(found[:len(place)] == tuple(str(p) for p in place) for place in places)
+    for place in places:
+        inner = tuple(str(p) for p in place)
+        if found[:len(inner)] == inner:
+            return True
+        if (values is not None and isinstance(place[-1], int) and found == inner[:-1]
+                and problem.value == _at(values, place)):
+            return True
+    return False
+
+
+def _names(place: Place) -> list[str]:
+    """How a problem's text may name a place: `a.b[0]`, `a.b.0`."""
+    # a top-level key alone (`gcp`, `region`, `zones`) is a common word in the messages
+    return [config_path(place), ".".join(str(p) for p in place)] if len(place) > 1 else []
+
+
+def doubtful(problem: Problem, places: Iterable[Place]) -> bool:
+    """Whether the problem may come from a stand-in: its text names an encrypted place, its
+    path is a section or list holding one, or its value is a section that holds one
+    (`gpuPools.onDemand.desiredNodes = {..., maxNodes: 2}`)."""
+    found = parts(problem.path)
+    for place in places:
+        inner = tuple(str(p) for p in place)
+        if len(found) < len(inner) and inner[:len(found)] == found:
+            return True  # a section or list that holds it
+        if (found[:-1] == inner[:-1] and isinstance(problem.value, dict)
+                and place[-1] in problem.value):
+            return True  # a sibling's problem that shows it beside its own value
+        if any(re.search(rf"(?<![\w.\[]){re.escape(name)}(?!\w)", problem.allowed)
+               for name in _names(place)):
+            return True
+    return False
+
+
+class _Encrypted:
+    """Shown in place of a stand-in inside a problem's value."""
+
+    def __str__(self) -> str:
+        return "(encrypted)"
+
+
+def marked(problem: Problem, places: Iterable[Place]) -> Problem:
+    """The problem marked as a possible false alarm, each stand-in inside its value shown as
+    (encrypted), not as if the user had written it."""
+    value = copy.deepcopy(problem.value)
+    found = parts(problem.path)
+    for place in places:
+        inner = tuple(str(p) for p in place)
+        if not isinstance(value, (dict, list)):
+            break
+        if len(found) < len(inner) and inner[:len(found)] == found:
+            rest: Place = place[len(found):]
+        elif found[:-1] == inner[:-1] and isinstance(value, dict):
+            rest = place[-1:]
+        else:
+            continue
+        holder = _at(value, rest[:-1])
+        if isinstance(holder, dict) and rest[-1] in holder:
+            holder[rest[-1]] = _Encrypted()
+        elif isinstance(holder, list) and isinstance(rest[-1], int) and rest[-1] < len(holder):
+            holder[rest[-1]] = _Encrypted()
+    return Problem(problem.path, value, f"{problem.allowed}; {FALSE_ALARM}")
+
+
+def unjudged(settings: Settings | None, places: Iterable[Place]) -> list[Problem]:
+    """Problems the check cannot judge at all: with the region encrypted, whether each zone is
+    in it (infra/settings/rules.py zones_are_in_the_region, the one zone rule that reads the
+    region)."""
+    from infra.settings.rules import zones_are_in_the_region
+
+    if settings is None or ("region",) not in set(places):
+        return []
+    return list(zones_are_in_the_region(settings))
 
 
 def shown_place(place: Place) -> str:

@@ -72,14 +72,16 @@ def _model_at(raw_loc: tuple[str | int, ...]) -> Any:
 
 def _choice_hint(loc: tuple[str | int, ...], value: Any, allowed: str, expected: str) -> str:
     """pydantic's "Input should be 'onDemand' or 'spot'", with the closest choice and the
-    command that sets it."""
+    command that sets it; case does not count (`SPOT` is 'spot'). With no close choice, no
+    command: a guess could set the opposite of what was meant (onDemand for spot costs more)."""
     choices = re.findall(r"'([^']*)'", expected)
-    close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
-    if not choices:
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(str(value).lower(), list(by_lower), n=1, cutoff=0.5)
+    if not close:
         return allowed
-    pick = close[0] if close else choices[0]
-    guess = f"did you mean {pick!r}? " if close else ""
-    return f"{guess}{allowed}; set it with `{set_command(config_path(loc), pick)}`"
+    pick = by_lower[close[0]]
+    return (f"did you mean {pick!r}? {allowed}; set it with "
+            f"`{set_command(config_path(loc), pick)}`")
 
 
 def _unknown_key(raw_loc: tuple[str | int, ...], value: Any = None) -> str:

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 
 from infra.catalog import Cloud, Interconnect, Machine, find_machine, machine_names
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
-from infra.preemption import estimated_save, largest_rank_bytes, stop_budget
+from infra.preemption import TABLE_FLAGS, estimated_save, largest_rank_bytes, stop_budget
 from infra.settings.placeholders import no_placeholders_left
-from infra.settings.trainer_flags import (closest_flag, trainer_args_fit_the_trainer,
-                                          trainer_flag_names)
+from infra.settings.trainer_flags import (closest_flag, parsed_trainer_args,
+                                          trainer_args_fit_the_trainer, trainer_flag_names)
 from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region
 from infra.settings.errors import CONFIG_NAMESPACE, Problem, set_command, shown
 from infra.settings.model import (
@@ -58,7 +58,11 @@ TRAINER_FLAG = re.compile(r"^[a-z][a-z0-9_]*$")
 WORKLOAD_OWNED_FLAGS: dict[str, tuple[str, str | None]] = {
     "checkpoint_dir": ("checkpoints.location", "checkpoints.location"),
     "checkpoint_every": ("checkpoints.everySteps", "checkpoints.everySteps"),
-    "checkpoint_every_seconds": ("checkpoints.everySeconds", "checkpoints.everySeconds"),
+    # workloads/flags.py passes checkpoints.everySeconds on the spot pool only: on-demand
+    # nodes get no forced stop, so time-based saves there would only cost time.
+    "checkpoint_every_seconds": ("checkpoints.everySeconds on the spot pool and 0 on the "
+                                 "on-demand pool (time-based saves are for spot pools, whose "
+                                 "notice may not fit a save)", "checkpoints.everySeconds"),
     "keep_checkpoints": ("checkpoints.keep", "checkpoints.keep"),
     "save_deadline_seconds": ("the cloud's notice (infra/catalog.py)", None),
     "checkpoint_write_mb_per_sec": ("the checkpoint store (infra/catalog.py)", None),
@@ -140,7 +144,6 @@ CLOUD_NAMES = {Cloud.AWS: "AWS", Cloud.AZURE: "Azure", Cloud.GCP: "GCP"}
 
 
 REGIONS_LISTED = 5  # the closest names a region message shows; the rest are in infra/regions.py
-ZONE_LETTERS = "abcdefgh"
 
 
 def _region_name(region: str) -> str:
@@ -171,68 +174,112 @@ def region_is_one_of_the_cloud_s(s: Settings) -> Iterator[Problem]:
     shown_names = ", ".join(ranked[:REGIONS_LISTED])
     more = len(ranked) - REGIONS_LISTED
     target = close[0] if close else ranked[0]
-    zones = "; ".join(f"`{command}`" for command in _zone_commands(s, target))
     yield Problem("region", s.region,
                   f"{why}{guess}one of the {CLOUD_NAMES[s.cloud]} regions, closest first: "
                   f"{shown_names} (and {more} more in infra/regions.py, as of "
                   f"{REGIONS_CHECKED_ON}); set it with `pulumi config set region {target}`"
-                  + (f" and its zones: {zones}" if zones else ""))
+                  + _zone_moves(s, target))
 
 
-def _zone_of(cloud: Cloud, region: str, zone: str, index: int) -> str:
-    """The zone of `region` that takes `zone`'s place: the same letter (us-east-1b ->
-    us-west-2b), else one by position. AWS zone names are the region and a letter, GCP's the
-    region, '-' and a letter; Azure's ('1', '2', '3') do not name the region."""
-    letter = zone[-1] if zone[-1:].isalpha() and not AWS_ZONE_ID.match(zone) \
-        else ZONE_LETTERS[index % len(ZONE_LETTERS)]
+def zone_name(cloud: Cloud, region: str, letter: str) -> str:
+    """How the cloud spells a zone of `region`: AWS the region and a letter (us-west-2b), GCP
+    the region, '-' and a letter (us-east1-b). Which letters exist is the cloud's to say."""
     return f"{region}{letter}" if cloud == Cloud.AWS else f"{region}-{letter}"
+
+
+def zone_list_command(cloud: Cloud, region: str) -> str | None:
+    """The command that lists the zones `region` has for this account or project: AWS maps
+    letters to zones per account and gives some regions only some letters (us-west-1: two of
+    a, b, c; ap-northeast-1 has no b for newer accounts), GCP regions skip letters (us-east1:
+    b, c, d); Azure's zones are '1', '2', '3' everywhere (None)."""
+    if cloud == Cloud.AWS:
+        return f"aws ec2 describe-availability-zones --region {region}"
+    if cloud == Cloud.GCP:
+        return f"gcloud compute zones list --filter=region:{region}"
+    return None
 
 
 def _in_region(zone: str, region: str) -> bool:
     return zone.startswith(region) and len(zone) > len(region)
 
 
-def _zone_fixes(s: Settings, region: str) -> dict[tuple[str, int], str]:
-    """(setting, index) -> the zone of `region` to write there, for each zone outside it;
-    none on Azure (its zones are the same three in every region) or for AWS zone ids (the
-    program checks their region: infra/aws/zones.py)."""
+def _zone_fixes(s: Settings, region: str) -> dict[tuple[str, int], str | None]:
+    """(setting, index) -> the zone of `region` to write there, for each zone outside it, or
+    None where no zone is certain to exist: only a zone the stack already names in `region`,
+    or one of the cloud's default zones for its default region (infra/settings/defaults.py),
+    is certain; a letter carried over from another region may not exist there. None on Azure
+    (its zones are the same three in every region) or for AWS zone ids (the program checks
+    their region: infra/aws/zones.py)."""
+    from infra.settings.defaults import CLOUD_DEFAULTS
+
     if s.cloud == Cloud.AZURE:
         return {}
-    fixes: dict[tuple[str, int], str] = {}
-    for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
-        for index, zone in enumerate(zones):
-            if _in_region(zone, region) or (s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone)):
-                continue
-            # a GPU zone keeps the letter of the cluster zone it was, so it stays one of them
-            place = s.zones.index(zone) if zone in s.zones else index
-            fixes[path, index] = _zone_of(s.cloud, region, zone, place)
+    defaults = CLOUD_DEFAULTS[s.cloud]
+    known = list(defaults["zones"]) if defaults["region"] == region else []
+    named = [zone for zone in s.zones if _in_region(zone, region)]
+    fixes: dict[tuple[str, int], str | None] = {}
+    for index, zone in enumerate(s.zones):
+        if _in_region(zone, region) or (s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone)):
+            continue
+        fresh = [z for z in known if z not in s.zones and z not in fixes.values()]
+        fixes["zones", index] = fresh[0] if fresh else None
+    for index, zone in enumerate(s.gpu_zones):
+        if _in_region(zone, region) or (s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone)):
+            continue
+        # a GPU zone follows the cluster zone it was, so it stays one of them
+        was = fixes.get(("zones", s.zones.index(zone))) if zone in s.zones else None
+        fixes["gpuZones", index] = was or (named[0] if named else None)
     return fixes
 
 
-def _zone_commands(s: Settings, region: str) -> list[str]:
-    return [set_command(f"{path}[{index}]", zone)
-            for (path, index), zone in _zone_fixes(s, region).items()]
+def _zone_advice(s: Settings, region: str, path: str, index: int, zone: str | None) -> str:
+    if zone is not None:
+        return f"set it with `{set_command(f'{path}[{index}]', zone)}`"
+    listing = zone_list_command(s.cloud, region)
+    return (f"list its zones with `{listing}` and set one with "
+            f"`pulumi config set --path '{path}[{index}]' <zone>`")
+
+
+def _zone_moves(s: Settings, region: str) -> str:
+    """What moves the zones into `region` along with it: the commands where the zone is
+    certain, else the command that lists the region's zones."""
+    fixes = _zone_fixes(s, region)
+    commands = [f"`{set_command(f'{path}[{index}]', zone)}`"
+                for (path, index), zone in fixes.items() if zone is not None]
+    text = f" and its zones: {'; '.join(commands)}" if commands else ""
+    listing = zone_list_command(s.cloud, region)
+    if listing and None in fixes.values():
+        text += (f"{'; move the others' if commands else ' and move its zones'} to zones of "
+                 f"{region} (`{listing}` lists them)")
+    return text
+
+
+def zones_are_in_the_region(s: Settings) -> Iterator[Problem]:
+    """Each AWS or GCP zone names its region. Under a region the cloud does not have, every
+    zone would look wrong and any suggested zone would not exist: region_is_one_of_the_cloud_s
+    names the region (and the zones' fix). The one zone rule that reads the region, so a check
+    that cannot read the region (an encrypted one) leaves exactly this rule out."""
+    if s.cloud == Cloud.AZURE or s.region not in REGIONS[s.cloud]:
+        return
+    fixes = _zone_fixes(s, s.region)
+    for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
+        for index, zone in enumerate(zones):
+            if (path, index) in fixes:
+                yield Problem(path, zone, f"a zone of region {s.region!r}; " + _zone_advice(
+                    s, s.region, path, index, fixes[path, index]))
 
 
 def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
-    # Under a region the cloud does not have, every zone would look wrong and any suggested
-    # zone would not exist: region_is_one_of_the_cloud_s names the region (and the zones' fix).
-    region_known = s.region in REGIONS[s.cloud]
-    fixes = _zone_fixes(s, s.region) if region_known else {}
+    """The zones' shape, whatever the region: some zones, Azure's names, GPU zones among the
+    cluster's, two zones for EKS."""
     for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
         if not zones:
             yield Problem(path, zones, "at least one zone")
-        for index, zone in enumerate(zones):
-            if s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone):
-                continue  # a zone id's region is checked when the program runs (infra/aws/zones.py)
-            if s.cloud == Cloud.AZURE:
-                if zone not in {"1", "2", "3"}:
-                    yield Problem(path, zone, "Azure availability zones are '1', '2' or '3', "
-                                  f"quoted in the stack file: {CONFIG_NAMESPACE}:{path}: "
-                                  "[\"1\"]")
-            elif (path, index) in fixes:
-                yield Problem(path, zone, f"a zone of region {s.region!r}; set it with "
-                              f"`{set_command(f'{path}[{index}]', fixes[path, index])}`")
+        for zone in zones:
+            if s.cloud == Cloud.AZURE and zone not in {"1", "2", "3"}:
+                yield Problem(path, zone, "Azure availability zones are '1', '2' or '3', "
+                              f"quoted in the stack file: {CONFIG_NAMESPACE}:{path}: "
+                              "[\"1\"]")
     for zone in s.gpu_zones:
         if zone not in s.zones:
             yield Problem("gpuZones", zone, f"must be one of zones {shown(s.zones)}")
@@ -492,6 +539,7 @@ RULES: tuple[Rule, ...] = (
     pool_names_fit_the_cloud,
     machines_are_in_the_catalog,
     region_is_one_of_the_cloud_s,
+    zones_are_in_the_region,
     zones_belong_to_the_region,
     placement_needs_one_zone,
     fabric_needs_a_machine_that_has_it,
@@ -644,7 +692,7 @@ def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
     `node_version`: the version the job's nodes run, where the cloud knows it and it decides the
     notice (GKE: infra/gcp/component.py checks again with the value the job's stop budget
     uses); without it, kubernetes.version, a minor, which counts as its newest build."""
-    if s.job.pool != PoolChoice.SPOT or not s.checkpoints.enabled:
+    if s.job.pool != PoolChoice.SPOT or not s.checkpoints.enabled or _table_args(s) is None:
         return
     estimate = estimated_save(s)
     budget = stop_budget(s.cloud, True, s.job.termination_grace_seconds,
@@ -670,16 +718,27 @@ PLANNER_RESERVED_FRACTION = 0.2
 MOST_NODES_SUGGESTED = 64
 
 
+def _table_args(s: Settings) -> dict[str, object] | None:
+    """The trainer flags as the trainer converts them, or None where one the table sizes need
+    was refused: its own rule names it, and sizes from anything else would be made up."""
+    args = parsed_trainer_args(s.job.trainer_args)
+    if any(flag in s.job.trainer_args and flag not in args for flag in TABLE_FLAGS):
+        return None
+    return args
+
+
 def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
     """The fullest rank's tables and optimizer state (a bound under the trainer's sharding
     rule, trainer/sizing.py, checked against torchrec's own plan in tests/trainer/test_plan.py)
     must fit a GPU's memory less the planner's reservation, or the job fails when it plans,
     after the nodes are paid for. `python -m trainer.plan` shows the plan itself."""
     gpu = find_machine(s.cloud, s.job_pool.machine_type)
-    if gpu is None or not gpu.gpu_memory_gib:  # an unknown machine is refused by its own rule
+    args = _table_args(s)
+    # an unknown machine or a refused table flag is named by its own rule
+    if gpu is None or not gpu.gpu_memory_gib or args is None:
         return
     usable = gpu.gpu_memory_gib * 2**30 * (1 - PLANNER_RESERVED_FRACTION)
-    args, per_node = dict(s.job.trainer_args), s.job.processes_per_node
+    per_node = s.job.processes_per_node
 
     def fullest(nodes: int) -> int:
         return largest_rank_bytes(args, nodes * per_node, per_node)
