@@ -214,8 +214,9 @@ class Run:
 
 
 # The one value every user sets before `pulumi up` (the README's configure step: their own
-# address); the shipped stack files leave it out on purpose. RFC 2544 benchmarking, not documentation.
-USER_API_CIDRS = ["198.18.0.0/15"]
+# public address, /32); the shipped stack files leave it out on purpose. A public address (one
+# MaxMind's GeoIP tests use): documentation, private, CGNAT and loopback ranges are refused.
+USER_API_CIDRS = ["81.2.69.142/32"]
 # GCP's other value only the user knows (the shipped file carries no placeholder for it).
 USER_GCP_PROJECT = "torchrec-ci-01"
 

@@ -65,7 +65,7 @@ def test_no_pulumi_cli_is_needed_here() -> None:
 # (id, stack, overrides, setting, value as printed, what the line must say: allowed and fix)
 MISTAKES = [
     ("batchsize", "aws", {"job": {"trainerArgs": {"batchsize": 4}}},
-     "job.trainerArgs.batchsize", "4", ["did you mean 'batch_size'?", "python -m trainer --help"]),
+     "job.trainerArgs.batchsize", "4", ["did you mean 'batch_size'?", ".venv/bin/python -m trainer --help"]),
     ("batch-size-lots", "gcp", {"job": {"trainerArgs": {"batch_size": "lots"}}},
      "job.trainerArgs.batch_size", "'lots'", ["an integer", "its default is 512"]),
     ("region-us-east-9", "aws", {"region": "us-east-9"}, "region", "'us-east-9'",
@@ -85,9 +85,13 @@ MISTAKES = [
     # A region moved alone: each zone is named with the command that lists the region's zones
     # (which letters exist is the project's or account's to say).
     ("zones-left-in-the-old-region", "gcp", {"region": "europe-west4"}, "zones",
-     "'us-central1-a'", ["a zone of region 'europe-west4'",
+     "'us-central1-a'", ["must be a zone of region 'europe-west4'",
                          "`gcloud compute zones list --filter=region:europe-west4`",
                          "`pulumi config set --path 'zones[0]' <zone>`"]),
+    # Tables no node count holds: the table flag is blamed, not job.nodes.
+    ("tables-too-big", "gcp", {"job": {"trainerArgs": {"num_embeddings": 100000000000}}},
+     "job.trainerArgs.num_embeddings", "100000000000",
+     ["tables the GPUs can hold", " GB of tables", "no job.nodes up to 64 fits"]),
     # A refused table flag is named, not computed with (it once raised a traceback).
     ("embedding-dim-12B", "aws", {"job": {"trainerArgs": {"embedding_dim": "12B"}}},
      "job.trainerArgs.embedding_dim", "'12B'", ["an integer", "refuses it"]),
@@ -406,7 +410,7 @@ def test_an_encrypted_zone_s_stand_in_is_never_shown_as_the_user_s(tmp_path: Pat
     assert result.returncode == 1
     assert not _lines(result, "zones")
     (gpu, *_) = _lines(result, "gpuZones")
-    assert gpu.startswith(f"{PROJECT}:gpuZones = 'us-central1-a': a zone of region 'europe-west4'")
+    assert gpu.startswith(f"{PROJECT}:gpuZones = 'us-central1-a': must be a zone of region 'europe-west4'")
 
 
 def test_an_encrypted_region_does_not_put_the_zones_in_the_default_one(tmp_path: Path) -> None:

@@ -175,10 +175,30 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
      "kubernetes.version", "minor version like '1.33'"),
     ("api-open-to-world", "gcp", {"kubernetes": {"apiAccessCidrs": ["0.0.0.0/0"]}},
      "kubernetes.apiAccessCidrs", "whole internet"),
-    ("api-cidr-shape", "aws", {"kubernetes": {"apiAccessCidrs": ["10.0.0.1/8"]}},
+    ("api-cidr-shape", "aws", {"kubernetes": {"apiAccessCidrs": ["81.2.69.300/32"]}},
      "kubernetes.apiAccessCidrs", "not a CIDR"),
+    # Host bits are refused, not cleared: /24 around an address may mean the address alone.
+    ("api-cidr-host-bits", "aws", {"kubernetes": {"apiAccessCidrs": ["81.2.69.142/24"]}},
+     "kubernetes.apiAccessCidrs",
+     "has host bits set: write 81.2.69.142/32 for that address alone or 81.2.69.0/24"),
+    # What `hostname -I` prints behind NAT: the API server never sees it.
+    ("api-cidr-private", "azure", {"kubernetes": {"apiAccessCidrs": ["192.168.1.10/32"]}},
+     "kubernetes.apiAccessCidrs", "is in a private network (RFC 1918)"),
+    ("api-cidr-cgnat", "gcp", {"kubernetes": {"apiAccessCidrs": ["100.64.3.7"]}},
+     "kubernetes.apiAccessCidrs", "carrier-grade NAT space (RFC 6598)"),
+    ("api-cidr-loopback", "aws", {"kubernetes": {"apiAccessCidrs": ["127.0.0.1/32"]}},
+     "kubernetes.apiAccessCidrs", "curl -s https://checkip.amazonaws.com"),
+    ("api-cidr-link-local", "aws", {"kubernetes": {"apiAccessCidrs": ["169.254.10.1/32"]}},
+     "kubernetes.apiAccessCidrs", "the link-local range"),
+    # README step 2 with no gcloud project set: "$(gcloud config get-value project)" is empty.
+    ("gcp-project-empty", "gcp", {"gcp": {"project": ""}}, "gcp.project",
+     "empty (`gcloud config get-value project` prints nothing"),
+    ("gcp-project-display-name", "gcp", {"gcp": {"project": "Acme Train"}}, "gcp.project",
+     "looks like a display name, not the project's id: a GCP project id is 6 to 30"),
+    ("gcp-project-number", "gcp", {"gcp": {"project": "123456789012"}}, "gcp.project",
+     "a project number; the project's id is its PROJECT_ID column"),
     ("zone-of-other-region", "aws", {"zones": ["us-east-1a", "us-west-2b"]},
-     "zones", "a zone of region 'us-east-1'"),
+     "zones", "must be a zone of region 'us-east-1'"),
     ("eks-needs-two-zones", "aws", {"zones": ["us-east-1a"]}, "zones", "at least two zones"),
     ("azure-zone", "azure", {"zones": ["eastus-1"], "gpuZones": ["eastus-1"]},
      "zones", "'1', '2' or '3'"),
@@ -430,11 +450,30 @@ def test_tables_the_gpus_cannot_hold_are_refused_naming_the_nodes_that_fit() -> 
         settings_from_mapping(values)
     (problem,) = [p for p in caught.value.problems if p.path == "job.nodes"]
     assert problem.value == 2 and "fullest rank would hold about" in problem.allowed
-    assert "job.nodes: " in problem.allowed and "fits" in problem.allowed
+    assert "job.nodes: 12 fits" in problem.allowed
+    assert "tables of job.trainerArgs.num_embeddings_per_feature" in problem.allowed
     # The MLPerf recipe on the shipped stack's machine and node count fits.
     values = with_overrides("aws", {"job": {"trainerArgs": {"recipe": "mlperf"}}})
     values.pop("dataset", None)
     assert not list(rules.tables_fit_the_gpus(settings_from_mapping(values)))
+
+
+def test_tables_no_node_count_can_hold_are_blamed_on_the_table_flag() -> None:
+    """100 billion rows is the mistake, not 2 nodes: with no node count that fits, the line
+    names the table flag and its value, in GB a reader takes in (thousands separated)."""
+    values = with_overrides("aws", {"job": {"trainerArgs": {"num_embeddings": 100_000_000_000}}})
+    with pytest.raises(SettingsError) as caught:
+        settings_from_mapping(values)
+    (problem,) = caught.value.problems
+    assert (problem.path, problem.value) == ("job.trainerArgs.num_embeddings", 100_000_000_000)
+    assert "with job.nodes = 2, the fullest rank would hold about 68,250 GB" in problem.allowed
+    assert "no job.nodes up to 64 fits; use smaller tables" in problem.allowed
+    assert ".0 GB" not in problem.allowed and "34.4 GB usable" in problem.allowed
+
+
+def test_gigabytes_are_shown_with_separators_and_no_trailing_zero() -> None:
+    assert [rules.gb(b) for b in (135_450e9, 4.25e9, 34.4e9, 2e9)] == [
+        "135,450 GB", "4.2 GB", "34.4 GB", "2 GB"]
 
 
 def test_table_rules_read_trainer_args_as_the_trainer_parses_them() -> None:
@@ -579,3 +618,18 @@ def test_every_flag_the_stack_passes_is_refused_in_trainer_args_naming_what_deci
         "set by the stack from checkpoints.everySeconds on the spot pool and 0 on the on-demand "
         "pool (time-based saves are for spot pools, whose notice may not fit a save); to change "
         "it, set checkpoints.everySeconds")
+
+
+def test_a_bare_api_address_reaches_the_clouds_as_that_address_alone() -> None:
+    """`81.2.69.142` (no prefix) is the address alone: every cloud gets `81.2.69.142/32`."""
+    values = with_overrides("aws", {"kubernetes": {"apiAccessCidrs": ["81.2.69.142",
+                                                                      "2a00:1450::1"]}})
+    settings = settings_from_mapping(values)
+    assert settings.kubernetes.api_access_cidrs == ["81.2.69.142/32", "2a00:1450::1/128"]
+
+
+@pytest.mark.parametrize("project", ["torchrec-ci-01", "acme.co.uk:ml-train", "abcdef"])
+def test_gcp_project_ids_google_issues_are_accepted(project: str) -> None:
+    """Resource Manager's projectId shape, and the legacy domain-scoped `<domain>:<id>`."""
+    settings = settings_from_mapping(with_overrides("gcp", {"gcp": {"project": project}}))
+    assert settings.gcp is not None and settings.gcp.project == project

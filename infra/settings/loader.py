@@ -121,7 +121,7 @@ def _description(loc: tuple[str | int, ...]) -> str | None:
 
 # Stand-ins for required values without a default, used only to let the other rules run.
 PLACEHOLDERS: dict[tuple[str | int, ...], Any] = {
-    ("kubernetes", "apiAccessCidrs"): ["10.255.255.255/32"],
+    ("kubernetes", "apiAccessCidrs"): ["81.2.69.142/32"],  # a public address: private ones are refused
     ("gcp", "project"): "placeholder",
 }
 

@@ -9,6 +9,7 @@ live in `defaults.py`.
 from __future__ import annotations
 
 import ipaddress
+import re
 from enum import Enum
 from typing import Annotated, Literal, Union
 
@@ -117,9 +118,56 @@ class GpuPools(Section):
 # RFC 5737 (IPv4) and RFC 3849 (IPv6) reserve these for documentation: no real client has them.
 DOCUMENTATION_RANGES = tuple(ipaddress.ip_network(n) for n in (
     "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"))
+# Addresses a machine has behind a router, never the one the cloud's API server sees it come
+# from: RFC 1918 private networks (what `hostname -I` prints at home or in an office), RFC 6598
+# carrier-grade NAT, loopback, link-local, and IPv6 unique local (RFC 4193) and link-local.
+UNREACHABLE_RANGES = {
+    "a private network (RFC 1918)": ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"),
+    "carrier-grade NAT space (RFC 6598)": ("100.64.0.0/10",),
+    "the loopback range": ("127.0.0.0/8", "::1/128"),
+    "the link-local range": ("169.254.0.0/16", "fe80::/10"),
+    "an IPv6 unique local range (RFC 4193)": ("fc00::/7",),
+}
 FIND_YOUR_ADDRESS = (
     "pulumi config set --path 'kubernetes.apiAccessCidrs[0]' "
     "\"$(curl -s https://checkip.amazonaws.com)/32\"")
+
+
+def _inside(network: ipaddress.IPv4Network | ipaddress.IPv6Network, cidrs: tuple[str, ...]) -> bool:
+    return any(network.version == other.version and network.subnet_of(other)  # type: ignore[arg-type]
+               for other in map(ipaddress.ip_network, cidrs))
+
+
+def api_access_cidr(cidr: str) -> str:
+    """One CIDR the API server admits, normalised: a bare address is that address alone
+    (`81.2.69.142` -> `81.2.69.142/32`), as `ip_network` reads it. Host bits are refused
+    (strict), not cleared: `81.2.69.142/24` may mean the address or its /24, and clearing
+    them silently would open the API to 255 other machines the user did not name."""
+    try:
+        network = ipaddress.ip_network(cidr.strip(), strict=True)
+    except ValueError as error:
+        if "host bits set" in str(error):
+            address, _, prefix = cidr.strip().partition("/")
+            whole = ipaddress.ip_network(cidr.strip(), strict=False)
+            full = 32 if whole.version == 4 else 128
+            raise ValueError(
+                f"{cidr!r} has host bits set: write {address}/{full} for that address alone "
+                f"or {whole} for its whole /{prefix} network") from None
+        raise ValueError(f"{cidr!r} is not a CIDR: {error}") from None
+    if network.prefixlen == 0:
+        raise ValueError(f"{cidr!r} opens the API server to the whole internet; name your own network")
+    if _inside(network, tuple(str(doc) for doc in DOCUMENTATION_RANGES)):
+        raise ValueError(
+            f"{cidr!r} is a documentation range (RFC 5737/3849) no real machine has, so "
+            f"`pulumi up` could not reach the cluster it creates; use your own address: "
+            f"{FIND_YOUR_ADDRESS}")
+    for kind, cidrs in UNREACHABLE_RANGES.items():
+        if _inside(network, cidrs):
+            raise ValueError(
+                f"{cidr!r} is in {kind}: the API server sees your machine come from its public "
+                f"address, never this one, so `pulumi up` could not reach the cluster; use "
+                f"your public address: {FIND_YOUR_ADDRESS}")
+    return str(network)
 
 
 class Kubernetes(Section):
@@ -141,7 +189,9 @@ class Kubernetes(Section):
     api_access_cidrs: list[str] = Field(
         description=(
             "CIDRs allowed to reach the public API endpoint (the machine running `pulumi up` must "
-            "be inside one). 0.0.0.0/0 and documentation ranges are refused. Set yours with "
+            "be inside one; a bare address is that address, /32). 0.0.0.0/0, documentation, private "
+            "(RFC 1918), carrier-grade NAT, loopback and link-local ranges are refused. Set "
+            "yours with "
             f"`{FIND_YOUR_ADDRESS}`."
         ),
     )
@@ -161,23 +211,7 @@ class Kubernetes(Section):
     def _cidrs(cls, value: list[str]) -> list[str]:
         if not value:
             raise ValueError(f"at least one CIDR, your own network: {FIND_YOUR_ADDRESS}")
-        for cidr in value:
-            try:
-                network = ipaddress.ip_network(cidr, strict=True)
-            except ValueError as error:
-                raise ValueError(f"{cidr!r} is not a CIDR: {error}") from None
-            if network.prefixlen == 0:
-                raise ValueError(
-                    f"{cidr!r} opens the API server to the whole internet; name your own network"
-                )
-            if any(network.version == doc.version and network.subnet_of(doc)  # type: ignore[arg-type]
-                   for doc in DOCUMENTATION_RANGES):
-                raise ValueError(
-                    f"{cidr!r} is a documentation range (RFC 5737/3849) no real machine has, so "
-                    f"`pulumi up` could not reach the cluster it creates; use your own address: "
-                    f"{FIND_YOUR_ADDRESS}"
-                )
-        return value
+        return [api_access_cidr(cidr) for cidr in value]
 
 
 class Interconnect(Section):
@@ -501,7 +535,7 @@ class Job(Section):
         default_factory=lambda: {"batch_size": 2048, "embedding_dim": 128,
                                  "dense_arch_layer_sizes": [512, 256, 128]},
         description="Trainer flags without dashes, e.g. {batch_size: 2048}; checked against "
-        "the trainer's own flags (`python -m trainer --help`).",
+        "the trainer's own flags (`.venv/bin/python -m trainer --help`).",
     )
     max_hourly_usd: float | None = Field(
         None, gt=0,
@@ -583,12 +617,40 @@ class AzureOptions(Section):
         return value
 
 
+# A project id: 6 to 30 lowercase ASCII letters, digits or hyphens, starting with a letter, no
+# trailing hyphen (Resource Manager v3 Project.projectId,
+# https://cloud.google.com/resource-manager/reference/rest/v3/projects); older projects of a
+# Google Workspace domain carry it as `<domain>:<id>` ("the Google apps domain is prefixed if
+# applicable", Cloud SQL Admin API DatabaseInstance.project).
+PROJECT_ID = re.compile(r"^(?:[a-z0-9][a-z0-9.-]*\.[a-z]{2,}:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+
+
 class GcpOptions(Section):
     """GCP-only settings."""
 
     project: str = Field(
         description="GCP project id: `pulumi config set --path gcp.project <project-id>` "
         "(`gcloud config get-value project` prints yours).")
+
+    @field_validator("project")
+    @classmethod
+    def _project_id(cls, value: str) -> str:
+        if PROJECT_ID.match(value):
+            return value
+        if not value.strip():
+            why = "empty (`gcloud config get-value project` prints nothing when gcloud has no project)"
+        elif value.isdigit():
+            why = "a project number; the project's id is its PROJECT_ID column"
+        elif value.lower() != value or " " in value:
+            why = "looks like a display name, not the project's id"
+        else:
+            why = "not a project id"
+        raise ValueError(
+            f"{why}: a GCP project id is 6 to 30 lowercase letters, digits or hyphens, starting "
+            "with a letter and not ending with a hyphen (or a legacy domain-scoped "
+            "`example.com:my-project`); `gcloud projects list` lists yours, `gcloud config set "
+            "project <project-id>` makes one gcloud's default; set it with "
+            "`pulumi config set --path gcp.project <project-id>`")
     network_cidr: PrivateCidr = Field("10.2.0.0/20", description="Node subnetwork range.")
     deletion_protection: bool = Field(False, description="GKE deletion protection.")
 

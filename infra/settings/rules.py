@@ -265,7 +265,7 @@ def zones_are_in_the_region(s: Settings) -> Iterator[Problem]:
     for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
         for index, zone in enumerate(zones):
             if (path, index) in fixes:
-                yield Problem(path, zone, f"a zone of region {s.region!r}; " + _zone_advice(
+                yield Problem(path, zone, f"must be a zone of region {s.region!r}; " + _zone_advice(
                     s, s.region, path, index, fixes[path, index]))
 
 
@@ -700,9 +700,9 @@ def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
     if estimate.seconds <= budget.save_deadline_seconds:
         return
     yield Problem(
-        "job.trainerArgs", f"{estimate.bytes / 1e9:.1f} GB of tables and optimizer state",
+        "job.trainerArgs", f"{gb(estimate.bytes)} of tables and optimizer state",
         f"one checkpoint save takes about {estimate.seconds:.0f} s (the fullest rank writes "
-        f"{estimate.largest_rank_bytes / 1e9:.1f} GB; {estimate.store}, "
+        f"{gb(estimate.largest_rank_bytes)}; {estimate.store}, "
         f"{estimate.mb_per_second:,.0f} MB/s) but a {s.cloud.value} spot node's "
         f"{budget.notice.notice_seconds} s notice leaves the trainer "
         f"{budget.save_deadline_seconds} s; use smaller tables, more nodes "
@@ -727,11 +727,26 @@ def _table_args(s: Settings) -> dict[str, object] | None:
     return args
 
 
+def gb(nbytes: float) -> str:
+    """Decimal gigabytes as a reader takes them in: thousands separated, no trailing `.0`
+    (135,450 GB, 4.2 GB)."""
+    return f"{nbytes / 1e9:,.1f}".removesuffix(".0") + " GB"
+
+
+# The flags that size the tables, the one that decides first: a per-feature list overrides
+# num_embeddings (trainer/config.py), a recipe brings its own tables.
+TABLE_SIZE_FLAGS = ("num_embeddings_per_feature", "num_embeddings", "embedding_dim", "recipe")
+
+
 def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
     """The fullest rank's tables and optimizer state (a bound under the trainer's sharding
     rule, trainer/sizing.py, checked against torchrec's own plan in tests/trainer/test_plan.py)
     must fit a GPU's memory less the planner's reservation, or the job fails when it plans,
-    after the nodes are paid for. `python -m trainer.plan` shows the plan itself."""
+    after the nodes are paid for. `.venv/bin/python -m trainer.plan` shows the plan itself.
+
+    Blamed on job.nodes where a node count up to MOST_NODES_SUGGESTED holds the tables (the
+    tables are fine, the gang is small); otherwise on the table flag the user set (100 billion
+    rows are the mistake, not 2 nodes)."""
     gpu = find_machine(s.cloud, s.job_pool.machine_type)
     args = _table_args(s)
     # an unknown machine or a refused table flag is named by its own rule
@@ -748,15 +763,25 @@ def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
         return
     enough = next((n for n in range(s.job.nodes + 1, MOST_NODES_SUGGESTED + 1)
                    if fullest(n) <= usable), None)
+    holds = (f"the fullest rank would hold about {gb(held)} of tables and optimizer state, "
+             f"more than {gb(usable)} usable of a {gpu.gpu_memory_gib} GiB GPU ({gpu.name}, "
+             f"less the planner's {PLANNER_RESERVED_FRACTION:.0%})")
+    plan = "(`.venv/bin/python -m trainer.plan` shows the plan)"
+    table_flag = next((f for f in TABLE_SIZE_FLAGS if f in s.job.trainer_args), None)
+    if enough is None and table_flag is not None:
+        yield Problem(
+            f"job.trainerArgs.{table_flag}", s.job.trainer_args[table_flag],
+            f"tables the GPUs can hold: with job.nodes = {s.job.nodes}, {holds}, and no "
+            f"job.nodes up to {MOST_NODES_SUGGESTED} fits; use smaller tables (fewer rows or "
+            f"a smaller embedding_dim) or a machine with more GPU memory {plan}")
+        return
     more = (f"job.nodes: {enough} fits" if enough else
             f"no job.nodes up to {MOST_NODES_SUGGESTED} fits")
+    tables = f" of job.trainerArgs.{table_flag}" if table_flag else ""
     yield Problem(
         "job.nodes", s.job.nodes,
-        f"enough GPUs for the tables: the fullest rank would hold about "
-        f"{held / 1e9:.1f} GB of tables and optimizer state, more than "
-        f"{usable / 1e9:.1f} GB usable of a {gpu.gpu_memory_gib} GiB GPU ({gpu.name}, less the "
-        f"planner's {PLANNER_RESERVED_FRACTION:.0%}); {more}, or pick a machine with more GPU "
-        "memory or smaller tables (`python -m trainer.plan` shows the plan)")
+        f"enough GPUs for the tables{tables}: {holds}; {more}, or pick a machine with more "
+        f"GPU memory or smaller tables {plan}")
 
 
 RULES = (*RULES, tables_fit_the_gpus)

@@ -87,7 +87,7 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
             close = closest_flag(key, [a.dest for a in actions.values()])
             hint = f"did you mean {close!r}? " if close else ""
             problems.append(Problem(path, value, f"not a trainer flag; {hint}the trainer's "
-                                    "flags: `python -m trainer --help` (trainer/config.py)"))
+                                    "flags: `.venv/bin/python -m trainer --help` (trainer/config.py)"))
             continue
         text = format_value(value)
         try:
