@@ -71,3 +71,15 @@ def pinned_clock(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     with time_machine.travel(PINNED_DAY, tick=True):
         yield
+
+
+@pytest.fixture(autouse=True)
+def no_stack_named() -> Iterator[None]:
+    """Each test starts with no stack named in fix commands (infra/settings/errors.py
+    use_stack): a program run names its stack for the rest of the process, as `pulumi up`
+    does, and a later test must not inherit it."""
+    from infra.settings.errors import use_stack
+
+    use_stack(None)
+    yield
+    use_stack(None)

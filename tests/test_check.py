@@ -70,24 +70,33 @@ MISTAKES = [
      "job.trainerArgs.batch_size", "'lots'", ["an integer", "its default is 512"]),
     ("region-us-east-9", "aws", {"region": "us-east-9"}, "region", "'us-east-9'",
      ["did you mean 'us-east-1'?", "closest first: us-east-1, us-east-2",
-      "pulumi config set region us-east-1"]),
+      "pulumi config set --stack aws region us-east-1"]),
     ("azure-region-mars-central", "azure", {"region": "mars-central"}, "region",
      "'mars-central'", ["one of the Azure regions, closest first: qatarcentral, uaecentral,",
-                        "(and 56 more in infra/regions.py", "pulumi config set region"]),
+                        "(and 56 more in infra/regions.py", "pulumi config set --stack azure region"]),
     # Azure's display name, as the portal shows it, is its API name in lower case without spaces.
     ("azure-region-display-name", "azure", {"region": "East US"}, "region", "'East US'",
-     ["did you mean 'eastus'?", "pulumi config set region eastus"]),
+     ["did you mean 'eastus'?", "pulumi config set --stack azure region eastus"]),
     ("enum-misspelt", "aws", {"job": {"pool": "spto"}}, "job.pool", "'spto'",
-     ["did you mean 'spot'?", "'onDemand' or 'spot'", "pulumi config set --path job.pool spot"]),
+     ["did you mean 'spot'?", "'onDemand' or 'spot'", "pulumi config set --stack aws --path job.pool spot"]),
     # Case does not count: SPOT meant spot, not the first choice (onDemand costs 2.5x).
     ("enum-upper-case", "aws", {"job": {"pool": "SPOT"}}, "job.pool", "'SPOT'",
-     ["did you mean 'spot'?", "pulumi config set --path job.pool spot"]),
+     ["did you mean 'spot'?", "pulumi config set --stack aws --path job.pool spot"]),
     # A region moved alone: each zone is named with the command that lists the region's zones
     # (which letters exist is the project's or account's to say).
     ("zones-left-in-the-old-region", "gcp", {"region": "europe-west4"}, "zones",
      "'us-central1-a'", ["must be a zone of region 'europe-west4'",
                          "`gcloud compute zones list --filter=region:europe-west4`",
-                         "`pulumi config set --path 'zones[0]' <zone>`"]),
+                         "`pulumi config set --stack gcp --path 'zones[0]' <zone>`"]),
+    # `pulumi config set --path kubernetes.apiAccessCidrs 81.2.69.142/32` stores text.
+    ("cidrs-as-text", "aws", {"kubernetes": {"apiAccessCidrs": "81.2.69.142/32"}},
+     "kubernetes.apiAccessCidrs", "'81.2.69.142/32'",
+     ["a list allowed, text given", "pulumi config rm --stack aws --path kubernetes.apiAccessCidrs",
+      "pulumi config set --stack aws --path 'kubernetes.apiAccessCidrs[0]' 81.2.69.142/32"]),
+    ("nodes-as-text", "gcp", {"job": {"nodes": "two"}}, "job.nodes", "'two'",
+     ["an integer allowed, text given", "pulumi config set --stack gcp --path job.nodes <integer>"]),
+    ("suspend-as-text", "azure", {"job": {"suspend": "maybe"}}, "job.suspend", "'maybe'",
+     ["true or false allowed, text given", "pulumi config set --stack azure --path job.suspend true"]),
     # Tables no node count holds: the table flag is blamed, not job.nodes.
     ("tables-too-big", "gcp", {"job": {"trainerArgs": {"num_embeddings": 100000000000}}},
      "job.trainerArgs.num_embeddings", "100000000000",
@@ -108,7 +117,7 @@ MISTAKES = [
      ["0 <= minNodes <= desiredNodes <= maxNodes"]),
     ("gcp-placeholder-project", "gcp", {"gcp": {"project": "my-gcp-project"}}, "gcp.project",
      "'my-gcp-project'", ["placeholder", "gcloud config get-value project",
-                          "pulumi config set --path gcp.project <project-id>"]),
+                          "pulumi config set --stack gcp --path gcp.project <project-id>"]),
     ("misspelt-key", "aws", {"gpuPools": {"spot": {"maxNode": 4}}},
      "gpuPools.spot.maxNode", "4", ["did you mean 'maxNodes'?"]),
     # 500 GPU nodes (about USD 11,000/h) under a ceiling of USD 100/h; spot at up to on-demand
@@ -187,7 +196,9 @@ def test_the_shipped_stack_files_alone_say_what_the_user_must_set(stack: str) ->
     result = check("--stack", stack)
     assert result.returncode == 1
     assert "kubernetes.apiAccessCidrs = (not set): required" in result.stderr
-    assert "pulumi config set --path 'kubernetes.apiAccessCidrs[0]'" in result.stderr
+    # the stack named: with another stack selected, the command edits this one's file
+    assert (f"pulumi config set --stack {stack} --path 'kubernetes.apiAccessCidrs[0]'"
+            in result.stderr)
     assert ("gcp.project = (not set): required" in result.stderr) == (stack == "gcp")
 
 
@@ -228,10 +239,10 @@ def test_every_bad_value_of_one_setting_is_named_in_one_run(tmp_path: Path) -> N
     zones = _lines(result, "zones")
     assert [line.split(":")[1] for line in zones] == ["zones = 'us-east-1a'",
                                                        "zones = 'us-east-1b'"]
-    assert "pulumi config set --path 'zones[0]' <zone>" in zones[0]
-    assert "pulumi config set --path 'zones[1]' <zone>" in zones[1]
+    assert "pulumi config set --stack aws --path 'zones[0]' <zone>" in zones[0]
+    assert "pulumi config set --stack aws --path 'zones[1]' <zone>" in zones[1]
     (gpu,) = _lines(result, "gpuZones")
-    assert "pulumi config set --path 'gpuZones[0]' <zone>" in gpu
+    assert "pulumi config set --stack aws --path 'gpuZones[0]' <zone>" in gpu
     for line in (*zones, gpu):
         assert "`aws ec2 describe-availability-zones --region us-west-2`" in line
 
@@ -254,9 +265,53 @@ def test_a_key_set_without_path_is_named_with_the_command_that_has_it(tmp_path: 
     assert result.returncode == 1
     (line,) = _lines(result, "kubernetes.apiAccessCidrs[0]")
     assert "'81.2.69.142/32': looks like `pulumi config set` without `--path`" in line
-    assert "pulumi config rm 'kubernetes.apiAccessCidrs[0]'" in line
-    assert "pulumi config set --path 'kubernetes.apiAccessCidrs[0]' 81.2.69.142/32" in line
+    assert "pulumi config rm --stack aws 'kubernetes.apiAccessCidrs[0]'" in line
+    assert "pulumi config set --stack aws --path 'kubernetes.apiAccessCidrs[0]' 81.2.69.142/32" in line
     assert "the settings here:" not in line
+
+
+def test_a_list_set_without_path_is_fixed_with_an_indexed_path(tmp_path: Path) -> None:
+    """`pulumi config set kubernetes.apiAccessCidrs 81.2.69.142/32` (no --path, no index): the
+    fix names `[0]`, since `--path kubernetes.apiAccessCidrs x` would store text again."""
+    path = write_stack(tmp_path, "aws")
+    config = yaml.safe_load(path.read_text())["config"]
+    del config[f"{PROJECT}:kubernetes"]
+    config[f"{PROJECT}:kubernetes.apiAccessCidrs"] = "81.2.69.142/32"
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    (line,) = [line for line in _lines(result, "kubernetes.apiAccessCidrs") if "without" in line]
+    assert "pulumi config rm --stack aws kubernetes.apiAccessCidrs" in line
+    assert ("set it with `pulumi config set --stack aws --path 'kubernetes.apiAccessCidrs[0]' "
+            "81.2.69.142/32`") in line
+
+
+def test_a_misspelt_config_key_is_named_not_every_setting_as_missing(tmp_path: Path) -> None:
+    """`conifg:` once gave only "cloud = (not set): required"."""
+    path = tmp_path / "Pulumi.aws.yaml"
+    path.write_text(yaml.safe_dump({"conifg": configured("aws")}, sort_keys=False))
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    assert ("no `config:` map, so no setting can be read; unknown top-level key 'conifg' "
+            "(did you mean 'config'?)") in result.stderr
+    assert "(not set): required" not in result.stderr
+
+
+def test_an_unknown_key_beside_config_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.aws.yaml"
+    path.write_text(yaml.safe_dump({"config": configured("aws"), "enviroment": ["team/aws"]},
+                                   sort_keys=False))
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    assert "unknown top-level key 'enviroment' (did you mean 'environment'?)" in result.stderr
+
+
+def test_a_file_of_no_stack_s_name_gets_commands_without_stack(tmp_path: Path) -> None:
+    """The stack is named where it is known (--stack, `Pulumi.<stack>.yaml`), never guessed."""
+    named = write_stack(tmp_path, "aws", {"job": {"pool": "spto"}})
+    other = named.rename(tmp_path / "candidate.yaml")
+    (line,) = _lines(check("--file", str(other)), "job.pool")
+    assert "`pulumi config set --path job.pool spot`" in line
 
 
 def test_a_bad_range_and_a_bad_choice_are_both_named(tmp_path: Path) -> None:

@@ -264,7 +264,7 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("gcp-placeholder-project", "gcp", {"gcp": {"project": "my-gcp-project"}}, "gcp.project",
      "placeholder, not a real value; set your GCP project id (`gcloud config get-value project`"),
     ("placeholder-in-any-text", "aws", {"job": {"image": "<your-registry>/trainer:1"}},
-     "job.image", "pulumi config set --path 'job.image' <value>"),
+     "job.image", "pulumi config set --stack aws --path 'job.image' <value>"),
     ("job-kind", "gcp", {"job": {"kind": "MPIJob"}}, "job.kind", "'JobSet' or 'PyTorchJob'"),
     ("grace-period", "aws", {"job": {"terminationGraceSeconds": 5}},
      "job.terminationGraceSeconds", "greater than or equal to 30"),
@@ -298,10 +298,10 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
      "gpuPools.onDemand.reservation", "GCP only"),
     ("enum-misspelt", "aws", {"job": {"pool": "spto"}}, "job.pool",
      "did you mean 'spot'? Input should be 'onDemand' or 'spot'; set it with "
-     "`pulumi config set --path job.pool spot`"),
+     "`pulumi config set --stack aws --path job.pool spot`"),
     # us-west-1 offers each account two of a, b, c: no letter is suggested, the list is named
     ("region-misspelt-moves-its-zones", "aws", {"region": "us-west-9"}, "region",
-     "`pulumi config set region us-west-1` and move its zones to zones of us-west-1 "
+     "`pulumi config set --stack aws region us-west-1` and move its zones to zones of us-west-1 "
      "(`aws ec2 describe-availability-zones --region us-west-1` lists them)"),
     ("azure-region-display-name", "azure", {"region": "West Europe"}, "region",
      "did you mean 'westeurope'?"),
@@ -633,3 +633,13 @@ def test_gcp_project_ids_google_issues_are_accepted(project: str) -> None:
     """Resource Manager's projectId shape, and the legacy domain-scoped `<domain>:<id>`."""
     settings = settings_from_mapping(with_overrides("gcp", {"gcp": {"project": project}}))
     assert settings.gcp is not None and settings.gcp.project == project
+
+
+def test_fix_commands_name_the_stack_pulumi_up_runs() -> None:
+    """Under `pulumi up --stack gcp` (the mocks' stack), a pasted fix edits Pulumi.gcp.yaml
+    whichever stack is selected; the rule itself writes its message without a stack."""
+    run = run_stack("gcp", overrides={"gcp": {"project": ""}}, expect_error=True)
+    assert isinstance(run.error, SettingsError), run.error
+    (problem,) = [p for p in run.error.problems if p.path == "gcp.project"]
+    assert "`pulumi config set --path gcp.project <project-id>`" in problem.allowed
+    assert "`pulumi config set --stack gcp --path gcp.project <project-id>`" in str(run.error)

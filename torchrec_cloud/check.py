@@ -13,12 +13,14 @@ not fail the check alone (torchrec_cloud/encrypted.py).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
 from infra.catalog import Cloud, Machine, find_machine
 from infra.estimate import estimate_lines
 from infra.settings import Settings, SettingsError
+from infra.settings.errors import use_stack
 from infra.settings.loader import project_values, settings_and_problems
 from infra.settings.model import CheckpointLocation, NodePool, PoolChoice
 from torchrec_cloud.encrypted import (Place, doubtful, encrypted_places, marked, on_encrypted,
@@ -26,6 +28,7 @@ from torchrec_cloud.encrypted import (Place, doubtful, encrypted_places, marked,
 from torchrec_cloud.stack_file import StackFileError, project_name, read_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
+STACK_FILE = re.compile(r"^Pulumi\.(.+)\.ya?ml$")  # the CLI's name for a stack's file
 STACKS = tuple(cloud.value for cloud in Cloud)
 # What only the cloud can answer, checked by `pulumi up` before it creates anything.
 NEEDS_CREDENTIALS = {
@@ -116,6 +119,15 @@ def _stack_path(args: argparse.Namespace) -> Path:
     return args.file if args.file is not None else ROOT / f"Pulumi.{args.stack}.yaml"
 
 
+def stack_name(args: argparse.Namespace) -> str | None:
+    """The stack the file belongs to: --stack, or the `<stack>` of a `Pulumi.<stack>.yaml`
+    given with --file (None for another name: its commands then name no stack)."""
+    if args.stack:
+        return args.stack
+    found = STACK_FILE.match(args.file.name)
+    return found.group(1) if found else None
+
+
 def _unread_lines(places: list[Place], environments: list[str]) -> list[str]:
     """What the check could not read: encrypted values (their places only) and ESC imports."""
     lines = [f"  {shown_place(place)}: encrypted: not checked (only the stack's secrets "
@@ -127,6 +139,7 @@ def _unread_lines(places: list[Place], environments: list[str]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     path = _stack_path(args)
+    use_stack(stack_name(args))  # every fix command printed names this stack
     try:
         stack = read_stack_file(path, project_name(ROOT / "Pulumi.yaml"))
     except StackFileError as error:

@@ -21,6 +21,7 @@ infra/settings/loader.py `project_values`, the same function `pulumi up` uses.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,30 @@ class StackConfig:
 
 class StackFileError(ValueError):
     """The file cannot be read as a stack file at all (missing, not YAML, no mapping)."""
+
+
+# The top-level keys of a stack file (pulumi/pulumi sdk/go/common/workspace/project.go,
+# ProjectStack: secretsprovider, encryptedkey, encryptionsalt, config, environment).
+STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")
+
+
+def _unknown_keys(path: Path, keys: list[str]) -> None:
+    """A stack file with keys the CLI does not know, or whose settings are under no `config:`
+    map, is named as such: read on, every setting would be "(not set): required"."""
+    unknown = [key for key in keys if key not in STACK_FILE_KEYS]
+    if not unknown:  # no `config:` at all: every value may come from an ESC environment
+        return
+    named = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, STACK_FILE_KEYS, n=1, cutoff=0.6)
+        named.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+    if "config" in keys:
+        raise StackFileError(f"{path}: unknown top-level key{'s' if len(named) > 1 else ''} "
+                             f"{', '.join(named)}; a stack file has {', '.join(STACK_FILE_KEYS)}")
+    where = f"; unknown top-level {'keys' if len(named) > 1 else 'key'} {', '.join(named)}" \
+        if named else ""
+    raise StackFileError(f"{path}: no `config:` map, so no setting can be read{where} (the "
+                         "settings go under `config:`, as `pulumi config set` writes them)")
 
 
 def _load(path: Path) -> yaml.Node | None:
@@ -85,6 +110,7 @@ def read_stack_file(path: Path, project: str) -> StackConfig:
         return result
     if not isinstance(root, yaml.MappingNode):
         raise StackFileError(f"{path}: a stack file is a YAML mapping with a `config:` key")
+    _unknown_keys(path, [str(key.value) for key, _ in root.value])
     loader = yaml.SafeLoader("")
     for key_node, value_node in root.value:
         if key_node.value == "environment":

@@ -11,6 +11,29 @@ from typing import Any
 CONFIG_NAMESPACE = "torchrec-cloud"
 NOT_SET = "(not set)"
 PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+# A fix command in a message, not yet naming its stack (a mention of the command alone,
+# "`pulumi config set` without `--path`", is no command to paste).
+CONFIG_COMMAND = re.compile(r"\bpulumi config (?:set|rm)\b(?! --stack)(?!`)")
+
+# The stack whose file the messages' commands edit. Rules write their messages without it
+# (they judge values, not stacks); it is added where a problem is shown, so a pasted command
+# edits this stack's file whichever stack `pulumi stack select` chose. Set once per process by
+# whoever reads a stack: `pulumi up` (loader.load_settings) and `torchrec_cloud check`.
+_stack: str | None = None
+
+
+def use_stack(name: str | None) -> None:
+    """Name the stack the fix commands in messages edit (None: leave them without --stack)."""
+    global _stack
+    _stack = name or None
+
+
+def for_stack(text: str) -> str:
+    """`pulumi config set ...` -> `pulumi config set --stack <name> ...` (and `rm`)."""
+    if _stack is None:
+        return text
+    return CONFIG_COMMAND.sub(lambda found: f"{found.group(0)} --stack {shlex.quote(_stack)}",
+                              text)
 
 
 def shown(value: Any) -> str:
@@ -62,7 +85,7 @@ class Problem:
     allowed: str
 
     def __str__(self) -> str:
-        return f"  {CONFIG_NAMESPACE}:{self.path} = {shown(self.value)}: {self.allowed}"
+        return f"  {CONFIG_NAMESPACE}:{self.path} = {shown(self.value)}: {for_stack(self.allowed)}"
 
 
 class SettingsError(ValueError):

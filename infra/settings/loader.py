@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from infra.catalog import Cloud
 from infra.settings.defaults import with_cloud_defaults
 from infra.settings.errors import (CONFIG_NAMESPACE, Problem, SettingsError, config_path,
-                                   set_command, shown)
+                                   set_command, shown, use_stack)
 from infra.settings.model import Settings
 from infra.settings.rules import FS_KIND_BY_CLOUD, check_all
 
@@ -46,8 +46,71 @@ def _type_problems(error: ValidationError) -> list[Problem]:
         if item["type"] in ("enum", "literal_error"):
             expected = str(item.get("ctx", {}).get("expected", ""))
             allowed = _choice_hint(loc, value, allowed, expected)
+        if item["type"] in SHAPES:
+            allowed = _shape_hint(loc, value, item["type"])
         problems.append(Problem(".".join(str(part) for part in loc), value, allowed))
     return problems
+
+
+# pydantic's type errors ("Input should be a valid list") -> the shape the setting takes.
+SHAPES = {
+    "list_type": "a list", "int_type": "an integer", "int_parsing": "an integer",
+    "int_from_float": "a whole number", "float_type": "a number", "float_parsing": "a number",
+    "bool_type": "true or false", "bool_parsing": "true or false", "string_type": "text",
+    "dict_type": "a map of keys", "model_type": "a map of keys",
+}
+
+
+def _given(value: Any) -> str:
+    """What kind of value the stack file holds, in the stack file's words."""
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "a list"
+    return "a map" if isinstance(value, dict) else "null"
+
+
+def list_commands(path: str, value: Any) -> str:
+    """The commands that store `value` as a list item by item (`--path 'a.b[0]' x`): a plain
+    `--path a.b x` stores text, which a list setting refuses. Text with commas is one item
+    each (`pulumi config set` has no list syntax of its own)."""
+    if isinstance(value, list):
+        items = [str(v) for v in value]
+    elif isinstance(value, str) and value.strip():
+        items = [part.strip() for part in value.split(",") if part.strip()]
+    else:
+        items = ["<value>"]
+    return "; ".join(f"`{set_command(f'{path}[{index}]', item)}`"
+                     for index, item in enumerate(items))
+
+
+def _shape_hint(loc: tuple[str | int, ...], value: Any, error_type: str) -> str:
+    """pydantic's "Input should be a valid integer" as the rest of the messages read: what was
+    given, what is allowed, and the command with the right shape."""
+    path = config_path(loc)
+    shape = SHAPES[error_type]
+    head = f"{shape} allowed, {_given(value)} given"
+    quoted = shlex.quote(path)
+    if error_type == "list_type":
+        return (f"{head}; remove it with `pulumi config rm --path {quoted}` and set each item "
+                f"with {list_commands(path, value)}")
+    if error_type in ("dict_type", "model_type"):
+        return (f"{head}; remove it with `pulumi config rm --path {quoted}` and set each key "
+                f"with `pulumi config set --path {shlex.quote(path + '.<key>')} <value>`")
+    placeholder = {"an integer": "<integer>", "a whole number": "<integer>",
+                   "a number": "<number>", "true or false": "true"}.get(shape)
+    if placeholder is None:  # text: the value as text
+        return f"{head}; set it with `{set_command(path, _flow_text(value))}`"
+    example = "(or false)" if shape == "true or false" else ""
+    return f"{head}; set it with `pulumi config set --path {quoted} {placeholder}`{example and ' ' + example}"
+
+
+def _flow_text(value: Any) -> str:
+    return value if isinstance(value, str) else shown(value)
 
 
 def _model_at(raw_loc: tuple[str | int, ...]) -> Any:
@@ -90,15 +153,27 @@ def _unknown_key(raw_loc: tuple[str | int, ...], value: Any = None) -> str:
     if len(raw_loc) == 1 and ("." in key or "[" in key):
         # `pulumi config set 'a.b[0]' x` without --path stores one key named "a.b[0]".
         given = value if isinstance(value, str) else shown(value)
+        setting = f"`{set_command(key, given)}`"
+        if not key.endswith("]") and _is_list(key):  # --path 'a.b' x would store text
+            setting = list_commands(key, value)
         return (f"looks like `pulumi config set` without `--path`, which stores {key!r} as one "
                 f"flat key; remove it with `pulumi config rm {shlex.quote(key)}` and set it "
-                f"with `{set_command(key, given)}`")
+                f"with {setting}")
     model = _model_at(raw_loc[:-1])
     keys = [f.alias or n for n, f in getattr(model, "model_fields", {}).items()]
     close = difflib.get_close_matches(str(raw_loc[-1]), keys, n=1, cutoff=0.6)
     if close:
         return f"not a setting here (misspelt?); did you mean {close[0]!r}?"
     return f"not a setting here (misspelt?); the settings here: {', '.join(keys)}"
+
+
+def _is_list(dotted: str) -> bool:
+    """Whether the setting at a dotted path (`kubernetes.apiAccessCidrs`) is a list."""
+    parts = tuple(dotted.split("."))
+    model = _model_at(parts[:-1])
+    fields = getattr(model, "model_fields", None) or {}
+    field = next((f for n, f in fields.items() if (f.alias or n) == parts[-1]), None)
+    return field is not None and getattr(field.annotation, "__origin__", None) is list
 
 
 def _description(loc: tuple[str | int, ...]) -> str | None:
@@ -215,7 +290,11 @@ def _all_project_config() -> dict[str, Any]:
 
 
 def load_settings() -> Settings:
-    """The stack's settings, validated; raises SettingsError listing every bad value."""
+    """The stack's settings, validated; raises SettingsError listing every bad value, each
+    fix command naming the running stack (`--stack`)."""
+    import pulumi
+
+    use_stack(pulumi.get_stack())
     return settings_from_mapping(_all_project_config())
 
 
