@@ -105,8 +105,8 @@ def _shape_hint(loc: tuple[str | int, ...], value: Any, error_type: str) -> str:
                    "a number": "<number>", "true or false": "true"}.get(shape)
     if placeholder is None:  # text: the value as text
         return f"{head}; set it with `{set_command(path, _flow_text(value))}`"
-    example = "(or false)" if shape == "true or false" else ""
-    return f"{head}; set it with `pulumi config set --path {quoted} {placeholder}`{example and ' ' + example}"
+    command = f"`pulumi config set --path {quoted} {placeholder}`"
+    return f"{head}; set it with {command}" + (" (or false)" if shape == "true or false" else "")
 
 
 def _flow_text(value: Any) -> str:
@@ -196,7 +196,8 @@ def _description(loc: tuple[str | int, ...]) -> str | None:
 
 # Stand-ins for required values without a default, used only to let the other rules run.
 PLACEHOLDERS: dict[tuple[str | int, ...], Any] = {
-    ("kubernetes", "apiAccessCidrs"): ["81.2.69.142/32"],  # a public address: private ones are refused
+    # a public address: documentation, private and other unreachable ranges are refused
+    ("kubernetes", "apiAccessCidrs"): ["81.2.69.142/32"],
     ("gcp", "project"): "placeholder",
 }
 

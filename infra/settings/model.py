@@ -134,7 +134,8 @@ FIND_YOUR_ADDRESS = (
 
 
 def _inside(network: ipaddress.IPv4Network | ipaddress.IPv6Network, cidrs: tuple[str, ...]) -> bool:
-    return any(network.version == other.version and network.subnet_of(other)  # type: ignore[arg-type]
+    return any(network.version == other.version
+               and network.subnet_of(other)  # type: ignore[arg-type]
                for other in map(ipaddress.ip_network, cidrs))
 
 
@@ -155,7 +156,8 @@ def api_access_cidr(cidr: str) -> str:
                 f"or {whole} for its whole /{prefix} network") from None
         raise ValueError(f"{cidr!r} is not a CIDR: {error}") from None
     if network.prefixlen == 0:
-        raise ValueError(f"{cidr!r} opens the API server to the whole internet; name your own network")
+        raise ValueError(
+            f"{cidr!r} opens the API server to the whole internet; name your own network")
     if _inside(network, tuple(str(doc) for doc in DOCUMENTATION_RANGES)):
         raise ValueError(
             f"{cidr!r} is a documentation range (RFC 5737/3849) no real machine has, so "
