@@ -391,7 +391,7 @@ def planned_throughput(s: Settings) -> Throughput | None:
     compute, _ = min(plans)
     how = f"{ROUGH_PLAN}: " + "; ".join(text for _, text in plans)
     if len(plans) > 1:
-        how += f": the lower, {compute / 1e6:.3f}M"
+        how += f"; the lower of these is used, {compute / 1e6:.3f}M"
     ranks = s.job.nodes * s.job.processes_per_node
     batch = int(flags.get("global_batch_size") or 0) // ranks or int(flags["batch_size"])
     how += f"; this job's batch {batch}/rank (the plan does not scale with batch)"
@@ -409,7 +409,7 @@ def planned_throughput(s: Settings) -> Throughput | None:
              f"{crossing / 1e3:.1f} kB of embedding all-to-all per sample across "
              f"{s.job.nodes} nodes)")
     if network < compute:
-        return Throughput(network, f"{how}{bound}: the lower")
+        return Throughput(network, f"{how}{bound}; the network bound is the lower and is used")
     return Throughput(compute, f"{how}{bound}")
 
 
