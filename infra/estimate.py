@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -175,7 +176,7 @@ def hourly(s: Settings) -> Hourly:
     spot = machine(s.cloud, pools.spot.machine_type) if pools.spot.enabled else None
     n = s.job.nodes
     gpu = Line("GPU nodes", f"{n} x {on_demand.name} at {on_demand.on_demand_usd_per_hour:g}/h"
-               + (f", spot {spot.name} at {spot.spot_usd_per_hour:g}/h" if spot else ""),
+               + (f", spot {n} x {spot.name} at {spot.spot_usd_per_hour:g}/h" if spot else ""),
                on_demand.on_demand_usd_per_hour * n,
                spot.spot_usd_per_hour * n if spot else None, gpu=True, nodes=True)
     system_count = _system_nodes(s, s.system_pool.desired_nodes)
@@ -576,6 +577,31 @@ def _hours(value: float) -> str:
     return f"{value:.2f} h" if value >= 0.01 else f"{value * 3600:.0f} s"
 
 
+CONTINUATION = " " * 16  # under the figures' column, so a long explanation reads as one item
+
+
+def wrapped(text: str, width: int = 100) -> list[str]:
+    """A long explanation as indented lines, one clause ("; ") at a time, none wider than
+    `width` where a word allows: one 800-character line is unreadable in a terminal."""
+    lines: list[str] = []
+    for clause in _clauses(text):
+        lines += textwrap.wrap(clause, width, initial_indent=CONTINUATION,
+                               subsequent_indent=CONTINUATION + "  ", break_long_words=False,
+                               break_on_hyphens=False)
+    return lines
+
+
+def _clauses(text: str) -> list[str]:
+    """`text` split at each "; " outside parentheses (one inside belongs to its aside)."""
+    clauses, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and text.startswith("; ", index):
+            clauses.append(text[start:index])
+            start = index + 2
+    return clauses + [text[start:]]
+
+
 def estimate_lines(s: Settings) -> list[str]:
     """Short lines for a person: the hourly items (on-demand and spot), the most the stack may
     reach, and one run's hours and dollars with the throughput's source."""
@@ -593,7 +619,9 @@ def estimate_lines(s: Settings) -> list[str]:
     lines.append(f"  {'at most':<14}{_money(most.total()):>9} with every pool at its maxNodes, spot "
                  "at the most a spot price may reach ("
                  + ", ".join(l.detail for l in most.lines if "nodes" in l.item or "pool" in l.item)
-                 + ")")
+                 + "; " + ", ".join(l.item for l in most.lines
+                                    if not ("nodes" in l.item or "pool" in l.item))
+                 + " included)")
     ceiling = s.job.max_hourly_usd
     if ceiling is not None:
         lines.append(f"  {'ceiling':<14}{ceiling:>9,.2f} job.maxHourlyUsd")
@@ -612,8 +640,8 @@ def estimate_lines(s: Settings) -> list[str]:
     else:
         rate = run.throughput.samples_per_s_per_gpu
         lines.append(f"  throughput    about {rate * run.gpus / 1e6:,.2f}M samples/s "
-                     f"({rate / 1e6:.3f}M per GPU{', ' + _scaling(run.gpus) if run.gpus > 1 else ''}): "
-                     f"{run.throughput.source}")
+                     f"({rate / 1e6:.3f}M per GPU{', ' + _scaling(run.gpus) if run.gpus > 1 else ''}):")
+        lines += wrapped(run.throughput.source)
     if run.hours is not None and run.training_hours is not None:
         parts = [f"up to {_hours(run.node_start_hours)} node start (the PodsReady bound)"]
         if run.prepare_hours:

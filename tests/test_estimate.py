@@ -474,8 +474,22 @@ def test_the_printed_lines_name_each_item_the_totals_and_the_source(stack: str) 
         assert line.detail in text
     assert f"{hourly(s).total():,.2f} on-demand" in text
     assert "with the GPU nodes on spot" in text and "at most" in text
+    # both prices of the GPU nodes count the job's nodes; "at most" says what else it holds
+    spot = machine(s.cloud, s.gpu_pools.spot.machine_type)
+    assert f"spot {s.job.nodes} x {spot.name} at {spot.spot_usd_per_hour:g}/h" in text
+    (most,) = [line for line in text.splitlines() if line.startswith("  at most")]
+    assert most.endswith("included)")
+    for name in ("file system", "outbound", "control plane"):
+        assert name in most.rpartition("; ")[2], f"{stack}: {name} not said to be in {most}"
     run = run_estimate(s)
-    assert run.throughput and run.throughput.source in text
+    assert run.throughput
+    # the source, word for word, over indented lines of at most 100 characters
+    throughput = text[text.index("  throughput"):text.index("  time ")].splitlines()
+    def words(text: str) -> str:
+        return text.replace(";", "").replace(" ", "")
+
+    assert words(" ".join(line.strip() for line in throughput[1:])) == words(run.throughput.source)
+    assert all(line.startswith(" " * 16) and len(line) <= 100 for line in throughput[1:])
     assert f"about USD {run.usd:,.2f}" in text and "at most about" not in text
     assert f"= about {run.hours:.2f} h (an estimate)" in text
     assert f"x {run.gpus} GPUs assumed to scale linearly" in text
