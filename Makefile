@@ -45,13 +45,13 @@ train: $(VENV)/.trainer-installed
 STACK ?=
 check: $(VENV)/.infra-installed
 	@test -n "$(STACK)" || { echo "usage: make check STACK=aws|azure|gcp"; exit 2; }
-	$(BIN)/python -m torchrec_cloud check --stack $(STACK)
+	@$(BIN)/python -m torchrec_cloud check --stack $(STACK)
 
 ## A deployed stack from this machine: nodes, the gang and why it waits, progress, checkpoints,
 ## spend. Needs the stack's outputs (Pulumi CLI, logged in) and kubectl. STACK=aws|azure|gcp.
 status: $(VENV)/.infra-installed
 	@test -n "$(STACK)" || { echo "usage: make status STACK=aws|azure|gcp"; exit 2; }
-	$(BIN)/python -m torchrec_cloud status --stack $(STACK)
+	@$(BIN)/python -m torchrec_cloud status --stack $(STACK)
 
 ## Every test: settings, catalog, the three stacks under mocks, workloads, trainer.
 # (the three environments install side by side: separate folders)

@@ -509,3 +509,51 @@ def test_trainer_args_in_the_docs_forms_pass_and_are_estimated(tmp_path: Path, f
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "One run of job" in done.stdout and "about USD" in done.stdout
+
+
+def test_azure_zones_and_tags_written_as_numbers_are_read_as_text(tmp_path: Path) -> None:
+    """`pulumi config set --path 'zones[0]' 1` stores the integer 1; it is the zone "1"."""
+    path = write_stack(tmp_path, "azure", {"tags": {"costCenter": 2026}})
+    config = yaml.safe_load(path.read_text())["config"]
+    config[f"{PROJECT}:zones"] = [1, 2]
+    config[f"{PROJECT}:gpuZones"] = [1]
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    result = check("--file", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "zones 1, 2 (GPU: 1)" in result.stdout
+
+
+def test_a_flat_key_is_not_also_reported_as_a_missing_setting(tmp_path: Path) -> None:
+    """The flat key's line says how to set the value; "required (not set)" would repeat it."""
+    path = write_stack(tmp_path, "aws")
+    config = yaml.safe_load(path.read_text())["config"]
+    del config[f"{PROJECT}:kubernetes"]["apiAccessCidrs"]
+    config[f"{PROJECT}:kubernetes.apiAccessCidrs[0]"] = "81.2.69.142/32"
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    result = check("--file", str(path))
+    assert result.returncode == 1
+    assert "(not set)" not in result.stderr, result.stderr
+    assert "1 bad setting in the stack file" in result.stderr
+
+
+def test_a_refusal_ends_with_one_line_that_says_nothing_was_created(tmp_path: Path) -> None:
+    """Under `make check` that line sits just above make's "Error 1", which CI relies on."""
+    result = check("--file", str(write_stack(tmp_path, "aws", {"region": "us-east-9"})))
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        "check: 1 problem in Pulumi.aws.yaml; nothing was created (exit status 1)")
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    """`python -m torchrec_cloud check --stack aws | head -1`: the pipe closes after a line."""
+    path = write_stack(tmp_path, "aws")
+    process = subprocess.Popen([sys.executable, "-m", "torchrec_cloud", "check", "--file",
+                                str(path)], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, bufsize=0)
+    assert process.stdout is not None and process.stderr is not None
+    # `head -1` closes once it has its line; closed at once, no write can ever find a reader
+    # (a race-free stand-in: the command's imports take far longer than this line)
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr

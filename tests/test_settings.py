@@ -157,9 +157,13 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("ib-on-machine-without", "azure",
      {"gpuPools": {"onDemand": {"machineType": "Standard_NC24ads_A100_v4"}},
       "job": {"processesPerNode": 1}},
-     "gpuPools.onDemand.machineType", "has no InfiniBand"),
+     "interconnect.fabric", "gpuPools.onDemand.machineType Standard_NC24ads_A100_v4 has no InfiniBand"),
     ("gpudirect-on-a2", "gcp", {"interconnect": {"fabric": True}},
-     "gpuPools.onDemand.machineType", "has no GPUDirect"),
+     "interconnect.fabric", "pulumi config set --stack gcp --path interconnect.fabric false`, or choose a "
+     "machine with it (a3-highgpu-8g, a3-megagpu-8g)"),
+    # "yes" is true to pydantic: the message says what was read
+    ("gpudirect-yes-on-a2", "gcp", {"interconnect": {"fabric": "yes"}},
+     "interconnect.fabric", "read as true"),
     ("spot-without-checkpoints", "aws", {"checkpoints": {"enabled": False}},
      "checkpoints.enabled", "keep checkpoints on"),
     ("spot-price-outside-azure", "aws", {"gpuPools": {"spot": {"maxPrice": 10}}},
@@ -201,7 +205,11 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
      "zones", "must be a zone of region 'us-east-1'"),
     ("eks-needs-two-zones", "aws", {"zones": ["us-east-1a"]}, "zones", "at least two zones"),
     ("azure-zone", "azure", {"zones": ["eastus-1"], "gpuZones": ["eastus-1"]},
-     "zones", "'1', '2' or '3'"),
+     "zones", "are 1, 2 or 3; set it with `pulumi config set --stack azure --path 'zones[0]' 1`"),
+    # `pulumi config set --path 'zones[0]' true` stores a boolean: the fix keeps it text
+    ("text-given-a-boolean", "aws", {"region": True}, "region",
+     "text allowed, true/false given; set it with `pulumi config set --stack aws --type string --path "
+     "region true`"),
     ("gpu-zone-outside-cluster", "gcp", {"gpuZones": ["us-central1-c"]},
      "gpuZones", "one of zones"),
     ("fs-kind-of-other-cloud", "gcp", {"sharedFileSystem": {"kind": "fsx-lustre"}},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -34,5 +35,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(modules[args.command].run(args))
 
 
+def guarded(argv: Sequence[str] | None = None) -> int:
+    """main(), quiet when the reader of stdout goes away (`... check --stack aws | head -1`):
+    Python's recipe for SIGPIPE (docs.python.org/3/library/signal.html, "Note on SIGPIPE"):
+    point stdout at devnull so the interpreter's last flush cannot raise again, and exit 141
+    (128 + SIGPIPE), what a shell reports for a command a closed pipe ended."""
+    try:
+        code = main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded())

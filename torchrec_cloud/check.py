@@ -161,6 +161,11 @@ def run(args: argparse.Namespace) -> int:
                   "encrypted (check with --stack aws|azure|gcp to name it)", file=sys.stderr)
         for line in _unread_lines(places, stack.environments):
             print(line, file=sys.stderr)
+        # The last line, just above make's "*** [Makefile:NN: check] Error 1": a refusal, not a
+        # crash (the exit status stays 1 so that CI stops on a bad stack file).
+        count = len(problems)
+        print(f"check: {count or 'no'} problem{'s' if count != 1 else ''} in {path.name}; "
+              "nothing was created (exit status 1)", file=sys.stderr)
         return 1
     if alarms:  # judged on a stand-in only: `pulumi up` judges the real value
         print(f"{path.name}: no setting is certainly bad; judged on stand-ins for encrypted "

@@ -34,9 +34,25 @@ def _locations(error: ValidationError) -> list[tuple[tuple[str | int, ...], dict
     ]
 
 
+def _flat_keys(error: ValidationError) -> list[str]:
+    """Top-level keys that are paths (`kubernetes.apiAccessCidrs[0]`): set without --path."""
+    return [str(item["loc"][0]) for item in error.errors()
+            if item["type"] == "extra_forbidden" and len(item["loc"]) == 1
+            and any(mark in str(item["loc"][0]) for mark in ".[")]
+
+
+def _named_by_flat_key(path: str, flat_keys: list[str]) -> bool:
+    """Whether a flat key sets the setting at `path` (or inside it): its message already says
+    how to set it, so "required (not set)" for the same setting would only repeat it."""
+    return any(key == path or key.startswith((path + ".", path + "[")) for key in flat_keys)
+
+
 def _type_problems(error: ValidationError) -> list[Problem]:
     problems = []
+    flat_keys = _flat_keys(error)
     for loc, item in _locations(error):
+        if item["type"] == "missing" and _named_by_flat_key(config_path(loc), flat_keys):
+            continue
         value = None if item["type"] == "missing" else item.get("input")
         allowed = str(item["msg"]).removeprefix("Value error, ")
         if item["type"] == "missing":
@@ -104,7 +120,12 @@ def _shape_hint(loc: tuple[str | int, ...], value: Any, error_type: str) -> str:
     placeholder = {"an integer": "<integer>", "a whole number": "<integer>",
                    "a number": "<number>", "true or false": "true"}.get(shape)
     if placeholder is None:  # text: the value as text
-        return f"{head}; set it with `{set_command(path, _flow_text(value))}`"
+        # `--path` stores true/false and integers as such again; --type string keeps text
+        # (`pulumi config set --help`: "--type string  Save the value as the given type").
+        typed = "--type string " if isinstance(value, (bool, int, float)) else ""
+        command = set_command(path, _flow_text(value)).replace(
+            "pulumi config set ", f"pulumi config set {typed}", 1)
+        return f"{head}; set it with `{command}`"
     command = f"`pulumi config set --path {quoted} {placeholder}`"
     return f"{head}; set it with {command}" + (" (or false)" if shape == "true or false" else "")
 

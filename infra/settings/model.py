@@ -657,16 +657,22 @@ class GcpOptions(Section):
     deletion_protection: bool = Field(False, description="GKE deletion protection.")
 
 
+# Text whose values are naturally numbers (Azure zones "1", a tag "2026"): `pulumi config set
+# --path 'zones[0]' 1` stores the integer 1 (the CLI reads integers as numbers under --path), so
+# a whole number is taken as its text rather than refused with a fix that stores it again.
+NumberText = Annotated[str, Field(coerce_numbers_to_str=True)]
+
+
 class Settings(Section):
     """Everything one stack file says, validated."""
 
     cloud: Cloud = Field(description="aws, azure or gcp.")
     region: str = Field(description="Region for every resource.")
-    zones: list[str] = Field(
+    zones: list[NumberText] = Field(
         description="Zones the cluster spans (EKS needs two). AWS takes zone names "
         "(us-east-1a, a per-account alias) or zone ids (use1-az4, the same place in every "
         "account); use one spelling in zones and gpuZones.")
-    gpu_zones: list[str] = Field(
+    gpu_zones: list[NumberText] = Field(
         description="Zones of the GPU pools and the file system; on AWS checked against "
         "the machine type's offerings when the program runs.")
     kubernetes: Kubernetes
@@ -677,7 +683,8 @@ class Settings(Section):
     checkpoints: Checkpoints = Field(default_factory=Checkpoints)
     dataset: Dataset = Field(default_factory=Dataset)
     job: Job = Field(default_factory=Job)
-    tags: dict[str, str] = Field(default_factory=dict, description="Tags/labels on resources.")
+    tags: dict[str, NumberText] = Field(default_factory=dict,
+                                        description="Tags/labels on resources.")
     aws: AwsOptions | None = None
     azure: AzureOptions | None = None
     gcp: GcpOptions | None = None

@@ -275,11 +275,10 @@ def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
     for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
         if not zones:
             yield Problem(path, zones, "at least one zone")
-        for zone in zones:
+        for index, zone in enumerate(zones):
             if s.cloud == Cloud.AZURE and zone not in {"1", "2", "3"}:
-                yield Problem(path, zone, "Azure availability zones are '1', '2' or '3', "
-                              f"quoted in the stack file: {CONFIG_NAMESPACE}:{path}: "
-                              "[\"1\"]")
+                yield Problem(path, zone, "Azure availability zones are 1, 2 or 3; set it with "
+                              f"`{set_command(f'{path}[{index}]', '1')}`")
     for zone in s.gpu_zones:
         if zone not in s.zones:
             yield Problem("gpuZones", zone, f"must be one of zones {shown(s.zones)}")
@@ -298,12 +297,19 @@ def fabric_needs_a_machine_that_has_it(s: Settings) -> Iterator[Problem]:
     if not s.interconnect.fabric:
         return
     fabric_name = {Cloud.AWS: "EFA", Cloud.AZURE: "InfiniBand", Cloud.GCP: "GPUDirect"}[s.cloud]
-    for path, pool in _pools(s):
-        found = find_machine(s.cloud, pool.machine_type)
-        if path.startswith("gpuPools") and found and found.interconnect == Interconnect.NONE:
-            yield Problem(f"{path}.machineType", pool.machine_type,
-                          f"has no {fabric_name}; choose a machine with it or set "
-                          "interconnect.fabric: false")
+    without = [f"{path}.machineType {pool.machine_type}" for path, pool in _pools(s)
+               if path.startswith("gpuPools")
+               and (found := find_machine(s.cloud, pool.machine_type)) is not None
+               and found.has_gpus and found.interconnect == Interconnect.NONE]
+    with_it = [name for name in machine_names(s.cloud, gpu=True)
+               if (m := find_machine(s.cloud, name)) and m.interconnect != Interconnect.NONE
+               and (s.cloud != Cloud.GCP or m.interconnect in GCP_FABRICS_SET_UP)]
+    if without:  # the fabric asked for, not the machine, is what this stack cannot deliver
+        yield Problem("interconnect.fabric", True,
+                      f"read as true (true, yes, on and 1 all read so); {' and '.join(without)} "
+                      f"{'has' if len(without) == 1 else 'have'} no {fabric_name}: turn the "
+                      f"fabric off with `{set_command('interconnect.fabric', 'false')}`, or "
+                      f"choose a machine with it ({', '.join(with_it)})")
 
 
 def processes_fit_the_gpus(s: Settings) -> Iterator[Problem]:
@@ -675,7 +681,8 @@ def gcp_fabric_is_one_this_program_sets_up(s: Settings) -> Iterator[Problem]:
             yield Problem("interconnect.fabric", True,
                           f"{path}.machineType {pool.machine_type} uses "
                           f"{found.interconnect.value}, which this program does not set up; "
-                          "set interconnect.fabric: false (NCCL over gVNIC, no fabric), or use "
+                          f"`{set_command('interconnect.fabric', 'false')}` (NCCL over gVNIC, "
+                          "no fabric), or use "
                           "a3-highgpu-8g (GPUDirect-TCPX) or a3-megagpu-8g (GPUDirect-TCPXO)")
             return
 
