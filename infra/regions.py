@@ -71,3 +71,39 @@ REGIONS: dict[Cloud, tuple[str, ...]] = {
 def cloud_of_region(region: str) -> Cloud | None:
     """The cloud whose list names `region` (names never collide across the three)."""
     return next((cloud for cloud, names in REGIONS.items() if region in names), None)
+
+
+# The same metro (or the nearest one) in each cloud, for a region name carried over from
+# another cloud's stack (`region: us-east-1` on Azure). Locations from the lists above:
+# N. Virginia (AWS us-east-1, Azure eastus, GCP us-east4 Ashburn), Ohio (us-east-2, GCP
+# us-east5 Columbus), N. California / Los Angeles, Oregon / Washington, Iowa (Azure centralus,
+# GCP us-central1), Montreal / Quebec, Sao Paulo, Ireland (GCP has none: Belgium, europe-west1),
+# Netherlands, London, Frankfurt, Paris, Stockholm, Mumbai, Singapore, Hong Kong, Tokyo, Seoul,
+# Sydney. Only these are mapped; any other name gets the closest spelling or no command.
+COUNTERPARTS: tuple[dict[Cloud, str], ...] = (
+    {Cloud.AWS: "us-east-1", Cloud.AZURE: "eastus", Cloud.GCP: "us-east4"},
+    {Cloud.AWS: "us-east-2", Cloud.GCP: "us-east5"},
+    {Cloud.AWS: "us-west-1", Cloud.AZURE: "westus", Cloud.GCP: "us-west2"},
+    {Cloud.AWS: "us-west-2", Cloud.AZURE: "westus2", Cloud.GCP: "us-west1"},
+    {Cloud.AZURE: "centralus", Cloud.GCP: "us-central1"},
+    {Cloud.AWS: "ca-central-1", Cloud.AZURE: "canadaeast", Cloud.GCP: "northamerica-northeast1"},
+    {Cloud.AWS: "sa-east-1", Cloud.AZURE: "brazilsouth", Cloud.GCP: "southamerica-east1"},
+    {Cloud.AWS: "eu-west-1", Cloud.AZURE: "northeurope", Cloud.GCP: "europe-west1"},
+    {Cloud.AZURE: "westeurope", Cloud.GCP: "europe-west4"},
+    {Cloud.AWS: "eu-west-2", Cloud.AZURE: "uksouth", Cloud.GCP: "europe-west2"},
+    {Cloud.AWS: "eu-central-1", Cloud.AZURE: "germanywestcentral", Cloud.GCP: "europe-west3"},
+    {Cloud.AWS: "eu-west-3", Cloud.AZURE: "francecentral", Cloud.GCP: "europe-west9"},
+    {Cloud.AWS: "eu-north-1", Cloud.AZURE: "swedencentral", Cloud.GCP: "europe-north2"},
+    {Cloud.AWS: "ap-south-1", Cloud.AZURE: "westindia", Cloud.GCP: "asia-south1"},
+    {Cloud.AWS: "ap-southeast-1", Cloud.AZURE: "southeastasia", Cloud.GCP: "asia-southeast1"},
+    {Cloud.AWS: "ap-east-1", Cloud.AZURE: "eastasia", Cloud.GCP: "asia-east2"},
+    {Cloud.AWS: "ap-northeast-1", Cloud.AZURE: "japaneast", Cloud.GCP: "asia-northeast1"},
+    {Cloud.AWS: "ap-northeast-2", Cloud.AZURE: "koreacentral", Cloud.GCP: "asia-northeast3"},
+    {Cloud.AWS: "ap-southeast-2", Cloud.AZURE: "australiaeast", Cloud.GCP: "australia-southeast1"},
+)
+
+
+def counterpart(region: str, cloud: Cloud) -> str | None:
+    """`cloud`'s region in the same metro as another cloud's `region` (None: not mapped)."""
+    return next((group[cloud] for group in COUNTERPARTS
+                 if cloud in group and region in group.values() and group[cloud] != region), None)

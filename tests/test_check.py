@@ -73,7 +73,17 @@ MISTAKES = [
       "pulumi config set --stack aws region us-east-1"]),
     ("azure-region-mars-central", "azure", {"region": "mars-central"}, "region",
      "'mars-central'", ["one of the Azure regions, closest first: qatarcentral, uaecentral,",
-                        "(and 56 more in infra/regions.py", "pulumi config set --stack azure region"]),
+                        "(and 56 more in infra/regions.py",
+                        "set the region you meant with `pulumi config set --stack azure region "
+                        "<region>`"]),
+    # Another cloud's region: the same metro on this cloud, with its command (not austriaeast,
+    # the closest spelling of us-east-1).
+    ("azure-region-of-aws", "azure", {"region": "us-east-1"}, "region", "'us-east-1'",
+     ["'us-east-1' is a region of AWS; Azure's region in the same place is 'eastus'",
+      "closest first: eastus,", "`pulumi config set --stack azure region eastus`"]),
+    ("gcp-region-of-azure", "gcp", {"region": "westus2"}, "region", "'westus2'",
+     ["Azure; GCP's region in the same place is 'us-west1'",
+      "`pulumi config set --stack gcp region us-west1`"]),
     # Azure's display name, as the portal shows it, is its API name in lower case without spaces.
     ("azure-region-display-name", "azure", {"region": "East US"}, "region", "'East US'",
      ["did you mean 'eastus'?", "pulumi config set --stack azure region eastus"]),

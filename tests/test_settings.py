@@ -651,3 +651,15 @@ def test_fix_commands_name_the_stack_pulumi_up_runs() -> None:
     (problem,) = [p for p in run.error.problems if p.path == "gcp.project"]
     assert "`pulumi config set --path gcp.project <project-id>`" in problem.allowed
     assert "`pulumi config set --stack gcp --path gcp.project <project-id>`" in str(run.error)
+
+
+def test_each_region_counterpart_is_a_region_of_its_cloud() -> None:
+    """A suggested counterpart (us-east-1 on Azure -> eastus) is a name the cloud has."""
+    from infra.regions import COUNTERPARTS, REGIONS, counterpart
+
+    for group in COUNTERPARTS:
+        for cloud, region in group.items():
+            assert region in REGIONS[cloud], (cloud, region)
+    assert counterpart("us-east-1", Cloud.AZURE) == "eastus"
+    assert counterpart("eu-west-1", Cloud.GCP) == "europe-west1"
+    assert counterpart("mars-central", Cloud.AZURE) is None

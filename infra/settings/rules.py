@@ -18,7 +18,7 @@ from infra.preemption import TABLE_FLAGS, estimated_save, largest_rank_bytes, st
 from infra.settings.placeholders import no_placeholders_left
 from infra.settings.trainer_flags import (closest_flag, parsed_trainer_args,
                                           trainer_args_fit_the_trainer, trainer_flag_names)
-from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region
+from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region, counterpart
 from infra.settings.errors import CONFIG_NAMESPACE, Problem, set_command, shown
 from infra.settings.model import (
     CRITEO_1TB_DAYS,
@@ -164,21 +164,30 @@ def region_is_one_of_the_cloud_s(s: Settings) -> Iterator[Problem]:
         return 1.0 if name == wanted else difflib.SequenceMatcher(None, wanted, name).ratio()
 
     ranked = sorted(names, key=lambda name: -likeness(name))  # stable: ties keep list order
-    close = [ranked[0]] if likeness(ranked[0]) >= 0.6 else []  # difflib's own cutoff
+    # 0.8, not difflib's 0.6: region names share long words (mars-central is 0.75 like
+    # qatarcentral), and a misspelling (us-east-9, eastus3, westeurop) scores 0.85 or more
+    close = [ranked[0]] if likeness(ranked[0]) >= 0.8 else []
     other = cloud_of_region(wanted)
+    same_metro = counterpart(wanted, s.cloud) if other not in (None, s.cloud) else None
     why = (f"{s.region!r} is a region of {CLOUD_NAMES[other]}; "
            if other is not None and other != s.cloud else "")
-    guess = f"did you mean {close[0]!r}? " if close else ""
+    if same_metro:  # another cloud's name: its metro here, not the closest spelling
+        why += f"{CLOUD_NAMES[s.cloud]}'s region in the same place is {same_metro!r}; "
+        close = [same_metro]
+        ranked = [same_metro] + [name for name in ranked if name != same_metro]
+    guess = f"did you mean {close[0]!r}? " if close and not same_metro else ""
     if wanted != s.region and wanted in names:
         guess += "(regions are named in lower case without spaces) "
     shown_names = ", ".join(ranked[:REGIONS_LISTED])
     more = len(ranked) - REGIONS_LISTED
-    target = close[0] if close else ranked[0]
+    # With no name close to it, no command: a guess (austriaeast for us-east-1) sets a region
+    # that was never meant.
+    fix = (f"; set it with `pulumi config set region {close[0]}`" + _zone_moves(s, close[0])
+           if close else "; set the region you meant with `pulumi config set region <region>`")
     yield Problem("region", s.region,
                   f"{why}{guess}one of the {CLOUD_NAMES[s.cloud]} regions, closest first: "
                   f"{shown_names} (and {more} more in infra/regions.py, as of "
-                  f"{REGIONS_CHECKED_ON}); set it with `pulumi config set region {target}`"
-                  + _zone_moves(s, target))
+                  f"{REGIONS_CHECKED_ON}){fix}")
 
 
 def zone_name(cloud: Cloud, region: str, letter: str) -> str:
