@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from infra.catalog import find_machine
+from infra.catalog import Cloud, find_machine
 from infra.settings import rules
 from infra.settings import SettingsError, settings_from_mapping
 from infra.settings.model import Settings
