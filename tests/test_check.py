@@ -129,7 +129,33 @@ MISTAKES = [
      "'my-gcp-project'", ["placeholder", "gcloud config get-value project",
                           "pulumi config set --stack gcp --path gcp.project <project-id>"]),
     ("misspelt-key", "aws", {"gpuPools": {"spot": {"maxNode": 4}}},
-     "gpuPools.spot.maxNode", "4", ["did you mean 'maxNodes'?"]),
+     "gpuPools.spot.maxNode", "4",
+     ["did you mean 'maxNodes'?", "remove it with `pulumi config rm --stack aws --path "
+      "gpuPools.spot.maxNode` and set it with `pulumi config set --stack aws --path "
+      "gpuPools.spot.maxNodes 4`"]),
+    ("misspelt-trainer-flag", "aws", {"job": {"trainerArgs": {"max_step": 100}}},
+     "job.trainerArgs.max_step", "100",
+     ["did you mean 'max_steps'?", "`pulumi config rm --stack aws --path job.trainerArgs.max_step`",
+      "`pulumi config set --stack aws --path job.trainerArgs.max_steps 100`"]),
+    # An unset default says what leaving the flag out means, not "None".
+    ("trainer-flag-unset-default", "aws", {"job": {"trainerArgs": {"max_steps": "all"}}},
+     "job.trainerArgs.max_steps", "'all'",
+     ["unset by default, when the trainer uses: --num_epochs",
+      "`pulumi config set --stack aws --path job.trainerArgs.max_steps <integer>`"]),
+    ("api-open-to-the-world", "gcp", {"kubernetes": {"apiAccessCidrs": ["0.0.0.0/0"]}},
+     "kubernetes.apiAccessCidrs", "['0.0.0.0/0']",
+     ["whole internet; name your own public address",
+      "--path 'kubernetes.apiAccessCidrs[0]' \"$(curl -s https://checkip.amazonaws.com)/32\""]),
+    # the second item's fix sets the second item
+    ("api-cidr-host-bits", "aws",
+     {"kubernetes": {"apiAccessCidrs": ["81.2.69.142/32", "81.2.69.143/24"]}},
+     "kubernetes.apiAccessCidrs", "['81.2.69.142/32', '81.2.69.143/24']",
+     ["for the address alone: `pulumi config set --stack aws --path "
+      "'kubernetes.apiAccessCidrs[1]' 81.2.69.143/32`"]),
+    ("machine-misspelt", "aws", {"gpuPools": {"onDemand": {"machineType": "p4d.24xlarg"}}},
+     "gpuPools.onDemand.machineType", "'p4d.24xlarg'",
+     ["did you mean 'p4d.24xlarge'? set it with `pulumi config set --stack aws --path "
+      "gpuPools.onDemand.machineType p4d.24xlarge`"]),
     # 500 GPU nodes (about USD 11,000/h) under a ceiling of USD 100/h; spot at up to on-demand
     ("over-the-spend-ceiling", "aws",
      {"job": {"nodes": 500, "maxHourlyUsd": 100}, "gpuPools": {"onDemand": {"maxNodes": 500}}},

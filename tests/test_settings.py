@@ -217,8 +217,10 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("trainer-flag-owned-by-stack", "aws", {"job": {"trainerArgs": {"checkpoint_dir": "/tmp"}}},
      "job.trainerArgs.checkpoint_dir", "checkpoints.location"),
     ("trainer-flag-shape", "aws", {"job": {"trainerArgs": {"--batch-size": 1}}},
-     "job.trainerArgs.--batch-size", "did you mean 'batch_size'? flag names as the trainer's "
-     "options without their dashes"),
+     "job.trainerArgs.--batch-size", "did you mean 'batch_size'? remove it with `pulumi config "
+     "rm --stack aws --path job.trainerArgs.--batch-size` and set it with `pulumi config set "
+     "--stack aws --path job.trainerArgs.batch_size 1`; flag names as the trainer's options "
+     "without their dashes"),
     # MLPerf's recipe fixes the global batch (65536) and splits it over the ranks.
     ("mlperf-recipe-with-a-batch-size", "aws",
      {"job": {"trainerArgs": {"recipe": "mlperf", "batch_size": 2048}}},

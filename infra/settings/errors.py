@@ -76,6 +76,17 @@ def set_command(path: str, value: Any) -> str:
     return f"pulumi config set --path {shlex.quote(path)} {shlex.quote(str(value))}"
 
 
+def rename_commands(bad: str, good: str, value: Any) -> str:
+    """The commands that move a value from a misspelt path to the one meant: `pulumi config rm
+    --path` the old one, then set the new one with the same value (a map key by key)."""
+    remove = f"`pulumi config rm --path {shlex.quote(bad)}`"
+    if isinstance(value, (dict, list)):
+        return (f"remove it with {remove} and set each of its values under {good} with "
+                f"`pulumi config set --path {shlex.quote(good + '.<key>')} <value>`")
+    text = value if isinstance(value, str) else shown(value)
+    return f"remove it with {remove} and set it with `{set_command(good, text)}`"
+
+
 @dataclass(frozen=True)
 class Problem:
     """One bad setting: where it is in the stack file, what it holds, and what is allowed."""

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from infra.catalog import Cloud
 from infra.settings.defaults import with_cloud_defaults
 from infra.settings.errors import (CONFIG_NAMESPACE, Problem, SettingsError, config_path,
-                                   set_command, shown, use_stack)
+                                   rename_commands, set_command, shown, use_stack)
 from infra.settings.model import Settings
 from infra.settings.rules import FS_KIND_BY_CLOUD, check_all
 
@@ -184,8 +184,15 @@ def _unknown_key(raw_loc: tuple[str | int, ...], value: Any = None) -> str:
     keys = [f.alias or n for n, f in getattr(model, "model_fields", {}).items()]
     close = difflib.get_close_matches(str(raw_loc[-1]), keys, n=1, cutoff=0.6)
     if close:
-        return f"not a setting here (misspelt?); did you mean {close[0]!r}?"
+        bad = config_path(_without_tags(raw_loc))
+        good = config_path((*_without_tags(raw_loc)[:-1], close[0]))
+        return (f"not a setting here (misspelt?); did you mean {close[0]!r}? "
+                + rename_commands(bad, good, value))
     return f"not a setting here (misspelt?); the settings here: {', '.join(keys)}"
+
+
+def _without_tags(raw_loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    return tuple(part for part in raw_loc if part not in FS_KINDS)
 
 
 def _is_list(dotted: str) -> bool:

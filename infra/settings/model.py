@@ -139,7 +139,7 @@ def _inside(network: ipaddress.IPv4Network | ipaddress.IPv6Network, cidrs: tuple
                for other in map(ipaddress.ip_network, cidrs))
 
 
-def api_access_cidr(cidr: str) -> str:
+def api_access_cidr(cidr: str, index: int = 0) -> str:
     """One CIDR the API server admits, normalised: a bare address is that address alone
     (`81.2.69.142` -> `81.2.69.142/32`), as `ip_network` reads it. Host bits are refused
     (strict), not cleared: `81.2.69.142/24` may mean the address or its /24, and clearing
@@ -153,11 +153,15 @@ def api_access_cidr(cidr: str) -> str:
             full = 32 if whole.version == 4 else 128
             raise ValueError(
                 f"{cidr!r} has host bits set: write {address}/{full} for that address alone "
-                f"or {whole} for its whole /{prefix} network") from None
+                f"or {whole} for its whole /{prefix} network; for the address alone: "
+                f"`pulumi config set --path 'kubernetes.apiAccessCidrs[{index}]' {address}/{full}`"
+                ) from None
         raise ValueError(f"{cidr!r} is not a CIDR: {error}") from None
     if network.prefixlen == 0:
         raise ValueError(
-            f"{cidr!r} opens the API server to the whole internet; name your own network")
+            f"{cidr!r} opens the API server to the whole internet; name your own public "
+            f"address or network (a /32, or your office's public range): "
+            f"`{FIND_YOUR_ADDRESS.replace('[0]', f'[{index}]')}`")
     if _inside(network, tuple(str(doc) for doc in DOCUMENTATION_RANGES)):
         raise ValueError(
             f"{cidr!r} is a documentation range (RFC 5737/3849) no real machine has, so "
@@ -213,7 +217,7 @@ class Kubernetes(Section):
     def _cidrs(cls, value: list[str]) -> list[str]:
         if not value:
             raise ValueError(f"at least one CIDR, your own network: {FIND_YOUR_ADDRESS}")
-        return [api_access_cidr(cidr) for cidr in value]
+        return [api_access_cidr(cidr, index) for index, cidr in enumerate(value)]
 
 
 class Interconnect(Section):

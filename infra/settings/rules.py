@@ -19,7 +19,7 @@ from infra.settings.placeholders import no_placeholders_left
 from infra.settings.trainer_flags import (closest_flag, parsed_trainer_args,
                                           trainer_args_fit_the_trainer, trainer_flag_names)
 from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region, counterpart
-from infra.settings.errors import CONFIG_NAMESPACE, Problem, set_command, shown
+from infra.settings.errors import CONFIG_NAMESPACE, Problem, rename_commands, set_command, shown
 from infra.settings.model import (
     CRITEO_1TB_DAYS,
     CRITEO_SPARSE_FEATURES,
@@ -130,10 +130,13 @@ def machines_are_in_the_catalog(s: Settings) -> Iterator[Problem]:
         found = find_machine(s.cloud, pool.machine_type)
         wants_gpu = path.startswith("gpuPools")
         if found is None:
+            names = machine_names(s.cloud, gpu=wants_gpu or None)
+            close = difflib.get_close_matches(pool.machine_type, names, n=1, cutoff=0.6)
+            fix = (f"did you mean {close[0]!r}? set it with "
+                   f"`{set_command(f'{path}.machineType', close[0])}`; " if close else "")
             yield Problem(f"{path}.machineType", pool.machine_type,
-                          f"one of the {s.cloud.value} catalog's "
-                          f"{'GPU' if wants_gpu else ''} machines: "
-                          f"{', '.join(machine_names(s.cloud, gpu=wants_gpu or None))}")
+                          f"{fix}one of the {s.cloud.value} catalog's "
+                          f"{'GPU ' if wants_gpu else ''}machines: {', '.join(names)}")
         elif wants_gpu and not found.has_gpus:
             yield Problem(f"{path}.machineType", pool.machine_type,
                           f"has no GPUs; GPU pools need one of: "
@@ -427,7 +430,10 @@ def trainer_args_are_flags(s: Settings) -> Iterator[Problem]:
                           f"set by the stack from {decided_by}; {instead}")
         elif not TRAINER_FLAG.match(key):
             close = closest_flag(key, trainer_flag_names())
-            hint = f"did you mean {close!r}? " if close else ""
+            path = f"job.trainerArgs.{key}"
+            hint = (f"did you mean {close!r}? "
+                    f"{rename_commands(path, f'job.trainerArgs.{close}', s.job.trainer_args[key])}; "
+                    if close else "")
             yield Problem(f"job.trainerArgs.{key}", s.job.trainer_args[key],
                           f"{hint}flag names as the trainer's options without their dashes, "
                           "'_' between words, like batch_size")

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from infra.settings.errors import Problem
+from infra.settings.errors import Problem, rename_commands
 from infra.settings.model import Settings, TrainerArgValue
 
 # A line of TrainConfig's ValueError: "--flag=<repr of value>: what is allowed".
@@ -57,6 +57,18 @@ def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
             if option.startswith("--") and action.dest != "help"}
 
 
+def _default(action: argparse.Action) -> str:
+    """What leaving the flag out means: its default, or for an unset one (None) what the
+    trainer does then, in its own help ("default: --num_epochs")."""
+    if action.default is not None:
+        return f"its default is {format_value(action.default)}"
+    text = action.help or ""
+    at = text.lower().rfind("default: ")
+    if at >= 0:  # "...; default: --num_epochs." -> what the trainer uses instead
+        return f"unset by default, when the trainer uses: {text[at + len('default: '):].rstrip('.')}"
+    return f"unset by default (--{action.dest}: {text.split('. ')[0].rstrip('.')})"
+
+
 def _kind(action: argparse.Action) -> str:
     return KINDS.get(action.type, "comma separated integers, e.g. [512, 256, 128]")  # type: ignore[arg-type]
 
@@ -85,7 +97,8 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
         action = actions.get(f"--{key}")
         if action is None:
             close = closest_flag(key, [a.dest for a in actions.values()])
-            hint = f"did you mean {close!r}? " if close else ""
+            hint = (f"did you mean {close!r}? {rename_commands(path, f'job.trainerArgs.{close}', value)}; "
+                    if close else "")
             problems.append(Problem(path, value, f"not a trainer flag; {hint}the trainer's "
                                     "flags: `.venv/bin/python -m trainer --help` (trainer/config.py)"))
             continue
@@ -93,9 +106,11 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
         try:
             converted = action.type(text) if callable(action.type) else text
         except (ValueError, TypeError, argparse.ArgumentTypeError):
+            placeholder = {int: "<integer>", float: "<number>"}.get(action.type, "<value>")  # type: ignore[call-overload]
             problems.append(Problem(path, value, f"{_kind(action)}: the trainer reads "
-                                    f"--{key}={text} and refuses it; its default is "
-                                    f"{format_value(action.default)}"))
+                                    f"--{key}={text} and refuses it; {_default(action)}; set it "
+                                    f"with `pulumi config set --path {path} {placeholder}` or "
+                                    f"remove it with `pulumi config rm --path {path}`"))
             continue
         if action.choices is not None and converted not in action.choices:
             choices = ", ".join(repr(c) for c in action.choices)
