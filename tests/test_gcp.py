@@ -1067,7 +1067,7 @@ def test_a3_ultra_fabric_is_refused_naming_the_machine_and_the_way_out():
                         "interconnect": {"fabric": True}})
     [problem] = [p for p in refused.value.problems if p.path == "interconnect.fabric"]
     text = str(problem)
-    for words in ("a3-ultragpu-8g", "rdma", "pulumi config set --stack gcp --path interconnect.fabric false",
+    for words in ("a3-ultragpu-8g", "rdma", "pulumi config set --path interconnect.fabric false",
                   "a3-highgpu-8g", "a3-megagpu-8g"):
         assert words in text, text
 
