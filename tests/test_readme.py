@@ -3,6 +3,7 @@ tables in docs/ are current, and no link points at a file or heading a clone lac
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -145,3 +146,24 @@ def test_the_real_data_walk_throughs_make_valid_stacks_with_the_published_sizes(
     assert sum(mlperf_settings.dataset.prepare.multi_hot_sizes or []) == 214
     assert mlperf_settings.dataset.prepare.shuffle
     assert mlperf_settings.job.trainer_args == {"recipe": "mlperf"}  # nothing overrides it
+
+
+@pytest.mark.parametrize("cloud", ["aws", "azure", "gcp"])
+def test_the_readme_cost_table_is_what_the_estimate_says_for_the_shipped_stacks(cloud: str) -> None:
+    """README's "What the default job does and costs" table cannot drift from infra/estimate.py:
+    each row is the estimate of that cloud's stack file after the README's configure step."""
+    from infra.estimate import hourly, run_estimate
+    from infra.settings import settings_from_mapping
+    from infra.settings.loader import project_values
+    from tests.test_check import configured
+
+    settings = settings_from_mapping(project_values(
+        {key: value if isinstance(value, str) else json.dumps(value)  # as the Pulumi CLI passes them
+         for key, value in configured(cloud).items()}))
+    now, run = hourly(settings), run_estimate(settings)
+    name = {"aws": "AWS", "azure": "Azure", "gcp": "GCP"}[cloud]
+    row = next(line for line in README.splitlines() if line.startswith(f"| {name} |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[2] == f"USD {now.total():.2f}"
+    assert cells[3] == f"about USD {now.total(spot=True):.2f}"
+    assert cells[4] == f"about {run.hours:.2f} h, USD {run.usd:.0f}"
