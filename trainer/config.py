@@ -472,17 +472,21 @@ def _given_flags(argv: Sequence[str]) -> set:
     return {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
 
 
-def closest_flag(flag: str, options: Sequence[str]) -> Optional[str]:
-    """The option a misspelt ``flag`` most likely meant (``--maxsteps``: ``--max_steps``),
-    difflib's nearest at its default cutoff, else None."""
-    spelt = "--" + flag.lstrip("-").replace("-", "_")  # argparse's spelling: --max_steps
-    close = difflib.get_close_matches(spelt, options, n=1)
+def closest_flag(flag: str, names: Sequence[str]) -> Optional[str]:
+    """The flag name (no dashes) a misspelt ``flag`` most likely meant: argparse's spelling
+    first (``--Max-Steps`` is ``max_steps``), else difflib's nearest at its default cutoff, else
+    None. One judge for ``make train`` here and for ``job.trainerArgs``
+    (infra/settings/trainer_flags.py)."""
+    plain = flag.lstrip("-").replace("-", "_").lower()
+    if plain in names:
+        return plain
+    close = difflib.get_close_matches(plain, names, n=1)
     return close[0] if close else None
 
 
 def _unknown_flags(extra: Sequence[str], parser: argparse.ArgumentParser) -> str:
     """One line per flag argparse did not know, with its value(s) and the likeliest flag."""
-    options = [o for o in parser._option_string_actions if o.startswith("--")]
+    names = [o[2:] for o in parser._option_string_actions if o.startswith("--")]
     groups: List[List[str]] = []
     for arg in extra:  # "--name value ..." groups; a value may start with one dash (-1)
         if arg.startswith("--") or not groups:
@@ -495,8 +499,8 @@ def _unknown_flags(extra: Sequence[str], parser: argparse.ArgumentParser) -> str
         if not flag.startswith("--"):
             lines.append(f"{shown}: not a flag; every value follows its --name")
             continue
-        close = closest_flag(flag, options)
-        hint = f"did you mean {close}? " if close else ""
+        close = closest_flag(flag, names)
+        hint = f"did you mean --{close}? " if close else ""
         lines.append(f"{shown}: not a trainer flag; {hint}python -m trainer --help lists them")
     return "\n".join(lines)
 

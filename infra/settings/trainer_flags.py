@@ -20,6 +20,7 @@ from typing import Any
 
 from infra.settings.errors import Problem, rename_commands
 from infra.settings.model import Settings, TrainerArgValue
+from trainer.config import TrainConfig, build_parser, closest_flag, recipe_defaults
 
 # A line of TrainConfig's ValueError: "--flag=<repr of value>: what is allowed".
 TRAINER_ERROR_LINE = re.compile(r"^--(?P<flag>\w+)=(?P<value>.*?): (?P<allowed>.*)$")
@@ -35,20 +36,8 @@ def format_value(value: TrainerArgValue) -> str:
     return str(value)
 
 
-def closest_flag(key: str, flags: list[str]) -> str | None:
-    """The trainer flag a misspelt key most likely meant: `--max-steps` and `max-steps` are
-    `max_steps` (argparse's option spelling, not the stack's), else the nearest name."""
-    plain = key.lstrip("-").replace("-", "_").lower()
-    if plain in flags:
-        return plain
-    close = difflib.get_close_matches(plain, flags, n=1)
-    return close[0] if close else None
-
-
 def trainer_flag_names() -> list[str]:
     """Every flag trainer/config.py's parser takes, as a key of job.trainerArgs."""
-    from trainer.config import build_parser
-
     return [action.dest for action in _actions(build_parser()).values()]
 
 
@@ -128,8 +117,6 @@ def parsed_trainer_args(args: Mapping[str, TrainerArgValue]) -> dict[str, Any]:
     [512, 256, 128] both a list, `1` a one-item list for a list flag): what every estimate of
     the job reads. Keys the trainer refuses are left out (trainer_args_fit_the_trainer names
     them)."""
-    from trainer.config import build_parser
-
     return _converted(args, _actions(build_parser()))[0]
 
 
@@ -137,8 +124,6 @@ def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks
                           args: Mapping[str, TrainerArgValue]) -> list[Problem]:
     """TrainConfig's own checks (ranges, combinations) on what the pod would parse: the
     trainer's defaults, under a --recipe's values, under the user's flags."""
-    from trainer.config import TrainConfig, recipe_defaults
-
     recipe = given.get("recipe") or ""
     values = {**defaults, **(recipe_defaults(recipe, set(given), None) if recipe else {}),
               **given}
@@ -181,8 +166,6 @@ def trainer_args_fit_the_trainer(s: Settings) -> Iterator[Problem]:
     """Names, types, choices, ranges and combinations of job.trainerArgs, as the trainer
     judges them; flags the stack owns or misshapen names are left to trainer_args_are_flags."""
     from infra.settings.rules import TRAINER_FLAG, WORKLOAD_OWNED_FLAGS
-    from trainer.config import build_parser
-
     actions = _actions(build_parser())
     args = {key: value for key, value in s.job.trainer_args.items()
             if key not in WORKLOAD_OWNED_FLAGS and TRAINER_FLAG.match(key)}
