@@ -27,7 +27,6 @@ Assumptions, each a choice of what to count:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import textwrap
 from dataclasses import dataclass
@@ -244,19 +243,11 @@ class Throughput:
 
 
 def _trainer_flags(s: Settings) -> dict[str, Any]:
-    """The job's trainer flags as the pod's trainer takes them: its defaults (trainer/config.py)
-    under the recipe's (trainer/recipe.py) under the stack file's, each read by the trainer's
-    own parser (`512,256,128` and [512, 256, 128] are the same list; infra/settings/
-    trainer_flags.py parsed_trainer_args)."""
-    from infra.settings.trainer_flags import parsed_trainer_args
-    from trainer.config import TrainConfig  # torch-free
-    from trainer.recipe import with_recipe
+    """The job's trainer flags as the pod's trainer takes them (`512,256,128` and
+    [512, 256, 128] are the same list; infra/settings/trainer_flags.py)."""
+    from infra.settings.trainer_flags import trainer_flags_in_effect
 
-    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-                for f in dataclasses.fields(TrainConfig)
-                if f.default is not dataclasses.MISSING
-                or f.default_factory is not dataclasses.MISSING}
-    return {**defaults, **with_recipe(parsed_trainer_args(s.job.trainer_args))}
+    return trainer_flags_in_effect(s.job.trainer_args)
 
 
 def _ids_per_sample(s: Settings, flags: dict[str, Any]) -> int:

@@ -14,7 +14,6 @@ spot setup whose save cannot fit its notice.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -91,22 +90,18 @@ def _tables(trainer_args: dict[str, object]) -> tuple[list[int], int, str, float
     """Rows per table, width, optimizer and the data-parallel rule of the job's trainer
     arguments, with the trainer's own defaults (trainer/config.py) under a --recipe's values
     (trainer/recipe.py); each value as the trainer's parser reads it (`1,2,3` is a list)."""
-    from infra.settings.trainer_flags import parsed_trainer_args
-    from trainer.config import NUM_SPARSE_FEATURES, TrainConfig  # plain: no torch import
-    from trainer.recipe import with_recipe
+    from infra.settings.trainer_flags import trainer_flags_in_effect
+    from trainer.config import NUM_SPARSE_FEATURES  # plain: no torch import
 
-    trainer_args = with_recipe(parsed_trainer_args(trainer_args))  # type: ignore[arg-type]
-    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-    per_feature = trainer_args.get("num_embeddings_per_feature")
+    flags = trainer_flags_in_effect(trainer_args)  # type: ignore[arg-type]
+    per_feature = flags.get("num_embeddings_per_feature")
     if isinstance(per_feature, list) and per_feature:
         rows = [int(r) for r in per_feature]
     else:
-        rows = [int(trainer_args.get("num_embeddings",  # type: ignore[arg-type]
-                                     defaults["num_embeddings"]))] * NUM_SPARSE_FEATURES
-    dim = int(trainer_args.get("embedding_dim", defaults["embedding_dim"]))  # type: ignore[arg-type]
-    optimizer = str(trainer_args.get("optimizer", defaults["optimizer"]))
-    max_mb = float(trainer_args.get("data_parallel_max_mb",  # type: ignore[arg-type]
-                                    defaults["data_parallel_max_mb"]))
+        rows = [int(flags["num_embeddings"])] * NUM_SPARSE_FEATURES
+    dim = int(flags["embedding_dim"])
+    optimizer = str(flags["optimizer"])
+    max_mb = float(flags["data_parallel_max_mb"])
     return rows, dim, optimizer, max_mb
 
 

@@ -65,13 +65,3 @@ RECIPES: Dict[str, Dict[str, Any]] = {
         "data_parallel_max_mb": DATA_PARALLEL_MAX_MB,
     },
 }
-
-
-def with_recipe(flags: Dict[str, Any]) -> Dict[str, Any]:
-    """Flag values as the trainer will take them: the recipe's (``flags["recipe"]``) under the
-    ones given, as ``parse_config`` applies them; for the stack's estimates (infra/preemption.py)."""
-    recipe = RECIPES.get(str(flags.get("recipe") or ""), {})
-    merged = {**recipe, **flags}
-    if "batch_size" in flags:
-        merged.pop("global_batch_size", None)
-    return merged

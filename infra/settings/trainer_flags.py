@@ -114,10 +114,27 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
 
 def parsed_trainer_args(args: Mapping[str, TrainerArgValue]) -> dict[str, Any]:
     """job.trainerArgs as the pod's argparse turns them into values (`512,256,128` and
-    [512, 256, 128] both a list, `1` a one-item list for a list flag): what every estimate of
-    the job reads. Keys the trainer refuses are left out (trainer_args_fit_the_trainer names
-    them)."""
+    [512, 256, 128] both a list, `1` a one-item list for a list flag). Keys the trainer refuses
+    are left out (trainer_args_fit_the_trainer names them)."""
     return _converted(args, _actions(build_parser()))[0]
+
+
+def trainer_flags_in_effect(args: Mapping[str, TrainerArgValue]) -> dict[str, Any]:
+    """Every trainer flag's value as the pod's trainer will take it: what every estimate of the
+    job reads (infra/estimate.py, infra/preemption.py)."""
+    actions = _actions(build_parser())
+    return _in_effect(_converted(args, actions)[0], _defaults(actions))
+
+
+def _defaults(actions: Mapping[str, argparse.Action]) -> dict[str, Any]:
+    return {action.dest: action.default for action in actions.values()}
+
+
+def _in_effect(given: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The trainer's defaults, under a --recipe's values for the flags not given (as
+    parse_config applies them: trainer/config.py recipe_defaults), under the given flags."""
+    recipe = given.get("recipe") or ""
+    return {**defaults, **(recipe_defaults(recipe, set(given), None) if recipe else {}), **given}
 
 
 def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks: int,
@@ -125,8 +142,7 @@ def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks
     """TrainConfig's own checks (ranges, combinations) on what the pod would parse: the
     trainer's defaults, under a --recipe's values, under the user's flags."""
     recipe = given.get("recipe") or ""
-    values = {**defaults, **(recipe_defaults(recipe, set(given), None) if recipe else {}),
-              **given}
+    values = _in_effect(given, defaults)
     problems: list[Problem] = []
     for _ in range(2):
         try:
@@ -175,7 +191,6 @@ def trainer_args_fit_the_trainer(s: Settings) -> Iterator[Problem]:
     # defaults, so one run names a bad range beside a bad choice; nothing more is said about
     # a refused flag itself.
     refused = {problem.path for problem in problems}
-    defaults = {action.dest: action.default for action in actions.values()}
     yield from (problem for problem in _combination_problems(
-        given, defaults, s.job.nodes * s.job.processes_per_node, args)
+        given, _defaults(actions), s.job.nodes * s.job.processes_per_node, args)
         if problem.path not in refused)
