@@ -13,12 +13,13 @@ trainer/checkpoint.py). Nothing here imports torch.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+
+from trainer.report import parse_records
 
 STEP_DIR = re.compile(r"^step-(\d+)$")  # trainer/checkpoint.py _STEP_DIR
 METADATA = ".metadata"
@@ -30,16 +31,9 @@ _FLAGS = {"true": True, "false": False}  # trainer/metrics.py MetricsLogger.reco
 
 
 def read_records(text: str) -> list[dict[str, Any]]:
-    """metrics.jsonl's records, oldest first; a line cut short by a concurrent append is skipped."""
-    records = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and "step" in record:
-            records.append(record)
-    return records
+    """metrics.jsonl's records with a step, oldest first (trainer/report.py parse_records: a
+    line cut short by a concurrent append is skipped)."""
+    return [record for record in parse_records(text) if "step" in record]
 
 
 def records_from_log(log: str) -> list[dict[str, Any]]:

@@ -20,20 +20,25 @@ SUMMARY_NAME = "summary.json"
 
 
 def read_records(path: str) -> List[dict]:
-    """The JSON records of a metrics.jsonl file; a last line cut short (a copy taken while the
-    trainer was writing it) is skipped, not an error."""
-    out: List[dict] = []
+    """The JSON records of a metrics.jsonl file (parse_records)."""
     with open(path) as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                out.append(record)
+        return parse_records(fh.read())
+
+
+def parse_records(text: str) -> List[dict]:
+    """The JSON records of metrics.jsonl text, oldest first; a last line cut short (a copy
+    taken while the trainer was writing it) is skipped, not an error."""
+    out: List[dict] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
     return out
 
 
