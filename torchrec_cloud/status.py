@@ -24,15 +24,15 @@ from torchrec_cloud import pools as pool_view
 from torchrec_cloud import progress as progress_view
 from torchrec_cloud import restarts as restart_view
 from torchrec_cloud.gpu_metrics import read_gpu_utilisation
+from torchrec_cloud.logs import container_of, rank0
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
                                   open_bucket, read_outputs)
-from workloads.names import COMPLETION_INDEX_LABEL, PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
+from workloads.names import JobNames
 from workloads.waiting import ClusterView, Kind, explain
 from workloads.why import ApiError, Kubectl, NotFound, Reader, read_view
 
 OUT_DIR = Path("out/status")
 LOG_TAIL_LINES = 500  # rank 0's recent lines hold several metric records (log_every steps each)
-PYTORCHJOB_RANK_LABEL = "training.kubeflow.org/replica-index"
 DEFAULT_NAMESPACE_PATH = "/api/v1/namespaces/default"  # its age is the cluster's
 BucketOpener = Callable[[str], tuple[Any, str]]
 
@@ -99,18 +99,12 @@ def trainer_pods(view: ClusterView) -> list[dict[str, Any]]:
 def rank0_log(read: Reader, view: ClusterView) -> tuple[str, str]:
     """(log, pod name) of rank 0's pod: completion index 0 (JobSet) or replica index 0
     (PyTorchJob), a running one first; core/v1 PodLogOptions container and tailLines."""
-    pods = [p for p in trainer_pods(view)
-            if ((p.get("metadata") or {}).get("labels") or {}).get(COMPLETION_INDEX_LABEL,
-               ((p.get("metadata") or {}).get("labels") or {}).get(PYTORCHJOB_RANK_LABEL)) == "0"]
-    pods.sort(key=lambda p: (p.get("status") or {}).get("phase") != "Running")
-    if not pods:
+    pod = rank0(trainer_pods(view))
+    if pod is None:
         raise NotFound("no rank 0 pod")
-    pod = pods[0]
     if (pod.get("status") or {}).get("phase") == "Pending":
         raise NotFound(f"Pod/{pod['metadata']['name']} (rank 0) has not started")
-    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
-    container = next((n for n in names if n in (TRAINER_CONTAINER, PYTORCHJOB_CONTAINER)),
-                     names[0] if names else TRAINER_CONTAINER)
+    container = container_of(pod)
     name = pod["metadata"]["name"]
     path = (f"/api/v1/namespaces/{view.namespace}/pods/{name}/log"
             f"?container={quote(container)}&tailLines={LOG_TAIL_LINES}")
