@@ -56,7 +56,7 @@ def _type_problems(error: ValidationError) -> list[Problem]:
         value = None if item["type"] == "missing" else item.get("input")
         allowed = str(item["msg"]).removeprefix("Value error, ")
         if item["type"] == "missing":
-            allowed = f"required: {_description(loc) or 'see README'}"
+            allowed = f"required: {_description(loc) or 'see docs/settings.md'}"
         if item["type"] == "extra_forbidden":
             allowed = _unknown_key(tuple(item["loc"]), value)
         if item["type"] in ("enum", "literal_error"):

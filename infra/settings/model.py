@@ -1,7 +1,7 @@
 """The typed shape of a stack file: every setting, its default and its per-field rule.
 
 Keys are camelCase in `Pulumi.<stack>.yaml` (Pulumi's convention) and snake_case here. Each
-field's description is the documentation the README table is generated from. Rules that involve
+field's description is the documentation docs/settings.md is generated from. Rules that involve
 more than one field, or a cloud's API limits, live in `rules.py`; defaults that differ per cloud
 live in `defaults.py`.
 """
@@ -367,7 +367,7 @@ CRITEO_1TB_DAYS = 24  # day_0 .. day_23
 
 
 class DatasetPrepare(Section):
-    """A Kubernetes Job before training turns raw Criteo TSV files into the layout the trainer reads, at dataset.path (`python -m trainer.prepare`; the training pods wait for its layout.json). `prepare: true` is short for `prepare: {enabled: true}`."""  # noqa: E501 (one line: the README table row)
+    """A Kubernetes Job before training turns raw Criteo TSV files into the layout the trainer reads, at dataset.path (`python -m trainer.prepare`; the training pods wait for its layout.json). `prepare: true` is short for `prepare: {enabled: true}`."""  # noqa: E501 (one line: the docs/settings.md table row)
 
     enabled: bool = Field(False, description="Run the preparation Job before training.")
     source: str = Field(
@@ -487,7 +487,7 @@ class SpotShortagePolicy(str, Enum):
 
 
 class SpotShortage(Section):
-    """What a spot job does when the spot pool cannot get nodes (Kueue, workloads/kueue.py); waiting never uses job.backoffLimit and never fails the job."""  # noqa: E501 (one line: the README table row)
+    """What a spot job does when the spot pool cannot get nodes (Kueue, workloads/kueue.py); waiting never uses job.backoffLimit and never fails the job."""  # noqa: E501 (one line: the docs/settings.md table row)
 
     policy: SpotShortagePolicy = Field(
         SpotShortagePolicy.WAIT,
@@ -564,7 +564,7 @@ PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
 
 
 class CapacityReservation(Section):
-    """Puts gpuPools.onDemand on an EC2 On-Demand Capacity Reservation or Capacity Block for ML (its zone must be gpuZones[0], its type the pool's machineType); its own placement replaces the program's placement group."""  # noqa: E501 (one line: the README table row)
+    """Puts gpuPools.onDemand on an EC2 On-Demand Capacity Reservation or Capacity Block for ML (its zone must be gpuZones[0], its type the pool's machineType); its own placement replaces the program's placement group."""  # noqa: E501 (one line: the docs/settings.md table row)
 
     id: str = Field(description="Reservation id, e.g. cr-0123456789abcdef0.")
     capacity_block: bool = Field(
