@@ -1112,6 +1112,50 @@ def test_the_control_plane_log_group_exists_before_eks_and_expires_its_logs(run:
     assert run.waits_for(run.one("eks:index:Cluster"), run.one("aws:cloudwatch/logGroup:LogGroup"))
 
 
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+CONTROL_PLANE_LOGS = f"/aws/eks/{PREFIX}-eks/cluster"
+
+
+def test_the_audit_log_is_kept_on_destroy_as_long_as_the_checkpoints_are(run: Run) -> None:
+    group = run.one(LOG_GROUP)
+    assert group.retain_on_delete and group.import_id == ""  # a first run creates it
+    gone = run_stack("aws", overrides={"checkpoints": {"retainOnDestroy": False}})
+    assert not gone.one(LOG_GROUP).retain_on_delete
+
+
+@pytest.mark.parametrize("retain", [True, False], ids=["kept-by-destroy", "recreated-by-eks"])
+def test_a_second_up_after_destroy_adopts_the_control_plane_log_group_left_behind(
+        retain: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept by `destroy` (checkpoints.retainOnDestroy), or deleted and then created again by
+    EKS's service-linked role writing late logs (terraform-aws-eks#2486, #2763): either way the
+    group exists when the next `up` starts, which must import it, not fail on
+    ResourceAlreadyExistsException before EKS exists."""
+    overrides = {"checkpoints": {"retainOnDestroy": retain}}
+    monkeypatch.setattr(aws_fake, "EXISTING_LOG_GROUPS", set())
+    first = run_stack("aws", overrides=overrides)
+    assert first.one(LOG_GROUP).import_id == ""
+    monkeypatch.setattr(aws_fake, "EXISTING_LOG_GROUPS", {CONTROL_PLANE_LOGS})
+    second = run_stack("aws", overrides=overrides)  # no outputs: destroy removed them
+    group = second.one(LOG_GROUP)
+    assert group.import_id == CONTROL_PLANE_LOGS and group.urn == first.one(LOG_GROUP).urn
+    assert group.inputs["retentionInDays"] == 90 and group.retain_on_delete is retain
+    assert second.waits_for(second.one(CLUSTER), group)
+
+
+def test_a_log_group_check_cloudwatch_refuses_stops_the_run_before_any_cloud_resource(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests import fakes
+
+    def denied(args: pulumi.runtime.MockCallArgs) -> Any:
+        return {}, [("", "reading CloudWatch Logs Log Groups: AccessDeniedException: "
+                         "not authorized to perform: logs:DescribeLogGroups")]
+
+    monkeypatch.setitem(fakes.CALLS, "aws:cloudwatch/getLogGroup:getLogGroup", denied)
+    refused = run_stack("aws", expect_error=True)
+    assert "logs:DescribeLogGroups" in str(refused.error)
+    assert not [r for r in refused.resources if r.type.startswith("aws:") and r.custom]
+
+
 # --- smaller items --------------------------------------------------------------------------
 def test_s3_traffic_takes_the_free_gateway_endpoint_not_the_nat(run: Run) -> None:
     endpoint = run.one("aws:ec2/vpcEndpoint:VpcEndpoint").inputs

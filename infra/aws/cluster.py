@@ -14,14 +14,59 @@ CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "sch
 # retention (kept, and billed, forever) unless it already exists
 # (https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html).
 LOG_RETENTION_DAYS = 90
+# The provider's "no such log group" (DescribeLogGroups finds none: terraform-provider-aws
+# internal/service/logs group.go findLogGroupByName -> tfresource.NewEmptyResultError, read by
+# the data source as "couldn't find resource").
+LOG_GROUP_NOT_FOUND = ("couldn't find resource", "ResourceNotFoundException")
 
 
-def create_log_group(cluster_name: str, opts: pulumi.ResourceOptions) -> aws.cloudwatch.LogGroup:
+def control_plane_log_group_name(cluster_name: str) -> str:
+    return f"/aws/eks/{cluster_name}/cluster"
+
+
+class LogGroupCheckError(pulumi.RunError):
+    """CloudWatch Logs answered the existence check with something other than "not found"."""
+
+
+def log_group_exists(name: str, opts: pulumi.InvokeOptions) -> bool:
+    """DescribeLogGroups through the provider's log group data source: True when the group
+    exists, False only on "not found"; any other answer (AccessDenied, throttling) stops the
+    run before any cloud resource, as `create` of an existing group would fail later with
+    ResourceAlreadyExistsException after the network is paid for."""
+    try:
+        aws.cloudwatch.get_log_group(name=name, opts=opts)
+    except Exception as error:  # noqa: BLE001 (the provider reports every answer as an error)
+        if any(marker in str(error) for marker in LOG_GROUP_NOT_FOUND):
+            return False
+        raise LogGroupCheckError(
+            f"could not tell whether the log group {name} exists ({error}). Nothing was "
+            "created. The deployer needs logs:DescribeLogGroups (infra/aws/deployer-policy.json)"
+        ) from error
+    return True
+
+
+def create_log_group(cluster_name: str, retain: bool, exists: bool,
+                     opts: pulumi.ResourceOptions) -> aws.cloudwatch.LogGroup:
     """The control plane's log group with a retention; the cluster waits for it, or EKS would
-    create the group first and this one would fail with "already exists"."""
+    create the group first and this one would fail with "already exists".
+
+    The name is fixed by EKS, so a group left by an earlier deployment of this stack is
+    adopted (imported by its name, the log group's id), never created again:
+    - `retain` (checkpoints.retainOnDestroy): `pulumi destroy` keeps the group, so the audit
+      log of who did what to the cluster lives as long as its checkpoints (until
+      LOG_RETENTION_DAYS expire each event);
+    - without it, the group is deleted, but EKS's service-linked role has been seen writing
+      the last logs after the cluster is gone and creating the group again
+      (terraform-aws-modules/terraform-aws-eks#2486, #2763): the next `up` then failed with
+      ResourceAlreadyExistsException before EKS existed.
+    Pulumi CLI 3.174 or newer turns an import whose declared inputs differ (a group EKS
+    recreated has no retention) into import-then-update (pulumi/pulumi#19339)."""
+    name = control_plane_log_group_name(cluster_name)
     return aws.cloudwatch.LogGroup(
-        f"{cluster_name}-control-plane", name=f"/aws/eks/{cluster_name}/cluster",
-        retention_in_days=LOG_RETENTION_DAYS, opts=opts)
+        f"{cluster_name}-control-plane", name=name,
+        retention_in_days=LOG_RETENTION_DAYS,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            retain_on_delete=retain, import_=name if exists else None)))
 
 
 def create_kms_key(prefix: str, opts: pulumi.ResourceOptions) -> aws.kms.Key:

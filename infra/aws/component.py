@@ -73,6 +73,10 @@ class AwsGpuCluster(pulumi.ComponentResource):
             storage.checkpoint_bucket_name(prefix, account_id, s.region), args.previous,
             lambda name: storage.bucket_exists(name, lookup),
             lambda: storage.legacy_buckets(prefix, s.region, lookup))
+        # The control plane's log group: a fixed name that a destroy keeps or EKS recreates
+        # (infra/aws/cluster.py create_log_group); asked here, before any cloud resource.
+        logs_exist = eks_cluster.log_group_exists(
+            eks_cluster.control_plane_log_group_name(cluster_name), lookup)
 
         # --- network, key, control plane ---------------------------------------------------
         vpc_cidr = s.aws.vpc_cidr if s.aws else "10.0.0.0/16"
@@ -80,7 +84,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
                                      s.region, aws_opts)
         key = eks_cluster.create_kms_key(prefix, aws_opts)
         private_ids = [net.private_subnets[zone].id for zone in zones.names]
-        logs = eks_cluster.create_log_group(cluster_name, aws_opts)
+        logs = eks_cluster.create_log_group(cluster_name, s.checkpoints.retain_on_destroy,
+                                            logs_exist, aws_opts)
         cluster = eks_cluster.create_cluster(
             cluster_name, s, net.vpc.id, private_ids, key.arn,
             pulumi.ResourceOptions.merge(component_opts, pulumi.ResourceOptions(depends_on=[logs])),

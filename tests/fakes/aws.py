@@ -298,6 +298,20 @@ def _list_buckets(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
                          "creationDate": "2025-01-01T00:00:00Z"} for n in names]}
 
 
+# CloudWatch log groups in the account, e.g. the control plane's one that a destroy kept or that
+# EKS's service-linked role created again after the cluster was deleted (tests add names).
+EXISTING_LOG_GROUPS: set[str] = set()
+
+
+def _get_log_group(args: pulumi.runtime.MockCallArgs) -> Any:
+    name = args.args["name"]
+    if name not in EXISTING_LOG_GROUPS:
+        return not_found(f"CloudWatch Logs Log Group ({name})")
+    return {"id": name, "name": name, "arn": f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{name}",
+            "creationTime": 1735689600000, "dataProtectionStatus": "", "kmsKeyId": "",
+            "logGroupClass": "STANDARD", "retentionInDays": 0, "tags": {}}
+
+
 OUTPUTS: dict[str, Any] = {
     "eks:index:Cluster": _eks_cluster,
     "aws:iam/role:Role": _arn("iam", "role"),
@@ -324,4 +338,5 @@ CALLS: dict[str, Any] = {
     "aws:s3/getBucket:getBucket": _get_bucket,
     "aws:s3/getBuckets:getBuckets": _list_buckets,
     "aws:eks/getAddonVersion:getAddonVersion": _addon_version,
+    "aws:cloudwatch/getLogGroup:getLogGroup": _get_log_group,
 }
