@@ -1011,6 +1011,44 @@ def test_the_autoscaler_discovers_this_clusters_groups_and_keeps_gpu_groups_apar
     assert "tolerations" not in values  # never on a GPU node it may remove
 
 
+def test_a_node_the_health_gate_left_out_never_blocks_its_group_from_growing(run: Run) -> None:
+    """The gate's taint is a status taint: left out of the empty group's template (so a gang
+    the gate left out whole gets nodes again), the tainted node still counted as ready (so it
+    is removed as unneeded once empty, not kept as a never-ready upcoming node)."""
+    from trainer.node_taint import TAINT_KEY
+    from workloads.waiting import UNHEALTHY_TAINT
+
+    args = run.one(HELM, CA).inputs["values"]["extraArgs"]
+    assert args["status-taint"] == TAINT_KEY == UNHEALTHY_TAINT
+    assert "ignore-taint" not in args and "startup-taint" not in args
+    # A tainted empty node goes after scale-down-unneeded-time down to the group's minimum,
+    # which the shipped GPU groups keep at zero: the node is replaced by the next scale-up.
+    for group in run.of_type(MNG):
+        if group.name != f"{PREFIX}-system":
+            assert group.inputs["scalingConfig"]["minSize"] == 0, group.name
+
+
+def test_a_gpu_group_held_above_zero_says_how_to_replace_a_node_the_gate_left_out(
+        warnings_logged: list[str]) -> None:
+    run_stack("aws", overrides={"gpuPools": {"onDemand": {"minNodes": 1, "desiredNodes": 1}}})
+    (advice,) = [w for w in warnings_logged if "torchrec-cloud/unhealthy" in w]
+    assert "minNodes 1" in advice and "terminate-instance-in-auto-scaling-group" in advice
+    assert "--no-should-decrement-desired-capacity" in advice
+
+
+def test_a_gpu_node_may_take_the_catalogs_ready_budget_and_returning_capacity_is_used_in_minutes(
+        run: Run) -> None:
+    args = run.one(HELM, CA).inputs["values"]["extraArgs"]
+    budget = machine(Cloud.AWS, "p4d.24xlarge").node_ready_minutes
+    # Neither a scale-up timeout nor an "unready" removal before the budget is spent ...
+    assert args["max-node-provision-time"] == f"{budget}m"
+    assert args["scale-down-unready-time"] == f"{budget}m"
+    assert budget >= 30  # the defaults (15m, 20m) were shorter
+    # ... and after a failed scale-up (no capacity) a retry within 5 minutes, not 30.
+    assert args["initial-node-group-backoff-duration"] == "1m"
+    assert args["max-node-group-backoff-duration"] == "5m"
+
+
 def test_the_autoscaler_role_resizes_only_this_clusters_groups(run: Run) -> None:
     policy = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "cluster-autoscaler").inputs["policy"])
     by_sid = {s["Sid"]: s for s in policy["Statement"]}

@@ -34,6 +34,7 @@ import pulumi_aws as aws
 from infra.addon_versions import version_for
 from infra.aws import identity
 from infra.catalog import SCALE_DOWN_UNNEEDED_MINUTES, Cloud
+from trainer.node_taint import TAINT_KEY as UNHEALTHY_TAINT
 
 # (name, version, repository) as infra/aws/addons.helm_release installs it, into kube-system.
 # 9.59.0: appVersion 1.35.0; the image tag is chosen per Kubernetes minor (image_tag).
@@ -111,8 +112,31 @@ def create_role(prefix: str, cluster_name: str, region: str, oidc_arn: pulumi.Ou
     return role, policy
 
 
+# After a failed scale-up (no spot or on-demand capacity: InsufficientInstanceCapacity) the
+# autoscaler leaves the group alone for a backoff that starts at
+# --initial-node-group-backoff-duration (default 5m) and doubles up to
+# --max-node-group-backoff-duration (default 30m), reset after --node-group-backoff-reset-timeout
+# (3h) without failure (cluster-autoscaler/config/flags/flags.go; utils/backoff/
+# exponential_backoff.go). With the defaults, GPU capacity that returns after an hour-long gap
+# waits up to 30 minutes more; here a retry comes within BACKOFF_MAX_MINUTES. A retry is one
+# SetDesiredCapacity call, and a refused launch costs nothing.
+def held_minimum_advice(pool_name: str, min_nodes: int) -> str:
+    """A node the health gate taints in a group held at its minimum is never removed by the
+    autoscaler (it scales down to minSize, not below): say how to replace it."""
+    return (f"gpuPools pool {pool_name} keeps minNodes {min_nodes}: a node the health gate "
+            f"taints ({UNHEALTHY_TAINT}) there is not replaced by the autoscaler. Replace it "
+            "with `aws autoscaling terminate-instance-in-auto-scaling-group --instance-id <id> "
+            "--no-should-decrement-desired-capacity` (the id: `kubectl get node <node> -o "
+            "jsonpath='{.spec.providerID}'`), or set minNodes: 0")
+
+
+BACKOFF_INITIAL_MINUTES = 1
+BACKOFF_MAX_MINUTES = 5
+
+
 def values(cluster_name: str, region: str, kubernetes_version: str,
-           role_arn: pulumi.Input[str], node_selector: Mapping[str, str]) -> dict:
+           role_arn: pulumi.Input[str], node_selector: Mapping[str, str],
+           node_ready_minutes: int = 30) -> dict:
     """Chart values. Flags (FAQ.md, "What are the parameters to CA?"):
     - expander least-waste: the job's pods select one pool by label, so only its group fits
       them; among groups that do fit (system pods), the one left with the least idle CPU.
@@ -123,6 +147,24 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
       obstacle once Completed; daemon set pods (device plugins, CSI node) never block removal.
     - scale-down-unneeded-time 10m (the default, stated; infra/catalog.py SCALE_DOWN_UNNEEDED_MINUTES,
       which the run estimate counts too): an idle GPU node goes after 10 minutes.
+    - status-taint torchrec-cloud/unhealthy (the health gate's taint, trainer/node_taint.py):
+      the autoscaler builds an empty group's template from its last real node, keeps custom
+      taints in it and caches it (processors/nodeinfosprovider/mixed_nodeinfos_processor.go;
+      utils/taints/taints.go SanitizeTaints drops only startup and status taints). A 2-node
+      gang whose nodes were both tainted, or a 1-node job with a bad GPU, then never got nodes
+      again: every template "repelled" the job's pods. A status taint is left out of templates
+      and still counts the node as ready (FAQ.md "How can I ignore a taint?" and release
+      1.29.0, #6132/#6218, which deprecated --ignore-taint for --status-taint/--startup-taint;
+      a startup taint would count the node unready and remove it after scale-down-unready-time
+      even with training pods' data on it). A tainted, empty node is then unneeded and goes
+      after scale-down-unneeded-time, down to the group's minimum (0 in the shipped stack).
+    - max-node-provision-time and scale-down-unready-time = the catalog's node-ready budget
+      (infra/catalog.py node_ready_minutes, 30 minutes for p4d/p5): a GPU node whose device
+      plugins have not advertised its GPUs yet counts as unready (the GPU label, infra/aws/
+      node_groups.py ACCELERATOR_LABEL: core/utils/utils.go FilterOutNodesWithUnreadyResources),
+      and the defaults (15 and 20 minutes) would time its scale-up out and back the group off,
+      or remove it as unready, before the budget is spent.
+    - initial/max node-group backoff 1m/5m (BACKOFF_*, above).
     - v 1 instead of the chart's 4 (values.yaml `extraArgs.v: 4`, chart 9.59.0): at 4 the log
       is many times longer (at 1 it is still not quiet: per-node startup lines every 10 s), and
       the line `python -m workloads.why`
@@ -142,6 +184,11 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
             "expander": "least-waste",
             "balance-similar-node-groups": False,
             "scale-down-unneeded-time": f"{SCALE_DOWN_UNNEEDED_MINUTES[Cloud.AWS]}m",
+            "status-taint": UNHEALTHY_TAINT,
+            "max-node-provision-time": f"{node_ready_minutes}m",
+            "scale-down-unready-time": f"{node_ready_minutes}m",
+            "initial-node-group-backoff-duration": f"{BACKOFF_INITIAL_MINUTES}m",
+            "max-node-group-backoff-duration": f"{BACKOFF_MAX_MINUTES}m",
             "v": 1,  # Helm merges this over the chart's extraArgs (logtostderr, stderrthreshold stay)
         },
         # On the system pool: never on a node it might remove, and never on a tainted GPU node.

@@ -138,6 +138,10 @@ class AwsGpuCluster(pulumi.ComponentResource):
             fabric=s.interconnect.fabric, placement=s.interconnect.placement,
             reservation=reservation if key == PoolChoice.ON_DEMAND else None)
             for key, pool in s.gpu_pools_by_key.items()]
+        for plan in plans:
+            if plan.pool.min_nodes > 0:
+                pulumi.log.warn(autoscaler.held_minimum_advice(plan.pool.name,
+                                                              plan.pool.min_nodes))
         # A reservation made in a cluster placement group takes launches into that group only.
         reserved_placement = (reservations.placement_group(prefix, reservation, account_id,
                                                            aws_opts)
@@ -193,7 +197,9 @@ class AwsGpuCluster(pulumi.ComponentResource):
         charts.append(addons.helm_release(
             prefix, autoscaler.CHART,
             autoscaler.values(cluster_name, s.region, minor, ca_role.arn,
-                              {node_groups.POOL_LABEL: s.system_pool.name}),
+                              {node_groups.POOL_LABEL: s.system_pool.name},
+                              node_ready_minutes=max(p.pool.machine.node_ready_minutes
+                                                     for p in plans)),
             pulumi.ResourceOptions.merge(helm_opts, pulumi.ResourceOptions(depends_on=[ca_policy]))))
         charts.append(interruption.create_handler(
             prefix,
