@@ -1569,6 +1569,89 @@ def test_an_upgrade_asked_for_reaches_the_control_plane(
     assert first_run.one(CLUSTER).transforms == []  # a new cluster: nothing to keep
 
 
+def _node_group_update_config(run: Run, group: harness.Captured) -> dict[str, Any]:
+    """The updateConfig the aws.eks.NodeGroup inside a pulumi-eks ManagedNodeGroup gets once the
+    component's transforms ran (mocks never create a packaged component's children)."""
+    args = pulumi.ResourceTransformArgs(custom=True, type_="aws:eks/nodeGroup:NodeGroup",
+                                        name=group.name, props={"version": "1.34"},
+                                        opts=pulumi.ResourceOptions())
+    for transform in group.transforms:
+        result = transform(args)
+        if result is not None:
+            args = pulumi.ResourceTransformArgs(custom=True, type_=args.type_, name=args.name,
+                                                props=result.props, opts=result.opts)
+    return args.props.get("updateConfig") or {}
+
+
+def _gpu_groups(run: Run) -> list[harness.Captured]:
+    return [g for g in run.of_type(MNG) if g.name != f"{PREFIX}-system"]
+
+
+@pytest.mark.parametrize("change", ["pinned-upgrade", "eks-auto-upgrade", "template-change"])
+def test_a_change_that_replaces_gpu_nodes_stays_within_max_nodes(
+        change: str, first_run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A version upgrade asked for, the node groups following a control plane EKS upgraded
+    itself, or a new launch template version: EKS replaces every GPU node of the group. With
+    the MINIMAL strategy it terminates before it launches (no surge beyond maxNodes and the
+    GPU quota), all of a group's nodes at once (the gang restarts once)."""
+    if change == "pinned-upgrade":
+        monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.34"})
+        run = run_stack("aws", overrides={"kubernetes": {"version": "1.35"}},
+                        previous_outputs=_later_run(first_run, kubernetes_version="1.34"))
+        assert {g.inputs["version"] for g in _gpu_groups(run)} == {"1.35"}
+    elif change == "eks-auto-upgrade":
+        monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.35"})
+        run = run_stack("aws", previous_outputs=_later_run(first_run, kubernetes_version="1.34"))
+        assert {g.inputs["version"] for g in _gpu_groups(run)} == {"1.35"}
+    else:  # the placement group dropped: a new launch template version
+        run = run_stack("aws", overrides={"interconnect": {"placement": False}},
+                        previous_outputs=first_run.outputs)
+        assert not run.one(LAUNCH_TEMPLATE, "onDemand").inputs.get("placement")
+    groups = _gpu_groups(run)
+    assert {g.name for g in groups} == {f"{PREFIX}-gpu", f"{PREFIX}-gpuspot"}
+    for group in groups:
+        max_nodes = int(group.inputs["scalingConfig"]["maxSize"])
+        assert _node_group_update_config(run, group) == {
+            "updateStrategy": "MINIMAL", "maxUnavailable": max_nodes}, group.name
+
+
+CAPACITY_BLOCK = {"aws": {"capacityReservation": {"id": aws_fake.CAPACITY_BLOCK_ID,
+                                                  "capacityBlock": True}},
+                  "gpuPools": {"onDemand": {"desiredNodes": 0}}}
+
+
+@pytest.mark.parametrize("nodes", [2, 0])
+def test_a_capacity_block_group_with_nodes_waits_for_zero_before_it_upgrades(
+        nodes: int, first_run: Run, monkeypatch: pytest.MonkeyPatch,
+        warnings_logged: list[str]) -> None:
+    """EKS updates a Capacity Block group only at 0 nodes: with nodes, the group keeps its
+    version on this run (the rest upgrades) and the user is told how to suspend the job, let
+    the group empty, upgrade it and resume; at 0 it follows the control plane."""
+    from infra.aws.node_groups import gpu_node_group_name, gpu_pool_plan
+    from infra.settings.model import CapacityReservation, NodePool
+
+    plan = gpu_pool_plan("onDemand", NodePool(machine_type="p4d.24xlarge", min_nodes=0,
+                                              desired_nodes=0, max_nodes=2, name="gpu"),
+                         machine(Cloud.AWS, "p4d.24xlarge"), spot=False, fabric=True,
+                         placement=True, reservation=CapacityReservation(
+                             id=aws_fake.CAPACITY_BLOCK_ID, capacity_block=True))
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.34"})
+    monkeypatch.setattr(aws_fake, "LIVE_NODE_GROUPS",
+                        {gpu_node_group_name(PREFIX, plan): ("1.34", nodes)})
+    run = run_stack("aws", overrides={**CAPACITY_BLOCK, "kubernetes": {"version": "1.35"}},
+                    previous_outputs=_later_run(first_run, kubernetes_version="1.34"))
+    assert run.one(CLUSTER).inputs["version"] == "1.35"
+    assert _group(run, "gpuspot")["version"] == "1.35"
+    advice = [w for w in warnings_logged if "Capacity Block" in w]
+    if nodes:
+        assert _group(run, "gpu")["version"] == "1.34"
+        (line,) = advice
+        assert "pulumi config set --path job.suspend true" in line
+        assert "pulumi config set --path job.suspend false" in line
+    else:
+        assert _group(run, "gpu")["version"] == "1.35" and advice == []
+
+
 def _addon_versions(run: Run) -> dict[str, str]:
     return {a.inputs["addonName"]: a.inputs["addonVersion"] for a in run.of_type(ADDON)}
 

@@ -78,6 +78,24 @@ class AwsGpuCluster(pulumi.ComponentResource):
         logs_exist = eks_cluster.log_group_exists(
             eks_cluster.control_plane_log_group_name(cluster_name), lookup)
 
+        plans = [node_groups.gpu_pool_plan(
+            key.value, pool, machine(Cloud.AWS, pool.machine_type), spot=key == PoolChoice.SPOT,
+            fabric=s.interconnect.fabric, placement=s.interconnect.placement,
+            reservation=reservation if key == PoolChoice.ON_DEMAND else None)
+            for key, pool in s.gpu_pools_by_key.items()]
+        # A Capacity Block group with nodes keeps its version until it is empty (EKS updates it
+        # only at 0 nodes: infra/aws/node_groups.py capacity_block_version).
+        group_versions: dict[str, str] = {}
+        for plan in plans:
+            if plan.capacity_type == "CAPACITY_BLOCK" and args.previous.live:
+                live = node_groups.live_group(
+                    cluster_name, node_groups.gpu_node_group_name(prefix, plan), lookup)
+                version, advice = node_groups.capacity_block_version(
+                    plan, s.kubernetes.version, live)
+                group_versions[plan.key] = version
+                if advice:
+                    pulumi.log.warn(advice)
+
         # --- network, key, control plane ---------------------------------------------------
         vpc_cidr = s.aws.vpc_cidr if s.aws else "10.0.0.0/16"
         net = network.create_network(prefix, vpc_cidr, zones.names, gpu_zone, cluster_name,
@@ -133,11 +151,6 @@ class AwsGpuCluster(pulumi.ComponentResource):
             prefix, cluster, s.system_pool, node_role.arn, private_ids, instance_tags,
             s.kubernetes.version, aws_opts, node_opts)
         gpu_node_sgs = [cluster.cluster_security_group_id, groups.gpu_nodes.id]
-        plans = [node_groups.gpu_pool_plan(
-            key.value, pool, machine(Cloud.AWS, pool.machine_type), spot=key == PoolChoice.SPOT,
-            fabric=s.interconnect.fabric, placement=s.interconnect.placement,
-            reservation=reservation if key == PoolChoice.ON_DEMAND else None)
-            for key, pool in s.gpu_pools_by_key.items()]
         for plan in plans:
             if plan.pool.min_nodes > 0:
                 pulumi.log.warn(autoscaler.held_minimum_advice(plan.pool.name,
@@ -148,9 +161,10 @@ class AwsGpuCluster(pulumi.ComponentResource):
                               if reservation is not None else None)
         gpu_groups = []
         for plan in plans:
+            group_version = group_versions.get(plan.key, s.kubernetes.version)
             group, _placement = node_groups.gpu_node_group(
                 prefix, cluster, plan, node_role.arn, net.private_subnets[gpu_zone].id,
-                gpu_zone, gpu_node_sgs, instance_tags, s.kubernetes.version, aws_opts, node_opts,
+                gpu_zone, gpu_node_sgs, instance_tags, group_version, aws_opts, node_opts,
                 reservation_placement_group=(reserved_placement if plan.reservation is not None
                                              else None))
             gpu_groups.append(group)

@@ -381,6 +381,86 @@ def tag_auto_scaling_group(prefix: str, cluster_name: str, plan: NodeGroupPlan,
     return [*template_tags, *launch_tags]
 
 
+# --- how EKS replaces a GPU group's nodes (a version upgrade, EKS's own new AMI, a new
+# launch template version) -------------------------------------------------------------------
+# By default EKS surges: it raises the Auto Scaling group's maximum and desired size by up to
+# twice the number of zones (or maxUnavailable) and launches the new nodes first
+# (https://docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html,
+# "Scale up phase"): up to 2 more p4d beyond maxNodes and beyond the GPU quota the README asks
+# for, so `pulumi up` failed mid-way with GPU nodes running. updateStrategy MINIMAL
+# "terminates the old instances before launching the new instances ... useful in scenarios
+# where you are constrained to resources or costs (for example, with hardware accelerators
+# such as GPUs)" (https://docs.aws.amazon.com/eks/latest/APIReference/API_NodegroupUpdateConfig.html).
+# maxUnavailable = the group's maximum: a gang loses its step when any one node goes, so all
+# nodes are replaced at once and the job restarts once from its checkpoint, not once per node
+# (EKS allows 1-100).
+UPDATE_STRATEGY = "MINIMAL"
+MAX_UNAVAILABLE_CAP = 100
+# pulumi-eks' ManagedNodeGroup takes no updateConfig (pulumi-eks 4.4 ManagedNodeGroupArgs); it
+# creates an aws.eks.NodeGroup child, whose inputs a `transforms` entry on the component sets
+# (https://www.pulumi.com/docs/iac/concepts/options/transforms/).
+NODE_GROUP_TYPE = "aws:eks/nodeGroup:NodeGroup"
+
+
+def update_config(max_nodes: int) -> dict[str, object]:
+    """The NodeGroup's updateConfig (wire names) for a GPU group of at most `max_nodes`."""
+    return {"updateStrategy": UPDATE_STRATEGY,
+            "maxUnavailable": min(max(max_nodes, 1), MAX_UNAVAILABLE_CAP)}
+
+
+def replace_without_surge(max_nodes: int):
+    """A transform giving the component's NodeGroup child `update_config(max_nodes)`."""
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        if args.type_ != NODE_GROUP_TYPE:
+            return None
+        return pulumi.ResourceTransformResult(
+            props={**args.props, "updateConfig": update_config(max_nodes)}, opts=args.opts)
+    return transform
+
+
+@dataclass(frozen=True)
+class LiveGroup:
+    """A GPU node group as EKS describes it before this run changes anything."""
+
+    version: str
+    desired: int
+
+
+def live_group(cluster_name: str, name: str, opts: pulumi.InvokeOptions) -> LiveGroup | None:
+    """DescribeNodegroup of an existing group; None when there is none (a first run) or EKS
+    cannot be asked (the run then goes on as before)."""
+    try:
+        found = aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=name, opts=opts)
+    except Exception:  # noqa: BLE001 (no such group, or no answer: nothing to hold)
+        return None
+    sizes = found.scaling_configs or []
+    return LiveGroup(version=found.version or "",
+                     desired=int(sizes[0].desired_size) if sizes else 0)
+
+
+def capacity_block_version(plan: NodeGroupPlan, target: str,
+                           live: LiveGroup | None) -> tuple[str, str | None]:
+    """(version for the group, advice or None). EKS updates a Capacity Block group only at
+    desired size 0 ("When upgrading managed node groups with Capacity Blocks, make sure that
+    the desired size of the node group is set to 0",
+    https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html). A group with
+    nodes keeps the version it runs on this run (a kubelet may be up to three minors behind
+    the control plane), and the advice says how to let it follow: suspend the job, let the
+    autoscaler empty the group, `pulumi up` again, resume."""
+    if (plan.capacity_type != "CAPACITY_BLOCK" or live is None or live.desired == 0
+            or not live.version or live.version == target):
+        return target, None
+    return live.version, (
+        f"GPU pool {plan.pool.name} (Capacity Block) keeps Kubernetes {live.version} on this run: "
+        f"EKS moves a Capacity Block group to {target} only at 0 nodes, and it has "
+        f"{live.desired}. Suspend the job (its pods leave, and Kueue does not restart a job "
+        "suspended this way): `pulumi config set --path job.suspend true && pulumi up`; wait "
+        "until the group has 0 nodes (idle nodes go after 10 minutes: `aws eks "
+        "describe-nodegroup --cluster-name <cluster> --nodegroup-name <group> --query "
+        "nodegroup.scalingConfig.desiredSize`); run `pulumi up` again; then resume: "
+        "`pulumi config set --path job.suspend false && pulumi up`")
+
+
 def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
                    node_role_arn: pulumi.Input[str], subnet_id: pulumi.Input[str], zone: str,
                    security_group_ids: list, instance_tags: Mapping[str, str],
@@ -403,6 +483,8 @@ def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
     template = gpu_launch_template(prefix, plan, security_group_ids, placement_group_name,
                                    instance_tags, resource_opts)
     pool = plan.pool
+    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+        transforms=[replace_without_surge(pool.max_nodes)]))
     group = eks.ManagedNodeGroup(
         f"{prefix}-{pool.name}",
         eks.ManagedNodeGroupArgs(

@@ -93,9 +93,16 @@ def auto_scaling_group_name(node_group_name: str) -> str:
     return f"eks-{node_group_name}-0ac9f1e2-1111-2222-3333-444455556666"
 
 
+# Node groups as EKS describes them before a run: name -> (Kubernetes version, desired size).
+LIVE_NODE_GROUPS: dict[str, tuple[str, int]] = {}
+
+
 def _node_group(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     name = args.args["nodeGroupName"]
+    version, desired = LIVE_NODE_GROUPS.get(name, ("", 0))
     return {
+        "version": version,
+        "scalingConfigs": [{"desiredSize": desired, "minSize": 0, "maxSize": 2}],
         "id": f"{args.args['clusterName']}:{name}", "clusterName": args.args["clusterName"],
         "nodeGroupName": name, "status": "ACTIVE",
         "arn": f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/{args.args['clusterName']}/{name}/x",
