@@ -203,11 +203,11 @@ def test_every_node_group_uses_its_own_launch_template(run: Run) -> None:
         assert _group(run, pool)["launchTemplate"]["id"].startswith("lt-")
 
 
-def test_node_role_can_pull_from_ecr(run: Run) -> None:
+def test_node_role_can_pull_from_ecr_and_no_more(run: Run) -> None:
     arns = {r.inputs["policyArn"] for r in run.of_type(
         "aws:iam/rolePolicyAttachment:RolePolicyAttachment") if "node" in r.name}
-    assert "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly" in arns
-    assert "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy" in arns
+    assert arns == {"arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+                    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}
 
 
 # --- add-ons -------------------------------------------------------------------------------

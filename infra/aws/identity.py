@@ -16,7 +16,13 @@ from infra.settings.model import uri_parts
 
 # AWS managed policies (arn:aws partition; GovCloud/China would need another partition).
 WORKER_NODE_POLICY = "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"
-ECR_READ_ONLY_POLICY = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
+# Pull only: GetAuthorizationToken, BatchGetImage, GetDownloadUrlForLayer (and
+# BatchImportUpstreamImage for pull-through caches). ReadOnly adds listing and describing every
+# repository of the account (DescribeRepositories, ListImages, GetRepositoryPolicy, ...), which
+# nothing on a node needs (https://docs.aws.amazon.com/AmazonECR/latest/userguide/security-iam-awsmanpol.html,
+# AmazonEC2ContainerRegistryPullOnly; EKS names it for node roles:
+# https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html).
+ECR_PULL_ONLY_POLICY = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly"
 CNI_POLICY = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
 
 
@@ -53,7 +59,7 @@ def irsa_role(name: str, oidc_provider_arn: pulumi.Input[str], oidc_issuer: pulu
 
 
 def node_role(prefix: str, opts: pulumi.ResourceOptions) -> aws.iam.Role:
-    """EC2 role for every node: join the cluster and pull images (ECR read-only)."""
+    """EC2 role for every node: join the cluster and pull images (ECR pull-only)."""
     role = aws.iam.Role(
         f"{prefix}-node",
         assume_role_policy=json.dumps({
@@ -65,7 +71,7 @@ def node_role(prefix: str, opts: pulumi.ResourceOptions) -> aws.iam.Role:
         opts=opts,
     )
     child = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=role))
-    for short, arn in (("worker", WORKER_NODE_POLICY), ("ecr-read", ECR_READ_ONLY_POLICY)):
+    for short, arn in (("worker", WORKER_NODE_POLICY), ("ecr-pull", ECR_PULL_ONLY_POLICY)):
         aws.iam.RolePolicyAttachment(f"{prefix}-node-{short}", role=role.name, policy_arn=arn,
                                      opts=child)
     return role
