@@ -565,6 +565,42 @@ def test_efa_pods_ask_for_no_capability_and_their_namespace_enforces_baseline(ru
     assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
 
 
+VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+
+
+def test_only_the_jobs_namespace_may_request_the_efa_devices(run: Run) -> None:
+    """`vpc.amazonaws.com/efa` hands a pod the node's EFA devices, whose RDMA traffic the VPC
+    CNI's network policy does not see: an admission policy denies it to pods in every other
+    namespace (as `rdma/ib` on Azure), valid against the official 1.34 schemas, and the job
+    waits for it."""
+    import kubernetes_validate
+    from tests.k8s_manifests import manifest_of
+
+    policy, binding = run.one(VAP, "efa-policy"), run.one(VAP_BINDING, "efa-policy")
+    for resource in (policy, binding):
+        kubernetes_validate.validate(manifest_of(resource), "1.34.0", strict=True)
+        assert resource.provider_urn == run.named(f"{PREFIX}-k8s").urn
+    spec = policy.inputs["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["pods"] and rule["operations"] == ["CREATE"]
+    (validation,) = spec["validations"]
+    assert "'vpc.amazonaws.com/efa' in c.resources.requests" in validation["expression"]
+    assert "'vpc.amazonaws.com/efa' in c.resources.limits" in validation["expression"]
+    assert "initContainers" in spec["variables"][0]["expression"]
+    bound = binding.inputs["spec"]
+    assert bound["policyName"] == policy.inputs["metadata"]["name"]
+    assert bound["validationActions"] == ["Deny"]
+    (requirement,) = bound["matchResources"]["namespaceSelector"]["matchExpressions"]
+    job = run.one(JOBSET)
+    assert requirement == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                           "values": [job.inputs["metadata"]["namespace"]]}
+    assert training_pod_template(run)["spec"]["containers"][0]["resources"]["limits"][
+        "vpc.amazonaws.com/efa"]
+    assert run.waits_for(job, binding)
+
+
 def test_a_cpu_preparation_runs_on_system_nodes_that_fsx_admits() -> None:
     """dataset.prepare's default pool is cpu: a system node, which carries only the cluster
     security group. The file system's group must admit Lustre from it, or the mount hangs."""
@@ -742,6 +778,8 @@ def test_retain_off_force_destroys_the_bucket() -> None:
 
 
 def test_fabric_off_has_no_efa_interfaces_plugin_or_devices() -> None:
+    assert not [r for r in run_stack("aws", overrides={"interconnect": {"fabric": False}})
+                .of_type(VAP) if "efa" in r.name]
     run = run_stack("aws", overrides={"interconnect": {"fabric": False, "placement": False}})
     template = run.one(LAUNCH_TEMPLATE, "onDemand").inputs
     assert "networkInterfaces" not in template and "placement" not in template

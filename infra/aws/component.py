@@ -19,7 +19,7 @@ from infra.aws import (
     versions as eks_versions,
     zones as aws_zones,
 )
-from infra.aws.interconnect import efa_interconnect
+from infra.aws.interconnect import EFA_RESOURCE, efa_interconnect
 from infra.aws.registry import trainer_image
 from infra.catalog import Cloud, machine
 from infra.contract import (
@@ -29,6 +29,7 @@ from infra.contract import (
     GpuClusterArgs,
     SharedFileSystem,
 )
+from infra.device_admission import restrict_device
 from infra.settings.model import FsxLustre, PoolChoice
 
 TYPE_TOKEN = "torchrec-cloud:aws:GpuCluster"
@@ -227,6 +228,11 @@ class AwsGpuCluster(pulumi.ComponentResource):
             charts.append(addons.helm_release(
                 prefix, addons.chart_for(addons.EFA_DEVICE_PLUGIN, minor),
                 addons.efa_device_plugin_values(node_groups.GPU_LABEL, taints), helm_opts))
+            # The EFA devices (RDMA outside the CNI's network policy) only for the job's
+            # namespace, as rdma/ib is on Azure (infra/device_admission.py).
+            charts += restrict_device(prefix, "efa", EFA_RESOURCE,
+                                      "the node's EFA devices, outside network policy",
+                                      s.job.namespace, helm_opts)
         # GPU metrics (DCGM) on the GPU nodes, as GKE has them managed. Not among what the job
         # waits for, and not awaited by `pulumi up` either: training does not need its metrics,
         # so an exporter that cannot start (NVML) must not roll back and fail the deploy.
