@@ -820,6 +820,33 @@ def test_a_preparation_source_bucket_is_readable_by_the_job_beside_the_import_pr
     assert len({s["Sid"] for s in policy["Statement"]}) == len(policy["Statement"])
 
 
+FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+FINAL_BACKUP = "backup-0123456789abcdef0"
+
+
+def test_checkpoints_on_fsx_kept_on_destroy_leave_a_final_backup_the_next_up_restores() -> None:
+    on_fsx = {"checkpoints": {"location": "sharedFileSystem"}}
+    first = run_stack("aws", overrides=on_fsx).one(FSX)
+    # `pulumi destroy` deletes the file system but FSx keeps its final backup, tagged with the
+    # stack so `aws fsx describe-backups` finds it ...
+    assert first.inputs["skipFinalBackup"] is False
+    assert first.inputs["finalBackupTags"]["torchrec-cloud/final-backup-of"] == PREFIX
+    assert "backupId" not in first.inputs
+    # ... and the next `up` creates the file system from it; a later edit of the id never
+    # replaces the file system (and its checkpoints).
+    again = run_stack("aws", overrides={**on_fsx, "sharedFileSystem": {"backupId": FINAL_BACKUP}})
+    restored = again.one(FSX)
+    assert restored.inputs["backupId"] == FINAL_BACKUP and "backupId" in restored.ignore_changes
+    assert restored.inputs["skipFinalBackup"] is False  # and kept again on the next destroy
+
+
+def test_checkpoints_in_s3_or_not_kept_take_no_final_fsx_backup(run: Run) -> None:
+    assert run.one(FSX).inputs["skipFinalBackup"] is True  # checkpoints are in S3
+    dropped = run_stack("aws", overrides={"checkpoints": {"location": "sharedFileSystem",
+                                                          "retainOnDestroy": False}})
+    assert dropped.one(FSX).inputs["skipFinalBackup"] is True
+
+
 def test_scratch_2_has_no_throughput_and_no_kms_key() -> None:
     run = run_stack("aws", overrides={"sharedFileSystem": {
         "deploymentType": "SCRATCH_2", "capacityGib": 1200, "throughputPerTib": None}})
@@ -839,6 +866,11 @@ def test_scratch_2_has_no_throughput_and_no_kms_key() -> None:
     ({"zones": ["us-east-1a"], "gpuZones": ["us-east-1a"]}, "zones"),
     ({"kubernetes": {"apiAccessCidrs": ["0.0.0.0/0"]}}, "kubernetes.apiAccessCidrs"),
     ({"dataset": {"importUri": "https://example.com/data"}}, "dataset.importUri"),
+    # Checkpoints on a scratch file system kept on destroy: FSx takes no backup of SCRATCH_2.
+    ({"checkpoints": {"location": "sharedFileSystem"}, "sharedFileSystem": {
+        "deploymentType": "SCRATCH_2", "capacityGib": 1200, "throughputPerTib": None}},
+     "sharedFileSystem.deploymentType"),
+    ({"sharedFileSystem": {"backupId": "fs-0123456789abcdef0"}}, "sharedFileSystem.backupId"),
 ])
 def test_bad_aws_settings_are_refused_before_any_resource(overrides: dict, setting: str) -> None:
     run = run_stack("aws", overrides=overrides, expect_error=True)

@@ -30,7 +30,7 @@ from infra.contract import (
     SharedFileSystem,
 )
 from infra.device_admission import restrict_device
-from infra.settings.model import FsxLustre, PoolChoice
+from infra.settings.model import CheckpointLocation, FsxLustre, PoolChoice
 
 TYPE_TOKEN = "torchrec-cloud:aws:GpuCluster"
 
@@ -244,7 +244,9 @@ class AwsGpuCluster(pulumi.ComponentResource):
         fs_settings = s.shared_file_system
         lustre, association = storage.create_lustre(
             prefix, fs_settings, net.private_subnets[gpu_zone].id, groups, key.arn,
-            s.dataset.import_uri, aws_opts)
+            s.dataset.import_uri, aws_opts,
+            keep_final_backup=(s.checkpoints.enabled and s.checkpoints.retain_on_destroy
+                               and s.checkpoints.location == CheckpointLocation.SHARED_FILE_SYSTEM))
         bucket = storage.checkpoint_bucket(prefix, bucket_plan, s.checkpoints, s.job.name,
                                           aws_opts)
         job_role = identity.irsa_role(f"{prefix}-job", oidc_arn, oidc_issuer, s.job.namespace,

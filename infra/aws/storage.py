@@ -97,14 +97,32 @@ def create_security_groups(prefix: str, vpc_id: pulumi.Input[str],
                           rules=[*efa_rules, *file_system_rules, *client_rules])
 
 
+# The final backup's tags: which stack's checkpoints it holds, so `aws fsx describe-backups`
+# finds it for sharedFileSystem.backupId (docs/aws.md, Clean up).
+FINAL_BACKUP_TAG = "torchrec-cloud/final-backup-of"
+
+
+def final_backup_tags(prefix: str) -> dict[str, str]:
+    return {FINAL_BACKUP_TAG: prefix, "Name": f"{prefix}-fsx-final"}
+
+
 def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
                   groups: SecurityGroups, key_arn: pulumi.Input[str],
-                  import_uri: str, opts: pulumi.ResourceOptions
+                  import_uri: str, opts: pulumi.ResourceOptions, keep_final_backup: bool = False,
                   ) -> tuple[aws.fsx.LustreFileSystem, aws.fsx.DataRepositoryAssociation | None]:
     """The file system in the GPU zone; the dataset bucket linked when dataset.importUri is set.
 
     PERSISTENT_2 links a bucket with a data repository association; SCRATCH_2 and PERSISTENT_1
     only take an import path at creation.
+
+    `keep_final_backup` (checkpoints on this file system and checkpoints.retainOnDestroy):
+    deleting the file system takes a final backup, tagged with the stack, which outlives it
+    (FSx SkipFinalBackup defaults to true in the provider: without this, `pulumi destroy`
+    deleted the checkpoints; https://docs.aws.amazon.com/fsx/latest/APIReference/API_DeleteFileSystemLustreConfiguration.html).
+    The setting is applied by `pulumi up` before any destroy reads it. sharedFileSystem.backupId
+    creates the file system from such a backup; later changes to it are ignored, as a new
+    backup id would replace the file system and its data. SCRATCH_2 takes no backups
+    (refused by infra/settings/rules.py fsx_checkpoints_survive_destroy).
     """
     persistent = fs.deployment_type != FsxDeploymentType.SCRATCH_2
     linked_at_creation = bool(import_uri) and fs.deployment_type != FsxDeploymentType.PERSISTENT_2
@@ -121,10 +139,14 @@ def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
         data_compression_type="LZ4",
         import_path=import_uri if linked_at_creation else None,
         auto_import_policy="NEW_CHANGED_DELETED" if linked_at_creation else None,
+        skip_final_backup=not (persistent and keep_final_backup) if persistent else None,
+        final_backup_tags=final_backup_tags(prefix) if persistent and keep_final_backup else None,
+        backup_id=fs.backup_id,
         tags={"Name": f"{prefix}-fsx"},
         # CreateFileSystem checks the group's own Lustre rules: create it after them.
         opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(depends_on=groups.file_system_rules)),
+            opts, pulumi.ResourceOptions(depends_on=groups.file_system_rules,
+                                         ignore_changes=["backupId"])),
     )
     association = None
     if import_uri and fs.deployment_type == FsxDeploymentType.PERSISTENT_2:

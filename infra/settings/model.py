@@ -269,6 +269,9 @@ class FsxLustre(Section):
         "none for SCRATCH_2.",
     )
     mount_path: str = Field("/mnt/shared", description="Where pods mount the file system.")
+    backup_id: str | None = Field(
+        None, description="Create the file system from this FSx backup, e.g. the final backup "
+        "`pulumi destroy` kept of the checkpoints (docs/aws.md, Clean up); read at creation only.")
 
 
 class AnfServiceLevel(str, Enum):

@@ -1141,3 +1141,31 @@ def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
 
 
 RULES = (*RULES, hourly_cost_fits_the_ceiling)
+
+
+FSX_BACKUP_ID = re.compile(r"^backup-[0-9a-f]{8,17}$")
+
+
+def fsx_checkpoints_survive_destroy(s: Settings) -> Iterator[Problem]:
+    """Checkpoints on FSx for Lustre kept on destroy: `pulumi destroy` takes a final backup of
+    a persistent file system (infra/aws/storage.py); a SCRATCH_2 file system takes none
+    ("backups are not supported on scratch file systems",
+    https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html), so destroy
+    would delete the checkpoints that check says are kept."""
+    fs = s.shared_file_system
+    if not isinstance(fs, FsxLustre):
+        return
+    if fs.backup_id is not None and not FSX_BACKUP_ID.match(fs.backup_id):
+        yield Problem("sharedFileSystem.backupId", fs.backup_id,
+                      "an FSx backup id like backup-0123456789abcdef0 (aws fsx describe-backups)")
+    if (s.checkpoints.enabled and s.checkpoints.location == CheckpointLocation.SHARED_FILE_SYSTEM
+            and s.checkpoints.retain_on_destroy
+            and fs.deployment_type == FsxDeploymentType.SCRATCH_2):
+        yield Problem("sharedFileSystem.deploymentType", fs.deployment_type.value,
+                      "PERSISTENT_2 or PERSISTENT_1 while checkpoints.location is "
+                      "sharedFileSystem and checkpoints.retainOnDestroy is true: a SCRATCH_2 file "
+                      "system takes no backup, so `pulumi destroy` would delete the checkpoints. "
+                      "Or set checkpoints.location: objectStore (S3, kept on destroy)")
+
+
+RULES = (*RULES, fsx_checkpoints_survive_destroy)
