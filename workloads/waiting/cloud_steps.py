@@ -1,0 +1,98 @@
+"""What a user does about a cloud's refusal, per cloud: where AWS, Azure and GCP take a quota
+request (with the EC2 P-family quota names), how to see an EC2 capacity reservation's state, where
+Azure keeps the code behind a failed provisioning, and how to get around a stock-out; the texts
+that tell a refusal apart are workloads/cloud_errors.py's, this module only words the next step."""
+
+from __future__ import annotations
+
+import re
+
+from workloads.waiting.view import ClusterView
+
+# EC2 Spot quotas by instance family (EC2 user guide, "Spot Instance quotas": "All P4, P3 and
+# P2 Spot Instance Requests", "All P5 Spot Instance Requests"); their codes are not in that guide,
+# so the step looks the code up by name. On-demand P instances share one quota, "Running
+# On-Demand P instances", L-417A185B (EC2 user guide, "On-Demand Instance quotas").
+AWS_SPOT_P_QUOTAS = {"p5": "All P5 Spot Instance Requests",
+                     "p4": "All P4, P3 and P2 Spot Instance Requests",
+                     "p3": "All P4, P3 and P2 Spot Instance Requests",
+                     "p2": "All P4, P3 and P2 Spot Instance Requests"}
+AWS_ON_DEMAND_P_QUOTA = ("Running On-Demand P instances", "L-417A185B")
+_INSTANCE_TYPE = re.compile(r"\b(p\d)[a-z-]*\.\d*x?large\b", re.IGNORECASE)
+_GPU_FAMILY = {"h100": "p5", "h200": "p5", "a100": "p4", "v100": "p3", "k80": "p2"}
+
+
+def aws_family(texts: list[str]) -> str | None:
+    """The P family ("p4", "p5") named by an instance type (p4d.24xlarge) or an accelerator label
+    value (k8s.amazonaws.com/accelerator=nvidia-a100) in any of `texts`."""
+    for text in texts:
+        if m := _INSTANCE_TYPE.search(text):
+            return m.group(1).lower()
+    for text in texts:
+        for gpu, family in _GPU_FAMILY.items():
+            if f"nvidia-{gpu}" in text.lower():
+                return family
+    return None
+
+
+def quota_step(cloud: str | None, spot: bool, family: str | None = None) -> str:
+    """Where each cloud takes a quota request (docs/aws.md, azure.md, gcp.md say how much)."""
+    if cloud == "aws":
+        if not spot:
+            name, code = AWS_ON_DEMAND_P_QUOTA
+            return (f"request quota \"{name}\": aws service-quotas request-service-quota-increase "
+                    f"--service-code ec2 --quota-code {code} --desired-value <vCPUs for job.nodes "
+                    "nodes> (https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
+        names = ([AWS_SPOT_P_QUOTAS[family]] if family in AWS_SPOT_P_QUOTAS
+                 else sorted(set(AWS_SPOT_P_QUOTAS.values())))
+        name = " or ".join(f"\"{n}\"" for n in names)
+        lookup = names[0] if len(names) == 1 else "<name>"
+        return (f"request quota {name}: its code is "
+                "aws service-quotas list-service-quotas --service-code ec2 --query "
+                f"\"Quotas[?QuotaName=='{lookup}'].QuotaCode\", then aws service-quotas "
+                "request-service-quota-increase --service-code ec2 --quota-code <code> "
+                "--desired-value <vCPUs for job.nodes nodes> "
+                "(https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
+    if cloud == "azure":
+        return ("request quota: az vm list-usage --location <region> -o table shows the family; "
+                "ask in the portal under Quotas > Compute (https://portal.azure.com/#view/"
+                "Microsoft_Azure_Capacity/QuotaMenuBlade/~/myQuotas)")
+    if cloud == "gcp":
+        kind = "PREEMPTIBLE_NVIDIA_*_GPUS" if spot else "NVIDIA_*_GPUS"
+        return (f"request quota: {kind} in the region and GPUS_ALL_REGIONS "
+                "(gcloud compute regions describe <region>; "
+                "https://console.cloud.google.com/iam-admin/quotas)")
+    return "request GPU quota for the node pool's machine type in the cloud's quota console"
+
+
+def reservation_step() -> str:
+    """An EC2 reservation that is full or not active yet (aws.capacityReservation)."""
+    return ("the capacity reservation (aws.capacityReservation.id) is full or not active yet: see "
+            "its state and start time with aws ec2 describe-capacity-reservations "
+            "--capacity-reservation-ids <id> --query \"CapacityReservations[].[State,StartDate,"
+            "EndDate,AvailableInstanceCount]\"; a Capacity Block launches nothing before its "
+            "StartDate")
+
+
+def azure_provisioning_step(view: ClusterView, spot: bool) -> str:
+    """Azure's code behind the autoscaler's "provisioning-state-failed" is only in the node
+    resource group's activity log; its name is in every AKS node's providerID."""
+    group = "<node resource group>"
+    for node in view.nodes:
+        m = re.search(r"/resourceGroups/([^/]+)/", (node.get("spec") or {}).get("providerID") or "",
+                      re.IGNORECASE)
+        if m:
+            group = m.group(1)
+            break
+    return (f"the exact code (AllocationFailed, ZonalAllocationFailed, SkuNotAvailable, a quota): "
+            f"az monitor activity-log list -g {group} --status Failed --offset 1h; "
+            + capacity_step(spot))
+
+
+def capacity_step(spot: bool) -> str:
+    if spot:
+        return ("the spot pool is out of stock: wait, or run on on-demand capacity "
+                "(pulumi config set --path job.pool onDemand, then pulumi up), or pick another "
+                "zone (gpuZones)")
+    return ("the zone has no such machine now: wait, pick another zone (gpuZones), or use a "
+            "reservation (gpuPools.onDemand)")
