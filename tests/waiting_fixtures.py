@@ -2,7 +2,7 @@
 
 Field names follow the API reference (core/v1 Pod, Node, Event, ConfigMap; events.k8s.io/v1
 Event; jobset.x-k8s.io/v1alpha2 JobSet; kueue.x-k8s.io/v1beta2 Workload). Message texts are the
-sources' own: workloads/waiting.py and workloads/cloud_errors.py cite where each comes from.
+sources' own: workloads/waiting/ and workloads/cloud_errors.py cite where each comes from.
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def kueue_workload(reserved: dict[str, Any], admitted: dict[str, Any] | None = N
     }
 
 
-# Message texts, each from the source named in workloads/waiting.py or workloads/cloud_errors.py.
+# Message texts, each from the source named in workloads/waiting/ or workloads/cloud_errors.py.
 INSUFFICIENT_GPU = ("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't "
                     "match Pod's node affinity/selector. preemption: 0/3 nodes are available: "
                     "3 Preemption is not helpful for scheduling.")

@@ -11,14 +11,14 @@ Where each fact comes from:
 - its machine: the well-known label node.kubernetes.io/instance-type (Kubernetes "Well-Known
   Labels, Annotations and Taints"), priced from infra/catalog.py;
 - spot or on-demand: the labels each cloud (and this stack) puts on spot nodes, one table in
-  workloads/waiting.py SPOT_LABELS;
+  workloads/waiting/pods.py SPOT_LABELS;
 - pending scale-up and backoff: the autoscaler's status ConfigMap, nodeGroups[].health
   (cloudProviderTarget, nodeCounts.registered) and scaleUp (status InProgress / Backoff with
   backoffInfo), Cluster Autoscaler 1.30+ (clusterstate/api/types.go); its node group names hold
   the pool name (EKS "eks-<nodegroup>-<uuid>", AKS "aks-<pool>-<id>-vmss", GKE
   "gke-<cluster>-<pool>-<hash>-grp");
 - the cloud's reason for a failed scale-up: workloads/cloud_errors.py over the autoscaler's
-  events, ConfigMap and (EKS) log lines, as workloads/waiting.py reads them.
+  events, ConfigMap and (EKS) log lines, as workloads/waiting/autoscaler.py reads them.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Node:
     ready: bool
     created: datetime | None
     gpus: int  # from the catalog, else the node's nvidia.com/gpu capacity
-    left_out: bool  # tainted by the health gate (workloads/waiting.py UNHEALTHY_TAINT)
+    left_out: bool  # tainted by the health gate (workloads/waiting/pods.py UNHEALTHY_TAINT)
     capacity_block: bool = False  # EKS Capacity Block: a reservation paid up front
 
     @property

@@ -1,6 +1,6 @@
 """`python -m workloads.why --namespace torchrec --job dlrm`: why the job is not running.
 
-Reads the objects workloads/waiting.py needs from the cluster and prints its one answer: the
+Reads the objects workloads/waiting/ needs from the cluster and prints its one answer: the
 reason, the evidence line and a next step. Run it from a laptop with the stack's kubeconfig
 (KUBECONFIG, or --kubeconfig).
 
