@@ -558,7 +558,7 @@ def test_the_outputs_say_how_to_see_why_the_job_waits(runs):
 
 
 def test_workloads_never_import_a_cloud_sdk():
-    sources = (ROOT / "workloads").glob("*.py")
+    sources = (ROOT / "workloads").rglob("*.py")
     pattern = re.compile(r"^\s*(import|from)\s+pulumi_(aws|eks|azure_native|gcp)\b", re.M)
     offenders = [p.name for p in sources if pattern.search(p.read_text())]
     assert not offenders
