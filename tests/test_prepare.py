@@ -233,6 +233,18 @@ def test_the_job_runs_trainer_prepare_with_flags_from_the_settings(runs):
         "dataset": "criteo_1tb", "workers": "1", "days": "0-3", "frequency_threshold": "3"}
 
 
+def test_the_preparation_hashes_into_and_draws_with_the_model_s_tables_as_mlperf_does():
+    """recipe: mlperf: the Job prepares with MLPerf's num_embeddings_per_feature (40000000,
+    39060, ...), the sizes mlcommons' materialize script draws its multi-hot tables with and
+    its reader hashes ids into; not the data's distinct ids + 2."""
+    from trainer.recipe import MLPERF_TABLE_SIZES
+
+    mlperf = run_workload("aws", Job(trainer_args={"recipe": "mlperf"}), dataset=AWS_PREPARE)
+    flags = prepare_flags(mlperf)
+    assert flags["num_embeddings_per_feature"] == ",".join(map(str, MLPERF_TABLE_SIZES))
+    assert flags["max_ind_range"] == "40000000" and flags["shuffle_seed"] == "0"
+
+
 def test_the_trainer_reads_the_prepared_folder_and_draws_multi_hot_only_on_the_fly(runs):
     aws = runs["aws"].flags()
     assert aws["dataset_path"] == "/mnt/shared/criteo/mlperf"
