@@ -41,7 +41,7 @@ from torchrec.datasets.utils import Batch
 from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
 from trainer.data.batch import BatchTensors, Sparse, assemble, batch_tensors, pad_rows
 from trainer.data.multi_hot import MultiHot, open_npz_members
-from trainer.data.source import first_step
+from trainer.data.stream import first_step
 from trainer.data.tsv_parse import dense_minimum, parse_block
 
 log = logging.getLogger(__name__)
