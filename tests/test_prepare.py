@@ -181,6 +181,15 @@ def test_the_default_deadline_holds_criteo_1tb_on_one_worker_and_kaggle_in_an_ho
     settings_with("aws", prepared(format="criteo_kaggle", deadlineHours=1))
 
 
+def test_a_full_size_shuffle_is_refused_on_the_default_cpu_pool_with_the_fix_and_fits_a_gpu_node():
+    with pytest.raises(SettingsError) as raised:
+        settings_with("aws", prepared(shuffle=True))
+    (problem,) = [p for p in raised.value.problems if p.path == "dataset.prepare.pool"]
+    assert "the pod has 8 GiB" in problem.allowed
+    assert "`pulumi config set --path dataset.prepare.pool gpu` (1,036 GiB on a p4d.24xlarge" in problem.allowed
+    settings_with("aws", prepared(shuffle=True, pool="gpu"), gpuPools={"onDemand": {"maxNodes": 3}})
+
+
 def test_gpu_preparation_is_accepted_with_a_node_to_spare():
     settings = settings_with("aws", prepared(pool="gpu"),
                              gpuPools={"onDemand": {"maxNodes": 3}})
