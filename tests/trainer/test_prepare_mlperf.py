@@ -63,8 +63,9 @@ def test_mlperf_preparation_equals_the_reference_pipeline_on_ids_past_the_cap(tm
     assert batch.sparse_features.values().dtype.itemsize == 4  # int32 ids, as the reference's
 
 
-def test_multi_hot_days_written_in_parallel_equal_the_serial_ones(tmp_path, monkeypatch):
-    """--workers writes the multi-hot days in a process pool; the files are the serial ones."""
+def test_multi_hot_days_written_in_parallel_equal_the_serial_ones(tmp_path, monkeypatch, capsys):
+    """--workers writes the multi-hot days in a process pool (one day a task, each reported as
+    it ends); the files are the serial ones, byte for byte."""
     monkeypatch.setattr(source, "BLOCK_BYTES", 32 << 10)
     raw = tmp_path / "raw"
     write_sample(str(raw), days=DAYS, rows=600)
@@ -75,4 +76,8 @@ def test_multi_hot_days_written_in_parallel_equal_the_serial_ones(tmp_path, monk
                        "--shuffle_seed", "0", "--workers", str(workers), "--multi_hot_sizes",
                        ",".join(map(str, MLPERF_MULTI_HOT_SIZES))]))
         files[workers] = {p.name: p.read_bytes() for p in sorted(out.glob("day_*"))}
+        log = capsys.readouterr().out
+        assert sorted(line.split(":")[1].split()[-1] for line in log.splitlines()
+                      if line.startswith("prepare: multi-hot ") and " rows, " in line) == \
+            [f"day_{d}" for d in range(DAYS)], log
     assert len(files[1]) == 4 * DAYS and files[4] == files[1]
