@@ -137,6 +137,17 @@ BAD: list[tuple[str, str, dict[str, Any], dict[str, Any], str, Any, str]] = [
      {"gpuPools": {"onDemand": {"maxNodes": 3}}},
      "dataset.prepare.deadlineHours", 1, "in 4 file(s) on 86 worker(s) (a p4d.24xlarge of the "
      "GPU pool) take about 1.1 h"),
+    # Materialized MLPerf days read 3.83 TB an epoch: FSx PERSISTENT_2 at 250 MB/s/TiB on
+    # 4.69 TiB (1,172 MB/s) takes 0.9 h where the planned GPUs need less: on the fly instead.
+    ("materialized-multi-hot-slower-than-the-gpus", "aws",
+     prepared(multiHotSizes=MLPERF_MULTI_HOT), {"sharedFileSystem": {"capacityGib": 4800}},
+     "dataset.prepare.multiHot", "materialize", "3.83 TB an epoch) at the file system's 1,172 "
+     "MB/s (FSx 250 MB/s/TiB x 4.6875 TiB) takes 0.9 h an epoch"),
+    # The default system pool's half node (8 GiB) cannot hold the shuffle of Criteo 1TB: the
+    # 4.2B training rows' days (671 GB) and 2.5 GB per busy worker; a p4d of the GPU pool can.
+    ("shuffle-on-the-default-cpu-pool", "aws", prepared(shuffle=True), {},
+     "dataset.prepare.pool", "cpu", "the shuffle of 4,195,197,692 rows (23 training days) needs "
+     "about 628 GiB"),
     ("materialized-multi-hot-on-4-tib-anf", "azure",
      prepared(multiHotSizes=MLPERF_MULTI_HOT), {},
      "sharedFileSystem.volumeSizeGib", 4096, "needs about 4,191 GiB"),
@@ -155,17 +166,28 @@ def test_a_bad_preparation_setting_is_named_with_its_value_and_what_is_allowed(
 
 
 def test_materialized_multi_hot_fits_a_big_enough_file_system_and_a_few_days_fit_any():
+    # 4.69 TiB at 1,000 MB/s/TiB reads the 3.83 TB an epoch faster than the GPUs take it.
     settings_with("aws", prepared(multiHotSizes=MLPERF_MULTI_HOT),
-                  sharedFileSystem={"capacityGib": 4800})
-    settings_with("aws", prepared(multiHotSizes=MLPERF_MULTI_HOT, days="0-3"))
+                  sharedFileSystem={"capacityGib": 4800, "throughputPerTib": 1000})
+    settings_with("aws", prepared(multiHotSizes=MLPERF_MULTI_HOT, days="0-3"),
+                  sharedFileSystem={"throughputPerTib": 1000})
     settings_with("aws", prepared(multiHotSizes=MLPERF_MULTI_HOT, multiHot="onTheFly"))
 
 
 def test_the_default_deadline_holds_criteo_1tb_on_one_worker_and_kaggle_in_an_hour():
     # 20.2 h (one-hot) and 25.3 h (materialized multi-hot) on half a system node, under 48.
-    settings_with("gcp", prepared(multiHotSizes=MLPERF_MULTI_HOT),
-                  sharedFileSystem={"capacityGib": 4352})
+    settings_with("aws", prepared(multiHotSizes=MLPERF_MULTI_HOT),
+                  sharedFileSystem={"capacityGib": 4800, "throughputPerTib": 1000})
     settings_with("aws", prepared(format="criteo_kaggle", deadlineHours=1))
+
+
+def test_a_full_size_shuffle_is_refused_on_the_default_cpu_pool_with_the_fix_and_fits_a_gpu_node():
+    with pytest.raises(SettingsError) as raised:
+        settings_with("aws", prepared(shuffle=True))
+    (problem,) = [p for p in raised.value.problems if p.path == "dataset.prepare.pool"]
+    assert "the pod has 8 GiB" in problem.allowed
+    assert "`pulumi config set --path dataset.prepare.pool gpu` (1,036 GiB on a p4d.24xlarge" in problem.allowed
+    settings_with("aws", prepared(shuffle=True, pool="gpu"), gpuPools={"onDemand": {"maxNodes": 3}})
 
 
 def test_gpu_preparation_is_accepted_with_a_node_to_spare():
@@ -231,6 +253,18 @@ def test_the_job_runs_trainer_prepare_with_flags_from_the_settings(runs):
     assert prepare_flags(runs["azure"]) == {
         "source": "/mnt/shared/criteo/raw", "output": "/mnt/shared/criteo/one-hot",
         "dataset": "criteo_1tb", "workers": "1", "days": "0-3", "frequency_threshold": "3"}
+
+
+def test_the_preparation_hashes_into_and_draws_with_the_model_s_tables_as_mlperf_does():
+    """recipe: mlperf: the Job prepares with MLPerf's num_embeddings_per_feature (40000000,
+    39060, ...), the sizes mlcommons' materialize script draws its multi-hot tables with and
+    its reader hashes ids into; not the data's distinct ids + 2."""
+    from trainer.recipe import MLPERF_TABLE_SIZES
+
+    mlperf = run_workload("aws", Job(trainer_args={"recipe": "mlperf"}), dataset=AWS_PREPARE)
+    flags = prepare_flags(mlperf)
+    assert flags["num_embeddings_per_feature"] == ",".join(map(str, MLPERF_TABLE_SIZES))
+    assert flags["max_ind_range"] == "40000000" and flags["shuffle_seed"] == "0"
 
 
 def test_the_trainer_reads_the_prepared_folder_and_draws_multi_hot_only_on_the_fly(runs):

@@ -44,6 +44,7 @@ import pulumi_kubernetes as k8s
 from infra.catalog import Cloud, Machine, machine
 from infra.contract import GpuCluster
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
+from infra.settings.trainer_flags import trainer_flags_in_effect  # the recipe's tables too
 from infra.settings.model import (Dataset, DatasetPrepare, Job, MultiHotMode, NodePool,
                                   PreparePool)
 from trainer.data.layout import LAYOUT_FILE  # written last by trainer.prepare: present = complete
@@ -108,9 +109,20 @@ def _join(values: list[int]) -> str:
     return ",".join(str(v) for v in values)
 
 
-def prepare_flags(cluster: GpuCluster, dataset: Dataset, workers: int) -> list[str]:
+def model_tables(job: Job) -> list[int] | None:
+    """The model's num_embeddings_per_feature (job.trainerArgs or its recipe: MLPerf's
+    40000000,39060,...), None when it takes layout.json's sizes."""
+    tables = trainer_flags_in_effect(job.trainer_args).get("num_embeddings_per_feature")
+    return list(tables) if tables else None
+
+
+def prepare_flags(cluster: GpuCluster, dataset: Dataset, workers: int,
+                  tables: list[int] | None = None) -> list[str]:
     """`python -m trainer.prepare` flags (trainer/prepare/README.md); a 0 setting means the program's
-    own default, so the flag is left out."""
+    own default, so the flag is left out. ``tables``: the model's table sizes, which the
+    preparation hashes the ids into and draws the multi-hot tables with, as MLPerf's
+    materialize script does with its --num_embeddings_per_feature (not the data's distinct
+    ids + 2, which would give other tables and another random stream)."""
     prepare = dataset.prepare
     flags = [f"--source={source(cluster, prepare)}", f"--output={output_dir(cluster, dataset)}",
              f"--dataset={prepare.format.value}", f"--workers={workers}"]
@@ -122,6 +134,8 @@ def prepare_flags(cluster: GpuCluster, dataset: Dataset, workers: int) -> list[s
         flags.append(f"--max_ind_range={prepare.max_ind_range}")
     if prepare.shuffle:
         flags.append("--shuffle_seed=0")  # the reference's shuffle_preproc_criteo --random_seed 0
+    if tables:
+        flags.append(f"--num_embeddings_per_feature={_join(tables)}")
     if materializes_multi_hot(prepare):
         assert prepare.multi_hot_sizes is not None
         flags += [f"--multi_hot_sizes={_join(prepare.multi_hot_sizes)}",
@@ -212,7 +226,7 @@ def prepare_job(names: JobNames, cluster: GpuCluster, job: Job, dataset: Dataset
         image=cluster.trainer_image,
         image_pull_policy="Always",
         command=["python", "-m", "trainer.prepare"],
-        args=prepare_flags(cluster, dataset, size.workers),
+        args=prepare_flags(cluster, dataset, size.workers, model_tables(job)),
         env=_environment(cluster),
         resources=core.ResourceRequirementsArgs(requests=quantities, limits=quantities),
         security_context=_locked_down(),

@@ -28,6 +28,7 @@ from infra.settings.model import (
     PREPARE_JOB_SUFFIX,
     PULUMI_AUTONAME_SUFFIX,
     CheckpointLocation,
+    DatasetPrepare,
     JobKind,
     Filestore,
     FilestoreTier,
@@ -38,8 +39,11 @@ from infra.settings.model import (
     Settings,
     SpotShortagePolicy,
 )
-from trainer.prepare import (CRITEO_1TB_ROWS, CRITEO_KAGGLE_ROWS, WORKER_MEMORY_GIB,
-                             default_workers, estimated_hours)
+from trainer.prepare.shuffle import (DAY_BYTES_PER_ROW as SHUFFLE_DAY_BYTES_PER_ROW,
+                                     PERMUTATION_BYTES_PER_ROW as SHUFFLE_PERMUTATION_BYTES_PER_ROW,
+                                     memory_bytes as shuffle_memory_bytes)
+from trainer.prepare import (CRITEO_1TB_ROWS, CRITEO_1TB_TRAINING_ROWS, CRITEO_KAGGLE_ROWS, WORKER_MEMORY_GIB,
+                             default_workers, estimated_hours, read_bytes_per_sample)
 
 Rule = Callable[[Settings], Iterator[Problem]]
 
@@ -1061,7 +1065,8 @@ def prepare_hours(s: Settings) -> tuple[Machine, int, int, int, float] | None:
         files, rows = 1, CRITEO_KAGGLE_ROWS
     multi_hot = bool(prepare.multi_hot_sizes) and prepare.multi_hot.value == "materialize"
     workers = min(size.workers, size.cpu)
-    return found, rows, files, workers, estimated_hours(rows, files, workers, multi_hot)
+    shuffled = prepare.shuffle and prepare.format.value == "criteo_1tb" and files >= 2
+    return found, rows, files, workers, estimated_hours(rows, files, workers, multi_hot, shuffled)
 
 
 def prepare_ends_before_its_deadline(s: Settings) -> Iterator[Problem]:
@@ -1078,8 +1083,9 @@ def prepare_ends_before_its_deadline(s: Settings) -> Iterator[Problem]:
         where = f"a {found.name} of the GPU pool" if gpu else f"half a {found.name} of the system pool"
         yield Problem("dataset.prepare.deadlineHours", prepare.deadline_hours,
                       f"{rows:,} rows in {files} file(s) on {workers} worker(s) ({where}) take "
-                      f"about {hours:.1f} h to scan and write at the rates measured in "
-                      "bench/prepare_bench.py (the vocabulary pass and the source's reads come "
+                      f"about {hours:.1f} h to scan and write (and shuffle, and write multi-hot "
+                      "days) at the measured rates (trainer/prepare/__init__.py; the vocabulary "
+                      "pass and the source's reads come "
                       f"on top): well above {math.ceil(hours)}, or more workers "
                       "(dataset.prepare.pool: gpu, or a larger cpu/memoryGib) or fewer days")
 
@@ -1109,6 +1115,91 @@ RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_source_resource_gro
          prepare_owns_the_multi_hot_flags, prepare_fits_its_pool,
          prepare_workers_fit_their_pod, prepare_ends_before_its_deadline,
          prepare_output_fits_the_file_system)
+
+
+def _training_rows(prepare: DatasetPrepare) -> tuple[int, int] | None:
+    """(rows, days) of Criteo 1TB's training days (all prepared days but the last)."""
+    if prepare.format.value != "criteo_1tb":
+        return None
+    days = len(prepare_days(prepare.days, "criteo_1tb") or [])
+    train = days - 1
+    return (CRITEO_1TB_TRAINING_ROWS * train // (CRITEO_1TB_DAYS - 1), train) if train else None
+
+
+def prepare_shuffle_fits_its_pod(s: Settings) -> Iterator[Problem]:
+    """The shuffle draws a permutation of every training row, then gathers each shuffled day
+    from all the days at random: its memory (trainer/prepare/shuffle.py memory_bytes) must fit
+    the preparation pod, or the kernel kills it or it re-reads the days page by page."""
+    prepare = s.dataset.prepare
+    training = _training_rows(prepare) if prepare.enabled and prepare.shuffle else None
+    sized = _prepare_size(s) if training else None
+    if sized is None or training is None:
+        return
+    found, size = sized
+    rows, days = training
+    need = shuffle_memory_bytes(rows, days, size.workers)
+    if size.memory_gib * GIB >= need:
+        return
+    gpu = prepare.pool.value == "gpu"
+    where = f"a {found.name} of the GPU pool" if gpu else f"half a {found.name} of the system pool"
+    gpu_machine = find_machine(s.cloud, s.job_pool.machine_type)
+    gpu_size = PrepareSize.of(gpu_machine, NODE_SHARE) if gpu_machine else None
+    if not gpu and gpu_size and gpu_size.memory_gib * GIB >= shuffle_memory_bytes(rows, days, gpu_size.workers):
+        fix = (f"`{set_command('dataset.prepare.pool', 'gpu')}` ({gpu_size.memory_gib:,} GiB on a "
+               f"{gpu_machine.name}, released when the preparation ends)")
+    else:
+        fix = (f"a job pool machine with more memory and dataset.prepare.pool gpu, or "
+               f"`{set_command('dataset.prepare.shuffle', 'false')}`")
+    yield Problem("dataset.prepare.pool", prepare.pool.value,
+                  f"the shuffle of {rows:,} rows ({days} training days) needs about "
+                  f"{math.ceil(need / GIB):,} GiB (the days it gathers from kept in memory, "
+                  f"{SHUFFLE_DAY_BYTES_PER_ROW} bytes a row, and each busy worker's chunk; its "
+                  f"permutation alone is {rows * SHUFFLE_PERMUTATION_BYTES_PER_ROW / 1e9:.1f} GB: "
+                  f"trainer/prepare/shuffle.py memory_bytes); the pod has {size.memory_gib:,} GiB "
+                  f"({where}): {fix}")
+
+
+def materialized_multi_hot_keeps_up_with_the_gpus(s: Settings) -> Iterator[Problem]:
+    """Materialized multi-hot days are read whole every epoch (MLPerf's: 912 bytes a sample,
+    3.83 TB); drawn on the fly the trainer reads the one-hot days (160 bytes, 0.67 TB). When the
+    file system's throughput cannot feed the GPUs at the planned rate, reading bounds the run:
+    on-the-fly it is (the reference's own alternative)."""
+    prepare = s.dataset.prepare
+    if not (prepare.enabled and prepare.multi_hot_sizes and prepare.multi_hot.value == "materialize"):
+        return
+    training = _training_rows(prepare)
+    from infra.estimate import planned_throughput
+    from infra.preemption import shared_file_system_mb_s
+
+    try:
+        plan = planned_throughput(s)
+        have_mb_s, how = shared_file_system_mb_s(s.shared_file_system)
+    except (KeyError, ValueError, TypeError):  # a machine or size another rule names
+        return
+    if plan is None or training is None or have_mb_s <= 0:
+        return
+    rows = training[0]
+    samples_s = plan.samples_per_s_per_gpu * s.job.nodes * s.job.processes_per_node
+    materialized, on_the_fly = (read_bytes_per_sample(prepare.multi_hot_sizes),
+                                read_bytes_per_sample(None))
+    need_mb_s = samples_s * materialized / 1e6
+    if have_mb_s >= need_mb_s:
+        return
+    hours = rows / samples_s / 3600
+    read_h = rows * materialized / (have_mb_s * 1e6) / 3600
+    fly_h = rows * on_the_fly / (have_mb_s * 1e6) / 3600
+    yield Problem("dataset.prepare.multiHot", prepare.multi_hot.value,
+                  f"reading materialized multi-hot days ({materialized} bytes a sample, "
+                  f"{rows * materialized / 1e12:.2f} TB an epoch) at the file system's "
+                  f"{have_mb_s:,.0f} MB/s ({how}) takes {read_h:.1f} h an epoch, where the GPUs "
+                  f"need {hours:.1f} h at the planned {samples_s / 1e6:.2f}M samples/s "
+                  f"({need_mb_s:,.0f} MB/s): `{set_command('dataset.prepare.multiHot', 'onTheFly')}` "
+                  f"(one-hot days, {on_the_fly} bytes a sample, {rows * on_the_fly / 1e12:.2f} TB "
+                  f"and {fly_h:.1f} h of reading an epoch; the trainer draws the same ids as "
+                  "MLPerf's reference alternative), or a file system with more throughput")
+
+
+RULES = (*RULES, prepare_shuffle_fits_its_pod, materialized_multi_hot_keeps_up_with_the_gpus)
 
 
 # --- job.maxHourlyUsd: the spend ceiling (infra/estimate.py) ----------------------------------

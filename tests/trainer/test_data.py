@@ -283,3 +283,54 @@ def test_mlperf_multi_hot_days_are_read_memory_mapped_and_hashed(tmp_path):
 
     with pytest.raises(ValueError, match="--multi_hot_sizes: .* already multi-hot"):
         CriteoSource(str(tmp_path), tables, 16, 0, 1, MultiHot(MLPERF_MULTI_HOT_SIZES, tables, "uniform"))
+
+
+def test_the_data_modules_form_no_import_circle():
+    """The chooser (source.py) sits above the sources (criteo.py, synthetic.py): no module of
+    trainer/data imports, even inside a function, one that imports it back."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "trainer" / "data"
+    graph = {}
+    for path in folder.glob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("trainer.data."):
+                names.add(node.module.split(".")[2])
+            elif isinstance(node, ast.Import):
+                names |= {a.name.split(".")[2] for a in node.names if a.name.startswith("trainer.data.")}
+        graph[path.stem] = names
+
+    def reaches(start, goal, seen=()):
+        return any(n == goal or (n not in seen and reaches(n, goal, (*seen, n))) for n in graph.get(start, ()))
+
+    assert graph["source"] >= {"criteo", "synthetic"}
+    assert [m for m in graph if reaches(m, m)] == []
+
+
+@pytest.mark.parametrize("source", ["synthetic", "npy", "on-the-fly"])
+def test_ids_travel_as_int32_as_the_reference_s_and_survive_the_reader_buffer(tmp_path, source):
+    """The reference's ids are int32 (its .npy/.npz files, its KJT): half the input all-to-all
+    and host-to-device bytes of int64. A reader process's packed buffer keeps them int32."""
+    from trainer.data.batch import pack, unpack
+    from trainer.data.multi_hot import MultiHot
+
+    sizes = [40, 3000] * 13
+    if source == "npy":
+        rng = np.random.default_rng(0)
+        for day in range(2):
+            np.save(tmp_path / f"day_{day}_dense.npy", rng.random((64, 13), dtype=np.float32))
+            np.save(tmp_path / f"day_{day}_sparse.npy", rng.integers(0, 5000, (64, 26)).astype(np.int32))
+            np.save(tmp_path / f"day_{day}_labels.npy", rng.integers(0, 2, (64, 1)).astype(np.int32))
+        src = CriteoSource(str(tmp_path), sizes, 16, 0, 1)
+    else:
+        multi = MultiHot([3, 2] * 13, sizes, "uniform", str(tmp_path)) if source == "on-the-fly" else None
+        src = SyntheticSource(sizes, 16, 0, 0, 4, 1, multi)
+    tensors = next(src.tensors("train", 0, 0))
+    assert tensors.values.dtype == torch.int32 and tensors.lengths.dtype == torch.int32
+    back = unpack(pack(tensors))
+    assert back.values.dtype == torch.int32 and torch.equal(back.values, tensors.values)
+    assert torch.equal(back.dense, tensors.dense) and torch.equal(back.labels, tensors.labels)
+    limits = torch.tensor(sizes).repeat_interleave(back.lengths.view(26, -1).sum(dim=1))
+    assert (back.values < limits).all()

@@ -25,9 +25,12 @@ from trainer.prepare.__main__ import main
 from trainer.prepare.cli import parse
 from trainer.prepare.run import prepare
 from trainer.prepare.sample import sample_lines, write_sample
+from trainer.recipe import MLPERF_TABLE_SIZES
 
 ROWS = 600
 MLPERF_SIZES = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1]
+# MLPerf's num_embeddings_per_feature (trainer/recipe.py), its 40M tables at a 200-row cap
+MLPERF_TABLES = [200 if n == 40_000_000 else n for n in MLPERF_TABLE_SIZES]
 
 
 def run_prepare(src, out, *flags, capsys=None):
@@ -93,17 +96,19 @@ def test_frequency_threshold_shares_one_id_and_max_ind_range_caps_tables(tmp_pat
 
 @pytest.mark.parametrize("distribution", ["uniform", "pareto"])
 def test_multi_hot_npz_is_mlperfs_materialised_layout_and_lookup_tables(raw, tmp_path, monkeypatch, distribution):
-    monkeypatch.setattr(multi_hot, "CHUNK_ROWS", 7)  # tables drawn in chunks, as 40M-row ones are
+    monkeypatch.setattr(multi_hot, "CHUNK_ROWS", 100_003)  # the 3M-row table drawn in chunks, as 40M-row ones are
     out = tmp_path / "out"
     layout, _ = run_prepare(raw, out, "--multi_hot_sizes", ",".join(map(str, MLPERF_SIZES)),
-                            "--multi_hot_distribution_type", distribution, "--max_ind_range", 200)
+                            "--multi_hot_distribution_type", distribution, "--max_ind_range", 200,
+                            "--num_embeddings_per_feature", ",".join(map(str, MLPERF_TABLES)))
     rows = layout["num_embeddings_per_feature"]
-    assert layout["multi_hot_sizes"] == MLPERF_SIZES and max(rows) == 200
+    assert layout["multi_hot_sizes"] == MLPERF_SIZES and rows == MLPERF_TABLES
     # The reference's tables (mlcommons/training aa344c7 recommendation_v2/torchrec_dlrm/
-    # multi_hot.py, Multihot.__make_multi_hot_indices_tables), drawn whole.
+    # multi_hot.py, Multihot.__make_multi_hot_indices_tables), drawn whole with MLPerf's
+    # num_embeddings_per_feature (its 40M tables at the cap), not the data's distinct + 2.
     np.random.seed(0)
     tables = []
-    for n, size in zip(rows, MLPERF_SIZES):
+    for n, size in zip(MLPERF_TABLES, MLPERF_SIZES):
         if distribution == "uniform":
             synthetic = np.random.randint(0, n, size=(n, size - 1))
         else:

@@ -4,7 +4,8 @@ process_Criteo_1TB_Click_Logs_dataset.sh chains them: step 1 ``npy_preproc_crite
 (``BinaryCriteoUtils.tsv_to_npys`` per day), step 2 ``contiguous_preproc_criteo
 --frequency_threshold 0`` (``sparse_to_contiguous``, the outputs renamed to day_<i>_sparse.npy),
 step 3 ``shuffle_preproc_criteo --random_seed 0`` (``BinaryCriteoUtils.shuffle`` over the rows
-of every day but the last, counted from the labels files)."""
+of every day but the last, counted from the labels files), vendored (tests/trainer/mlperf_pipeline.py).
+The ids are capped as MLPerf's are: the reference hashes step 3's ids when it reads them."""
 
 from __future__ import annotations
 
@@ -12,35 +13,19 @@ import os
 
 import numpy as np
 import pytest
-from torchrec.datasets.criteo import BinaryCriteoUtils
 
+from tests.trainer.mlperf_pipeline import steps_1_to_3, torchrec_criteo
 from trainer.data.criteo import CriteoSource
 from trainer.prepare import shuffle, source
 from trainer.prepare.cli import parse
 from trainer.prepare.run import prepare
 from trainer.prepare.sample import write_sample
+from trainer.recipe import MLPERF_TABLE_SIZES
 
 DAYS = 4  # three training days and the validation/test day
 ROWS = 1500
 PARTS = ("dense", "sparse", "labels")
-
-
-def reference_pipeline(raw, ref, seed: int) -> None:
-    """MLPerf's steps 1-3 with torchrec's own functions, as the reference's scripts call them."""
-    step1, step2 = ref / "step1", ref / "step2"
-    for folder in (step1, step2, ref / "out"):
-        folder.mkdir(parents=True)
-    for day in range(DAYS):  # npy_preproc_criteo
-        BinaryCriteoUtils.tsv_to_npys(str(raw / f"day_{day}"),
-                                      *(str(step1 / f"day_{day}_{p}.npy") for p in PARTS))
-    BinaryCriteoUtils.sparse_to_contiguous(  # contiguous_preproc_criteo --frequency_threshold 0
-        [str(step1 / f"day_{d}_sparse.npy") for d in range(DAYS)], str(step2),
-        frequency_threshold=0)
-    for day in range(DAYS):
-        os.replace(step2 / f"day_{day}_sparse_contig_freq.npy", step2 / f"day_{day}_sparse.npy")
-    rows = {d: np.load(step1 / f"day_{d}_labels.npy").shape[0] for d in range(DAYS - 1)}
-    BinaryCriteoUtils.shuffle(str(step1), str(step2), str(ref / "out"), rows,  # shuffle_preproc
-                              days=DAYS, random_seed=seed)
+CAP = 97  # --max_ind_range: the sample's larger columns hold a few hundred ids
 
 
 @pytest.mark.parametrize("seed", [0, 7])
@@ -49,23 +34,21 @@ def test_shuffled_days_equal_mlperfs_preprocessing_byte_for_byte(tmp_path, monke
     monkeypatch.setattr(shuffle, "CHUNK_ROWS", 1000)  # each output day gathered in chunks
     write_sample(str(tmp_path / "raw"), days=DAYS, rows=ROWS)
     raw, out, ref = tmp_path / "raw", tmp_path / "out", tmp_path / "ref"
-    reference_pipeline(raw, ref, seed)
-    layout = prepare(parse(["--source", str(raw), "--output", str(out),
+    steps_1_to_3(raw, ref, DAYS, seed)
+    layout = prepare(parse(["--source", str(raw), "--output", str(out), "--max_ind_range", str(CAP),
                             "--shuffle_seed", str(seed), "--workers", "2"]))
     assert layout["shuffle_seed"] == seed
-    compared = 0
+    hashes = np.array(layout["num_embeddings_per_feature"])
+    assert (np.load(ref / "out" / "day_0_sparse.npy").max(axis=0) >= CAP).sum() >= 6  # ids past the cap
     for day in range(DAYS):
-        for part in PARTS:
+        for part in ("dense", "labels"):
             name = f"day_{day}_{part}.npy"
-            ours, theirs = (out / name).read_bytes(), (ref / "out" / name).read_bytes()
-            if day == DAYS - 1 and part == "sparse" and ours != theirs:
-                # The last day is the reference's unshuffled copy of step 2's int64 ids; the
-                # preparation keeps ids as int32 (trainer/prepare/write.py): same values.
-                np.testing.assert_array_equal(np.load(out / name), np.load(ref / "out" / name))
-                continue
-            assert ours == theirs, name
-            compared += 1
-    assert compared >= 3 * DAYS - 1
+            assert (out / name).read_bytes() == (ref / "out" / name).read_bytes(), name
+        # The reference's ids hashed as its reader does (hashes=num_embeddings_per_feature), as
+        # int32 (the last day is its copy of step 2's int64 ids; ours are int32, the same values).
+        ours = np.load(out / f"day_{day}_sparse.npy")
+        assert ours.dtype == np.int32 and ours.max() < CAP
+        np.testing.assert_array_equal(ours, np.load(ref / "out" / f"day_{day}_sparse.npy") % hashes)
     # The rows really moved across days, and none was lost or repeated.
     before = np.concatenate([np.load(ref / "step1" / f"day_{d}_labels.npy") for d in range(DAYS - 1)])
     after = np.concatenate([np.load(out / f"day_{d}_labels.npy") for d in range(DAYS - 1)])
@@ -102,7 +85,7 @@ def test_shuffle_of_npy_days_with_ids_past_float32_precision_equals_torchrecs(tm
         for part, array in arrays.items():
             np.save(ours / f"day_{day}_{part}.npy", array)
             np.save(ref / "in" / f"day_{day}_{part}.npy", array)
-    BinaryCriteoUtils.shuffle(str(ref / "in"), str(ref / "in"), str(ref / "out"),
+    torchrec_criteo().BinaryCriteoUtils.shuffle(str(ref / "in"), str(ref / "in"), str(ref / "out"),
                               dict(enumerate(rows[:-1])), days=len(rows), random_seed=0)
     assert shuffle.shuffle(str(tmp_path / "work"), [str(ours / f"day_{d}") for d in range(3)],
                            rows[:-1], 0)
@@ -112,3 +95,33 @@ def test_shuffle_of_npy_days_with_ids_past_float32_precision_equals_torchrecs(tm
             assert (ours / name).read_bytes() == (ref / "out" / name).read_bytes(), name
     rounded = np.load(ours / "day_0_sparse.npy")
     assert (rounded >= 1 << 24).any() and (rounded[rounded >= 1 << 24] % 2 == 0).all()
+
+
+def test_the_shuffle_rounds_ids_through_float32_before_hashing_them_as_the_reference(tmp_path):
+    """Column 0 of Criteo 1TB holds 227M contiguous ids: the reference's float32 array rounds
+    45,000,001 to 45,000,000, its reader hashes that to 5,000,000; hashing first gives 5,000,001."""
+    rng = np.random.default_rng(5)
+    rows = [800, 1100, 600, 500]
+    ours, ref = tmp_path / "ours", tmp_path / "ref"
+    for folder in (ours, ref / "in", ref / "out"):
+        folder.mkdir(parents=True)
+    for day, n in enumerate(rows):
+        sparse = rng.integers(0, 293_000_000, (n, 26))
+        sparse[0, 0] = 45_000_001
+        arrays = {"dense": np.log(rng.integers(2, 1000, (n, 13))).astype(np.float32),
+                  "sparse": sparse.astype(np.int32), "labels": rng.integers(0, 2, (n, 1)).astype(np.int32)}
+        for part, array in arrays.items():
+            np.save(ours / f"day_{day}_{part}.npy", array)
+            np.save(ref / "in" / f"day_{day}_{part}.npy", array)
+    torchrec_criteo().BinaryCriteoUtils.shuffle(str(ref / "in"), str(ref / "in"), str(ref / "out"),
+                                                dict(enumerate(rows[:-1])), days=len(rows), random_seed=0)
+    assert shuffle.shuffle(str(tmp_path / "work"), [str(ours / f"day_{d}") for d in range(3)],
+                           rows[:-1], 0, hashes=MLPERF_TABLE_SIZES)
+    hashed = np.concatenate([np.load(ours / f"day_{d}_sparse.npy") for d in range(3)])
+    reference = np.concatenate([np.load(ref / "out" / f"day_{d}_sparse.npy") for d in range(3)])
+    np.testing.assert_array_equal(hashed, reference % np.array(MLPERF_TABLE_SIZES))
+    assert 5_000_000 in hashed[:, 0] and 5_000_001 not in hashed[:, 0]
+    for day in range(3):
+        for part in ("dense", "labels"):
+            name = f"day_{day}_{part}.npy"
+            assert (ours / name).read_bytes() == (ref / "out" / name).read_bytes(), name

@@ -18,9 +18,25 @@ SPARSE_KEYS: List[str] = list(DEFAULT_CAT_NAMES)
 Sparse = Union[np.ndarray, Sequence[np.ndarray]]  # [B, 26] one-hot, or 26 arrays [B, size_k]
 
 
+# Ids travel as int32, as the reference's do (its .npy/.npz ids are int32 and its KJT takes them
+# as they are: torchrec 1.8 InMemoryBinaryCriteoIterDataPipe, mlcommons' MultiHotCriteoIterDataPipe
+# asserts int32): half the bytes of int64 in the input all-to-all, the host-to-device copy and
+# the reader processes' shared memory. TorchRec's KJT and FBGEMM's lookups take int32 values
+# with int32 lengths. A table of 2**31 rows or more keeps int64.
+ID_LIMIT = 2**31
+
+
+def id_values(values: np.ndarray) -> np.ndarray:
+    """Flat ids as int32 when every id fits (always, for tables below ``ID_LIMIT`` rows)."""
+    if values.dtype == np.int32 or (values.size and int(values.max()) >= ID_LIMIT):
+        return values
+    return values.astype(np.int32)
+
+
 class BatchTensors(NamedTuple):
-    """A batch before its KJT: dense [B,13] f32, values (feature-major) i64, lengths
-    [26*B] i32 (the ids per feature and sample: the multi-hot sizes), labels [B] f32."""
+    """A batch before its KJT: dense [B,13] f32, values (feature-major) i32 (i64 only for ids of
+    2**31 or more), lengths [26*B] i32 (the ids per feature and sample: the multi-hot sizes),
+    labels [B] f32."""
 
     dense: torch.Tensor
     values: torch.Tensor
@@ -35,10 +51,10 @@ def batch_tensors(dense: np.ndarray, sparse: Sparse, labels: np.ndarray) -> Batc
     """dense [B,13] float, sparse ids (already hashed), labels [B] in {0,1}."""
     batch_size = len(labels)
     if isinstance(sparse, np.ndarray):  # one-hot: [B, 26] transposed is feature-major already
-        values = np.ascontiguousarray(sparse.T, dtype=np.int64).reshape(-1)
+        values = id_values(np.ascontiguousarray(sparse.T).reshape(-1))
         sizes = np.ones(sparse.shape[1], dtype=np.int32)
     else:  # KJT values are feature-major: feature 0's ids (sample by sample), then feature 1's
-        values = np.concatenate([np.asarray(f, dtype=np.int64).reshape(-1) for f in sparse])
+        values = id_values(np.concatenate([np.asarray(f).reshape(-1) for f in sparse]))
         sizes = np.array([f.shape[1] for f in sparse], dtype=np.int32)
     return BatchTensors(
         torch.from_numpy(np.ascontiguousarray(dense, dtype=np.float32)),
@@ -69,16 +85,17 @@ def pad_rows(dense: np.ndarray, sparse: Sparse, labels: np.ndarray, size: int
     return dense, sparse, labels
 
 
-HEADER = 3  # int64: samples, values, lengths
+HEADER = 4  # int64: samples, values, lengths, bytes per id (4 or 8)
 
 
 def pack(t: BatchTensors) -> torch.Tensor:
     """The four tensors in one shared-memory byte buffer: a reader process sends one file
     descriptor per batch instead of four (each costs the trainer ~0.4 ms to receive:
-    bench/data_bench.py's readers delivered 3x more with one). Layout: header, values (int64,
-    8-aligned), dense, lengths, labels (4-byte each)."""
+    bench/data_bench.py's readers delivered 3x more with one). Layout: header, values (int32,
+    or int64 8-aligned), dense, lengths, labels (4-byte each)."""
     parts = [t.values.numpy(), t.dense.numpy(), t.lengths.numpy(), t.labels.numpy()]
-    header = np.array([len(t.labels), len(t.values), len(t.lengths)], dtype=np.int64)
+    header = np.array([len(t.labels), len(t.values), len(t.lengths), t.values.element_size()],
+                      dtype=np.int64)
     total = header.nbytes + sum(p.nbytes for p in parts)
     buffer = torch.empty(total, dtype=torch.uint8).share_memory_()
     raw, at = buffer.numpy(), 0
@@ -90,9 +107,10 @@ def pack(t: BatchTensors) -> torch.Tensor:
 
 def unpack(buffer: torch.Tensor) -> BatchTensors:
     """Views into a ``pack``ed buffer (no copy)."""
-    samples, values, lengths = buffer[:8 * HEADER].view(torch.int64).tolist()
+    samples, values, lengths, id_bytes = buffer[:8 * HEADER].view(torch.int64).tolist()
     at, out = 8 * HEADER, []
-    for count, dtype, size in ((values, torch.int64, 8), (samples * 13, torch.float32, 4),
+    id_dtype = torch.int32 if id_bytes == 4 else torch.int64
+    for count, dtype, size in ((values, id_dtype, id_bytes), (samples * 13, torch.float32, 4),
                                (lengths, torch.int32, 4), (samples, torch.float32, 4)):
         out.append(buffer[at:at + count * size].view(dtype))
         at += count * size

@@ -41,7 +41,7 @@ from torchrec.datasets.utils import Batch
 from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
 from trainer.data.batch import BatchTensors, Sparse, assemble, batch_tensors, pad_rows
 from trainer.data.multi_hot import MultiHot, open_npz_members
-from trainer.data.source import first_step
+from trainer.data.stream import first_step
 from trainer.data.tsv_parse import dense_minimum, parse_block
 
 log = logging.getLogger(__name__)
@@ -293,7 +293,8 @@ class CriteoSource:
             raise ValueError(f"--multi_hot_sizes: {path} is already multi-hot (MLPerf's "
                              "day_<i>_sparse_multi_hot.npz); drop the flag to read it as it is")
         self.multi_hot = multi_hot
-        self.hashes = np.asarray(table_sizes, dtype=np.int64)
+        # int32 ids stay int32 through the modulo (the reference's dtype, trainer/data/batch.py)
+        self.hashes = np.asarray(table_sizes, dtype=np.int32 if max(table_sizes) < 2**31 else np.int64)
         self.batch_size = batch_size
         self.rank = rank
         self.world_size = world_size
@@ -461,7 +462,7 @@ class CriteoSource:
         lo, hi, take = _span(lines)
         y = _rows(labels, lo, hi, take, np.float32).reshape(-1)
         d = _rows(dense, lo, hi, take, np.float32).reshape(len(y), -1)
-        # int32 or int64 as stored: hashed into int64 later.
+        # int32 or int64 as stored: hashed (int32 for tables below 2**31 rows) later.
         s = [_rows(c, lo, hi, take, None).reshape(len(y), -1) for c in columns]
         sparse_columns = len(s) if self.format == "npz" else s[0].shape[1]
         if d.shape[1] != NUM_DENSE_FEATURES or sparse_columns != NUM_SPARSE_FEATURES:

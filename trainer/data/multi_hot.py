@@ -73,7 +73,7 @@ class MultiHot:
             if size == 1:
                 out.append(x[:, None])
                 continue
-            out.append(np.concatenate([x[:, None], self.tables[k][x]], axis=1).astype(np.int64))
+            out.append(np.concatenate([x[:, None], self.tables[k][x]], axis=1).astype(np.int32))
         return out
 
 

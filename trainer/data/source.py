@@ -1,72 +1,24 @@
-"""The one interface the train loop uses for data, and the factory that picks a source."""
+"""The factory that picks a batch source: above the sources it chooses from.
+
+``BatchSource`` and ``first_step`` live in stream.py, which the sources import; they are
+re-exported here for the callers that know them by this module."""
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Protocol
-
-from torchrec.datasets.utils import Batch
-
 from trainer.config import TrainConfig
-from trainer.data.batch import BatchTensors
+from trainer.data.criteo import CriteoSource
+from trainer.data.multi_hot import MultiHot
+from trainer.data.stream import BatchSource, first_step
+from trainer.data.synthetic import SyntheticSource
 
-
-class BatchSource(Protocol):
-    """This rank's share of a stream of global batches, restartable at any global sample.
-
-    Positions count samples of the whole job (every rank), so a checkpoint written by N
-    ranks resumes on M ranks without repeating or skipping a sample: global batch ``s``
-    covers samples ``[s*G, (s+1)*G)`` and rank ``r`` takes the ``r``-th slice of it."""
-
-    malformed_rows: int
-    batch_size: int  # this rank's share of each global batch
-
-    def train_batches(self, epoch: int, first_sample: int) -> Iterator[Batch]:
-        """This rank's slices of the global batches of ``epoch`` from global sample
-        ``first_sample`` on (the resume point, a multiple of the global batch)."""
-        ...
-
-    def eval_batches(self, count: Optional[int]) -> Iterator[Batch]:
-        """This rank's slices of the first ``count`` held-out global batches (None: all of
-        them, the last partial one padded with rows labelled -1): the same held-out samples
-        every time and whatever the world size."""
-        ...
-
-    def train_samples(self) -> int:
-        """Samples in one epoch of training data."""
-        ...
-
-    def test_batches(self, count: Optional[int]) -> Iterator[Batch]:
-        """This rank's slices of the first ``count`` global batches of the test set, scored
-        once at the end; none where the data has no test set."""
-        ...
-
-    def tensors(self, split: str, epoch: int, first: int, stop: Optional[int] = None,
-                stride: int = 1) -> Iterator[BatchTensors]:
-        """Global batches ``first, first + stride, ...`` (below ``stop``) of ``split``
-        ('train', 'val' or 'test'), this rank's slice of each, before their KJT: reader
-        process ``w`` of ``W`` builds ``first + w, first + w + W, ...`` (trainer/data/loader.py)."""
-        ...
-
-
-def first_step(first_sample: int, global_batch: int) -> int:
-    """The global batch a resume position starts; it must be a batch boundary."""
-    if first_sample % global_batch:
-        raise ValueError(f"data position {first_sample} is not a multiple of the global batch "
-                         f"{global_batch}")
-    return first_sample // global_batch
+__all__ = ["BatchSource", "first_step", "make_source"]
 
 
 def make_source(cfg: TrainConfig, rank: int, world_size: int, batch_size: int) -> BatchSource:
     """``batch_size`` is per rank: the global batch (kept across resumes) over ``world_size``."""
-    from trainer.data.multi_hot import MultiHot
-
     multi_hot = (MultiHot(cfg.multi_hot_sizes, cfg.table_sizes, cfg.multi_hot_distribution_type)
                  if cfg.multi_hot_sizes else None)
     if cfg.dataset_path is None:
-        from trainer.data.synthetic import SyntheticSource
-
         return SyntheticSource(cfg.table_sizes, batch_size, cfg.seed, rank,
                                cfg.synthetic_steps_per_epoch, world_size, multi_hot)
-    from trainer.data.criteo import CriteoSource
-
     return CriteoSource(cfg.dataset_path, cfg.table_sizes, batch_size, rank, world_size, multi_hot)

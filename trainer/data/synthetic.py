@@ -18,7 +18,7 @@ from torchrec.datasets.utils import Batch
 
 from trainer.config import NUM_DENSE_FEATURES
 from trainer.data.batch import BatchTensors, assemble, batch_tensors
-from trainer.data.source import first_step
+from trainer.data.stream import first_step
 
 if TYPE_CHECKING:  # only a type here: the source is handed one
     from trainer.data.multi_hot import MultiHot

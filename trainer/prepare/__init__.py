@@ -15,6 +15,7 @@ Three passes, each resumable, each spread over ``--workers`` processes:
 """
 
 import math
+from typing import List, Optional
 
 # Memory one worker may need on a real Criteo 1TB day: the README's estimate (about 4-5 GB for
 # a 195M-row day's scan, 5 GB for the vocabulary of MLPerf's largest column) with a margin. The
@@ -26,13 +27,31 @@ WORKER_MEMORY_GIB = 6
 # mlcommons/training recommendation_v2/torchrec_dlrm/README.MD) and day 23 178,274,637 (the row
 # count NVIDIA's MLPerf Inference DLRMv2 harness asserts for day_23, CriteoDay23Dataset); Kaggle's
 # train.txt 45,840,617 lines (Criteo's Display Advertising Challenge data).
-CRITEO_1TB_ROWS = 4_195_197_692 + 178_274_637
+CRITEO_1TB_TRAINING_ROWS = 4_195_197_692  # days 0-22
+CRITEO_1TB_ROWS = CRITEO_1TB_TRAINING_ROWS + 178_274_637
 CRITEO_KAGGLE_ROWS = 45_840_617
 # Rows/s of one worker, the lower ends measured by bench/prepare_bench.py on 2 shared cores
 # (README "Memory and speed"); the vocabulary pass, the source's read speed and gzip come on top.
 SCAN_ROWS_PER_SECOND = 120_000
 WRITE_ROWS_PER_SECOND = 120_000
-WRITE_MULTI_HOT_ROWS_PER_SECOND = 80_000
+WRITE_MULTI_HOT_ROWS_PER_SECOND = 80_000  # one-hot and multi-hot files of a day in one task
+# With --shuffle_seed (MLPerf): the days are written one-hot, shuffled, then made multi-hot.
+# Drawing the permutation is one process (numpy's shuffle, 164 ns a row measured here on
+# 6M rows; 11.5 min for Criteo 1TB's 4.2B); gathering a shuffled day from days in the page
+# cache ran at 175k rows/s per worker (trainer/prepare/shuffle.py write_day, 2M rows, MLPerf's
+# hashes); a multi-hot day is written at 126k rows/s per worker (issue 30's measurement).
+PERMUTATION_SECONDS_PER_ROW = 164e-9
+SHUFFLE_ROWS_PER_SECOND = 175_000
+MULTI_HOT_ROWS_PER_SECOND = 126_000
+
+
+def read_bytes_per_sample(materialized_multi_hot_sizes: Optional[List[int]]) -> int:
+    """Bytes the trainer reads for one training sample: 13 float32 dense features, the int32
+    label and int32 ids, one per feature (one-hot days, also when the multi-hot ids are drawn on
+    the fly) or each feature's multi-hot size (materialized .npz). MLPerf's sizes: 912 bytes,
+    3.83 TB per epoch of Criteo 1TB's 4.2B training rows; one-hot: 160 bytes, 0.67 TB."""
+    ids = sum(materialized_multi_hot_sizes) if materialized_multi_hot_sizes else 26
+    return 4 * (13 + 1 + ids)
 
 
 def default_workers(cpu: int, memory_gib: int) -> int:
@@ -40,10 +59,22 @@ def default_workers(cpu: int, memory_gib: int) -> int:
     return max(1, min(cpu, memory_gib // WORKER_MEMORY_GIB))
 
 
-def estimated_hours(rows: int, files: int, workers: int, multi_hot: bool) -> float:
-    """The scan and write passes at the measured rates: each file is one worker's task and each
-    pass ends with its last file, so a pass takes ceil(files / workers) files' time."""
-    write = WRITE_MULTI_HOT_ROWS_PER_SECOND if multi_hot else WRITE_ROWS_PER_SECOND
-    per_row = 1 / SCAN_ROWS_PER_SECOND + 1 / write
+def estimated_hours(rows: int, files: int, workers: int, multi_hot: bool,
+                    shuffled: bool = False) -> float:
+    """The scan and write passes at the measured rates, and with ``shuffled`` the shuffle and
+    the multi-hot days written after it: each file is one worker's task and each pass ends
+    with its last file, so a pass takes ceil(files / workers) files' time. The shuffle draws
+    its permutation in one process over the training days (all files but the last), then
+    gathers each of them in one task."""
     rounds = math.ceil(files / max(1, workers)) if files else 0
-    return rounds * (rows / max(1, files)) * per_row / 3600
+    per_file = rows / max(1, files)
+    if not shuffled:
+        write = WRITE_MULTI_HOT_ROWS_PER_SECOND if multi_hot else WRITE_ROWS_PER_SECOND
+        return rounds * per_file * (1 / SCAN_ROWS_PER_SECOND + 1 / write) / 3600
+    seconds = rounds * per_file * (1 / SCAN_ROWS_PER_SECOND + 1 / WRITE_ROWS_PER_SECOND)
+    train = max(0, files - 1)
+    seconds += per_file * train * PERMUTATION_SECONDS_PER_ROW
+    seconds += math.ceil(train / max(1, workers)) * per_file / SHUFFLE_ROWS_PER_SECOND
+    if multi_hot:
+        seconds += rounds * per_file / MULTI_HOT_ROWS_PER_SECOND
+    return seconds / 3600

@@ -29,6 +29,7 @@ class Options:
     multi_hot_distribution_type: str
     workers: int
     shuffle_seed: Optional[int] = None  # None: days left in their order
+    num_embeddings_per_feature: Optional[List[int]] = None  # None: the vocabulary's, capped
     retries: int = 4
     retry_seconds: float = 120.0
 
@@ -53,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(torchrec contiguous_preproc_criteo; MLPerf uses 0).")
     p.add_argument("--max_ind_range", default="0",
                    help="Cap every table at this many rows (ids modulo it; MLPerf: 40000000); 0: no cap.")
+    p.add_argument("--num_embeddings_per_feature",
+                   help=f"{NUM_SPARSE_FEATURES} comma separated table sizes, the model's (MLPerf: 40000000,39060,"
+                        "17295,...): every id is hashed modulo its table's size, as the reference reads them and "
+                        "materializes its multi-hot days, and the multi-hot lookup tables are drawn with these "
+                        "sizes. Default: each column's distinct ids + 2, capped at --max_ind_range.")
     p.add_argument("--multi_hot_sizes",
                    help=f"{NUM_SPARSE_FEATURES} comma separated ids per feature: also write MLPerf's "
                         "day_<i>_sparse_multi_hot.npz (e.g. 3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1).")
@@ -89,15 +95,8 @@ def parse(argv: Sequence[str]) -> Options:
     if args.multi_hot_distribution_type not in DISTRIBUTIONS:
         raise bad_flag("multi_hot_distribution_type", args.multi_hot_distribution_type,
                        f"one of {', '.join(DISTRIBUTIONS)}")
-    sizes = None
-    if args.multi_hot_sizes is not None:
-        try:
-            sizes = [int(s) for s in args.multi_hot_sizes.replace(" ", ",").split(",") if s]
-        except ValueError:
-            sizes = []
-        if len(sizes) != NUM_SPARSE_FEATURES or min(sizes) < 1:
-            raise bad_flag("multi_hot_sizes", args.multi_hot_sizes,
-                           f"{NUM_SPARSE_FEATURES} comma separated integers >= 1")
+    sizes = _per_feature("multi_hot_sizes", args.multi_hot_sizes, 1)
+    tables = _per_feature("num_embeddings_per_feature", args.num_embeddings_per_feature, 1, 2**31 - 1)
     return Options(
         source=args.source.rstrip("/") or "/", output=args.output, dataset=args.dataset,
         days=parse_days(args.days) if args.days is not None else None,
@@ -106,8 +105,24 @@ def parse(argv: Sequence[str]) -> Options:
         multi_hot_sizes=sizes, multi_hot_distribution_type=args.multi_hot_distribution_type,
         workers=_int("workers", args.workers, 1),
         shuffle_seed=None if args.shuffle_seed is None else _int("shuffle_seed", args.shuffle_seed, 0),
+        num_embeddings_per_feature=tables,
         retries=_int("retries", args.retries, 0), retry_seconds=_seconds(args.retry_seconds),
     )
+
+
+def _per_feature(flag: str, text: Optional[str], least: int, most: Optional[int] = None
+                 ) -> Optional[List[int]]:
+    """26 comma separated integers in ``[least, most]`` (ids are stored as int32), or None."""
+    if text is None:
+        return None
+    try:
+        values = [int(s) for s in text.replace(" ", ",").split(",") if s]
+    except ValueError:
+        values = []
+    if len(values) != NUM_SPARSE_FEATURES or min(values) < least or (most and max(values) > most):
+        bound = f" and <= {most}" if most else ""
+        raise bad_flag(flag, text, f"{NUM_SPARSE_FEATURES} comma separated integers >= {least}{bound}")
+    return values
 
 
 def _seconds(text: str) -> float:

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import List
 
 import numpy as np
 
 from trainer.prepare.jsonfile import write_json
 from trainer.prepare.npyio import NpyFile, NpzFile
+from trainer.prepare.scan import peak_rss_mib
 
 SEED = 0
 PARETO_A = 0.25
@@ -58,6 +60,19 @@ def make_tables(work: str, sizes: List[int], table_rows: List[int], distribution
         out.commit()
     write_json(marker, settings)
     return where
+
+
+def write_day_of(prefix: str, tables: str, sizes: List[int], table_rows: List[int]) -> dict:
+    """``<prefix>_sparse_multi_hot.npz`` from ``<prefix>_sparse.npy``: a task for the worker
+    pool, so the days are written in parallel (the reference's script splits the days over
+    its ranks the same way). A worker holds one chunk (``CHUNK_ROWS`` x a table's size, int32
+    plus the int64 ids: under 60 MB at size 100); the ids, the tables and the output pages go
+    through the page cache, shared by the workers."""
+    started = time.monotonic()
+    sparse = np.load(f"{prefix}_sparse.npy", mmap_mode="r")
+    write_day(f"{prefix}_sparse_multi_hot.npz", sparse, tables, sizes, table_rows)
+    return {"prefix": os.path.basename(prefix), "rows": len(sparse),
+            "seconds": time.monotonic() - started, "peak_rss_mib": peak_rss_mib()}
 
 
 def write_day(npz_path: str, sparse: np.ndarray, tables: str, sizes: List[int], table_rows: List[int]) -> None:

@@ -16,7 +16,6 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Iterator, List, Optional, Tuple
 
 from trainer.config import NUM_SPARSE_FEATURES
-import numpy as np
 
 from trainer.prepare import multi_hot, scan, shuffle, source, status, vocab, write
 from trainer.prepare.cli import Options
@@ -93,22 +92,27 @@ def _prepare(opts: Options, found: Tuple[str, List[source.RawFile]], workers: Wo
     vocab_settings = {"files": [[f.prefix, scan.load_meta(p)[3]] for f, p in zip(files, scans)],
                       "frequency_threshold": opts.frequency_threshold}
     sizes = _vocabulary(work, scans, vocab_settings, workers)
-    table_rows = vocab.table_sizes(sizes, opts.max_ind_range)
+    table_rows = vocab.table_sizes(sizes, opts.max_ind_range, opts.num_embeddings_per_feature)
 
     shuffled = opts.shuffle_seed is not None and dataset == "criteo_1tb" and n >= 2
     # Shuffled: the days are written one-hot, shuffled, and only then made multi-hot (MLPerf
-    # materializes its multi-hot days from the shuffled ones).
+    # materializes its multi-hot days from the shuffled ones). The training days keep their
+    # contiguous ids unhashed until the shuffle's float32 round trip, as the reference's do:
+    # it rounds the uncapped ids (45,000,001 -> 45,000,000) and hashes them only when read
+    # (45,000,000 % 40M = 5,000,000; hashing first would give 5,000,001).
     day_multi_hot = opts.multi_hot_sizes if not shuffled else None
-    write_settings = {"vocab": vocab_settings, "max_ind_range": opts.max_ind_range,
+    write_settings = {"vocab": vocab_settings, "hashes": table_rows,
                       "multi_hot_sizes": day_multi_hot,
                       "multi_hot_distribution_type": opts.multi_hot_distribution_type if day_multi_hot else None}
-    todo = [f for f in files if write.is_done(work, opts.output, f.prefix, _day_settings(write_settings, f)) is None]
+    day_settings = {f.prefix: _day_settings(write_settings, f, unhashed=shuffled and f is not files[-1])
+                    for f in files}
+    todo = [f for f in files if write.is_done(work, opts.output, f.prefix, day_settings[f.prefix]) is None]
     tables = None
     if day_multi_hot and todo:
         start = time.monotonic()
         tables = multi_hot.make_tables(work, opts.multi_hot_sizes, table_rows, opts.multi_hot_distribution_type)
         say(f"multi-hot lookup tables ready ({(time.monotonic() - start) / 60:.1f} min)")
-    calls = [(f, work, opts.output, _day_settings(write_settings, f), tables, table_rows) for f in files]
+    calls = [(f, work, opts.output, day_settings[f.prefix], tables, table_rows) for f in files]
     rows = {}
     for i, result in enumerate(workers.run(write.run, calls), 1):
         rows[result["prefix"]] = result["rows"]
@@ -146,26 +150,30 @@ def _shuffle(opts: Options, work: str, files: List[source.RawFile], rows: dict,
     train = files[:-1]
     start = time.monotonic()
     now = shuffle.shuffle(work, [os.path.join(opts.output, f.prefix) for f in train],
-                          [rows[f.prefix] for f in train], opts.shuffle_seed, run=workers.run)
+                          [rows[f.prefix] for f in train], opts.shuffle_seed, run=workers.run,
+                          hashes=table_rows)
     say(f"shuffle of {len(train)} days: " + (f"{(time.monotonic() - start) / 60:.1f} min" if now
                                              else "skipped (done before)"))
     if not opts.multi_hot_sizes:
         return
     settings = {"sizes": opts.multi_hot_sizes, "rows": table_rows,
-                "distribution": opts.multi_hot_distribution_type, "shuffle_seed": opts.shuffle_seed}
+                "distribution": opts.multi_hot_distribution_type, "shuffle_seed": opts.shuffle_seed,
+                "version": 2}  # 2: ids hashed after the shuffle's round trip
     done = os.path.join(work, "shuffle", "multi_hot.json")
     if not now and os.path.exists(done) and json.load(open(done)) == settings:
         return
+    start = time.monotonic()
     tables = multi_hot.make_tables(work, opts.multi_hot_sizes, table_rows, opts.multi_hot_distribution_type)
-    for f in files:
-        prefix = os.path.join(opts.output, f.prefix)
-        multi_hot.write_day(f"{prefix}_sparse_multi_hot.npz", np.load(f"{prefix}_sparse.npy", mmap_mode="r"),
-                            tables, opts.multi_hot_sizes, table_rows)
+    say(f"multi-hot lookup tables ready ({(time.monotonic() - start) / 60:.1f} min)")
+    calls = [(os.path.join(opts.output, f.prefix), tables, opts.multi_hot_sizes, table_rows) for f in files]
+    for i, result in enumerate(workers.run(multi_hot.write_day_of, calls), 1):  # --workers at a time
+        say(f"multi-hot {i}/{len(files)} {result['prefix']}: {result['rows']:,} rows, {_rate(result)}")
     write_json(done, settings)
 
 
-def _day_settings(settings: dict, raw: source.RawFile) -> dict:
-    return {**settings, "source_size": raw.size}
+def _day_settings(settings: dict, raw: source.RawFile, unhashed: bool = False) -> dict:
+    """One day's write settings; ``unhashed``: a training day the shuffle hashes afterwards."""
+    return {**settings, "source_size": raw.size, **({"hashes": None} if unhashed else {})}
 
 
 def _vocabulary(work: str, scans: List[str], settings: dict, workers: Workers) -> List[int]:

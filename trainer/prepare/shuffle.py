@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -35,8 +35,31 @@ from trainer.prepare.jsonfile import write_json
 from trainer.prepare.npyio import NpyFile
 
 PARTS = ("dense", "sparse", "labels")
-CHUNK_ROWS = 1 << 22  # output rows gathered at a time: about 0.7 GB of rows and indices
+CHUNK_ROWS = 1 << 22  # output rows gathered at a time: about 2.5 GB of rows, indices and ids
 SUFFIX = ".shuffled"
+
+# The memory the shuffle needs, in one place (the settings' rule refuses a pod with less:
+# infra/settings/rules.py prepare_shuffle_fits_its_pod). Measured with tracemalloc on numpy 2.4
+# (1M-row chunks of MLPerf-sized ids, hashed): 585 bytes per row of a chunk at the gather's peak
+# (the rows sorted by day, concatenated and put back in order, the float32 round trip and the
+# modulo's int64 temporaries).
+PERMUTATION_BYTES_PER_ROW = 4  # uint32
+DAY_BYTES_PER_ROW = 4 * (NUM_DENSE_FEATURES + NUM_SPARSE_FEATURES + 1)  # 160: float32/int32 row
+GATHER_BYTES_PER_ROW = 600
+
+
+def memory_bytes(rows: int, days: int, workers: int) -> int:
+    """Memory for shuffling ``rows`` rows of ``days`` training days on ``workers`` workers: the
+    larger of drawing the permutation (the parent holds it, 4 bytes a row: 16.8 GB for Criteo
+    1TB's 4,195,197,692) and gathering, when every chunk of every output day reads rows at
+    random from all input days through their memory maps: the days must stay in the page cache
+    (160 bytes a row, 671 GB), or each chunk re-reads a 4 KiB page from the file system for
+    almost every row (12 KiB a row, about 50 TB over the whole shuffle), beside one chunk per busy worker (one
+    day each: at most ``days``). Criteo 1TB with 23 busy workers: about 729 GB (679 GiB)."""
+    busy = max(1, min(workers, days))
+    draw = rows * PERMUTATION_BYTES_PER_ROW
+    gather = rows * DAY_BYTES_PER_ROW + busy * CHUNK_ROWS * GATHER_BYTES_PER_ROW
+    return max(draw, gather)
 
 
 def permutation(total: int, seed: int) -> np.ndarray:
@@ -51,10 +74,21 @@ def _through_float32(values: np.ndarray) -> np.ndarray:
     return values.astype(np.float32).astype(np.int32)
 
 
-def write_day(prefixes: List[str], rows: List[int], day: int, order_path: str) -> dict:
+def hashed(ids: np.ndarray, hashes: Optional[List[int]]) -> np.ndarray:
+    """Shuffled ids as the reference's training and materialize script see them: the float32
+    round trip first (its step-3 files), then each column modulo its table's rows
+    (``sparse % num_embeddings_per_feature`` when read). int32: every table is below 2**31."""
+    rounded = _through_float32(ids)
+    if not hashes:
+        return rounded
+    return (rounded % np.asarray(hashes, dtype=np.int64)).astype(np.int32)
+
+
+def write_day(prefixes: List[str], rows: List[int], day: int, order_path: str,
+              hashes: Optional[List[int]] = None) -> dict:
     """Output day ``day``: rows ``[start, start + rows[day])`` of the permuted order, gathered
-    from the input days ``prefixes`` (memory-mapped), written as ``<prefix>_<part>.npy.shuffled``.
-    A task for the worker pool."""
+    from the input days ``prefixes`` (memory-mapped, ids not yet hashed), written as
+    ``<prefix>_<part>.npy.shuffled`` with the ids ``hashed``. A task for the worker pool."""
     started = time.monotonic()
     order = np.load(order_path, mmap_mode="r")
     starts = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
@@ -68,7 +102,7 @@ def write_day(prefixes: List[str], rows: List[int], day: int, order_path: str) -
         wanted = np.asarray(order[first + lo:first + min(lo + CHUNK_ROWS, n)], dtype=np.int64)
         gathered = _gather(inputs, starts, wanted)
         outs[0].array.append(gathered[0].astype(np.float32))
-        outs[1].array.append(_through_float32(gathered[1]))
+        outs[1].array.append(hashed(gathered[1], hashes))
         outs[2].array.append(_through_float32(gathered[2]).reshape(-1, 1))
     for out in outs:
         out.close()
@@ -94,21 +128,24 @@ def _gather(inputs: List[List[np.ndarray]], starts: np.ndarray,
     return tuple(np.concatenate(p)[back] for p in pieces)  # type: ignore[return-value]
 
 
-def shuffle(work: str, prefixes: List[str], rows: List[int], seed: int, run=None) -> bool:
+def shuffle(work: str, prefixes: List[str], rows: List[int], seed: int, run=None,
+            hashes: Optional[List[int]] = None) -> bool:
     """Shuffle the days ``prefixes`` (paths without ``_<part>.npy``; the training days, the last
-    day left out by the caller) unless done with these settings. ``run(fn, calls)`` spreads
-    the days over workers (trainer/prepare/run.py's Workers.run); default: here, in order.
-    Returns whether it shuffled now (False: done before)."""
+    day left out by the caller) unless done with these settings, hashing their ids into
+    ``hashes`` (each table's rows; None: kept) after the float32 round trip. ``run(fn, calls)``
+    spreads the days over workers (trainer/prepare/run.py's Workers.run); default: here, in
+    order. Returns whether it shuffled now (False: done before)."""
     folder = os.path.join(work, "shuffle")
     os.makedirs(folder, exist_ok=True)
-    settings = {"days": [os.path.basename(p) for p in prefixes], "rows": list(rows), "seed": seed}
+    settings = {"days": [os.path.basename(p) for p in prefixes], "rows": list(rows), "seed": seed,
+                "hashes": list(hashes) if hashes else None}
     done, written = os.path.join(folder, "done.json"), os.path.join(folder, "written.json")
     if _matches(done, settings):
         return False
     if not _matches(written, settings):  # the inputs are still the unshuffled days
         order_path = os.path.join(folder, "permutation.npy")
         np.save(order_path, permutation(sum(rows), seed))
-        calls = [(prefixes, list(rows), day, order_path) for day in range(len(prefixes))]
+        calls = [(prefixes, list(rows), day, order_path, hashes) for day in range(len(prefixes))]
         for _ in (run or _in_order)(write_day, calls):
             pass
         write_json(written, settings)

@@ -15,8 +15,11 @@ the same numbering comes from sorting first occurrences (``counts.py``), merged 
 applied as ``sparse % num_embeddings_per_feature`` when read, e.g. in
 scripts/materialize_synthetic_multihot_dataset.py, and torchrec's
 ``InMemoryBinaryCriteoIterDataPipe(hashes=...)``): id ``% max_ind_range``, table
-``min(size, max_ind_range)``. Here the modulo is applied when writing, so every stored id is
-below its table's size and ``num_embeddings_per_feature`` holds every id.
+``min(size, max_ind_range)``; ``--num_embeddings_per_feature`` hashes into the model's own
+list instead (MLPerf's). Here the modulo is applied when writing, so every stored id is
+below its table's size and ``num_embeddings_per_feature`` holds every id; with
+``--shuffle_seed`` the training days are written unhashed and the shuffle hashes them after
+its float32 round trip, the reference's order (shuffle.py).
 
 Saved per column: ``<work>/vocab/ids_<k>.npy`` (int64, sorted raw ids) and
 ``contig_<k>.npy`` (int32, their contiguous ids, before the modulo), memory-mapped by the
@@ -26,7 +29,7 @@ write pass, so several workers share one copy through the page cache.
 from __future__ import annotations
 
 import os
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
@@ -70,11 +73,12 @@ def build_column(k: int, scans: List[str], frequency_threshold: int, work: str) 
 class Mapping:
     """Raw ids -> stored ids for every column, memory-mapped from the vocabulary files."""
 
-    def __init__(self, work: str, columns: int, max_ind_range: int) -> None:
+    def __init__(self, work: str, columns: int, hashes: Optional[List[int]]) -> None:
+        """``hashes``: each column's ids modulo its table's rows (None: contiguous ids as they are)."""
         where = os.path.join(work, "vocab")
         self.ids = [np.load(os.path.join(where, f"ids_{k}.npy"), mmap_mode="r") for k in range(columns)]
         self.contig = [np.load(os.path.join(where, f"contig_{k}.npy"), mmap_mode="r") for k in range(columns)]
-        self.max_ind_range = max_ind_range
+        self.hashes = hashes
 
     def apply(self, raw: np.ndarray) -> np.ndarray:
         """[n, 26] raw ids (all in the vocabulary) -> [n, 26] int32 stored ids."""
@@ -85,9 +89,16 @@ class Mapping:
                 raise RuntimeError(f"column {k}: an id not in the vocabulary; the source changed "
                                    "since the scan (remove <output>/.prepare/scan and rerun)")
             ids = self.contig[k][at]
-            out[:, k] = ids % self.max_ind_range if self.max_ind_range else ids
+            out[:, k] = ids % self.hashes[k] if self.hashes else ids
         return out
 
 
-def table_sizes(sizes: List[int], max_ind_range: int) -> List[int]:
+def table_sizes(sizes: List[int], max_ind_range: int,
+                num_embeddings: Optional[List[int]] = None) -> List[int]:
+    """Rows of each table: the model's own list when given (MLPerf's ``40000000,39060,...``,
+    which the reference hashes every id into: ``sparse % num_embeddings_per_feature``), else
+    the vocabulary's sizes capped at ``max_ind_range``. Hashing a contiguous id (below its
+    column's size) modulo the capped size is the same as modulo ``max_ind_range``."""
+    if num_embeddings:
+        return list(num_embeddings)
     return [min(s, max_ind_range) if max_ind_range else s for s in sizes]

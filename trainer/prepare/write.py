@@ -5,7 +5,8 @@ Dtypes and shapes are those of torchrec 1.8.0 ``BinaryCriteoUtils.tsv_to_npys``
 missing = 0, ``x - file_min + 2`` then ``np.log(..., dtype=np.float32)``),
 ``<prefix>_labels.npy`` int32 ``[n, 1]``; ``<prefix>_sparse.npy`` holds the contiguous ids of
 ``vocab.py`` as int32 ``[n, 26]`` (torchrec keeps int64; every id here is below 2**31 and
-half the size is 20 GB less per day; the trainer reads either). With multi-hot sizes,
+half the size is 20 GB less per day; the trainer reads either), hashed into the tables
+(``settings["hashes"]``) unless a shuffle hashes them later. With multi-hot sizes,
 ``<prefix>_sparse_multi_hot.npz`` follows (``multi_hot.py``).
 
 Every file is written as ``.tmp`` and renamed; only then is ``<work>/done/<prefix>.json``
@@ -83,7 +84,7 @@ def run(raw: source.RawFile, work: str, output: str, settings: dict,
     if os.path.exists(marker(work, raw.prefix)):
         os.remove(marker(work, raw.prefix))
     rows, _, dense_min, _ = scan.load_meta(scan.path(work, raw.prefix))
-    mapping = Mapping(work, NUM_SPARSE_FEATURES, settings["max_ind_range"])
+    mapping = Mapping(work, NUM_SPARSE_FEATURES, settings["hashes"])
     dense_path, sparse_path, labels_path = outputs(output, raw.prefix, False)
     files = [NpyFile(dense_path, np.float32, (rows, NUM_DENSE_FEATURES)),
              NpyFile(sparse_path, np.int32, (rows, NUM_SPARSE_FEATURES)),
