@@ -494,6 +494,33 @@ def test_a_grant_never_in_force_stops_the_run_naming_the_identity() -> None:
     assert now[0] >= kube_access.WAIT_SECONDS
 
 
+def test_the_grant_wait_runs_off_the_programs_event_loop() -> None:
+    """Up to 15 minutes of polling must not stall the program: while it waits, the event loop
+    keeps registering everything that does not need Kubernetes (issue 32, Azure C/D)."""
+    import asyncio
+    import threading
+
+    from infra.azure import kube_access
+
+    seen: list[tuple[str, bool]] = []
+    real = kube_access.wait_until_granted
+
+    def recording(config: str, token: str, principal: str, *rest: Any) -> str:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        seen.append((threading.current_thread().name, on_loop))
+        return real(config, token, principal, *rest)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kube_access, "wait_until_granted", recording)
+        run_stack("azure")
+    assert seen and all(not on_loop for _, on_loop in seen), seen
+    assert all(name != threading.main_thread().name for name, _ in seen), seen
+
+
 def test_a_cluster_with_local_accounts_grants_nothing_and_asks_nothing() -> None:
     fake.REVIEWS.clear()
     run = run_stack("azure", overrides={"azure": {"disableLocalAccounts": False}})
