@@ -1744,6 +1744,22 @@ def test_the_region_info_read_retries_throttling_and_stops_at_a_refusal() -> Non
         {"availabilityZone": "1", "isAvailable": False}, {"availabilityZone": "3"}]}) == set()
 
 
+def test_an_unregistered_netapp_provider_is_named_with_the_command_that_registers_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh subscription has Microsoft.NetApp unregistered: the program's first call into it
+    (ANF's region info, before any resource) gets ARM's 409 MissingSubscriptionRegistration,
+    said with `az provider register`, not as a bare HTTPError traceback (issue 32)."""
+    from infra.azure.https import ProviderNotRegistered
+
+    monkeypatch.setattr(fake, "UNREGISTERED", {"Microsoft.NetApp"})
+    run = run_stack("azure", expect_error=True)
+    assert isinstance(run.error, ProviderNotRegistered), repr(run.error)
+    message = str(run.error)
+    assert "az provider register --namespace Microsoft.NetApp" in message
+    assert "Microsoft.NetApp" in message and "409" in message and "HTTPError" not in message
+    assert not [r for r in run.resources if r.custom and r.type.startswith("azure-native:")]
+
+
 # --- InfiniBand only for the job's namespace -------------------------------------------------
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"

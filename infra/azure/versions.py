@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ import pulumi
 from pulumi_azure_native import authorization, containerservice
 
 from infra.azure.deployer import check_one_login
-from infra.azure.https import with_retries
+from infra.azure.https import not_registered, with_retries
 from infra.kubernetes_release import Offered, minor_key, minor_of
 from infra.kubernetes_versions import aks_advice
 from infra.previous_run import PreviousRun
@@ -62,8 +63,15 @@ def get_json(url: str, token: str) -> dict[str, Any]:
 def get_with_retries(url: str, token: str,
                      sleep: Callable[[float], None] | None = None) -> dict[str, Any]:
     """get_json under the shared retry policy (infra/azure/https.py): every ARM read the
-    program makes itself (this listing, Resource SKUs, NetApp region info) goes through it."""
-    return with_retries(lambda: get_json(url, token), sleep)
+    program makes itself (this listing, Resource SKUs, NetApp region info) goes through it. A
+    provider the subscription has not registered is said with `az provider register`."""
+    try:
+        return with_retries(lambda: get_json(url, token), sleep)
+    except urllib.error.HTTPError as error:
+        unregistered = not_registered(error, url)
+        if unregistered is None:
+            raise
+        raise unregistered from None
 
 
 def deployer_subscription_and_token() -> tuple[str, str]:

@@ -318,11 +318,35 @@ NETAPP_REGION_INFO: dict[str, Any] = region_info(["1", "2", "3"])
 NETAPP_REQUESTS: list[str] = []  # every Query Region Info request
 
 
+# Resource providers this subscription has not registered (a fresh one: Microsoft.NetApp).
+UNREGISTERED: set[str] = set()
+
+
+def missing_registration(url: str, namespace: str) -> Exception:
+    """ARM's answer to a call into an unregistered provider, as urllib raises it: HTTP 409 with
+    MissingSubscriptionRegistration (learn.microsoft.com/azure/azure-resource-manager/
+    troubleshooting/error-register-resource-provider)."""
+    import io
+    import urllib.error
+
+    body = json.dumps({"error": {
+        "code": "MissingSubscriptionRegistration",
+        "message": f"The subscription is not registered to use namespace '{namespace}'. See "
+                   "https://aka.ms/rps-not-found for how to register subscriptions.",
+        "details": [{"code": "MissingSubscriptionRegistration", "target": namespace,
+                     "message": f"The subscription is not registered to use namespace "
+                                f"'{namespace}'."}]}}).encode()
+    return urllib.error.HTTPError(url, 409, "Conflict", {}, io.BytesIO(body))  # type: ignore[arg-type]
+
+
 def arm_get(url: str, token: str) -> dict[str, Any]:
     """Stands in for the program's ARM GETs (infra/azure/versions.get_json): AKS's version
     listing, the Resource SKUs list and ANF's region info, all with the ARM-audience token."""
     if token != ENTRA_ACCESS_TOKEN:
         raise AssertionError(f"ARM request {url} without the ARM-audience token")
+    for namespace in UNREGISTERED:
+        if f"/providers/{namespace}/" in url:
+            raise missing_registration(url, namespace)
     if "/kubernetesVersions?api-version=" in url:
         AKS_REQUESTS.append((url, token))
         return AKS_LISTING
