@@ -189,6 +189,31 @@ def test_system_pool_is_system_mode_in_the_node_subnet(run: Run) -> None:
     assert system["enableNodePublicIP"] is False
 
 
+# --- the autoscaler waits for ND drivers (issue 32, Azure B) --------------------------------
+def test_the_autoscaler_keeps_a_new_nd_node_until_its_drivers_are_built(run: Run) -> None:
+    """A new ND96asr_v4 offers no GPUs or rdma/ib until the DOCA-OFED and GPU drivers are
+    compiled on it (the catalog budgets 45 minutes): AKS's defaults (unready nodes removed
+    after 20m, a scale-up failed after 15m, the autoscaler halted past 3 unready nodes) would
+    remove it or stop scaling before then; idle nodes still go 10 minutes after the job ends."""
+    from infra.catalog import Cloud, machine as catalog_machine
+
+    budget = catalog_machine(Cloud.AZURE, "Standard_ND96asr_v4").node_ready_minutes
+    assert budget == 45
+    profile = run.one(CLUSTER).inputs["autoScalerProfile"]
+    # The SDK's names; the provider writes ARM's scale-down-unready-time etc.
+    for key in ("scaleDownUnreadyTime", "maxNodeProvisionTime", "scaleDownDelayAfterAdd"):
+        minutes = int(profile[key].removesuffix("m"))
+        assert profile[key] == f"{minutes}m" and minutes > budget, (key, profile[key])
+        assert minutes > 20 and minutes > 15  # past AKS's defaults
+    assert profile["scaleDownUnneededTime"] == "10m"
+    assert int(profile["okTotalUnreadyCount"]) >= 4  # both pools' 2 + 2 nodes at once
+
+
+def test_a_larger_gpu_pool_raises_the_unready_count_the_autoscaler_tolerates() -> None:
+    run = run_stack("azure", overrides={"gpuPools": {"onDemand": {"maxNodes": 8}}})
+    assert run.one(CLUSTER).inputs["autoScalerProfile"]["okTotalUnreadyCount"] == "10"
+
+
 # --- GPU pools -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def placement() -> Run:
