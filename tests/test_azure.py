@@ -1347,6 +1347,35 @@ def test_without_retention_destroy_deletes_the_checkpoints_too(no_placement_loca
         assert resource.urn in deleted
 
 
+BLOB_SERVICE = "azure-native:storage:BlobServiceProperties"
+LIFECYCLE = "azure-native:storage:ManagementPolicy"
+
+
+def test_deleted_or_overwritten_checkpoints_stay_recoverable_for_a_week(run: Run) -> None:
+    """Blob versioning (an overwrite keeps the old version), blob and container soft delete,
+    7 days each, on the checkpoint account, kept with it on destroy; permanent delete stays
+    off, and the job's role (Storage Blob Data Contributor) has no version delete. Previous
+    versions expire after the same 7 days (issue 33)."""
+    account = run.one(ACCOUNT)
+    recovery = run.one(BLOB_SERVICE).inputs
+    assert recovery["accountName"] == account.inputs["accountName"]
+    assert recovery["resourceGroupName"] == account.inputs["resourceGroupName"]
+    assert recovery["blobServicesName"] == "default"
+    assert recovery["isVersioningEnabled"] is True
+    for policy in ("deleteRetentionPolicy", "containerDeleteRetentionPolicy"):
+        assert recovery[policy] == {"enabled": True, "days": 7}, policy
+    assert run.one(BLOB_SERVICE).retain_on_delete and run.one(LIFECYCLE).retain_on_delete
+    assert not {run.one(BLOB_SERVICE).urn, run.one(LIFECYCLE).urn} & _destroy_deletes(run)
+    (rule,) = run.one(LIFECYCLE).inputs["policy"]["rules"]
+    assert rule["enabled"] is True and rule["type"] == "Lifecycle"
+    assert rule["definition"]["actions"] == {
+        "version": {"delete": {"daysAfterCreationGreaterThan": 7}}}
+    assert run.waits_for(run.one(LIFECYCLE), run.one(BLOB_SERVICE))
+    # The job writes with Storage Blob Data Contributor, which has no deleteBlobVersion.
+    job_role = _role(run, STORAGE_BLOB_DATA_CONTRIBUTOR)
+    assert job_role.inputs["principalId"] == fake.TRAINER_PRINCIPAL_ID
+
+
 # --- found again: destroy, then up, with the kept checkpoint store --------------------------------
 def _kept_after_destroy(run: Run) -> None:
     """The fake subscription after `pulumi destroy` of `run`: what destroy cannot reach remains."""
@@ -1371,8 +1400,12 @@ def test_destroy_then_up_imports_the_kept_store_and_keeps_the_checkpoint_locatio
     assert group.import_id == fake.group_id(kept_group)
     assert account.import_id == fake.account_id(kept_group, name)
     assert container.import_id == fake.container_id(kept_group, name, "checkpoints")
-    assert {r.name for r in again.resources if r.import_id} == {group.name, account.name,
-                                                                 container.name}
+    recovery, lifecycle = again.one(BLOB_SERVICE), again.one(LIFECYCLE)
+    assert recovery.import_id == fake.account_id(kept_group, name) + "/blobServices/default"
+    assert lifecycle.import_id == (fake.account_id(kept_group, name)
+                                   + "/managementPolicies/default")
+    assert {r.name for r in again.resources if r.import_id} == {
+        group.name, account.name, container.name, recovery.name, lifecycle.name}
     # The same place for the job, still kept by the next destroy.
     for key in ("checkpoint_uri", "storage_account", "checkpoint_resource_group"):
         assert again.outputs[key] == run.outputs[key], key
