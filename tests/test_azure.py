@@ -1120,12 +1120,16 @@ def test_long_term_support_is_an_explicit_choice_with_the_premium_tier(cloud: Si
     assert cluster["sku"]["tier"] == "Premium"
 
 
-def _live(run: Run, control_plane: str, pools: dict[str, str] | None = None) -> dict[str, Any]:
-    """AKS runs the stack's cluster at `control_plane`, every pool at it unless `pools` says;
-    returns the stack outputs the run left (what the next run reads)."""
+def _live(run: Run, control_plane: str, pools: dict[str, str] | None = None,
+          nodes: dict[str, int] | None = None,
+          vm_sizes: dict[str, str] | None = None) -> dict[str, Any]:
+    """AKS runs the stack's cluster at `control_plane`, every pool at it unless `pools` says,
+    with `nodes` nodes per pool (default none); returns the stack outputs the run left (what
+    the next run reads)."""
     names = [name for name in _versions(run) if name != "cluster"]
     fake.live_cluster(run.outputs["cluster_name"], control_plane,
-                      {name: (pools or {}).get(name, control_plane) for name in names})
+                      {name: (pools or {}).get(name, control_plane) for name in names},
+                      nodes=nodes, vm_sizes=vm_sizes)
     return dict(run.outputs)
 
 
@@ -1149,8 +1153,17 @@ def test_a_pool_behind_the_control_plane_is_not_upgraded_unasked(run: Run, cloud
     assert set(versions.values()) == {"1.35"}
 
 
-def test_setting_the_next_minor_upgrades_the_control_plane_then_the_pools(
+UPGRADE_137 = ("az aks upgrade --resource-group torchrec-cloud-azure-rg --name "
+               "torchrec-cloud-azure-aks --kubernetes-version 1.37 --yes")
+
+
+def test_setting_the_next_minor_names_the_upgrade_aks_takes_only_in_one_piece(
         run: Run, cloud: SimpleNamespace) -> None:
+    """A pinned upgrade. AKS refuses a cluster update that moves the control plane and the
+    inline system pool while the GPU AgentPools stay behind, and, with the patch auto-upgrade
+    channel, a control-plane-only one (Azure/AKS#4765): the whole-cluster upgrade is one
+    request, which `az aks upgrade` sends and Pulumi cannot. So `pulumi up` stops before any
+    change with that command; after it, the same setting changes nothing (issue 32, Azure A)."""
     previous = _live(run, "1.35.2")
     with cloud.on("2027-06-01"):
         refused = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
@@ -1158,11 +1171,74 @@ def test_setting_the_next_minor_upgrades_the_control_plane_then_the_pools(
     assert isinstance(refused.error, SettingsError) and not refused.resources
     previous = _live(run, "1.36.2")
     with cloud.on("2027-06-01"):
+        refused = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
+                            previous_outputs=previous, expect_error=True)
+    assert isinstance(refused.error, SettingsError) and not refused.resources
+    (problem,) = refused.error.problems
+    assert problem.path == "kubernetes.version" and problem.value == "1.37"
+    assert UPGRADE_137 in problem.allowed and "runs 1.36.2" in problem.allowed
+    assert "no surge node" in problem.allowed
+    assert "job.suspend" not in problem.allowed  # no GPU node runs: nothing to stop
+    # What the user runs: AKS upgrades the control plane and every pool together; then the
+    # same setting is a run that declares every pool at what it runs.
+    previous = _live(run, "1.37.1")
+    with cloud.on("2027-06-01"):
         later = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
                           previous_outputs=previous)
     assert set(_versions(later).values()) == {"1.37"}
-    cluster = later.one(CLUSTER)
-    assert all(later.waits_for(pool, cluster) for pool in _pools(later).values())
+    assert later.outputs["kubernetes_version"] == "1.37.1"
+
+
+def test_an_upgrade_with_gpu_nodes_running_says_how_to_suspend_and_resume_the_job(
+        run: Run, cloud: SimpleNamespace) -> None:
+    gpu_pool = next(iter(_pools(run)))
+    previous = _live(run, "1.36.2", nodes={"system": 2, gpu_pool: 2})
+    with cloud.on("2027-06-01"):
+        refused = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
+                            previous_outputs=previous, expect_error=True)
+    assert isinstance(refused.error, SettingsError) and not refused.resources
+    (problem,) = refused.error.problems
+    text = problem.allowed
+    assert "2 node(s)" in text and UPGRADE_137 in text
+    suspend = text.index("pulumi config set --path job.suspend true")
+    assert suspend < text.rindex(UPGRADE_137) < text.index(
+        "pulumi config set --path job.suspend false")
+
+
+def test_a_cluster_aks_upgraded_itself_is_declared_as_it_runs_so_nothing_rolls(
+        run: Run, cloud: SimpleNamespace) -> None:
+    """A cloud-side auto-upgrade: AKS's lookup shows the cluster and every pool already on a
+    newer minor than kubernetes.version. Every pool is declared at what it runs, so this run
+    neither downgrades nor rolls any node, and nothing is refused."""
+    previous = _live(run, "1.36.4", nodes={"system": 2, next(iter(_pools(run))): 2})
+    with cloud.on("2027-06-01"):
+        later = run_stack("azure", overrides={"kubernetes": {"version": "1.35"}},
+                          previous_outputs=previous)
+    assert set(_versions(later).values()) == {"1.36"}
+    assert later.outputs["kubernetes_version"] == "1.36.4"
+    assert fake.AKS_REQUESTS == []
+
+
+def test_a_new_gpu_vm_size_under_a_running_job_is_refused_with_suspend_and_resume(
+        run: Run, cloud: SimpleNamespace) -> None:
+    """A template change that replaces the pool (AKS cannot change vmSize in place): refused
+    while the pool has nodes, with the commands that stop the job first and resume it; once
+    the pool is empty the same change goes ahead."""
+    new_size = {"gpuPools": {"onDemand": {"machineType": "Standard_ND96amsr_A100_v4"}}}
+    sizes = {"gpu": "Standard_ND96asr_v4", "gpuspot": "Standard_ND96asr_v4"}
+    previous = _live(run, "1.35.2", nodes={"gpu": 2}, vm_sizes=sizes)
+    with cloud.on("2026-11-26"):
+        refused = run_stack("azure", overrides=new_size, previous_outputs=previous,
+                            expect_error=True)
+    assert isinstance(refused.error, SettingsError) and not refused.resources
+    (problem,) = refused.error.problems
+    assert problem.path == "gpuPools.onDemand.machineType"
+    assert "runs Standard_ND96asr_v4 on 2 node(s)" in problem.allowed
+    assert "job.suspend true" in problem.allowed and "job.suspend false" in problem.allowed
+    previous = _live(run, "1.35.2", nodes={"gpu": 0}, vm_sizes=sizes)
+    with cloud.on("2026-11-26"):
+        later = run_stack("azure", overrides=new_size, previous_outputs=previous)
+    assert _pools(later)["gpu"].inputs["vmSize"] == "Standard_ND96amsr_A100_v4"
 
 
 def test_a_cluster_deleted_outside_pulumi_is_made_again_at_a_minor_aks_offers(
@@ -1206,11 +1282,10 @@ def test_a_cluster_whose_next_minor_left_aks_upgrades_to_the_lowest_offered_one(
     (problem,) = [p for p in refused.error.problems if p.path == "kubernetes.version"]
     assert "the next upgrade is to 1.36" in problem.allowed
     with cloud.on("2028-06-01"):
-        later = run_stack("azure", overrides={"kubernetes": {"version": "1.36"}},
-                          previous_outputs=previous)
-    assert set(_versions(later).values()) == {"1.36"}
-    cluster = later.one(CLUSTER)
-    assert all(later.waits_for(pool, cluster) for pool in _pools(later).values())
+        refused = run_stack("azure", overrides={"kubernetes": {"version": "1.36"}},
+                            previous_outputs=previous, expect_error=True)
+    (problem,) = refused.error.problems
+    assert "--kubernetes-version 1.36 --yes" in problem.allowed and not refused.resources
 
 
 @pytest.mark.parametrize("key", ["subscriptionId", "clientSecret", "environment"])

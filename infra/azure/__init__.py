@@ -30,6 +30,7 @@ from infra.azure.node_pools import contract_pool, create_gpu_pool, plan_pools
 from infra.azure.registry import REGISTRY_MAX_LENGTH, create_trainer_image
 from infra.azure.rdma_admission import restrict_rdma
 from infra.azure.skus import check_pool_zones
+from infra.azure.upgrade import check_changes
 from infra.azure.storage import (STORAGE_ACCOUNT_MAX_LENGTH, KeptStore, checkpoint_store,
                                  create_checkpoints, find_kept_store)
 from infra.azure.versions import CLUSTER_GROUP_OUTPUT, live_cluster
@@ -108,6 +109,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
                  else KubeLogin(AZURE_CLI))
         # Both are read before anything is registered (synchronous invokes).
         found = kept_store(prefix, args.previous)
+        check_changes(args)  # an upgrade Pulumi cannot send, a pool replaced under the job
         running = pool_versions(args)
         # User or service principal: the type of every grant to the deployer (deployer.py).
         deployer_type = deployer_principal_type()

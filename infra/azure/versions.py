@@ -22,7 +22,7 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -160,6 +160,10 @@ class LiveCluster:
 
     version: str  # currentKubernetesVersion, e.g. "1.35.4"
     pools: Mapping[str, str]  # agent pool name -> the minor its nodes run
+    name: str = ""  # the cluster's name and resource group, for the commands in messages
+    resource_group: str = ""
+    nodes: Mapping[str, int] = field(default_factory=dict)  # agent pool name -> its node count
+    vm_sizes: Mapping[str, str] = field(default_factory=dict)  # agent pool name -> its VM size
 
 
 def live_cluster(previous: PreviousRun) -> LiveCluster | None:
@@ -175,13 +179,19 @@ def live_cluster(previous: PreviousRun) -> LiveCluster | None:
         if NOT_FOUND.search(str(error)):
             return None
         raise
-    pools = {}
+    pools, nodes, sizes = {}, {}, {}
     for profile in cluster.agent_pool_profiles or []:
         running = profile.current_orchestrator_version or profile.orchestrator_version
         if running:
             pools[profile.name] = minor_of(running)
+        nodes[profile.name] = int(profile.count or 0)
+        if profile.vm_size:
+            sizes[profile.name] = profile.vm_size
     version = cluster.current_kubernetes_version or cluster.kubernetes_version
-    return LiveCluster(version=version, pools=pools) if version else None
+    if not version:
+        return None
+    return LiveCluster(version=version, pools=pools, name=name, resource_group=group,
+                       nodes=nodes, vm_sizes=sizes)
 
 
 def live_version(settings: Settings, previous: PreviousRun) -> str | None:

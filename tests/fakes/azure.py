@@ -440,12 +440,17 @@ def _get_cluster(args: pulumi.runtime.MockCallArgs) -> Any:
     return {"name": name, "location": "eastus", **LIVE_CLUSTERS[name]}
 
 
-def live_cluster(name: str, version: str, pools: dict[str, str]) -> None:
-    """A cluster AKS reports as running `version`, its agent pools at `pools` (name -> version)."""
+def live_cluster(name: str, version: str, pools: dict[str, str],
+                 nodes: dict[str, int] | None = None,
+                 vm_sizes: dict[str, str] | None = None) -> None:
+    """A cluster AKS reports as running `version`, its agent pools at `pools` (name -> version),
+    with `nodes` nodes each (default 0) and VM sizes `vm_sizes` (default: not reported)."""
     LIVE_CLUSTERS[name] = {
         "currentKubernetesVersion": version, "kubernetesVersion": version.rsplit(".", 1)[0],
         "agentPoolProfiles": [{"name": pool, "currentOrchestratorVersion": running,
-                               "orchestratorVersion": running.rsplit(".", 1)[0]}
+                               "orchestratorVersion": running.rsplit(".", 1)[0],
+                               "count": (nodes or {}).get(pool, 0),
+                               **({"vmSize": vm_sizes[pool]} if pool in (vm_sizes or {}) else {})}
                               for pool, running in pools.items()],
     }
 
