@@ -1451,6 +1451,34 @@ def test_deleted_or_overwritten_checkpoints_stay_recoverable_for_a_week(run: Run
     assert job_role.inputs["principalId"] == fake.TRAINER_PRINCIPAL_ID
 
 
+WORKSPACE = "azure-native:operationalinsights:Workspace"
+DIAGNOSTIC = "azure-native:monitor:DiagnosticSetting"
+
+
+def test_the_clusters_audit_log_goes_to_a_workspace_kept_with_the_checkpoints(run: Run) -> None:
+    """AKS keeps no audit log unless a diagnostic setting sends it: kube-audit-admin (every
+    write to the API server) goes to a Log Analytics workspace in the kept checkpoint group,
+    which `pulumi destroy` leaves (issue 33)."""
+    setting = run.one(DIAGNOSTIC).inputs
+    workspace = run.one(WORKSPACE)
+    assert setting["resourceUri"].endswith(
+        "/providers/Microsoft.ContainerService/managedClusters/torchrec-cloud-azure-aks")
+    assert setting["logs"] == [{"category": "kube-audit-admin", "enabled": True}]
+    assert setting["workspaceId"].endswith(
+        "/providers/Microsoft.OperationalInsights/workspaces/torchrec-cloud-azure-audit")
+    assert setting["logAnalyticsDestinationType"] == "Dedicated"
+    assert workspace.inputs["resourceGroupName"] == run.one(GROUP, "ckpt").inputs[
+        "resourceGroupName"]
+    assert workspace.inputs["retentionInDays"] == 30
+    assert workspace.retain_on_delete and workspace.urn not in _destroy_deletes(run)
+
+
+def test_without_retention_the_audit_workspace_goes_with_the_stack(
+        no_placement_local_accounts_image: Run) -> None:
+    run = no_placement_local_accounts_image
+    assert run.one(WORKSPACE).urn in _destroy_deletes(run)
+
+
 # --- found again: destroy, then up, with the kept checkpoint store --------------------------------
 def _kept_after_destroy(run: Run) -> None:
     """The fake subscription after `pulumi destroy` of `run`: what destroy cannot reach remains."""
@@ -1459,6 +1487,10 @@ def _kept_after_destroy(run: Run) -> None:
     assert not {group.urn, account.urn, container.urn} & deleted
     fake.keep_store(group.inputs["resourceGroupName"], account.inputs["accountName"],
                     container.inputs["containerName"])
+    workspace = run.one(WORKSPACE)
+    assert workspace.urn not in deleted
+    fake.EXISTING.add(fake.workspace_id(workspace.inputs["resourceGroupName"],
+                                        workspace.inputs["workspaceName"]).lower())
 
 
 def test_destroy_then_up_imports_the_kept_store_and_keeps_the_checkpoint_location(
@@ -1479,8 +1511,10 @@ def test_destroy_then_up_imports_the_kept_store_and_keeps_the_checkpoint_locatio
     assert recovery.import_id == fake.account_id(kept_group, name) + "/blobServices/default"
     assert lifecycle.import_id == (fake.account_id(kept_group, name)
                                    + "/managementPolicies/default")
+    workspace = again.one(WORKSPACE)
+    assert workspace.import_id == fake.workspace_id(kept_group, "torchrec-cloud-azure-audit")
     assert {r.name for r in again.resources if r.import_id} == {
-        group.name, account.name, container.name, recovery.name, lifecycle.name}
+        group.name, account.name, container.name, recovery.name, lifecycle.name, workspace.name}
     # The same place for the job, still kept by the next destroy.
     for key in ("checkpoint_uri", "storage_account", "checkpoint_resource_group"):
         assert again.outputs[key] == run.outputs[key], key

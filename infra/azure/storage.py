@@ -84,6 +84,7 @@ class KeptStore:
     group_id: str | None = None
     account_id: str | None = None
     container_id: str | None = None
+    audit_workspace_id: str | None = None  # the kube-audit workspace (infra/azure/audit.py)
 
     @property
     def adopted(self) -> bool:
@@ -101,21 +102,29 @@ def _exists(lookup) -> str | None:  # noqa: ANN001 (a no-argument invoke)
         raise
 
 
-def find_kept_store(prefix: str, account_name: str) -> KeptStore:
+def find_kept_store(prefix: str, account_name: str, audit_workspace: str | None = None
+                    ) -> KeptStore:
     """What of this stack's checkpoint store exists in the subscription now (synchronous
     invokes with the deployer's credentials, before any resource is registered)."""
     group_name = checkpoint_group_name(prefix)
     group_id = _exists(lambda: resources.get_resource_group(resource_group_name=group_name))
     if group_id is None:
         return KeptStore()
+    workspace_id = None
+    if audit_workspace:
+        from pulumi_azure_native import operationalinsights
+
+        workspace_id = _exists(lambda: operationalinsights.get_workspace(
+            resource_group_name=group_name, workspace_name=audit_workspace))
     account_id = _exists(lambda: storage.get_storage_account(
         account_name=account_name, resource_group_name=group_name))
     if account_id is None:
-        return KeptStore(group_id=group_id)
+        return KeptStore(group_id=group_id, audit_workspace_id=workspace_id)
     container_id = _exists(lambda: storage.get_blob_container(
         account_name=account_name, container_name=CHECKPOINT_CONTAINER,
         resource_group_name=group_name))
-    return KeptStore(group_id=group_id, account_id=account_id, container_id=container_id)
+    return KeptStore(group_id=group_id, account_id=account_id, container_id=container_id,
+                     audit_workspace_id=workspace_id)
 
 
 def _importing(opts: pulumi.ResourceOptions, resource_id: str | None) -> pulumi.ResourceOptions:

@@ -174,6 +174,8 @@ OUTPUTS: dict[str, Any] = {
     "azure-native:authorization:RoleAssignment": _named(
         "Microsoft.Authorization/roleAssignments", "roleAssignmentName"),
     "azure-native:containerregistry:Registry": _registry,
+    "azure-native:operationalinsights:Workspace": _named(
+        "Microsoft.OperationalInsights/workspaces", "workspaceName"),
 }
 
 
@@ -433,6 +435,15 @@ def _get_container(args: pulumi.runtime.MockCallArgs) -> Any:
     return _lookup(container_id(group, account, name), "ContainerNotFound", name)
 
 
+def workspace_id(group: str, workspace: str) -> str:
+    return f"{group_id(group)}/providers/Microsoft.OperationalInsights/workspaces/{workspace}"
+
+
+def _get_workspace(args: pulumi.runtime.MockCallArgs) -> Any:
+    group, name = args.args["resourceGroupName"], args.args["workspaceName"]
+    return _lookup(workspace_id(group, name), "ResourceNotFound", name)
+
+
 def _get_cluster(args: pulumi.runtime.MockCallArgs) -> Any:
     name = args.args["resourceName"]
     if name not in LIVE_CLUSTERS:
@@ -460,6 +471,7 @@ CALLS: dict[str, Any] = {
     "azure-native:storage:getStorageAccount": _get_account,
     "azure-native:storage:getBlobContainer": _get_container,
     "azure-native:containerservice:getManagedCluster": _get_cluster,
+    "azure-native:operationalinsights:getWorkspace": _get_workspace,
     "azure-native:features:getSubscriptionFeatureRegistration": _feature,
     "azure-native:authorization:getClientToken": _client_token,
     "azure-native:authorization:getClientConfig": _client_config,
