@@ -1985,3 +1985,69 @@ def test_the_readme_states_what_anf_gives_the_dataset_reads() -> None:
     assert f"Ultra` ({ANF_MIB_S_PER_TIB['Ultra'] * 4} MiB/s at 4 TiB)" in readme
     six = ANF_MIB_S_PER_TIB["Premium"] * 6
     assert six >= wanted and f"{six} MiB/s" in readme
+
+
+# --- the deployer's least privilege: a custom role and a conditioned RBAC Administrator ----------
+def test_the_deployer_role_grants_every_action_a_full_run_uses_and_no_role_assignment(
+        run: Run, cloud: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every azure-native resource type and invoke of full mock runs (the shipped stack, one
+    with placement, a given image and local accounts, a later run on a live cluster, an `up`
+    after destroy) maps to ARM actions that infra/azure/deployer-role.json grants; role
+    assignments are left to Role Based Access Control Administrator, whose condition names
+    exactly the roles the program assigns (issue 33)."""
+    from fnmatch import fnmatchcase
+
+    import tests.harness as harness
+    from infra.azure import deployer_role
+
+    invoked: set[str] = set()
+    real_call = harness.fake_call
+
+    def recording(args: Any) -> Any:
+        invoked.add(args.token)
+        return real_call(args)
+
+    monkeypatch.setattr(harness, "fake_call", recording)
+    runs = [run_stack("azure"), run_stack("azure", overrides={
+        "interconnect": {"placement": True}, "job": {"image": "example.azurecr.io/trainer:1"},
+        "azure": {"disableLocalAccounts": False}})]
+    with cloud.on("2026-11-26"):
+        runs.append(run_stack("azure", previous_outputs=_live(run, "1.35.2")))
+        _kept_after_destroy(run)
+        runs.append(run_stack("azure"))
+    shipped = deployer_role.shipped()
+    assert shipped == deployer_role.role_definition()  # regenerated with the module
+    granted = shipped["Actions"]
+
+    def allowed(action: str) -> bool:
+        return any(fnmatchcase(action.lower(), grant.lower()) for grant in granted)
+
+    used = {r.type for one in runs for r in one.resources if r.type.startswith("azure-native:")}
+    unmapped = used - set(deployer_role.RESOURCE_TYPES)
+    assert not unmapped, f"add these types to infra/azure/deployer_role.py: {unmapped}"
+    for token in used:
+        arm_type = deployer_role.RESOURCE_TYPES[token]
+        verbs = ("read",) if arm_type in deployer_role.DELEGATED else ("read", "write", "delete")
+        for verb in verbs:
+            assert allowed(f"{arm_type}/{verb}"), (token, verb)
+    calls = {t for t in invoked if t.startswith("azure-native:")}
+    assert {"azure-native:containerservice:getManagedCluster",
+            "azure-native:storage:getStorageAccount"} <= calls  # the later runs' reads ran
+    assert not calls - set(deployer_role.INVOKE_ACTIONS), calls - set(deployer_role.INVOKE_ACTIONS)
+    for token in calls:
+        for action in deployer_role.INVOKE_ACTIONS[token]:
+            assert allowed(action), (token, action)
+    # The program's own ARM GETs: AKS versions, Resource SKUs, ANF region info.
+    for action in ("Microsoft.ContainerService/locations/kubernetesVersions/read",
+                   "Microsoft.Compute/skus/read", "Microsoft.NetApp/locations/regionInfo/read",
+                   "Microsoft.Network/virtualNetworks/subnets/join/action"):
+        assert allowed(action), action
+    # No way to grant itself anything: no Authorization writes, no wildcard over a provider.
+    assert not [g for g in granted if g.startswith("Microsoft.Authorization/")
+                and not g.endswith("/read")]
+    assert not [g for g in granted if g == "*" or g.endswith("/*") or g.count("/") < 2]
+    assigned = {r.inputs["roleDefinitionId"].rsplit("/", 1)[1]
+                for one in runs for r in one.of_type(ROLE)}
+    assert assigned == set(deployer_role.GRANTED_ROLES)
+    condition = deployer_role.rbac_condition()
+    assert all(condition.count(role) == 2 for role in assigned)  # write and delete
