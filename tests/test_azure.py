@@ -296,7 +296,7 @@ def test_gpu_driver_is_left_to_the_gpu_operator(run: Run) -> None:
     for pool in _pools(run).values():
         assert pool.inputs["gpuProfile"] == {"driver": "None"}
     release = run.one(RELEASE, "gpu-operator")
-    assert release.inputs["chart"] == "gpu-operator" and release.inputs["version"] == "v25.10.0"
+    assert release.inputs["chart"] == "gpu-operator" and release.inputs["version"] == "v26.3.3"
     assert release.inputs["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
     assert release.inputs["values"]["driver"]["rdma"]["enabled"] is True
 
@@ -329,7 +329,7 @@ def test_gpu_metrics_come_from_the_gpu_operators_dcgm_exporter_where_status_read
 def test_infiniband_is_exposed_by_the_rdma_shared_device_plugin(run: Run) -> None:
     release = run.one(RELEASE, "network-operator")
     assert release.inputs["chart"] == "network-operator"
-    assert release.inputs["version"] == "25.10.0"
+    assert release.inputs["version"] == "26.4.0"
     policy = run.one(NIC_POLICY)
     assert run.waits_for(policy, release)
     plugin = policy.inputs["spec"]["rdmaSharedDevicePlugin"]
@@ -340,6 +340,27 @@ def test_infiniband_is_exposed_by_the_rdma_shared_device_plugin(run: Run) -> Non
     # Azure's policy for this driver tag: `openibd restart` must not fail on NDm A100 v4.
     driver_env = {e["name"]: e["value"] for e in policy.inputs["spec"]["ofedDriver"]["env"]}
     assert driver_env["OFED_BLACKLIST_MODULES_FILE"].endswith("blacklist-ofed-modules.conf")
+
+
+@pytest.mark.parametrize(("minor", "gpu", "network", "doca"), [
+    ("1.31", "v25.10.0", "25.10.0", "doca3.2.0-25.10-1.2.8.0-2"),
+    ("1.35", "v26.3.3", "26.4.0", "doca3.4.0-26.04-0.8.6.0-0"),
+    ("1.36", "v26.3.3", "26.4.0", "doca3.4.0-26.04-0.8.6.0-0"),
+])
+def test_each_kubernetes_minor_gets_operators_that_support_it_through_1_36(
+        minor: str, gpu: str, network: str, doca: str) -> None:
+    """GPU Operator v26.3.3 (Kubernetes 1.32-1.36) and Network Operator 26.4.0, the versions
+    Azure's AKS InfiniBand guide installs, with the NicClusterPolicy images of that release;
+    25.10.0 below 1.32. No minor through 1.36 is past the table (issue 32, Azure C/D)."""
+    from infra.addon_versions import choose
+    from infra.azure.addons import NIC_POLICY_IMAGES, nic_cluster_policy_spec
+
+    chosen_gpu, chosen_network = choose("gpu-operator", minor), choose("network-operator", minor)
+    assert (chosen_gpu.row.version, chosen_network.row.version) == (gpu, network)
+    assert not chosen_gpu.beyond_table and not chosen_network.beyond_table
+    spec = nic_cluster_policy_spec([], NIC_POLICY_IMAGES[network])
+    assert spec["ofedDriver"]["version"] == doca
+    assert spec["rdmaSharedDevicePlugin"]["version"] == f"network-operator-v{network}"
 
 
 def test_the_training_pod_asks_for_infiniband_and_may_lock_memory(run: Run) -> None:
