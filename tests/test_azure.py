@@ -1500,6 +1500,21 @@ def test_without_retention_the_audit_workspace_goes_with_the_stack(
     assert run.one(WORKSPACE).urn in _destroy_deletes(run)
 
 
+def test_checkpoints_kept_on_destroy_cannot_live_on_the_netapp_volume() -> None:
+    """Destroy deletes the ANF volume with its snapshots: checkpoints there with
+    retainOnDestroy (the default) are refused before anything exists, naming both fixes; with
+    retainOnDestroy false the user has accepted it (issue 33)."""
+    shared = {"checkpoints": {"location": "sharedFileSystem"}}
+    refused = run_stack("azure", overrides=shared, expect_error=True)
+    assert isinstance(refused.error, SettingsError) and not refused.resources
+    (problem,) = [p for p in refused.error.problems if p.path == "checkpoints.location"]
+    assert "pulumi config set --path checkpoints.location objectStore" in problem.allowed
+    assert "pulumi config set --path checkpoints.retainOnDestroy false" in problem.allowed
+    accepted = run_stack("azure", overrides={
+        "checkpoints": {"location": "sharedFileSystem", "retainOnDestroy": False}})
+    assert accepted.outputs["checkpoint_location"] == "sharedFileSystem"
+
+
 # --- found again: destroy, then up, with the kept checkpoint store --------------------------------
 def _kept_after_destroy(run: Run) -> None:
     """The fake subscription after `pulumi destroy` of `run`: what destroy cannot reach remains."""
