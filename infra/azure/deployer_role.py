@@ -79,7 +79,9 @@ INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
 # needs beyond the type's own write: joining the subnet (AKS pools, ANF's delegated subnet) and
 # naming it in the storage account's service-endpoint rule; the audit setting's destination.
 PROGRAM_READS: tuple[str, ...] = (
-    "Microsoft.ContainerService/locations/kubernetesVersions/read",
+    # ARM lists versions under locations (kubernetesVersions; orchestrators before it): every
+    # read there, and nothing else.
+    "Microsoft.ContainerService/locations/*/read",
     "Microsoft.Compute/skus/read",
     "Microsoft.NetApp/locations/*/read",
 )
