@@ -1221,9 +1221,18 @@ def test_an_upgrade_with_gpu_nodes_running_says_how_to_suspend_and_resume_the_jo
     (problem,) = refused.error.problems
     text = problem.allowed
     assert "2 node(s)" in text and UPGRADE_137 in text
-    suspend = text.index("pulumi config set --path job.suspend true")
+    # The suspending run keeps the version the cluster runs (else it is refused again).
+    suspend = text.index("pulumi config set --path kubernetes.version 1.36 && "
+                         "pulumi config set --path job.suspend true")
     assert suspend < text.rindex(UPGRADE_137) < text.index(
+        "pulumi config set --path kubernetes.version 1.37 && "
         "pulumi config set --path job.suspend false")
+    # Followed as written: the suspending run goes ahead.
+    with cloud.on("2027-06-01"):
+        suspending = run_stack("azure", overrides={"kubernetes": {"version": "1.36"},
+                                                   "job": {"suspend": True}},
+                               previous_outputs=previous)
+    assert suspending.one(JOB).inputs["spec"]["suspend"] is True
 
 
 def test_a_cluster_aks_upgraded_itself_is_declared_as_it_runs_so_nothing_rolls(
@@ -1255,7 +1264,10 @@ def test_a_new_gpu_vm_size_under_a_running_job_is_refused_with_suspend_and_resum
     (problem,) = refused.error.problems
     assert problem.path == "gpuPools.onDemand.machineType"
     assert "runs Standard_ND96asr_v4 on 2 node(s)" in problem.allowed
-    assert "job.suspend true" in problem.allowed and "job.suspend false" in problem.allowed
+    assert ("pulumi config set --path gpuPools.onDemand.machineType Standard_ND96asr_v4 && "
+            "pulumi config set --path job.suspend true") in problem.allowed
+    assert ("pulumi config set --path gpuPools.onDemand.machineType Standard_ND96amsr_A100_v4 "
+            "&& pulumi config set --path job.suspend false") in problem.allowed
     previous = _live(run, "1.35.2", nodes={"gpu": 0}, vm_sizes=sizes)
     with cloud.on("2026-11-26"):
         later = run_stack("azure", overrides=new_size, previous_outputs=previous)

@@ -41,14 +41,17 @@ def gpu_nodes(live: LiveCluster, pools: list[str]) -> int:
     return sum(live.nodes.get(pool, 0) for pool in pools)
 
 
-def suspend_first(nodes: int, then: str) -> str:
-    """What to do about a running job, or nothing when no GPU node runs."""
+def suspend_first(nodes: int, revert: str, middle: str, restore: str) -> str:
+    """What to do about a running job, or nothing when no GPU node runs. `revert` puts the
+    changed setting back for the run that suspends (which this check would refuse otherwise),
+    `middle` is what to do once the job is stopped, `restore` sets the change again."""
     if nodes == 0:
         return ""
     return (f" The GPU pools have {nodes} node(s) now and each one drained stops the job's gang:"
-            f" to do it between runs, first `{SUSPEND}` and `pulumi up` (the job stops after a "
-            f"save; its GPU nodes are removed about 10 minutes later), then {then}, then "
-            f"`{RESUME}` and `pulumi up` to resume from the newest checkpoint.")
+            f" to do it between runs, first `{revert} && {SUSPEND}` and `pulumi up` (the job "
+            "stops after a save; its GPU nodes are removed about 10 minutes later), then "
+            f"{middle}, then `{restore} && {RESUME}` and `pulumi up` to resume from the newest "
+            "checkpoint.")
 
 
 def check_changes(args: GpuClusterArgs) -> None:
@@ -74,7 +77,11 @@ def check_changes(args: GpuClusterArgs) -> None:
             f"upgrade` does: `{upgrade}` (control plane, then every pool; GPU nodes one at a "
             "time with no surge node, so no quota beyond maxNodes), then `pulumi up` again "
             "with this setting: it then changes nothing." + suspend_first(
-                gpu_nodes(live, gpu_pools), f"`{upgrade}`") + " Nothing was changed"))
+                gpu_nodes(live, gpu_pools),
+                f"pulumi config set --path kubernetes.version {release.upgrade_from}",
+                f"`{upgrade}`",
+                f"pulumi config set --path kubernetes.version {release.minor}")
+            + " Nothing was changed"))
     for key, pool in settings.gpu_pools_by_key.items():
         was = live.vm_sizes.get(pool.name)
         nodes = live.nodes.get(pool.name, 0)
@@ -84,6 +91,9 @@ def check_changes(args: GpuClusterArgs) -> None:
             f"gpuPools.{key.value}.machineType", pool.machine_type,
             f"pool {pool.name} runs {was} on {nodes} node(s); a new VM size replaces the pool, "
             "deleting all of its nodes at once under the running job." + suspend_first(
-                nodes, "`pulumi up` with the new machineType") + " Nothing was changed"))
+                nodes, f"pulumi config set --path gpuPools.{key.value}.machineType {was}",
+                "once the pool has no node",
+                f"pulumi config set --path gpuPools.{key.value}.machineType {pool.machine_type}")
+            + " Nothing was changed"))
     if problems:
         raise SettingsError(problems)
