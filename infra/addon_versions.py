@@ -148,7 +148,15 @@ ADDON_VERSIONS: dict[str, tuple[AddonVersion, ...]] = {
                      "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/25.10.0/"
                      "platform-support.html (NVIDIA/cloud-native-docs gpu-operator/"
                      "platform-support.rst @ adfe9224^: Ubuntu 22.04/24.04, Kubernetes "
-                     "1.30---1.35; 26.3.x lists 1.33---1.36 but its values were not reread)"),
+                     "1.30---1.35)"),
+        # The version Azure's AKS RDMA/InfiniBand guide installs. Its chart's values keep every
+        # key infra/azure/addons.py sets (deployments/gpu-operator/values.yaml @ v26.3.3, read
+        # 2026-11-28; new: kataSandboxDevicePlugin, deployed only with sandboxWorkloads).
+        AddonVersion("v26.3.3", "1.32", "1.36",
+                     "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/26.3.3/"
+                     "platform-support.html (NVIDIA/cloud-native-docs gpu-operator/"
+                     "platform-support.rst @ 815c4afb 'Update docs for 26.3.3': Ubuntu 22.04 "
+                     "and 24.04, Kubernetes 1.32---1.36)"),
     ),
     "network-operator": (
         # Bumped together with the NicClusterPolicy images (infra/azure/addons.py).
@@ -156,6 +164,15 @@ ADDON_VERSIONS: dict[str, tuple[AddonVersion, ...]] = {
                      "https://docs.nvidia.com/networking/display/kubernetes2510/platform-support"
                      " (not read in the 2026-11 pass: the GPU Operator 25.10 range, the same "
                      "NVIDIA cloud-native release train, stands in for it)", verified=False),
+        # The version Azure's AKS RDMA/InfiniBand guide installs; NicClusterPolicy image tags
+        # from Mellanox/network-operator hack/release.yaml @ v26.4.0 (infra/azure/addons.py).
+        AddonVersion("26.4.0", "1.32", "1.36",
+                     "https://docs.nvidia.com/networking/display/kubernetes2640/platform-support"
+                     " (its Kubernetes row not readable from here on 2026-11-28; 26.1.x lists "
+                     "1.31-1.35 (Mellanox/network-operator-docs docs/platform-support.rst @ "
+                     "0c0ecad), and the GPU Operator 26.3.3 range of the same release train, "
+                     "1.32-1.36, stands in for it; chart kubeVersion '>= 1.21.0-0')",
+                     verified=False),
     ),
     # --- GCP: NCCL plugin installer images (tag) ---------------------------------------------
     "gpudirect-tcpx": (

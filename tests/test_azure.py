@@ -189,6 +189,31 @@ def test_system_pool_is_system_mode_in_the_node_subnet(run: Run) -> None:
     assert system["enableNodePublicIP"] is False
 
 
+# --- the autoscaler waits for ND drivers (issue 32, Azure B) --------------------------------
+def test_the_autoscaler_keeps_a_new_nd_node_until_its_drivers_are_built(run: Run) -> None:
+    """A new ND96asr_v4 offers no GPUs or rdma/ib until the DOCA-OFED and GPU drivers are
+    compiled on it (the catalog budgets 45 minutes): AKS's defaults (unready nodes removed
+    after 20m, a scale-up failed after 15m, the autoscaler halted past 3 unready nodes) would
+    remove it or stop scaling before then; idle nodes still go 10 minutes after the job ends."""
+    from infra.catalog import Cloud, machine as catalog_machine
+
+    budget = catalog_machine(Cloud.AZURE, "Standard_ND96asr_v4").node_ready_minutes
+    assert budget == 45
+    profile = run.one(CLUSTER).inputs["autoScalerProfile"]
+    # The SDK's names; the provider writes ARM's scale-down-unready-time etc.
+    for key in ("scaleDownUnreadyTime", "maxNodeProvisionTime", "scaleDownDelayAfterAdd"):
+        minutes = int(profile[key].removesuffix("m"))
+        assert profile[key] == f"{minutes}m" and minutes > budget, (key, profile[key])
+        assert minutes > 20 and minutes > 15  # past AKS's defaults
+    assert profile["scaleDownUnneededTime"] == "10m"
+    assert int(profile["okTotalUnreadyCount"]) >= 4  # both pools' 2 + 2 nodes at once
+
+
+def test_a_larger_gpu_pool_raises_the_unready_count_the_autoscaler_tolerates() -> None:
+    run = run_stack("azure", overrides={"gpuPools": {"onDemand": {"maxNodes": 8}}})
+    assert run.one(CLUSTER).inputs["autoScalerProfile"]["okTotalUnreadyCount"] == "10"
+
+
 # --- GPU pools -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def placement() -> Run:
@@ -271,7 +296,7 @@ def test_gpu_driver_is_left_to_the_gpu_operator(run: Run) -> None:
     for pool in _pools(run).values():
         assert pool.inputs["gpuProfile"] == {"driver": "None"}
     release = run.one(RELEASE, "gpu-operator")
-    assert release.inputs["chart"] == "gpu-operator" and release.inputs["version"] == "v25.10.0"
+    assert release.inputs["chart"] == "gpu-operator" and release.inputs["version"] == "v26.3.3"
     assert release.inputs["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
     assert release.inputs["values"]["driver"]["rdma"]["enabled"] is True
 
@@ -304,7 +329,7 @@ def test_gpu_metrics_come_from_the_gpu_operators_dcgm_exporter_where_status_read
 def test_infiniband_is_exposed_by_the_rdma_shared_device_plugin(run: Run) -> None:
     release = run.one(RELEASE, "network-operator")
     assert release.inputs["chart"] == "network-operator"
-    assert release.inputs["version"] == "25.10.0"
+    assert release.inputs["version"] == "26.4.0"
     policy = run.one(NIC_POLICY)
     assert run.waits_for(policy, release)
     plugin = policy.inputs["spec"]["rdmaSharedDevicePlugin"]
@@ -315,6 +340,27 @@ def test_infiniband_is_exposed_by_the_rdma_shared_device_plugin(run: Run) -> Non
     # Azure's policy for this driver tag: `openibd restart` must not fail on NDm A100 v4.
     driver_env = {e["name"]: e["value"] for e in policy.inputs["spec"]["ofedDriver"]["env"]}
     assert driver_env["OFED_BLACKLIST_MODULES_FILE"].endswith("blacklist-ofed-modules.conf")
+
+
+@pytest.mark.parametrize(("minor", "gpu", "network", "doca"), [
+    ("1.31", "v25.10.0", "25.10.0", "doca3.2.0-25.10-1.2.8.0-2"),
+    ("1.35", "v26.3.3", "26.4.0", "doca3.4.0-26.04-0.8.6.0-0"),
+    ("1.36", "v26.3.3", "26.4.0", "doca3.4.0-26.04-0.8.6.0-0"),
+])
+def test_each_kubernetes_minor_gets_operators_that_support_it_through_1_36(
+        minor: str, gpu: str, network: str, doca: str) -> None:
+    """GPU Operator v26.3.3 (Kubernetes 1.32-1.36) and Network Operator 26.4.0, the versions
+    Azure's AKS InfiniBand guide installs, with the NicClusterPolicy images of that release;
+    25.10.0 below 1.32. No minor through 1.36 is past the table (issue 32, Azure C/D)."""
+    from infra.addon_versions import choose
+    from infra.azure.addons import NIC_POLICY_IMAGES, nic_cluster_policy_spec
+
+    chosen_gpu, chosen_network = choose("gpu-operator", minor), choose("network-operator", minor)
+    assert (chosen_gpu.row.version, chosen_network.row.version) == (gpu, network)
+    assert not chosen_gpu.beyond_table and not chosen_network.beyond_table
+    spec = nic_cluster_policy_spec([], NIC_POLICY_IMAGES[network])
+    assert spec["ofedDriver"]["version"] == doca
+    assert spec["rdmaSharedDevicePlugin"]["version"] == f"network-operator-v{network}"
 
 
 def test_the_training_pod_asks_for_infiniband_and_may_lock_memory(run: Run) -> None:
@@ -492,6 +538,33 @@ def test_a_grant_never_in_force_stops_the_run_naming_the_identity() -> None:
             kube_access.wait_until_granted(fake.aks_exec_kubeconfig(), "t",
                                            fake.DEPLOYER_OBJECT_ID, sleep, lambda: now[0])
     assert now[0] >= kube_access.WAIT_SECONDS
+
+
+def test_the_grant_wait_runs_off_the_programs_event_loop() -> None:
+    """Up to 15 minutes of polling must not stall the program: while it waits, the event loop
+    keeps registering everything that does not need Kubernetes (issue 32, Azure C/D)."""
+    import asyncio
+    import threading
+
+    from infra.azure import kube_access
+
+    seen: list[tuple[str, bool]] = []
+    real = kube_access.wait_until_granted
+
+    def recording(config: str, token: str, principal: str, *rest: Any) -> str:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        seen.append((threading.current_thread().name, on_loop))
+        return real(config, token, principal, *rest)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kube_access, "wait_until_granted", recording)
+        run_stack("azure")
+    assert seen and all(not on_loop for _, on_loop in seen), seen
+    assert all(name != threading.main_thread().name for name, _ in seen), seen
 
 
 def test_a_cluster_with_local_accounts_grants_nothing_and_asks_nothing() -> None:
@@ -1068,12 +1141,16 @@ def test_long_term_support_is_an_explicit_choice_with_the_premium_tier(cloud: Si
     assert cluster["sku"]["tier"] == "Premium"
 
 
-def _live(run: Run, control_plane: str, pools: dict[str, str] | None = None) -> dict[str, Any]:
-    """AKS runs the stack's cluster at `control_plane`, every pool at it unless `pools` says;
-    returns the stack outputs the run left (what the next run reads)."""
+def _live(run: Run, control_plane: str, pools: dict[str, str] | None = None,
+          nodes: dict[str, int] | None = None,
+          vm_sizes: dict[str, str] | None = None) -> dict[str, Any]:
+    """AKS runs the stack's cluster at `control_plane`, every pool at it unless `pools` says,
+    with `nodes` nodes per pool (default none); returns the stack outputs the run left (what
+    the next run reads)."""
     names = [name for name in _versions(run) if name != "cluster"]
     fake.live_cluster(run.outputs["cluster_name"], control_plane,
-                      {name: (pools or {}).get(name, control_plane) for name in names})
+                      {name: (pools or {}).get(name, control_plane) for name in names},
+                      nodes=nodes, vm_sizes=vm_sizes)
     return dict(run.outputs)
 
 
@@ -1097,8 +1174,17 @@ def test_a_pool_behind_the_control_plane_is_not_upgraded_unasked(run: Run, cloud
     assert set(versions.values()) == {"1.35"}
 
 
-def test_setting_the_next_minor_upgrades_the_control_plane_then_the_pools(
+UPGRADE_137 = ("az aks upgrade --resource-group torchrec-cloud-azure-rg --name "
+               "torchrec-cloud-azure-aks --kubernetes-version 1.37 --yes")
+
+
+def test_setting_the_next_minor_names_the_upgrade_aks_takes_only_in_one_piece(
         run: Run, cloud: SimpleNamespace) -> None:
+    """A pinned upgrade. AKS refuses a cluster update that moves the control plane and the
+    inline system pool while the GPU AgentPools stay behind, and, with the patch auto-upgrade
+    channel, a control-plane-only one (Azure/AKS#4765): the whole-cluster upgrade is one
+    request, which `az aks upgrade` sends and Pulumi cannot. So `pulumi up` stops before any
+    change with that command; after it, the same setting changes nothing (issue 32, Azure A)."""
     previous = _live(run, "1.35.2")
     with cloud.on("2027-06-01"):
         refused = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
@@ -1106,11 +1192,86 @@ def test_setting_the_next_minor_upgrades_the_control_plane_then_the_pools(
     assert isinstance(refused.error, SettingsError) and not refused.resources
     previous = _live(run, "1.36.2")
     with cloud.on("2027-06-01"):
+        refused = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
+                            previous_outputs=previous, expect_error=True)
+    assert isinstance(refused.error, SettingsError) and not refused.resources
+    (problem,) = refused.error.problems
+    assert problem.path == "kubernetes.version" and problem.value == "1.37"
+    assert UPGRADE_137 in problem.allowed and "runs 1.36.2" in problem.allowed
+    assert "no surge node" in problem.allowed
+    assert "job.suspend" not in problem.allowed  # no GPU node runs: nothing to stop
+    # What the user runs: AKS upgrades the control plane and every pool together; then the
+    # same setting is a run that declares every pool at what it runs.
+    previous = _live(run, "1.37.1")
+    with cloud.on("2027-06-01"):
         later = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
                           previous_outputs=previous)
     assert set(_versions(later).values()) == {"1.37"}
-    cluster = later.one(CLUSTER)
-    assert all(later.waits_for(pool, cluster) for pool in _pools(later).values())
+    assert later.outputs["kubernetes_version"] == "1.37.1"
+
+
+def test_an_upgrade_with_gpu_nodes_running_says_how_to_suspend_and_resume_the_job(
+        run: Run, cloud: SimpleNamespace) -> None:
+    gpu_pool = next(iter(_pools(run)))
+    previous = _live(run, "1.36.2", nodes={"system": 2, gpu_pool: 2})
+    with cloud.on("2027-06-01"):
+        refused = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
+                            previous_outputs=previous, expect_error=True)
+    assert isinstance(refused.error, SettingsError) and not refused.resources
+    (problem,) = refused.error.problems
+    text = problem.allowed
+    assert "2 node(s)" in text and UPGRADE_137 in text
+    # The suspending run keeps the version the cluster runs (else it is refused again).
+    suspend = text.index("pulumi config set --path kubernetes.version 1.36 && "
+                         "pulumi config set --path job.suspend true")
+    assert suspend < text.rindex(UPGRADE_137) < text.index(
+        "pulumi config set --path kubernetes.version 1.37 && "
+        "pulumi config set --path job.suspend false")
+    # Followed as written: the suspending run goes ahead.
+    with cloud.on("2027-06-01"):
+        suspending = run_stack("azure", overrides={"kubernetes": {"version": "1.36"},
+                                                   "job": {"suspend": True}},
+                               previous_outputs=previous)
+    assert suspending.one(JOB).inputs["spec"]["suspend"] is True
+
+
+def test_a_cluster_aks_upgraded_itself_is_declared_as_it_runs_so_nothing_rolls(
+        run: Run, cloud: SimpleNamespace) -> None:
+    """A cloud-side auto-upgrade: AKS's lookup shows the cluster and every pool already on a
+    newer minor than kubernetes.version. Every pool is declared at what it runs, so this run
+    neither downgrades nor rolls any node, and nothing is refused."""
+    previous = _live(run, "1.36.4", nodes={"system": 2, next(iter(_pools(run))): 2})
+    with cloud.on("2027-06-01"):
+        later = run_stack("azure", overrides={"kubernetes": {"version": "1.35"}},
+                          previous_outputs=previous)
+    assert set(_versions(later).values()) == {"1.36"}
+    assert later.outputs["kubernetes_version"] == "1.36.4"
+    assert fake.AKS_REQUESTS == []
+
+
+def test_a_new_gpu_vm_size_under_a_running_job_is_refused_with_suspend_and_resume(
+        run: Run, cloud: SimpleNamespace) -> None:
+    """A template change that replaces the pool (AKS cannot change vmSize in place): refused
+    while the pool has nodes, with the commands that stop the job first and resume it; once
+    the pool is empty the same change goes ahead."""
+    new_size = {"gpuPools": {"onDemand": {"machineType": "Standard_ND96amsr_A100_v4"}}}
+    sizes = {"gpu": "Standard_ND96asr_v4", "gpuspot": "Standard_ND96asr_v4"}
+    previous = _live(run, "1.35.2", nodes={"gpu": 2}, vm_sizes=sizes)
+    with cloud.on("2026-11-26"):
+        refused = run_stack("azure", overrides=new_size, previous_outputs=previous,
+                            expect_error=True)
+    assert isinstance(refused.error, SettingsError) and not refused.resources
+    (problem,) = refused.error.problems
+    assert problem.path == "gpuPools.onDemand.machineType"
+    assert "runs Standard_ND96asr_v4 on 2 node(s)" in problem.allowed
+    assert ("pulumi config set --path gpuPools.onDemand.machineType Standard_ND96asr_v4 && "
+            "pulumi config set --path job.suspend true") in problem.allowed
+    assert ("pulumi config set --path gpuPools.onDemand.machineType Standard_ND96amsr_A100_v4 "
+            "&& pulumi config set --path job.suspend false") in problem.allowed
+    previous = _live(run, "1.35.2", nodes={"gpu": 0}, vm_sizes=sizes)
+    with cloud.on("2026-11-26"):
+        later = run_stack("azure", overrides=new_size, previous_outputs=previous)
+    assert _pools(later)["gpu"].inputs["vmSize"] == "Standard_ND96amsr_A100_v4"
 
 
 def test_a_cluster_deleted_outside_pulumi_is_made_again_at_a_minor_aks_offers(
@@ -1154,11 +1315,10 @@ def test_a_cluster_whose_next_minor_left_aks_upgrades_to_the_lowest_offered_one(
     (problem,) = [p for p in refused.error.problems if p.path == "kubernetes.version"]
     assert "the next upgrade is to 1.36" in problem.allowed
     with cloud.on("2028-06-01"):
-        later = run_stack("azure", overrides={"kubernetes": {"version": "1.36"}},
-                          previous_outputs=previous)
-    assert set(_versions(later).values()) == {"1.36"}
-    cluster = later.one(CLUSTER)
-    assert all(later.waits_for(pool, cluster) for pool in _pools(later).values())
+        refused = run_stack("azure", overrides={"kubernetes": {"version": "1.36"}},
+                            previous_outputs=previous, expect_error=True)
+    (problem,) = refused.error.problems
+    assert "--kubernetes-version 1.36 --yes" in problem.allowed and not refused.resources
 
 
 @pytest.mark.parametrize("key", ["subscriptionId", "clientSecret", "environment"])
@@ -1295,6 +1455,78 @@ def test_without_retention_destroy_deletes_the_checkpoints_too(no_placement_loca
         assert resource.urn in deleted
 
 
+BLOB_SERVICE = "azure-native:storage:BlobServiceProperties"
+LIFECYCLE = "azure-native:storage:ManagementPolicy"
+
+
+def test_deleted_or_overwritten_checkpoints_stay_recoverable_for_a_week(run: Run) -> None:
+    """Blob versioning (an overwrite keeps the old version), blob and container soft delete,
+    7 days each, on the checkpoint account, kept with it on destroy; permanent delete stays
+    off, and the job's role (Storage Blob Data Contributor) has no version delete. Previous
+    versions expire after the same 7 days (issue 33)."""
+    account = run.one(ACCOUNT)
+    recovery = run.one(BLOB_SERVICE).inputs
+    assert recovery["accountName"] == account.inputs["accountName"]
+    assert recovery["resourceGroupName"] == account.inputs["resourceGroupName"]
+    assert recovery["blobServicesName"] == "default"
+    assert recovery["isVersioningEnabled"] is True
+    for policy in ("deleteRetentionPolicy", "containerDeleteRetentionPolicy"):
+        assert recovery[policy] == {"enabled": True, "days": 7}, policy
+    assert run.one(BLOB_SERVICE).retain_on_delete and run.one(LIFECYCLE).retain_on_delete
+    assert not {run.one(BLOB_SERVICE).urn, run.one(LIFECYCLE).urn} & _destroy_deletes(run)
+    (rule,) = run.one(LIFECYCLE).inputs["policy"]["rules"]
+    assert rule["enabled"] is True and rule["type"] == "Lifecycle"
+    assert rule["definition"]["actions"] == {
+        "version": {"delete": {"daysAfterCreationGreaterThan": 7}}}
+    assert run.waits_for(run.one(LIFECYCLE), run.one(BLOB_SERVICE))
+    # The job writes with Storage Blob Data Contributor, which has no deleteBlobVersion.
+    job_role = _role(run, STORAGE_BLOB_DATA_CONTRIBUTOR)
+    assert job_role.inputs["principalId"] == fake.TRAINER_PRINCIPAL_ID
+
+
+WORKSPACE = "azure-native:operationalinsights:Workspace"
+DIAGNOSTIC = "azure-native:monitor:DiagnosticSetting"
+
+
+def test_the_clusters_audit_log_goes_to_a_workspace_kept_with_the_checkpoints(run: Run) -> None:
+    """AKS keeps no audit log unless a diagnostic setting sends it: kube-audit-admin (every
+    write to the API server) goes to a Log Analytics workspace in the kept checkpoint group,
+    which `pulumi destroy` leaves (issue 33)."""
+    setting = run.one(DIAGNOSTIC).inputs
+    workspace = run.one(WORKSPACE)
+    assert setting["resourceUri"].endswith(
+        "/providers/Microsoft.ContainerService/managedClusters/torchrec-cloud-azure-aks")
+    assert setting["logs"] == [{"category": "kube-audit-admin", "enabled": True}]
+    assert setting["workspaceId"].endswith(
+        "/providers/Microsoft.OperationalInsights/workspaces/torchrec-cloud-azure-audit")
+    assert setting["logAnalyticsDestinationType"] == "Dedicated"
+    assert workspace.inputs["resourceGroupName"] == run.one(GROUP, "ckpt").inputs[
+        "resourceGroupName"]
+    assert workspace.inputs["retentionInDays"] == 30
+    assert workspace.retain_on_delete and workspace.urn not in _destroy_deletes(run)
+
+
+def test_without_retention_the_audit_workspace_goes_with_the_stack(
+        no_placement_local_accounts_image: Run) -> None:
+    run = no_placement_local_accounts_image
+    assert run.one(WORKSPACE).urn in _destroy_deletes(run)
+
+
+def test_checkpoints_kept_on_destroy_cannot_live_on_the_netapp_volume() -> None:
+    """Destroy deletes the ANF volume with its snapshots: checkpoints there with
+    retainOnDestroy (the default) are refused before anything exists, naming both fixes; with
+    retainOnDestroy false the user has accepted it (issue 33)."""
+    shared = {"checkpoints": {"location": "sharedFileSystem"}}
+    refused = run_stack("azure", overrides=shared, expect_error=True)
+    assert isinstance(refused.error, SettingsError) and not refused.resources
+    (problem,) = [p for p in refused.error.problems if p.path == "checkpoints.location"]
+    assert "pulumi config set --path checkpoints.location objectStore" in problem.allowed
+    assert "pulumi config set --path checkpoints.retainOnDestroy false" in problem.allowed
+    accepted = run_stack("azure", overrides={
+        "checkpoints": {"location": "sharedFileSystem", "retainOnDestroy": False}})
+    assert accepted.outputs["checkpoint_location"] == "sharedFileSystem"
+
+
 # --- found again: destroy, then up, with the kept checkpoint store --------------------------------
 def _kept_after_destroy(run: Run) -> None:
     """The fake subscription after `pulumi destroy` of `run`: what destroy cannot reach remains."""
@@ -1303,6 +1535,10 @@ def _kept_after_destroy(run: Run) -> None:
     assert not {group.urn, account.urn, container.urn} & deleted
     fake.keep_store(group.inputs["resourceGroupName"], account.inputs["accountName"],
                     container.inputs["containerName"])
+    workspace = run.one(WORKSPACE)
+    assert workspace.urn not in deleted
+    fake.EXISTING.add(fake.workspace_id(workspace.inputs["resourceGroupName"],
+                                        workspace.inputs["workspaceName"]).lower())
 
 
 def test_destroy_then_up_imports_the_kept_store_and_keeps_the_checkpoint_location(
@@ -1319,8 +1555,14 @@ def test_destroy_then_up_imports_the_kept_store_and_keeps_the_checkpoint_locatio
     assert group.import_id == fake.group_id(kept_group)
     assert account.import_id == fake.account_id(kept_group, name)
     assert container.import_id == fake.container_id(kept_group, name, "checkpoints")
-    assert {r.name for r in again.resources if r.import_id} == {group.name, account.name,
-                                                                 container.name}
+    recovery, lifecycle = again.one(BLOB_SERVICE), again.one(LIFECYCLE)
+    assert recovery.import_id == fake.account_id(kept_group, name) + "/blobServices/default"
+    assert lifecycle.import_id == (fake.account_id(kept_group, name)
+                                   + "/managementPolicies/default")
+    workspace = again.one(WORKSPACE)
+    assert workspace.import_id == fake.workspace_id(kept_group, "torchrec-cloud-azure-audit")
+    assert {r.name for r in again.resources if r.import_id} == {
+        group.name, account.name, container.name, recovery.name, lifecycle.name, workspace.name}
     # The same place for the job, still kept by the next destroy.
     for key in ("checkpoint_uri", "storage_account", "checkpoint_resource_group"):
         assert again.outputs[key] == run.outputs[key], key
@@ -1717,6 +1959,22 @@ def test_the_region_info_read_retries_throttling_and_stops_at_a_refusal() -> Non
         {"availabilityZone": "1", "isAvailable": False}, {"availabilityZone": "3"}]}) == set()
 
 
+def test_an_unregistered_netapp_provider_is_named_with_the_command_that_registers_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh subscription has Microsoft.NetApp unregistered: the program's first call into it
+    (ANF's region info, before any resource) gets ARM's 409 MissingSubscriptionRegistration,
+    said with `az provider register`, not as a bare HTTPError traceback (issue 32)."""
+    from infra.azure.https import ProviderNotRegistered
+
+    monkeypatch.setattr(fake, "UNREGISTERED", {"Microsoft.NetApp"})
+    run = run_stack("azure", expect_error=True)
+    assert isinstance(run.error, ProviderNotRegistered), repr(run.error)
+    message = str(run.error)
+    assert "az provider register --namespace Microsoft.NetApp" in message
+    assert "Microsoft.NetApp" in message and "409" in message and "HTTPError" not in message
+    assert not [r for r in run.resources if r.custom and r.type.startswith("azure-native:")]
+
+
 # --- InfiniBand only for the job's namespace -------------------------------------------------
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
@@ -1775,3 +2033,69 @@ def test_the_readme_states_what_anf_gives_the_dataset_reads() -> None:
     assert f"Ultra` ({ANF_MIB_S_PER_TIB['Ultra'] * 4} MiB/s at 4 TiB)" in readme
     six = ANF_MIB_S_PER_TIB["Premium"] * 6
     assert six >= wanted and f"{six} MiB/s" in readme
+
+
+# --- the deployer's least privilege: a custom role and a conditioned RBAC Administrator ----------
+def test_the_deployer_role_grants_every_action_a_full_run_uses_and_no_role_assignment(
+        run: Run, cloud: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every azure-native resource type and invoke of full mock runs (the shipped stack, one
+    with placement, a given image and local accounts, a later run on a live cluster, an `up`
+    after destroy) maps to ARM actions that infra/azure/deployer-role.json grants; role
+    assignments are left to Role Based Access Control Administrator, whose condition names
+    exactly the roles the program assigns (issue 33)."""
+    from fnmatch import fnmatchcase
+
+    import tests.harness as harness
+    from infra.azure import deployer_role
+
+    invoked: set[str] = set()
+    real_call = harness.fake_call
+
+    def recording(args: Any) -> Any:
+        invoked.add(args.token)
+        return real_call(args)
+
+    monkeypatch.setattr(harness, "fake_call", recording)
+    runs = [run_stack("azure"), run_stack("azure", overrides={
+        "interconnect": {"placement": True}, "job": {"image": "example.azurecr.io/trainer:1"},
+        "azure": {"disableLocalAccounts": False}})]
+    with cloud.on("2026-11-26"):
+        runs.append(run_stack("azure", previous_outputs=_live(run, "1.35.2")))
+        _kept_after_destroy(run)
+        runs.append(run_stack("azure"))
+    shipped = deployer_role.shipped()
+    assert shipped == deployer_role.role_definition()  # regenerated with the module
+    granted = shipped["Actions"]
+
+    def allowed(action: str) -> bool:
+        return any(fnmatchcase(action.lower(), grant.lower()) for grant in granted)
+
+    used = {r.type for one in runs for r in one.resources if r.type.startswith("azure-native:")}
+    unmapped = used - set(deployer_role.RESOURCE_TYPES)
+    assert not unmapped, f"add these types to infra/azure/deployer_role.py: {unmapped}"
+    for token in used:
+        arm_type = deployer_role.RESOURCE_TYPES[token]
+        verbs = ("read",) if arm_type in deployer_role.DELEGATED else ("read", "write", "delete")
+        for verb in verbs:
+            assert allowed(f"{arm_type}/{verb}"), (token, verb)
+    calls = {t for t in invoked if t.startswith("azure-native:")}
+    assert {"azure-native:containerservice:getManagedCluster",
+            "azure-native:storage:getStorageAccount"} <= calls  # the later runs' reads ran
+    assert not calls - set(deployer_role.INVOKE_ACTIONS), calls - set(deployer_role.INVOKE_ACTIONS)
+    for token in calls:
+        for action in deployer_role.INVOKE_ACTIONS[token]:
+            assert allowed(action), (token, action)
+    # The program's own ARM GETs: AKS versions, Resource SKUs, ANF region info.
+    for action in ("Microsoft.ContainerService/locations/kubernetesVersions/read",
+                   "Microsoft.Compute/skus/read", "Microsoft.NetApp/locations/regionInfo/read",
+                   "Microsoft.Network/virtualNetworks/subnets/join/action"):
+        assert allowed(action), action
+    # No way to grant itself anything: no Authorization writes, no wildcard over a provider.
+    assert not [g for g in granted if g.startswith("Microsoft.Authorization/")
+                and not g.endswith("/read")]
+    assert not [g for g in granted if g == "*" or g.endswith("/*") or g.count("/") < 2]
+    assigned = {r.inputs["roleDefinitionId"].rsplit("/", 1)[1]
+                for one in runs for r in one.of_type(ROLE)}
+    assert assigned == set(deployer_role.GRANTED_ROLES)
+    condition = deployer_role.rbac_condition()
+    assert all(condition.count(role) == 2 for role in assigned)  # write and delete

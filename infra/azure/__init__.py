@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 from pulumi_azure_native import authorization
 
 from infra.azure.addons import create_addons
+from infra.azure.audit import create_audit, workspace_name
 from infra.azure.deployer import deployer_principal_type
 from infra.azure.features import INFINIBAND_FEATURE, require_registered
 from infra.azure.cluster import (create_cluster, create_maintenance_windows,
@@ -30,6 +31,7 @@ from infra.azure.node_pools import contract_pool, create_gpu_pool, plan_pools
 from infra.azure.registry import REGISTRY_MAX_LENGTH, create_trainer_image
 from infra.azure.rdma_admission import restrict_rdma
 from infra.azure.skus import check_pool_zones
+from infra.azure.upgrade import check_changes
 from infra.azure.storage import (STORAGE_ACCOUNT_MAX_LENGTH, KeptStore, checkpoint_store,
                                  create_checkpoints, find_kept_store)
 from infra.azure.versions import CLUSTER_GROUP_OUTPUT, live_cluster
@@ -68,7 +70,8 @@ def kept_store(prefix: str, previous: PreviousRun) -> KeptStore:
     if previous.live:
         return KeptStore()
     subscription = authorization.get_client_config().subscription_id
-    return find_kept_store(prefix, names_in(prefix, subscription)["storage_account"])
+    return find_kept_store(prefix, names_in(prefix, subscription)["storage_account"],
+                           workspace_name(prefix))
 
 
 def pool_versions(args: GpuClusterArgs) -> dict[str, str]:
@@ -108,6 +111,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
                  else KubeLogin(AZURE_CLI))
         # Both are read before anything is registered (synchronous invokes).
         found = kept_store(prefix, args.previous)
+        check_changes(args)  # an upgrade Pulumi cannot send, a pool replaced under the job
         running = pool_versions(args)
         # User or service principal: the type of every grant to the deployer (deployer.py).
         deployer_type = deployer_principal_type()
@@ -174,6 +178,9 @@ class AzureGpuCluster(pulumi.ComponentResource):
                                   net.nodes_subnet.id, oidc_issuer, client.subscription_id, tags,
                                   child, found, deployer_object_id=client.object_id,
                                   deployer_type=deployer_type)
+        # Who changed what in the cluster: kept with the checkpoints, in their group.
+        create_audit(prefix, cluster, ckpt.resource_group.name,
+                     s.checkpoints.retain_on_destroy, tags, child, found.audit_workspace_id)
         # Sticky: a store imported after a destroy stays "adopted" for the stack's later runs.
         adopted = found.adopted or bool(args.previous.outputs.get(CHECKPOINT_ADOPTED_OUTPUT))
 

@@ -35,6 +35,9 @@ class NicPolicyImages:
 NIC_POLICY_IMAGES: dict[str, NicPolicyImages] = {
     "25.10.0": NicPolicyImages(doca_driver="doca3.2.0-25.10-1.2.8.0-2",
                                rdma_plugin="network-operator-v25.10.0"),
+    # Mellanox/network-operator hack/release.yaml @ v26.4.0 (Mofed, RdmaSharedDevicePlugin).
+    "26.4.0": NicPolicyImages(doca_driver="doca3.4.0-26.04-0.8.6.0-0",
+                              rdma_plugin="network-operator-v26.4.0"),
 }
 MELLANOX_VENDOR_ID = "15b3"  # PCI vendor of the ConnectX InfiniBand HCAs
 
@@ -67,6 +70,7 @@ def gpu_operator_values(rdma: bool, taints: Sequence[Taint]) -> dict:
         "vgpuDeviceManager": {"enabled": False},
         "vfioManager": {"enabled": False},
         "sandboxDevicePlugin": {"enabled": False},
+        "kataSandboxDevicePlugin": {"enabled": False},  # v26.3+; deployed only for Kata anyway
     }
 
 

@@ -29,6 +29,7 @@ from pulumi_azure_native import containerservice as aks
 
 from infra.azure.identity import NETWORK_CONTRIBUTOR, assign_role
 from infra.azure.kube_login import KubeLogin, use_login
+from infra.catalog import machine
 from infra.settings.model import Settings
 
 # Overlay CNI: pods get addresses outside the VNet, so these ranges must not overlap it.
@@ -41,6 +42,55 @@ MAINTENANCE_UTC_OFFSET = "+00:00"
 MAINTENANCE_CONFIGS = ("aksManagedAutoUpgradeSchedule", "aksManagedNodeOSUpgradeSchedule")
 UPGRADE_CHANNEL = aks.UpgradeChannel.PATCH  # patches of the chosen minor; minors stay manual
 NODE_OS_UPGRADE_CHANNEL = aks.NodeOSUpgradeChannel.SECURITY_PATCH
+# Past the catalog's node-ready estimate, before the autoscaler gives up on a node (minutes).
+NODE_READY_MARGIN_MINUTES = 15
+# AKS's own default, said here because it is a choice: an idle GPU node after the job ends is
+# released 10 minutes later (https://learn.microsoft.com/azure/aks/cluster-autoscaler).
+SCALE_DOWN_UNNEEDED_TIME = "10m"
+
+
+def node_ready_budget_minutes(settings: Settings) -> int:
+    """The longest a new GPU node of this stack may take to become useful (the catalog's
+    node_ready_minutes: 45 for an ND with InfiniBand, whose DOCA-OFED and GPU drivers are
+    compiled on the node), plus a margin."""
+    longest = max((machine(settings.cloud, pool.machine_type).node_ready_minutes
+                   for pool in settings.enabled_gpu_pools), default=0)
+    return longest + NODE_READY_MARGIN_MINUTES
+
+
+def autoscaler_profile(settings: Settings) -> aks.ManagedClusterPropertiesAutoScalerProfileArgs:
+    """Cluster autoscaler settings that let a new ND node live until its drivers are built.
+
+    A new ND node offers no `nvidia.com/gpu` (nor `rdma/ib`) until the GPU Operator and the
+    Network Operator have compiled their drivers on it; the autoscaler treats a GPU node
+    without allocatable GPUs as unready (kubernetes/autoscaler cluster-autoscaler/utils/gpu,
+    processors/customresources/gpu_processor.go) and removes an unready node after
+    scale-down-unready-time (AKS default 20m), a scale-up whose nodes are not ready after
+    max-node-provision-time (AKS default 15m) is counted as failed and backed off, and more
+    than ok-total-unready-count (AKS default 3) unready nodes above max-total-unready-percentage
+    (45%) halt the autoscaler for the whole cluster (defaults and units: the AKS autoscaler
+    profile reference, https://learn.microsoft.com/azure/aks/cluster-autoscaler, "Cluster
+    autoscaler profile settings"; ManagedClusterPropertiesAutoScalerProfile in the 2025-09-01
+    API: values are minutes written "<n>m"). Each is set from the node-ready budget:
+    - scaleDownUnreadyTime, maxNodeProvisionTime: the budget, so a node whose drivers are still
+      building is neither removed nor counted as a failed scale-up;
+    - scaleDownDelayAfterAdd: the budget, so no node is judged unneeded while the gang that
+      asked for it is still coming up (a node whose GPUs appeared before its peers');
+    - okTotalUnreadyCount: every GPU node the pools may reach, so a whole gang building its
+      drivers at once never halts the autoscaler;
+    - scaleDownUnneededTime: 10m, AKS's default, so idle GPU nodes go soon after the job ends.
+    Not settable on AKS (the profile has no such fields): the node-group backoff after a failed
+    scale-up (Cluster Autoscaler defaults: 5 minutes, doubling to 30), and `--status-taint` /
+    `--ignore-taint` (docs/azure.md says what holds instead)."""
+    budget = f"{node_ready_budget_minutes(settings)}m"
+    gpu_nodes = sum(pool.max_nodes for pool in settings.enabled_gpu_pools)
+    return aks.ManagedClusterPropertiesAutoScalerProfileArgs(
+        scale_down_unready_time=budget,
+        max_node_provision_time=budget,
+        scale_down_delay_after_add=budget,
+        scale_down_unneeded_time=SCALE_DOWN_UNNEEDED_TIME,
+        ok_total_unready_count=str(max(gpu_nodes, 3)),
+    )
 
 
 def system_pool_profile(settings: Settings, subnet_id: pulumi.Input[str],
@@ -94,6 +144,7 @@ def create_cluster(prefix: str, settings: Settings, resource_group_name: pulumi.
         auto_upgrade_profile=aks.ManagedClusterAutoUpgradeProfileArgs(
             upgrade_channel=UPGRADE_CHANNEL, node_os_upgrade_channel=NODE_OS_UPGRADE_CHANNEL),
         agent_pool_profiles=[system_pool_profile(settings, subnet_id, system_pool_version)],
+        auto_scaler_profile=autoscaler_profile(settings),
         network_profile=aks.ContainerServiceNetworkProfileArgs(
             network_plugin=aks.NetworkPlugin.AZURE,
             network_plugin_mode=aks.NetworkPluginMode.OVERLAY,

@@ -19,6 +19,7 @@ the ones the run needs anyway; the Kubernetes providers take the kubeconfig only
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import ssl
@@ -140,10 +141,12 @@ def granted_kubeconfig(kubeconfig: pulumi.Output[str], grant: pulumi.CustomResou
     token = authorization.get_client_token_output(
         endpoint=kubeconfig.apply(server_id), opts=pulumi.InvokeOutputOptions(provider=provider))
 
-    def wait(args: list[Any]) -> str:
+    async def wait(args: list[Any]) -> str:
         config, bearer, _grant_id, who = args
         if pulumi.runtime.is_dry_run():
             return config
-        return wait_until_granted(config, bearer, who)
+        # Up to WAIT_SECONDS of polling and sleeping: on a worker thread, so the program's event
+        # loop keeps registering (and the engine keeps creating) everything else meanwhile.
+        return await asyncio.to_thread(wait_until_granted, config, bearer, who)
 
     return pulumi.Output.all(kubeconfig, token.token, grant.id, principal).apply(wait)

@@ -52,6 +52,19 @@ STORAGE_ACCOUNT_MAX_LENGTH = 24  # 3-24 lowercase letters and digits, globally u
 # Storage IP rules take public IPv4 only ("Only IPV4 address is allowed", the ARM IPRule schema):
 # no IPv6, no RFC 1918 ranges, and no /31 or /32 ranges (single addresses are written without a
 # prefix) (storage-network-security-limitations, above).
+# Deleted or overwritten checkpoints stay recoverable this long (issue 33): blob versioning (an
+# overwrite or delete keeps the previous version), blob soft delete (a deleted version or blob
+# is kept) and container soft delete, the data protection Azure recommends together
+# (https://learn.microsoft.com/azure/storage/blobs/data-protection-overview). The job's Storage
+# Blob Data Contributor cannot shorten it: deleting a version needs `deleteBlobVersion/action`
+# (Storage Blob Data Owner only), and soft-deleted data is purged before its retention ends only
+# with the account's allowPermanentDelete, left off (https://learn.microsoft.com/azure/storage/
+# blobs/soft-delete-blob-overview, versioning-overview; built-in roles, Storage).
+RECOVERY_DAYS = 7
+# Older versions then go: the lifecycle rule deletes previous versions 7 days after they became
+# previous, so keeping `checkpoints.keep` checkpoints does not pay for every one ever written.
+LIFECYCLE_POLICY = "default"  # the only name ARM takes for an account's management policy
+BLOB_SERVICE = "default"  # likewise for its blob service
 RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 
 
@@ -71,6 +84,7 @@ class KeptStore:
     group_id: str | None = None
     account_id: str | None = None
     container_id: str | None = None
+    audit_workspace_id: str | None = None  # the kube-audit workspace (infra/azure/audit.py)
 
     @property
     def adopted(self) -> bool:
@@ -88,21 +102,29 @@ def _exists(lookup) -> str | None:  # noqa: ANN001 (a no-argument invoke)
         raise
 
 
-def find_kept_store(prefix: str, account_name: str) -> KeptStore:
+def find_kept_store(prefix: str, account_name: str, audit_workspace: str | None = None
+                    ) -> KeptStore:
     """What of this stack's checkpoint store exists in the subscription now (synchronous
     invokes with the deployer's credentials, before any resource is registered)."""
     group_name = checkpoint_group_name(prefix)
     group_id = _exists(lambda: resources.get_resource_group(resource_group_name=group_name))
     if group_id is None:
         return KeptStore()
+    workspace_id = None
+    if audit_workspace:
+        from pulumi_azure_native import operationalinsights
+
+        workspace_id = _exists(lambda: operationalinsights.get_workspace(
+            resource_group_name=group_name, workspace_name=audit_workspace))
     account_id = _exists(lambda: storage.get_storage_account(
         account_name=account_name, resource_group_name=group_name))
     if account_id is None:
-        return KeptStore(group_id=group_id)
+        return KeptStore(group_id=group_id, audit_workspace_id=workspace_id)
     container_id = _exists(lambda: storage.get_blob_container(
         account_name=account_name, container_name=CHECKPOINT_CONTAINER,
         resource_group_name=group_name))
-    return KeptStore(group_id=group_id, account_id=account_id, container_id=container_id)
+    return KeptStore(group_id=group_id, account_id=account_id, container_id=container_id,
+                     audit_workspace_id=workspace_id)
 
 
 def _importing(opts: pulumi.ResourceOptions, resource_id: str | None) -> pulumi.ResourceOptions:
@@ -121,6 +143,8 @@ class Checkpoints:
     role: authorization.RoleAssignment
     dataset_reads: list[authorization.RoleAssignment]  # the preparation's az:// source
     deployer_read: authorization.RoleAssignment  # the user's laptop reads the telemetry mirror
+    recovery: storage.BlobServiceProperties  # versioning and soft delete (RECOVERY_DAYS)
+    lifecycle: storage.ManagementPolicy  # previous versions expire after RECOVERY_DAYS
 
 
 def service_account_subject(settings: Settings) -> str:
@@ -208,6 +232,7 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
         public_access=storage.PublicAccess.NONE,
         opts=_importing(kept, found.container_id),
     )
+    recovery, lifecycle = protect_blobs(prefix, group.name, account, kept, found)
     identity = managedidentity.UserAssignedIdentity(
         f"{prefix}-trainer-id", resource_group_name=resource_group_name,
         resource_name_=f"{prefix}-trainer", tags=tags, opts=opts)
@@ -253,7 +278,51 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
     )
     return Checkpoints(resource_group=group, account=account, container=container,
                        identity=identity, credential=credential, role=role,
-                       dataset_reads=dataset_reads, deployer_read=deployer_read)
+                       dataset_reads=dataset_reads, deployer_read=deployer_read,
+                       recovery=recovery, lifecycle=lifecycle)
+
+
+def protect_blobs(prefix: str, resource_group_name: pulumi.Input[str],
+                  account: storage.StorageAccount, kept: pulumi.ResourceOptions,
+                  found: KeptStore) -> tuple[storage.BlobServiceProperties,
+                                             storage.ManagementPolicy]:
+    """Versioning, blob and container soft delete for RECOVERY_DAYS, and the lifecycle rule
+    that deletes previous versions after as long. Kept with the account on destroy (so a kept
+    store stays protected), and imported with it after a destroy (both are the account's
+    singletons, `default`)."""
+    retention = storage.DeleteRetentionPolicyArgs(enabled=True, days=RECOVERY_DAYS)
+    recovery = storage.BlobServiceProperties(
+        f"{prefix}-ckpt-recovery",
+        resource_group_name=resource_group_name,
+        account_name=account.name,
+        blob_services_name=BLOB_SERVICE,
+        is_versioning_enabled=True,
+        delete_retention_policy=retention,
+        container_delete_retention_policy=retention,
+        opts=_importing(kept, found.account_id and f"{found.account_id}/blobServices/default"),
+    )
+    lifecycle = storage.ManagementPolicy(
+        f"{prefix}-ckpt-lifecycle",
+        resource_group_name=resource_group_name,
+        account_name=account.name,
+        management_policy_name=LIFECYCLE_POLICY,
+        policy=storage.ManagementPolicySchemaArgs(rules=[storage.ManagementPolicyRuleArgs(
+            name="expire-previous-versions",
+            type=storage.RuleType.LIFECYCLE,
+            enabled=True,
+            definition=storage.ManagementPolicyDefinitionArgs(
+                filters=storage.ManagementPolicyFilterArgs(blob_types=["blockBlob"]),
+                actions=storage.ManagementPolicyActionArgs(
+                    version=storage.ManagementPolicyVersionArgs(
+                        delete=storage.DateAfterCreationArgs(
+                            days_after_creation_greater_than=float(RECOVERY_DAYS))))),
+        )]),
+        opts=pulumi.ResourceOptions.merge(
+            _importing(kept, found.account_id
+                       and f"{found.account_id}/managementPolicies/default"),
+            pulumi.ResourceOptions(depends_on=[recovery])),  # versions exist to expire
+    )
+    return recovery, lifecycle
 
 
 def dataset_read_scopes(settings: Settings, stack_account_id: pulumi.Input[str],

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -29,7 +30,7 @@ import pulumi
 from pulumi_azure_native import authorization, containerservice
 
 from infra.azure.deployer import check_one_login
-from infra.azure.https import with_retries
+from infra.azure.https import not_registered, with_retries
 from infra.kubernetes_release import Offered, minor_key, minor_of
 from infra.kubernetes_versions import aks_advice
 from infra.previous_run import PreviousRun
@@ -62,8 +63,15 @@ def get_json(url: str, token: str) -> dict[str, Any]:
 def get_with_retries(url: str, token: str,
                      sleep: Callable[[float], None] | None = None) -> dict[str, Any]:
     """get_json under the shared retry policy (infra/azure/https.py): every ARM read the
-    program makes itself (this listing, Resource SKUs, NetApp region info) goes through it."""
-    return with_retries(lambda: get_json(url, token), sleep)
+    program makes itself (this listing, Resource SKUs, NetApp region info) goes through it. A
+    provider the subscription has not registered is said with `az provider register`."""
+    try:
+        return with_retries(lambda: get_json(url, token), sleep)
+    except urllib.error.HTTPError as error:
+        unregistered = not_registered(error, url)
+        if unregistered is None:
+            raise
+        raise unregistered from None
 
 
 def deployer_subscription_and_token() -> tuple[str, str]:
@@ -152,6 +160,10 @@ class LiveCluster:
 
     version: str  # currentKubernetesVersion, e.g. "1.35.4"
     pools: Mapping[str, str]  # agent pool name -> the minor its nodes run
+    name: str = ""  # the cluster's name and resource group, for the commands in messages
+    resource_group: str = ""
+    nodes: Mapping[str, int] = field(default_factory=dict)  # agent pool name -> its node count
+    vm_sizes: Mapping[str, str] = field(default_factory=dict)  # agent pool name -> its VM size
 
 
 def live_cluster(previous: PreviousRun) -> LiveCluster | None:
@@ -167,13 +179,19 @@ def live_cluster(previous: PreviousRun) -> LiveCluster | None:
         if NOT_FOUND.search(str(error)):
             return None
         raise
-    pools = {}
+    pools, nodes, sizes = {}, {}, {}
     for profile in cluster.agent_pool_profiles or []:
         running = profile.current_orchestrator_version or profile.orchestrator_version
         if running:
             pools[profile.name] = minor_of(running)
+        nodes[profile.name] = int(profile.count or 0)
+        if profile.vm_size:
+            sizes[profile.name] = profile.vm_size
     version = cluster.current_kubernetes_version or cluster.kubernetes_version
-    return LiveCluster(version=version, pools=pools) if version else None
+    if not version:
+        return None
+    return LiveCluster(version=version, pools=pools, name=name, resource_group=group,
+                       nodes=nodes, vm_sizes=sizes)
 
 
 def live_version(settings: Settings, previous: PreviousRun) -> str | None:

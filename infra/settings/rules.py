@@ -1260,3 +1260,25 @@ def fsx_checkpoints_survive_destroy(s: Settings) -> Iterator[Problem]:
 
 
 RULES = (*RULES, fsx_checkpoints_survive_destroy)
+# --- Azure: checkpoints on ANF are not kept by destroy (issue 33) -----------------------------
+def netapp_checkpoints_are_not_kept_on_destroy(s: Settings) -> Iterator[Problem]:
+    """`pulumi destroy` deletes the Azure NetApp Files volume, and a volume's snapshots go with
+    it (https://learn.microsoft.com/azure/azure-netapp-files/snapshots-introduction: snapshots
+    live in the volume); only the checkpoint account is kept. So retainOnDestroy (the default)
+    cannot be honoured for checkpoints on the volume: said, instead of a `make check` that
+    promises what destroy then deletes."""
+    if (s.cloud != Cloud.AZURE or not s.checkpoints.enabled
+            or s.checkpoints.location != CheckpointLocation.SHARED_FILE_SYSTEM
+            or not s.checkpoints.retain_on_destroy):
+        return
+    yield Problem(
+        "checkpoints.location", s.checkpoints.location.value,
+        "checkpoints on the Azure NetApp Files volume are deleted by `pulumi destroy` with the "
+        "volume and its snapshots, while checkpoints.retainOnDestroy (true by default) asks to "
+        "keep them. Keep them in the storage account, which destroy leaves and which keeps 7 "
+        "days of deleted or overwritten versions: `pulumi config set --path checkpoints.location "
+        "objectStore`; or accept that destroy deletes them: `pulumi config set --path "
+        "checkpoints.retainOnDestroy false`")
+
+
+RULES = (*RULES, netapp_checkpoints_are_not_kept_on_destroy)

@@ -174,6 +174,8 @@ OUTPUTS: dict[str, Any] = {
     "azure-native:authorization:RoleAssignment": _named(
         "Microsoft.Authorization/roleAssignments", "roleAssignmentName"),
     "azure-native:containerregistry:Registry": _registry,
+    "azure-native:operationalinsights:Workspace": _named(
+        "Microsoft.OperationalInsights/workspaces", "workspaceName"),
 }
 
 
@@ -318,11 +320,35 @@ NETAPP_REGION_INFO: dict[str, Any] = region_info(["1", "2", "3"])
 NETAPP_REQUESTS: list[str] = []  # every Query Region Info request
 
 
+# Resource providers this subscription has not registered (a fresh one: Microsoft.NetApp).
+UNREGISTERED: set[str] = set()
+
+
+def missing_registration(url: str, namespace: str) -> Exception:
+    """ARM's answer to a call into an unregistered provider, as urllib raises it: HTTP 409 with
+    MissingSubscriptionRegistration (learn.microsoft.com/azure/azure-resource-manager/
+    troubleshooting/error-register-resource-provider)."""
+    import io
+    import urllib.error
+
+    body = json.dumps({"error": {
+        "code": "MissingSubscriptionRegistration",
+        "message": f"The subscription is not registered to use namespace '{namespace}'. See "
+                   "https://aka.ms/rps-not-found for how to register subscriptions.",
+        "details": [{"code": "MissingSubscriptionRegistration", "target": namespace,
+                     "message": f"The subscription is not registered to use namespace "
+                                f"'{namespace}'."}]}}).encode()
+    return urllib.error.HTTPError(url, 409, "Conflict", {}, io.BytesIO(body))  # type: ignore[arg-type]
+
+
 def arm_get(url: str, token: str) -> dict[str, Any]:
     """Stands in for the program's ARM GETs (infra/azure/versions.get_json): AKS's version
     listing, the Resource SKUs list and ANF's region info, all with the ARM-audience token."""
     if token != ENTRA_ACCESS_TOKEN:
         raise AssertionError(f"ARM request {url} without the ARM-audience token")
+    for namespace in UNREGISTERED:
+        if f"/providers/{namespace}/" in url:
+            raise missing_registration(url, namespace)
     if "/kubernetesVersions?api-version=" in url:
         AKS_REQUESTS.append((url, token))
         return AKS_LISTING
@@ -409,6 +435,15 @@ def _get_container(args: pulumi.runtime.MockCallArgs) -> Any:
     return _lookup(container_id(group, account, name), "ContainerNotFound", name)
 
 
+def workspace_id(group: str, workspace: str) -> str:
+    return f"{group_id(group)}/providers/Microsoft.OperationalInsights/workspaces/{workspace}"
+
+
+def _get_workspace(args: pulumi.runtime.MockCallArgs) -> Any:
+    group, name = args.args["resourceGroupName"], args.args["workspaceName"]
+    return _lookup(workspace_id(group, name), "ResourceNotFound", name)
+
+
 def _get_cluster(args: pulumi.runtime.MockCallArgs) -> Any:
     name = args.args["resourceName"]
     if name not in LIVE_CLUSTERS:
@@ -416,12 +451,17 @@ def _get_cluster(args: pulumi.runtime.MockCallArgs) -> Any:
     return {"name": name, "location": "eastus", **LIVE_CLUSTERS[name]}
 
 
-def live_cluster(name: str, version: str, pools: dict[str, str]) -> None:
-    """A cluster AKS reports as running `version`, its agent pools at `pools` (name -> version)."""
+def live_cluster(name: str, version: str, pools: dict[str, str],
+                 nodes: dict[str, int] | None = None,
+                 vm_sizes: dict[str, str] | None = None) -> None:
+    """A cluster AKS reports as running `version`, its agent pools at `pools` (name -> version),
+    with `nodes` nodes each (default 0) and VM sizes `vm_sizes` (default: not reported)."""
     LIVE_CLUSTERS[name] = {
         "currentKubernetesVersion": version, "kubernetesVersion": version.rsplit(".", 1)[0],
         "agentPoolProfiles": [{"name": pool, "currentOrchestratorVersion": running,
-                               "orchestratorVersion": running.rsplit(".", 1)[0]}
+                               "orchestratorVersion": running.rsplit(".", 1)[0],
+                               "count": (nodes or {}).get(pool, 0),
+                               **({"vmSize": vm_sizes[pool]} if pool in (vm_sizes or {}) else {})}
                               for pool, running in pools.items()],
     }
 
@@ -431,6 +471,7 @@ CALLS: dict[str, Any] = {
     "azure-native:storage:getStorageAccount": _get_account,
     "azure-native:storage:getBlobContainer": _get_container,
     "azure-native:containerservice:getManagedCluster": _get_cluster,
+    "azure-native:operationalinsights:getWorkspace": _get_workspace,
     "azure-native:features:getSubscriptionFeatureRegistration": _feature,
     "azure-native:authorization:getClientToken": _client_token,
     "azure-native:authorization:getClientConfig": _client_config,

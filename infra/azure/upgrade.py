@@ -1,0 +1,99 @@
+"""Changes that AKS makes only in one piece, or that roll the GPU nodes under a running job:
+refused before any resource, with the commands that do them.
+
+A minor upgrade. The cluster's one ManagedCluster PUT carries the control plane's version and
+the inline system pool's; the GPU pools are AgentPool resources of their own. AKS refuses a
+managed-cluster PUT that changes a pool's version unless every pool is in it at the control
+plane's version ("Using managed cluster api, all Agent pools' OrchestratorVersion must be all
+specified or all unspecified. If all specified, they must be stay unchanged or the same with
+control plane", NotAllAgentPoolOrchestratorVersionSpecifiedAndUnchanged: Azure/azure-cli#22807,
+hashicorp/terraform-provider-azurerm#23436, Azure/AKS#4765), and with an auto-upgrade channel (this
+cluster has `patch`) it refuses the control-plane-only upgrade too: "Cluster auto-upgrade always
+upgrades the control plane and the node pools together" (https://learn.microsoft.com/azure/aks/
+auto-upgrade-cluster, "Cluster auto-upgrade limitations"). `az aks upgrade` sends that one PUT:
+it reads the cluster and sets kubernetesVersion and every agentPoolProfiles[].orchestratorVersion
+to the target (azure-cli acs/custom.py aks_upgrade). Pulumi, whose pools are separate resources,
+cannot; so the program names that command, and the next `pulumi up` finds every pool at the
+setting and changes nothing (infra/kubernetes_release.py keeps a live minor equal to the setting).
+
+The upgrade rolls every node of every pool; the GPU pools roll one node at a time with no surge
+node (maxSurge 0, maxUnavailable 1; spot pools never surge: infra/azure/node_pools.py), so it
+needs no quota beyond the pools' maxNodes. A drained GPU node stops the gang: while GPU nodes
+run, the message says how to suspend the job first and resume it after.
+
+A GPU pool's VM size. `vmSize` cannot change in place: Pulumi replaces the pool, which deletes
+every node of it at once. While that pool has nodes, the change is refused with the same
+suspend and resume commands; once the suspended job's nodes are gone it goes ahead.
+"""
+
+from __future__ import annotations
+
+from infra.azure.versions import LiveCluster, live_cluster
+from infra.contract import GpuClusterArgs
+from infra.settings.errors import Problem, SettingsError
+
+SUSPEND = "pulumi config set --path job.suspend true"
+RESUME = "pulumi config set --path job.suspend false"
+
+
+def gpu_nodes(live: LiveCluster, pools: list[str]) -> int:
+    """How many nodes the stack's GPU pools have now (AKS's count per pool)."""
+    return sum(live.nodes.get(pool, 0) for pool in pools)
+
+
+def suspend_first(nodes: int, revert: str, middle: str, restore: str) -> str:
+    """What to do about a running job, or nothing when no GPU node runs. `revert` puts the
+    changed setting back for the run that suspends (which this check would refuse otherwise),
+    `middle` is what to do once the job is stopped, `restore` sets the change again."""
+    if nodes == 0:
+        return ""
+    return (f" The GPU pools have {nodes} node(s) now and each one drained stops the job's gang:"
+            f" to do it between runs, first `{revert} && {SUSPEND}` and `pulumi up` (the job "
+            "stops after a save; its GPU nodes are removed about 10 minutes later), then "
+            f"{middle}, then `{restore} && {RESUME}` and `pulumi up` to resume from the newest "
+            "checkpoint.")
+
+
+def check_changes(args: GpuClusterArgs) -> None:
+    """Refuse, before any resource, an upgrade Pulumi cannot send and a pool replacement under a
+    running job. Reads the live cluster only on a stack that has one."""
+    release, settings = args.release, args.settings
+    if not args.previous.live or (release.upgrade_from is None and not settings.enabled_gpu_pools):
+        return
+    live = live_cluster(args.previous)
+    if live is None:
+        return
+    gpu_pools = [pool.name for pool in settings.enabled_gpu_pools]
+    problems: list[Problem] = []
+    if release.upgrade_from is not None:
+        upgrade = (f"az aks upgrade --resource-group {live.resource_group} --name {live.name} "
+                   f"--kubernetes-version {release.minor} --yes")
+        problems.append(Problem(
+            "kubernetes.version", release.minor,
+            f"the cluster runs {live.version}; AKS upgrades a cluster with an auto-upgrade "
+            "channel only together with every node pool, in one request Pulumi cannot send "
+            "for node pools declared as their own resources "
+            "(NotAllAgentPoolOrchestratorVersionSpecifiedAndUnchanged). Upgrade it as `az aks "
+            f"upgrade` does: `{upgrade}` (control plane, then every pool; GPU nodes one at a "
+            "time with no surge node, so no quota beyond maxNodes), then `pulumi up` again "
+            "with this setting: it then changes nothing." + suspend_first(
+                gpu_nodes(live, gpu_pools),
+                f"pulumi config set --path kubernetes.version {release.upgrade_from}",
+                f"`{upgrade}`",
+                f"pulumi config set --path kubernetes.version {release.minor}")
+            + " Nothing was changed"))
+    for key, pool in settings.gpu_pools_by_key.items():
+        was = live.vm_sizes.get(pool.name)
+        nodes = live.nodes.get(pool.name, 0)
+        if was is None or was == pool.machine_type or nodes == 0:
+            continue
+        problems.append(Problem(
+            f"gpuPools.{key.value}.machineType", pool.machine_type,
+            f"pool {pool.name} runs {was} on {nodes} node(s); a new VM size replaces the pool, "
+            "deleting all of its nodes at once under the running job." + suspend_first(
+                nodes, f"pulumi config set --path gpuPools.{key.value}.machineType {was}",
+                "once the pool has no node",
+                f"pulumi config set --path gpuPools.{key.value}.machineType {pool.machine_type}")
+            + " Nothing was changed"))
+    if problems:
+        raise SettingsError(problems)
