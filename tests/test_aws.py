@@ -826,12 +826,17 @@ FINAL_BACKUP = "backup-0123456789abcdef0"
 
 def test_checkpoints_on_fsx_kept_on_destroy_leave_a_final_backup_the_next_up_restores() -> None:
     on_fsx = {"checkpoints": {"location": "sharedFileSystem"}}
-    first = run_stack("aws", overrides=on_fsx).one(FSX)
+    first_run = run_stack("aws", overrides=on_fsx)
+    first = first_run.one(FSX)
     # `pulumi destroy` deletes the file system but FSx keeps its final backup, tagged with the
     # stack so `aws fsx describe-backups` finds it ...
     assert first.inputs["skipFinalBackup"] is False
     assert first.inputs["finalBackupTags"]["torchrec-cloud/final-backup-of"] == PREFIX
     assert "backupId" not in first.inputs
+    # The backup is encrypted with the stack's key: destroy keeps the key (a key pending deletion
+    # cannot decrypt the backup), not its alias (the next `up` creates the alias again).
+    key = first_run.one("aws:kms/key:Key")
+    assert key.retain_on_delete and not first_run.one("aws:kms/alias:Alias").retain_on_delete
     # ... and the next `up` creates the file system from it; a later edit of the id never
     # replaces the file system (and its checkpoints).
     again = run_stack("aws", overrides={**on_fsx, "sharedFileSystem": {"backupId": FINAL_BACKUP}})
@@ -842,6 +847,7 @@ def test_checkpoints_on_fsx_kept_on_destroy_leave_a_final_backup_the_next_up_res
 
 def test_checkpoints_in_s3_or_not_kept_take_no_final_fsx_backup(run: Run) -> None:
     assert run.one(FSX).inputs["skipFinalBackup"] is True  # checkpoints are in S3
+    assert not run.one("aws:kms/key:Key").retain_on_delete  # no backup needs the key
     dropped = run_stack("aws", overrides={"checkpoints": {"location": "sharedFileSystem",
                                                           "retainOnDestroy": False}})
     assert dropped.one(FSX).inputs["skipFinalBackup"] is True
@@ -871,6 +877,10 @@ def test_scratch_2_has_no_throughput_and_no_kms_key() -> None:
         "deploymentType": "SCRATCH_2", "capacityGib": 1200, "throughputPerTib": None}},
      "sharedFileSystem.deploymentType"),
     ({"sharedFileSystem": {"backupId": "fs-0123456789abcdef0"}}, "sharedFileSystem.backupId"),
+    # ... nor of a PERSISTENT_1 file system linked to S3 by its import path.
+    ({"checkpoints": {"location": "sharedFileSystem"}, "dataset": {
+        "importUri": "s3://criteo-data/terabyte"}, "sharedFileSystem": {
+        "deploymentType": "PERSISTENT_1", "throughputPerTib": 200}}, "dataset.importUri"),
 ])
 def test_bad_aws_settings_are_refused_before_any_resource(overrides: dict, setting: str) -> None:
     run = run_stack("aws", overrides=overrides, expect_error=True)

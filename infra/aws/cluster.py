@@ -69,10 +69,18 @@ def create_log_group(cluster_name: str, retain: bool, exists: bool,
             retain_on_delete=retain, import_=name if exists else None)))
 
 
-def create_kms_key(prefix: str, opts: pulumi.ResourceOptions) -> aws.kms.Key:
-    """One customer-managed key for Kubernetes secrets, FSx, S3 and ECR of this stack."""
+def create_kms_key(prefix: str, opts: pulumi.ResourceOptions,
+                   keep_on_destroy: bool = False) -> aws.kms.Key:
+    """One customer-managed key for Kubernetes secrets, FSx, S3 and ECR of this stack.
+
+    `keep_on_destroy` (an FSx final backup is kept): the backup is encrypted with the file
+    system's key (FSx Backup.KmsKeyId), and a key scheduled for deletion cannot decrypt it, so
+    `pulumi destroy` keeps the key (about USD 1 a month) and the next `up` restores from the
+    backup with it. Its alias goes, so the next `up` can create `alias/<prefix>` again."""
     key = aws.kms.Key(f"{prefix}-key", description=f"{prefix}: EKS secrets, FSx, S3, ECR",
-                      enable_key_rotation=True, deletion_window_in_days=30, opts=opts)
+                      enable_key_rotation=True, deletion_window_in_days=30,
+                      opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                          retain_on_delete=keep_on_destroy)))
     aws.kms.Alias(f"{prefix}-key", name=f"alias/{prefix}", target_key_id=key.key_id,
                   opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=key)))
     return key

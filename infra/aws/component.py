@@ -101,7 +101,9 @@ class AwsGpuCluster(pulumi.ComponentResource):
         vpc_cidr = s.aws.vpc_cidr if s.aws else "10.0.0.0/16"
         net = network.create_network(prefix, vpc_cidr, zones.names, gpu_zone, cluster_name,
                                      s.region, aws_opts)
-        key = eks_cluster.create_kms_key(prefix, aws_opts)
+        keep_final_backup = (s.checkpoints.enabled and s.checkpoints.retain_on_destroy
+                             and s.checkpoints.location == CheckpointLocation.SHARED_FILE_SYSTEM)
+        key = eks_cluster.create_kms_key(prefix, aws_opts, keep_on_destroy=keep_final_backup)
         private_ids = [net.private_subnets[zone].id for zone in zones.names]
         logs = eks_cluster.create_log_group(cluster_name, s.checkpoints.retain_on_destroy,
                                             logs_exist, aws_opts)
@@ -245,8 +247,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         lustre, association = storage.create_lustre(
             prefix, fs_settings, net.private_subnets[gpu_zone].id, groups, key.arn,
             s.dataset.import_uri, aws_opts,
-            keep_final_backup=(s.checkpoints.enabled and s.checkpoints.retain_on_destroy
-                               and s.checkpoints.location == CheckpointLocation.SHARED_FILE_SYSTEM))
+            keep_final_backup=keep_final_backup)
         bucket = storage.checkpoint_bucket(prefix, bucket_plan, s.checkpoints, s.job.name,
                                           aws_opts)
         job_role = identity.irsa_role(f"{prefix}-job", oidc_arn, oidc_issuer, s.job.namespace,

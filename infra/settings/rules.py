@@ -1257,6 +1257,19 @@ def fsx_checkpoints_survive_destroy(s: Settings) -> Iterator[Problem]:
                       "sharedFileSystem and checkpoints.retainOnDestroy is true: a SCRATCH_2 file "
                       "system takes no backup, so `pulumi destroy` would delete the checkpoints. "
                       "Or set checkpoints.location: objectStore (S3, kept on destroy)")
+    if (s.checkpoints.enabled and s.checkpoints.location == CheckpointLocation.SHARED_FILE_SYSTEM
+            and s.checkpoints.retain_on_destroy and s.dataset.import_uri
+            and fs.deployment_type == FsxDeploymentType.PERSISTENT_1):
+        # FSx backs up only file systems "not linked to a data repository"
+        # (https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html); a
+        # PERSISTENT_1 file system is linked at creation by its import path, so no final backup.
+        yield Problem("dataset.importUri", s.dataset.import_uri,
+                      "no S3 import on a PERSISTENT_1 file system while checkpoints.location is "
+                      "sharedFileSystem and checkpoints.retainOnDestroy is true: FSx takes no "
+                      "backup of a file system linked to S3, so `pulumi destroy` would delete the "
+                      "checkpoints. Use PERSISTENT_2 (`pulumi config set --path "
+                      "sharedFileSystem.deploymentType PERSISTENT_2`) or keep checkpoints in S3 "
+                      "(`pulumi config set --path checkpoints.location objectStore`)")
 
 
 RULES = (*RULES, fsx_checkpoints_survive_destroy)
