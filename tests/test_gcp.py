@@ -1258,6 +1258,14 @@ CAPACITY_REFUSED = {
     "A3 Ultra on demand without a reservation or flex-start": (
         A3_ULTRA, "gpuPools.onDemand.machineType",
         ("not sold on demand", "reservation", "flexStart: true", "job.pool: spot")),
+    # best-effort-atomic-scale-up is Provisioned when the scale-up is asked, not when the Spot
+    # VMs exist: with Concurrent Admission the running gang would move to spot nodes that may
+    # never come, back after the ready timeout, and again (issue 32, the fallback that flaps).
+    "a spot-to-on-demand fallback that would move the gang before spot nodes exist": (
+        {"job": {"pool": "spot", "spotShortage": {"policy": "onDemand"}}},
+        "job.spotShortage.policy",
+        ("wait on gcp", "job.pool onDemand", "best-effort-atomic-scale-up",
+         "not when the VMs exist", "flex-start only", "pulumi config set")),
     "queued provisioning, which needs a ProvisioningRequest": (
         {"gpuPools": {"onDemand": {"queuedProvisioning": True}}},
         "gpuPools.onDemand.queuedProvisioning", ("ProvisioningRequest", "flexStart")),

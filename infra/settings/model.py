@@ -492,9 +492,8 @@ class SpotShortage(Section):
     policy: SpotShortagePolicy = Field(
         SpotShortagePolicy.WAIT,
         description="wait (for spot nodes, as long as it takes unless maxWaitMinutes is set) "
-        "or onDemand (GCP only: the gang runs on gpuPools.onDemand, from its first start, "
-        "and moves to spot once a spot scale-up for the whole gang succeeds: a gang restart "
-        "from the checkpoint).")
+        "or onDemand (refused on every cloud, with the reason: no autoscaler here reports "
+        "spot capacity to Kueue only once the spot nodes exist; use job.pool onDemand).")
     max_wait_minutes: int | None = Field(
         None, ge=15,
         description="Unset (default): Kueue requeues a gang that gets no nodes without end. "

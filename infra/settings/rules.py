@@ -340,28 +340,38 @@ def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
                       f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes})")
 
 
+# Why the fallback is refused on GKE too: the only ProvisioningRequest class that grows the spot
+# pool, best-effort-atomic-scale-up, sets Provisioned=True "if the node group scale up request is
+# successful" (kubernetes/autoscaler cluster-autoscaler/FAQ.md "Supported ProvisioningClasses"),
+# not once the Spot VMs exist: Kueue's Concurrent Admission (alpha) would then move the running
+# on-demand gang to spot nodes that may never come, back after the PodsReady timeout, and again.
+# check-capacity.autoscaling.x-k8s.io is Provisioned only on nodes already there (a spot pool at
+# 0 has none, so it never is); queued-provisioning.gke.io is Provisioned with the VMs, but only
+# on flex-start pools (--flex-start --enable-queued-provisioning,
+# https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest), never Spot VMs.
+SPOT_FALLBACK_REFUSED = {
+    Cloud.AWS: "the fallback needs Cluster Autoscaler to answer a ProvisioningRequest for spot "
+               "capacity (--enable-provisioning-requests, its CRD and RBAC), which this "
+               "program does not install",
+    Cloud.AZURE: "AKS's managed autoscaler documents no ProvisioningRequest support, which the "
+                 "fallback needs to learn of spot capacity",
+    Cloud.GCP: "GKE's only ProvisioningRequest class that adds Spot VMs "
+               "(best-effort-atomic-scale-up) reports them Provisioned when the scale-up is "
+               "asked, not when the VMs exist, so Kueue would move the running gang to spot "
+               "nodes that may never come; queued provisioning is flex-start only",
+}
+
+
 def spot_shortage_fallback_fits(s: Settings) -> Iterator[Problem]:
-    """job.spotShortage.policy onDemand: the gang may run on either pool, so both must be the
-    same machine (one pod size, one process count), and the cloud's autoscaler must answer
-    Kueue's ProvisioningRequest for the spot pool (workloads/kueue.py): GKE's does natively;
-    AKS's managed autoscaler documents no ProvisioningRequest support; on AWS our Cluster
-    Autoscaler would need --enable-provisioning-requests, the ProvisioningRequest CRD and RBAC
-    for it, which this program does not install yet."""
+    """job.spotShortage.policy onDemand would need the cloud's autoscaler to answer Kueue's
+    ProvisioningRequest for the spot pool only once spot nodes exist; none does here
+    (SPOT_FALLBACK_REFUSED), so the policy is refused with the reason on every cloud."""
     if s.job.pool != PoolChoice.SPOT or s.job.spot_shortage.policy != SpotShortagePolicy.ON_DEMAND:
         return
-    path = "job.spotShortage.policy"
-    if s.cloud != Cloud.GCP:
-        yield Problem(path, "onDemand", f"wait on {s.cloud.value}: the fallback needs the "
-                      "autoscaler to answer a ProvisioningRequest for spot capacity, which only "
-                      "GKE's does in this program")
-    elif s.gpu_pools.on_demand.machine_type != s.gpu_pools.spot.machine_type:
-        yield Problem(path, "onDemand",
-                      f"wait, or the same machineType in gpuPools.onDemand "
-                      f"({s.gpu_pools.on_demand.machine_type}) and gpuPools.spot "
-                      f"({s.gpu_pools.spot.machine_type})")
-    elif s.job.nodes > s.gpu_pools.on_demand.max_nodes:
-        yield Problem("job.nodes", s.job.nodes, "at most gpuPools.onDemand.maxNodes "
-                      f"({s.gpu_pools.on_demand.max_nodes}) with spotShortage.policy onDemand")
+    yield Problem("job.spotShortage.policy", "onDemand",
+                  f"wait on {s.cloud.value} (or job.pool onDemand): "
+                  f"{SPOT_FALLBACK_REFUSED[s.cloud]} (set it with: pulumi config set --path "
+                  "job.spotShortage.policy wait)")
 
 
 def spot_shortage_wait_fits_one_node_join(s: Settings) -> Iterator[Problem]:
