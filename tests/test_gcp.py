@@ -227,14 +227,28 @@ def test_the_control_plane_reaches_every_admission_webhook_on_every_node(run):
     rule = run.one(FIREWALL, "control-plane-to-webhooks")
     assert rule.inputs["direction"] == "INGRESS"
     assert rule.inputs["sourceRanges"] == [control_plane]
-    assert rule.inputs["allows"] == [{"protocol": "tcp",
-                                      "ports": [str(p) for p in webhook_ports()]}]
-    assert webhook_ports() == [9443]  # JobSet's and the training operator's webhook servers
+    [allowed] = rule.inputs["allows"]
+    assert allowed["protocol"] == "tcp"
+    assert set(allowed["ports"]) == {str(p) for p in webhook_ports()} | {"8082"}
+    assert webhook_ports() == [9443]  # JobSet's, Kueue's and the training operator's webhooks
     [tag] = rule.inputs["targetTags"]
     for pool in run.of_type(NODE_POOL):  # the webhook pods may land on any node
         assert tag in pool.inputs["nodeConfig"]["tags"], pool.name
     # Nothing guarded by a webhook is sent before the rule exists.
     assert run.waits_for(run.one(JOBSET), rule)
+
+
+def test_kueue_s_visibility_api_is_reachable_from_the_private_control_plane(run):
+    """Kueue's APIService v1beta2.visibility.kueue.x-k8s.io is served on the controller pod's
+    8082; without the port open the API server marks it FailedDiscoveryCheck (kubectl warns on
+    every call, namespace deletion retries on destroy)."""
+    cluster = run.one(CLUSTER)
+    assert cluster.inputs["privateClusterConfig"]["enablePrivateNodes"] is True
+    rule = run.one(FIREWALL, "control-plane-to-webhooks")
+    assert rule.inputs["sourceRanges"] == [cluster.inputs["privateClusterConfig"][
+        "masterIpv4CidrBlock"]]
+    assert any("8082" in a["ports"] for a in rule.inputs["allows"] if a["protocol"] == "tcp")
+    assert rule.inputs["direction"] == "INGRESS" and "0.0.0.0/0" not in rule.inputs["sourceRanges"]
 
 
 def test_the_control_plane_range_overlaps_no_range_of_the_vpcs(settings, a3_run):
@@ -1001,14 +1015,22 @@ def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert {k: env[k] for k in TCPX_ENV} == TCPX_ENV
     assert env["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"] == "/run/tcpx"  # where the socket is mounted
-    # The trainer runs as root, as Google's NCCL container does, and adds only IPC_LOCK, as
-    # Google's unprivileged TCPX pod does; otherwise locked down; only the sidecar holds
-    # NET_ADMIN.
+    # The trainer runs as root, as Google's NCCL container does, with its capabilities: the
+    # runtime's defaults (DAC_OVERRIDE: root writes the job's uid-1000 folders on Filestore)
+    # less NET_RAW and MKNOD, plus IPC_LOCK, as Google's unprivileged TCPX pod does; otherwise
+    # locked down; only the sidecar holds NET_ADMIN. The node's libraries are read-only.
     context = container["securityContext"]
     assert context["runAsUser"] == 0 and context["runAsNonRoot"] is False
     assert context["readOnlyRootFilesystem"] is True and context["privileged"] is False
     assert context["allowPrivilegeEscalation"] is False
-    assert context["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    assert context["capabilities"]["drop"] == ["ALL"]
+    added = set(context["capabilities"]["add"])
+    assert {"IPC_LOCK", "DAC_OVERRIDE", "FOWNER", "CHOWN", "KILL"} <= added
+    assert not added & {"NET_RAW", "MKNOD", "NET_ADMIN", "SYS_ADMIN"}
+    for c in (container, sidecar):
+        [lib] = [m for m in c["volumeMounts"] if m["mountPath"] == "/usr/local/nvidia/lib64"]
+        assert lib.get("readOnly") is True, c["name"]
+    assert "NCCL_GPUDIRECTTCPX_FORCE_ACK" not in env  # deprecated: no Google reference sets it
     assert context["seccompProfile"] == {"type": "RuntimeDefault"}
     # torch's NCCL is the one loaded (no preload of the installer's). The gate checks its
     # version for the image this program builds (tests/test_workloads.py); this run's image is
@@ -1042,10 +1064,14 @@ def test_a3_mega_pod_carries_the_tcpxo_sidecar_with_its_startup_probe(a3_mega_ru
     assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
     assert env["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "131072"  # the guest config checker enforces it
     assert env["NCCL_TUNER_CONFIG_PATH"].startswith(env["LD_LIBRARY_PATH"] + "/")
-    # Root as Google's TCPXO NCCL container, which adds no capability; torch's NCCL 2.29.7,
-    # not the installer's 2.28.7 (it lacks 8 symbols torch 2.13 links), checked by the gate.
+    # Root as Google's TCPXO NCCL container, which keeps the runtime's default capabilities
+    # (less NET_RAW and MKNOD here) and adds none; torch's NCCL 2.29.7, not the installer's
+    # 2.28.7 (it lacks 8 symbols torch 2.13 links), checked by the gate.
+    from infra.gcp.interconnect import REFERENCE_DEFAULT_CAPABILITIES
+
     context = container["securityContext"]
-    assert context["runAsUser"] == 0 and context["capabilities"] == {"drop": ["ALL"]}
+    assert context["runAsUser"] == 0 and context["capabilities"] == {
+        "drop": ["ALL"], "add": sorted(REFERENCE_DEFAULT_CAPABILITIES)}
     assert context["privileged"] is False and context["allowPrivilegeEscalation"] is False
     assert "LD_PRELOAD" not in env
     assert "--fabric_nccl_version" not in " ".join(container["args"])  # the user's image
@@ -1266,6 +1292,13 @@ CAPACITY_REFUSED = {
         "job.spotShortage.policy",
         ("wait on gcp", "job.pool onDemand", "best-effort-atomic-scale-up",
          "not when the VMs exist", "flex-start only", "pulumi config set")),
+    # A left-out (tainted) node in a pool held at its minimum is never removed, and at
+    # maxNodes none is added beside it: the gang would wait for ever (issue 32).
+    "a GPU pool held at its minimum, where a left-out node is never replaced": (
+        {"gpuPools": {"spot": {"minNodes": 2, "desiredNodes": 2, "maxNodes": 2}},
+         "job": {"pool": "spot", "nodes": 2}},
+        "gpuPools.spot.minNodes", ("at most 0", "maxNodes at least 4", "leaves out",
+                                   "pulumi config set --path gpuPools.spot.minNodes 0")),
     "queued provisioning, which needs a ProvisioningRequest": (
         {"gpuPools": {"onDemand": {"queuedProvisioning": True}}},
         "gpuPools.onDemand.queuedProvisioning", ("ProvisioningRequest", "flexStart")),

@@ -331,6 +331,32 @@ def processes_fit_the_gpus(s: Settings) -> Iterator[Problem]:
                       f"at most the {found.gpu_count} GPUs of {found.name}")
 
 
+def gate_left_out_bound(job_nodes: int) -> int:
+    """The most nodes the gate may leave out (--fabric_max_nodes_left_out): bandwidth under a
+    floor names no node, so the whole gang must fit the bound."""
+    return max(2, job_nodes)
+
+
+def left_out_nodes_are_replaced(s: Settings) -> Iterator[Problem]:
+    """A node the gate left out (tainted NoSchedule, empty) is replaced only by the autoscaler:
+    it removes an empty node after its unneeded time, but never below the pool's minNodes, and
+    adds one only below maxNodes. Tainted nodes it cannot remove (at most minNodes of them)
+    must leave room for the whole gang under maxNodes, or the gang waits for ever."""
+    if not s.interconnect.gate:
+        return
+    pool = s.job_pool
+    path = "gpuPools.spot" if s.job.pool == PoolChoice.SPOT else "gpuPools.onDemand"
+    kept = min(gate_left_out_bound(s.job.nodes), pool.min_nodes)
+    if pool.max_nodes - kept < s.job.nodes:
+        yield Problem(f"{path}.minNodes", pool.min_nodes,
+                      f"at most {max(0, pool.max_nodes - s.job.nodes)} with maxNodes "
+                      f"{pool.max_nodes} and job.nodes {s.job.nodes} (or maxNodes at least "
+                      f"{s.job.nodes + kept}): a node the fabric gate leaves out is replaced "
+                      "only when the autoscaler may remove it (above minNodes) or add one "
+                      f"beside it (below maxNodes); set it with: pulumi config set --path "
+                      f"{path}.minNodes {max(0, pool.max_nodes - s.job.nodes)}")
+
+
 def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
     pool_path = "gpuPools.spot" if s.job.pool == PoolChoice.SPOT else "gpuPools.onDemand"
     if s.job.pool == PoolChoice.SPOT and not s.gpu_pools.spot.enabled:
@@ -576,6 +602,7 @@ RULES: tuple[Rule, ...] = (
     fabric_needs_a_machine_that_has_it,
     processes_fit_the_gpus,
     job_fits_its_pool,
+    left_out_nodes_are_replaced,
     spot_shortage_fallback_fits,
     spot_shortage_wait_fits_one_node_join,
     spot_needs_checkpoints,
