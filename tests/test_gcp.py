@@ -505,10 +505,11 @@ def test_checkpoint_bucket_is_private_versioned_regional_and_kept(run, settings)
     assert bucket.inputs["uniformBucketLevelAccess"] is True
     assert bucket.inputs["publicAccessPrevention"] == "enforced"
     assert bucket.inputs["versioning"] == {"enabled": True}
-    # Pruned or overwritten checkpoints (noncurrent versions) are deleted a week later.
+    # Pruned or overwritten checkpoints (noncurrent versions) are deleted a day later, into
+    # the week of soft delete (test_deleted_checkpoints_stay_recoverable_for_a_week...).
     rule, _ = bucket.inputs["lifecycleRules"]
     assert rule["action"] == {"type": "Delete"}
-    assert rule["condition"]["daysSinceNoncurrentTime"] == 7
+    assert rule["condition"]["daysSinceNoncurrentTime"] == 1
     assert rule["condition"]["withState"] == "ARCHIVED"
     assert "matchesPrefixes" not in rule["condition"]  # the whole bucket
     assert bucket.inputs["location"] == settings.region.upper()
@@ -1299,6 +1300,11 @@ CAPACITY_REFUSED = {
          "job": {"pool": "spot", "nodes": 2}},
         "gpuPools.spot.minNodes", ("at most 0", "maxNodes at least 4", "leaves out",
                                    "pulumi config set --path gpuPools.spot.minNodes 0")),
+    # retainOnDestroy keeps the bucket; destroy deletes Filestore and no backup is kept.
+    "checkpoints kept on destroy on the shared file system, which destroy deletes": (
+        {"checkpoints": {"location": "sharedFileSystem", "retainOnDestroy": True}},
+        "checkpoints.location", ("objectStore", "deletes the Filestore instance",
+                                 "retainOnDestroy false", "pulumi config set")),
     "queued provisioning, which needs a ProvisioningRequest": (
         {"gpuPools": {"onDemand": {"queuedProvisioning": True}}},
         "gpuPools.onDemand.queuedProvisioning", ("ProvisioningRequest", "flexStart")),
@@ -1526,7 +1532,7 @@ def test_each_day_destroy_then_up_finds_the_kept_bucket(gke_world):
     assert again.outputs["checkpoint_uri"] == uri
     assert again.outputs["checkpoint_store_adopted"] is True
     # Imported into the stack's managed bucket, declared exactly as the one first created:
-    # versioning, the noncurrent rule, soft delete off, retainOnDestroy, and the job's grant.
+    # versioning, the noncurrent rule, soft delete, retainOnDestroy, and the job's grant.
     [adopted] = again.of_type(BUCKET)
     assert adopted.import_id == name and adopted.name == bucket.name
     assert _bucket_declaration(adopted) == _bucket_declaration(bucket)
@@ -1555,7 +1561,7 @@ def test_a_retry_after_a_failed_first_up_manages_the_bucket_it_made(gke_world):
     retry = run_gcp()
     bucket = retry.one(BUCKET)
     assert bucket.import_id == name and bucket.inputs["versioning"] == {"enabled": True}
-    assert bucket.inputs["softDeletePolicy"] == {"retentionDurationSeconds": 0}
+    assert bucket.inputs["softDeletePolicy"] == {"retentionDurationSeconds": 7 * 86400}
     assert retry.outputs["checkpoint_uri"] == failed.outputs["checkpoint_uri"]
 
 
@@ -1780,8 +1786,16 @@ def test_a_cluster_gke_cannot_be_asked_about_keeps_the_recorded_version(gke_worl
     assert _fakes().CLUSTER_ASKS
 
 
-def test_pruned_checkpoints_are_not_soft_deleted_on_top_of_their_noncurrent_week(run):
-    assert run.one(BUCKET).inputs["softDeletePolicy"] == {"retentionDurationSeconds": 0}
+def test_deleted_checkpoints_stay_recoverable_for_a_week_the_job_cannot_cut_short(run):
+    """The job may delete objects (it prunes and overwrites), and storage.objects.delete also
+    purges noncurrent generations: soft delete keeps every deleted generation 7 days, and
+    only a bucket policy change ends it, which the job's object-only role cannot make
+    (issue 33: on GCP the job's objectUser could purge every earlier version)."""
+    assert run.one(BUCKET).inputs["softDeletePolicy"] == {"retentionDurationSeconds": 7 * 86400}
+    grants = [g for g in run.of_type(BUCKET_MEMBER) if "job" in g.name]
+    assert [g.inputs["role"] for g in grants] == ["roles/storage.objectUser"]
+    assert not [m for m in run.of_type("gcp:projects/iAMMember:IAMMember")
+                if "storage" in m.inputs["role"] and "admin" in m.inputs["role"]]
 
 
 @pytest.mark.parametrize(("project", "prefix"), [

@@ -530,10 +530,8 @@ def test_pytorchjob_shares_the_pod_template_of_the_indexed_job(runs):
     shared = {"securityContext", "volumes", "serviceAccountName", "restartPolicy",
               "automountServiceAccountToken", "terminationGracePeriodSeconds"}
     for key in shared:
-        # The API token volume follows the fabric (the gate may leave a node out), not the kind.
-        strip = [v for v in job_pod[key] if v.get("name") != "kube-api-access"] \
-            if key == "volumes" else job_pod[key]
-        assert strip == elastic_pod[key], key
+        # The API token volume is on both: the gate may leave a bad GPU's node out, fabric or not.
+        assert job_pod[key] == elastic_pod[key], key
 
 
 # --- outputs --------------------------------------------------------------------------------

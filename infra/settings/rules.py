@@ -742,6 +742,24 @@ def gcp_fabric_is_one_this_program_sets_up(s: Settings) -> Iterator[Problem]:
 RULES = (*RULES, gcp_fabric_is_one_this_program_sets_up)
 
 
+def gcp_kept_checkpoints_are_in_the_bucket(s: Settings) -> Iterator[Problem]:
+    """retainOnDestroy keeps the bucket only: `pulumi destroy` deletes the Filestore instance
+    with its data, and this stack keeps no Filestore backup for the next `up` to restore from
+    (issue 33), so checkpoints kept on destroy must be in the bucket."""
+    c = s.checkpoints
+    if (s.cloud != Cloud.GCP or not c.enabled or not c.retain_on_destroy
+            or c.location != CheckpointLocation.SHARED_FILE_SYSTEM):
+        return
+    yield Problem("checkpoints.location", c.location.value,
+                  "objectStore with checkpoints.retainOnDestroy true: destroy deletes the "
+                  "Filestore instance and the checkpoints on it, and no Filestore backup is "
+                  f"kept on GCP (`{set_command('checkpoints.location', 'objectStore')}`), or "
+                  "checkpoints.retainOnDestroy false to accept that destroy deletes them")
+
+
+RULES = (*RULES, gcp_kept_checkpoints_are_in_the_bucket)
+
+
 def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
                               ) -> Iterator[Problem]:
     """On spot, one checkpoint save (every byte over the store's write throughput, and the
