@@ -359,6 +359,32 @@ def test_cluster_version_channel_addons_and_protection_follow_settings(run, sett
         "pods", "services")
 
 
+KMS_KEY = "projects/kms-proj-1/locations/us-central1/keyRings/gke/cryptoKeys/secrets"
+
+
+def test_secrets_are_encrypted_with_the_users_kms_key_only_when_one_is_set(run):
+    """An optional customer-managed key for GKE's Secrets (issue 33): databaseEncryption
+    ENCRYPTED with the key's resource name; unset, GKE's default encryption."""
+    assert run.one(CLUSTER).inputs.get("databaseEncryption") is None
+    keyed = run_gcp({"gcp": {"secretsKmsKey": KMS_KEY}})
+    assert keyed.one(CLUSTER).inputs["databaseEncryption"] == {
+        "state": "ENCRYPTED", "keyName": KMS_KEY}
+
+
+@pytest.mark.parametrize(("key", "words"), [
+    ("secrets", ("projects/PROJECT/locations/us-central1/keyRings/RING/cryptoKeys/KEY",
+                 "gcloud kms keys list")),
+    (KMS_KEY.replace("us-central1", "europe-west4"), ("cluster's region us-central1",
+                                                      "europe-west4")),
+])
+def test_a_secrets_key_gke_would_refuse_is_refused_first(key, words):
+    with pytest.raises(SettingsError) as refused:
+        stack_settings({"gcp": {"secretsKmsKey": key}})
+    [problem] = [p for p in refused.value.problems if p.path == "gcp.secretsKmsKey"]
+    for word in words:
+        assert word in problem.allowed, problem
+
+
 def test_deletion_protection_setting_reaches_the_cluster():
     protected = run_gcp({"gcp": {"deletionProtection": True}})
     assert protected.one(CLUSTER).inputs["deletionProtection"] is True

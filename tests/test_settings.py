@@ -441,7 +441,9 @@ def test_default_tables_fit_every_cloud_s_spot_notice(stack: str) -> None:
         values = stack_values(stack)
         values["job"] = {**values.get("job", {}), "pool": "spot"}
         values["gpuPools"]["spot"]["desiredNodes"] = values["job"].get("nodes", 2)
-        values["checkpoints"] = {**values.get("checkpoints", {}), "location": location}
+        # Kept on destroy only in the bucket (GCP refuses retainOnDestroy on Filestore).
+        values["checkpoints"] = {**values.get("checkpoints", {}), "location": location,
+                                 "retainOnDestroy": location == "objectStore"}
         settings = settings_from_mapping(values)
         budget = stop_budget(settings.cloud, True, settings.job.termination_grace_seconds)
         assert estimated_save(settings).seconds < budget.save_deadline_seconds, location

@@ -100,6 +100,14 @@ def private_cluster_config(network: Network) -> gcp.container.ClusterPrivateClus
     )
 
 
+def secrets_encryption(key: str | None) -> gcp.container.ClusterDatabaseEncryptionArgs | None:
+    """Application-layer encryption of Secrets with `key`; None leaves GKE's default (the
+    field's DECRYPTED state)."""
+    if key is None:
+        return None
+    return gcp.container.ClusterDatabaseEncryptionArgs(state="ENCRYPTED", key_name=key)
+
+
 def create_cluster(prefix: str, settings: Settings, network: Network,
                    node_account_email: pulumi.Input[str], release: Release,
                    opts: pulumi.ResourceOptions,
@@ -185,6 +193,10 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
                 start_time=MAINTENANCE_START, end_time=MAINTENANCE_END,
                 recurrence=MAINTENANCE_RECURRENCE),
         ),
+        # Kubernetes Secrets encrypted with the user's Cloud KMS key (gcp.secretsKmsKey), at the
+        # application layer, over Google's default encryption
+        # (https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets).
+        database_encryption=secrets_encryption(settings.gcp.secrets_kms_key),
         enable_shielded_nodes=True,
         # Without this the default pool would use the default compute account (Editor).
         node_config=gcp.container.ClusterNodeConfigArgs(

@@ -658,6 +658,12 @@ class GcpOptions(Section):
             "`pulumi config set --path gcp.project <project-id>`")
     network_cidr: PrivateCidr = Field("10.2.0.0/20", description="Node subnetwork range.")
     deletion_protection: bool = Field(False, description="GKE deletion protection.")
+    secrets_kms_key: str | None = Field(
+        None, description="Optional Cloud KMS key that encrypts the cluster's Kubernetes "
+        "Secrets at the application layer (projects/P/locations/REGION/keyRings/R/cryptoKeys/K, "
+        "in the stack's region; GKE's service agent needs "
+        "roles/cloudkms.cryptoKeyEncrypterDecrypter on it: docs/gcp.md). Unset: Google's "
+        "default encryption. Set or changed on a live cluster, GKE re-encrypts the Secrets.")
 
 
 # Text whose values are naturally numbers (Azure zones "1", a tag "2026"): `pulumi config set

@@ -346,6 +346,8 @@ def left_out_nodes_are_replaced(s: Settings) -> Iterator[Problem]:
         return
     pool = s.job_pool
     path = "gpuPools.spot" if s.job.pool == PoolChoice.SPOT else "gpuPools.onDemand"
+    if not pool.min_nodes <= pool.desired_nodes <= pool.max_nodes or s.job.nodes > pool.max_nodes:
+        return  # the pool's order and the job's size are other rules' (job_fits_its_pool)
     kept = min(gate_left_out_bound(s.job.nodes), pool.min_nodes)
     if pool.max_nodes - kept < s.job.nodes:
         yield Problem(f"{path}.minNodes", pool.min_nodes,
@@ -758,6 +760,31 @@ def gcp_kept_checkpoints_are_in_the_bucket(s: Settings) -> Iterator[Problem]:
 
 
 RULES = (*RULES, gcp_kept_checkpoints_are_in_the_bucket)
+
+# GKE application-layer secrets encryption takes a Cloud KMS key by its resource name, in the
+# cluster's location ("The key ring must be in the same location as the cluster",
+# https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets).
+KMS_KEY = re.compile(r"^projects/([a-z][-a-z0-9]{4,28}[a-z0-9]|[a-z0-9.-]+:[a-z][-a-z0-9]{4,28}"
+                     r"[a-z0-9])/locations/([a-z0-9-]+)/keyRings/([\w-]{1,63})/cryptoKeys/"
+                     r"([\w-]{1,63})$")
+
+
+def gcp_secrets_key_is_one_gke_takes(s: Settings) -> Iterator[Problem]:
+    key = s.gcp.secrets_kms_key if s.gcp is not None else None
+    if s.cloud != Cloud.GCP or key is None:
+        return
+    found = KMS_KEY.match(key)
+    path = "gcp.secretsKmsKey"
+    if found is None:
+        yield Problem(path, key, "a Cloud KMS key's resource name, projects/PROJECT/locations/"
+                      f"{s.region}/keyRings/RING/cryptoKeys/KEY (`gcloud kms keys list "
+                      f"--location {s.region} --keyring RING --format='value(name)'`)")
+    elif found.group(2) != s.region:
+        yield Problem(path, key, f"a key in the cluster's region {s.region} (this one is in "
+                      f"{found.group(2)}): GKE takes a key ring in the cluster's location")
+
+
+RULES = (*RULES, gcp_secrets_key_is_one_gke_takes)
 
 
 def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
