@@ -359,6 +359,18 @@ def test_cluster_version_channel_addons_and_protection_follow_settings(run, sett
         "pods", "services")
 
 
+def test_the_autoscaler_keeps_nodes_longer_than_kueue_waits_between_attempts(run):
+    """GKE exposes only the autoscaling profile: BALANCED keeps an unneeded node 10 minutes,
+    longer than Kueue's requeue backoff cap, so the nodes of one attempt are still there for
+    the next; OPTIMIZE_UTILIZATION would remove them sooner (issue 32, nodes live long enough)."""
+    from workloads.kueue import BACKOFF_MAX_SECONDS
+
+    autoscaling = run.one(CLUSTER).inputs["clusterAutoscaling"]
+    assert autoscaling["autoscalingProfile"] == "BALANCED"
+    assert "enabled" not in autoscaling  # node auto-provisioning stays off: the pools are ours
+    assert BACKOFF_MAX_SECONDS < 10 * 60
+
+
 KMS_KEY = "projects/kms-proj-1/locations/us-central1/keyRings/gke/cryptoKeys/secrets"
 
 
