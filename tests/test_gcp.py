@@ -371,6 +371,52 @@ def test_the_autoscaler_keeps_nodes_longer_than_kueue_waits_between_attempts(run
     assert BACKOFF_MAX_SECONDS < 10 * 60
 
 
+def test_the_deployer_acts_as_the_node_account_only_granted_by_the_run_before_the_cluster(run):
+    """No project-wide Service Account User (it could act as the default compute account,
+    Editor): the run grants whoever runs it actAs on the node account alone, and the cluster
+    and pools wait for it (issue 33)."""
+    from tests.fakes.gcp import DEPLOYER_EMAIL
+
+    [grant] = [m for m in run.of_type(SA_MEMBER) if m.inputs["role"] == "roles/iam.serviceAccountUser"]
+    assert grant.inputs["member"] == f"user:{DEPLOYER_EMAIL}"
+    nodes = run.one("gcp:serviceaccount/account:Account", "-nodes")
+    assert grant.inputs["serviceAccountId"] and run.waits_for(grant, nodes)
+    assert run.waits_for(run.one(CLUSTER), grant)
+    for pool in run.of_type(NODE_POOL):
+        assert run.waits_for(pool, grant), pool.name
+    assert not [m for m in run.of_type("gcp:projects/iAMMember:IAMMember")
+                if m.inputs["role"] in ("roles/iam.serviceAccountUser", "roles/owner",
+                                        "roles/editor")]
+
+
+def test_a_service_account_deployer_is_named_as_one():
+    from infra.gcp.identity import deployer_member
+
+    assert deployer_member("ci@proj.iam.gserviceaccount.com") == \
+        "serviceAccount:ci@proj.iam.gserviceaccount.com"
+    assert deployer_member("me@example.com") == "user:me@example.com"
+
+
+def test_every_resource_kind_the_program_creates_has_its_deployer_role_in_the_docs(
+        run, a3_run, a3_mega_run, flex_run):
+    """The deployer's roles: a row in infra/gcp/deployer.py for every GCP resource type a full
+    mock run registers (shipped stack, A3 TCPX, A3 Mega TCPXO, flex-start), and the docs'
+    table lists exactly those roles, project-wide Service Account User not among them."""
+    from infra.gcp.deployer import DEPLOYER_NEEDS, deployer_roles
+
+    registered = {r.type for fixture in (run, a3_run, a3_mega_run, flex_run)
+                  for r in fixture.resources
+                  if r.custom and r.type.split(":")[0] in ("gcp", "docker-build")}
+    assert registered <= set(DEPLOYER_NEEDS), sorted(registered - set(DEPLOYER_NEEDS))
+    assert all(n.permissions and all(re.fullmatch(r"[a-z]+(\.[a-zA-Z]+){2}", p)
+                                     for p in n.permissions) for n in DEPLOYER_NEEDS.values())
+    text = (harness.ROOT / "docs" / "gcp.md").read_text()
+    section = text[text.index("The roles to create all of the above"):text.index("## 2. Enable")]
+    documented = set(re.findall(r"^  \| `(roles/[\w.]+)`", section, flags=re.M))
+    assert documented == set(deployer_roles())
+    assert "roles/iam.serviceAccountUser" not in documented
+
+
 KMS_KEY = "projects/kms-proj-1/locations/us-central1/keyRings/gke/cryptoKeys/secrets"
 
 
@@ -587,7 +633,9 @@ def test_bucket_access_is_granted_to_the_job_account_only(run):
 
 
 def test_workload_identity_binds_exactly_the_jobs_kubernetes_account(run, settings):
-    [binding] = run.of_type(SA_MEMBER)
+    # (the other service account binding: the deployer's actAs on the node account)
+    [binding] = [m for m in run.of_type(SA_MEMBER)
+                 if m.inputs["role"] != "roles/iam.serviceAccountUser"]
     assert binding.inputs["role"] == "roles/iam.workloadIdentityUser"
     assert binding.inputs["member"] == (
         f"serviceAccount:{settings.gcp.project}.svc.id.goog"
