@@ -251,7 +251,7 @@ class TrainConfig:
         "Least BF16 matmul throughput (TFLOPS) per GPU in the gate's GPU health check (report "
         "and enforce modes); 0 = no floor. Skipped on CPU.", default=0.0)
     fabric_max_nodes_left_out: int = _help(
-        "Most nodes the gate may leave out (taint torchrec-cloud/unhealthy) before it fails the "
+        "Most nodes the gate may leave out (taint status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy) before it fails the "
         "job instead (FABRIC_ERROR): nodes already carrying the taint count. Bandwidth under a "
         "floor names no node: every node of the gang is then left out.", default=2)
     fabric_rails: int = _help(

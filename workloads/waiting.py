@@ -50,14 +50,14 @@ from typing import Any, Callable
 
 import yaml
 
+from trainer.node_taint import TAINT_KEY
 from workloads import cloud_errors
 from workloads.cloud_errors import Refusal
 from workloads.names import JobNames
 from workloads.watch import prepare_logs_command
 
-# The taint the fabric and GPU health gate puts on a node it leaves out (issue 22, item 5, "name
-# the slow node and leave it out"); the lead aligns it with that helper's constant.
-UNHEALTHY_TAINT = "torchrec-cloud/unhealthy"
+# The taint the fabric and GPU health gate puts on a node it leaves out (trainer/node_taint.py).
+UNHEALTHY_TAINT = TAINT_KEY
 AUTOSCALER_STATUS = "cluster-autoscaler-status"  # kube-system ConfigMap (FAQ.md)
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
 SCALE_UP_FAILED_EVENTS = frozenset({"FailedScaleUp", "ScaleUpFailed", "FailedToScaleUpGroup"})

@@ -181,6 +181,16 @@ EXPECTED_PATCH = ("PATCH", "/api/v1/nodes/gpu-a", "application/merge-patch+json"
                         {"key": TAINT_KEY, "value": "fabric-gate", "effect": "NoSchedule"}]}})
 
 
+def test_the_left_out_taint_is_one_every_cluster_autoscaler_keeps_out_of_its_templates():
+    """Cluster Autoscaler builds a pool's node template from one of its nodes; a custom taint
+    copied from a left-out node would make it refuse every scale-up for the gang. Taints with
+    the status-taint prefix are filtered out there (cluster-autoscaler FAQ.md "Status taints"),
+    with no flag, so GKE's managed autoscaler honours it too (issue 32, item 3)."""
+    prefix, _, name = TAINT_KEY.partition("/")
+    assert prefix == "status-taint.cluster-autoscaler.kubernetes.io"
+    assert re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", name)  # a taint key name
+
+
 def test_leaving_out_adds_only_the_taint_and_stops_at_the_bound(fake_api):
     api = KubeApi(fake_api.url)
     assert leave_out(api, ["gpu-a"], most=1) == (["gpu-a"], None)
