@@ -227,14 +227,28 @@ def test_the_control_plane_reaches_every_admission_webhook_on_every_node(run):
     rule = run.one(FIREWALL, "control-plane-to-webhooks")
     assert rule.inputs["direction"] == "INGRESS"
     assert rule.inputs["sourceRanges"] == [control_plane]
-    assert rule.inputs["allows"] == [{"protocol": "tcp",
-                                      "ports": [str(p) for p in webhook_ports()]}]
-    assert webhook_ports() == [9443]  # JobSet's and the training operator's webhook servers
+    [allowed] = rule.inputs["allows"]
+    assert allowed["protocol"] == "tcp"
+    assert set(allowed["ports"]) == {str(p) for p in webhook_ports()} | {"8082"}
+    assert webhook_ports() == [9443]  # JobSet's, Kueue's and the training operator's webhooks
     [tag] = rule.inputs["targetTags"]
     for pool in run.of_type(NODE_POOL):  # the webhook pods may land on any node
         assert tag in pool.inputs["nodeConfig"]["tags"], pool.name
     # Nothing guarded by a webhook is sent before the rule exists.
     assert run.waits_for(run.one(JOBSET), rule)
+
+
+def test_kueue_s_visibility_api_is_reachable_from_the_private_control_plane(run):
+    """Kueue's APIService v1beta2.visibility.kueue.x-k8s.io is served on the controller pod's
+    8082; without the port open the API server marks it FailedDiscoveryCheck (kubectl warns on
+    every call, namespace deletion retries on destroy)."""
+    cluster = run.one(CLUSTER)
+    assert cluster.inputs["privateClusterConfig"]["enablePrivateNodes"] is True
+    rule = run.one(FIREWALL, "control-plane-to-webhooks")
+    assert rule.inputs["sourceRanges"] == [cluster.inputs["privateClusterConfig"][
+        "masterIpv4CidrBlock"]]
+    assert any("8082" in a["ports"] for a in rule.inputs["allows"] if a["protocol"] == "tcp")
+    assert rule.inputs["direction"] == "INGRESS" and "0.0.0.0/0" not in rule.inputs["sourceRanges"]
 
 
 def test_the_control_plane_range_overlaps_no_range_of_the_vpcs(settings, a3_run):
@@ -343,6 +357,90 @@ def test_cluster_version_channel_addons_and_protection_follow_settings(run, sett
     policy = cluster.inputs["ipAllocationPolicy"]
     assert (policy["clusterSecondaryRangeName"], policy["servicesSecondaryRangeName"]) == (
         "pods", "services")
+
+
+def test_the_autoscaler_keeps_nodes_longer_than_kueue_waits_between_attempts(run):
+    """GKE exposes only the autoscaling profile: BALANCED keeps an unneeded node 10 minutes,
+    longer than Kueue's requeue backoff cap, so the nodes of one attempt are still there for
+    the next; OPTIMIZE_UTILIZATION would remove them sooner (issue 32, nodes live long enough)."""
+    from workloads.kueue import BACKOFF_MAX_SECONDS
+
+    autoscaling = run.one(CLUSTER).inputs["clusterAutoscaling"]
+    assert autoscaling["autoscalingProfile"] == "BALANCED"
+    assert "enabled" not in autoscaling  # node auto-provisioning stays off: the pools are ours
+    assert BACKOFF_MAX_SECONDS < 10 * 60
+
+
+def test_the_deployer_acts_as_the_node_account_only_granted_by_the_run_before_the_cluster(run):
+    """No project-wide Service Account User (it could act as the default compute account,
+    Editor): the run grants whoever runs it actAs on the node account alone, and the cluster
+    and pools wait for it (issue 33)."""
+    from tests.fakes.gcp import DEPLOYER_EMAIL
+
+    [grant] = [m for m in run.of_type(SA_MEMBER) if m.inputs["role"] == "roles/iam.serviceAccountUser"]
+    assert grant.inputs["member"] == f"user:{DEPLOYER_EMAIL}"
+    nodes = run.one("gcp:serviceaccount/account:Account", "-nodes")
+    assert grant.inputs["serviceAccountId"] and run.waits_for(grant, nodes)
+    assert run.waits_for(run.one(CLUSTER), grant)
+    for pool in run.of_type(NODE_POOL):
+        assert run.waits_for(pool, grant), pool.name
+    assert not [m for m in run.of_type("gcp:projects/iAMMember:IAMMember")
+                if m.inputs["role"] in ("roles/iam.serviceAccountUser", "roles/owner",
+                                        "roles/editor")]
+
+
+def test_a_service_account_deployer_is_named_as_one():
+    from infra.gcp.identity import deployer_member
+
+    assert deployer_member("ci@proj.iam.gserviceaccount.com") == \
+        "serviceAccount:ci@proj.iam.gserviceaccount.com"
+    assert deployer_member("me@example.com") == "user:me@example.com"
+
+
+def test_every_resource_kind_the_program_creates_has_its_deployer_role_in_the_docs(
+        run, a3_run, a3_mega_run, flex_run):
+    """The deployer's roles: a row in infra/gcp/deployer.py for every GCP resource type a full
+    mock run registers (shipped stack, A3 TCPX, A3 Mega TCPXO, flex-start), and the docs'
+    table lists exactly those roles, project-wide Service Account User not among them."""
+    from infra.gcp.deployer import DEPLOYER_NEEDS, deployer_roles
+
+    registered = {r.type for fixture in (run, a3_run, a3_mega_run, flex_run)
+                  for r in fixture.resources
+                  if r.custom and r.type.split(":")[0] in ("gcp", "docker-build")}
+    assert registered <= set(DEPLOYER_NEEDS), sorted(registered - set(DEPLOYER_NEEDS))
+    assert all(n.permissions and all(re.fullmatch(r"[a-z]+(\.[a-zA-Z]+){2}", p)
+                                     for p in n.permissions) for n in DEPLOYER_NEEDS.values())
+    text = (harness.ROOT / "docs" / "gcp.md").read_text()
+    section = text[text.index("The roles to create all of the above"):text.index("## 2. Enable")]
+    documented = set(re.findall(r"^  \| `(roles/[\w.]+)`", section, flags=re.M))
+    assert documented == set(deployer_roles())
+    assert "roles/iam.serviceAccountUser" not in documented
+
+
+KMS_KEY = "projects/kms-proj-1/locations/us-central1/keyRings/gke/cryptoKeys/secrets"
+
+
+def test_secrets_are_encrypted_with_the_users_kms_key_only_when_one_is_set(run):
+    """An optional customer-managed key for GKE's Secrets (issue 33): databaseEncryption
+    ENCRYPTED with the key's resource name; unset, GKE's default encryption."""
+    assert run.one(CLUSTER).inputs.get("databaseEncryption") is None
+    keyed = run_gcp({"gcp": {"secretsKmsKey": KMS_KEY}})
+    assert keyed.one(CLUSTER).inputs["databaseEncryption"] == {
+        "state": "ENCRYPTED", "keyName": KMS_KEY}
+
+
+@pytest.mark.parametrize(("key", "words"), [
+    ("secrets", ("projects/PROJECT/locations/us-central1/keyRings/RING/cryptoKeys/KEY",
+                 "gcloud kms keys list")),
+    (KMS_KEY.replace("us-central1", "europe-west4"), ("cluster's region us-central1",
+                                                      "europe-west4")),
+])
+def test_a_secrets_key_gke_would_refuse_is_refused_first(key, words):
+    with pytest.raises(SettingsError) as refused:
+        stack_settings({"gcp": {"secretsKmsKey": key}})
+    [problem] = [p for p in refused.value.problems if p.path == "gcp.secretsKmsKey"]
+    for word in words:
+        assert word in problem.allowed, problem
 
 
 def test_deletion_protection_setting_reaches_the_cluster():
@@ -491,10 +589,11 @@ def test_checkpoint_bucket_is_private_versioned_regional_and_kept(run, settings)
     assert bucket.inputs["uniformBucketLevelAccess"] is True
     assert bucket.inputs["publicAccessPrevention"] == "enforced"
     assert bucket.inputs["versioning"] == {"enabled": True}
-    # Pruned or overwritten checkpoints (noncurrent versions) are deleted a week later.
+    # Pruned or overwritten checkpoints (noncurrent versions) are deleted a day later, into
+    # the week of soft delete (test_deleted_checkpoints_stay_recoverable_for_a_week...).
     rule, _ = bucket.inputs["lifecycleRules"]
     assert rule["action"] == {"type": "Delete"}
-    assert rule["condition"]["daysSinceNoncurrentTime"] == 7
+    assert rule["condition"]["daysSinceNoncurrentTime"] == 1
     assert rule["condition"]["withState"] == "ARCHIVED"
     assert "matchesPrefixes" not in rule["condition"]  # the whole bucket
     assert bucket.inputs["location"] == settings.region.upper()
@@ -534,7 +633,9 @@ def test_bucket_access_is_granted_to_the_job_account_only(run):
 
 
 def test_workload_identity_binds_exactly_the_jobs_kubernetes_account(run, settings):
-    [binding] = run.of_type(SA_MEMBER)
+    # (the other service account binding: the deployer's actAs on the node account)
+    [binding] = [m for m in run.of_type(SA_MEMBER)
+                 if m.inputs["role"] != "roles/iam.serviceAccountUser"]
     assert binding.inputs["role"] == "roles/iam.workloadIdentityUser"
     assert binding.inputs["member"] == (
         f"serviceAccount:{settings.gcp.project}.svc.id.goog"
@@ -1001,14 +1102,22 @@ def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert {k: env[k] for k in TCPX_ENV} == TCPX_ENV
     assert env["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"] == "/run/tcpx"  # where the socket is mounted
-    # The trainer runs as root, as Google's NCCL container does, and adds only IPC_LOCK, as
-    # Google's unprivileged TCPX pod does; otherwise locked down; only the sidecar holds
-    # NET_ADMIN.
+    # The trainer runs as root, as Google's NCCL container does, with its capabilities: the
+    # runtime's defaults (DAC_OVERRIDE: root writes the job's uid-1000 folders on Filestore)
+    # less NET_RAW and MKNOD, plus IPC_LOCK, as Google's unprivileged TCPX pod does; otherwise
+    # locked down; only the sidecar holds NET_ADMIN. The node's libraries are read-only.
     context = container["securityContext"]
     assert context["runAsUser"] == 0 and context["runAsNonRoot"] is False
     assert context["readOnlyRootFilesystem"] is True and context["privileged"] is False
     assert context["allowPrivilegeEscalation"] is False
-    assert context["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    assert context["capabilities"]["drop"] == ["ALL"]
+    added = set(context["capabilities"]["add"])
+    assert {"IPC_LOCK", "DAC_OVERRIDE", "FOWNER", "CHOWN", "KILL"} <= added
+    assert not added & {"NET_RAW", "MKNOD", "NET_ADMIN", "SYS_ADMIN"}
+    for c in (container, sidecar):
+        [lib] = [m for m in c["volumeMounts"] if m["mountPath"] == "/usr/local/nvidia/lib64"]
+        assert lib.get("readOnly") is True, c["name"]
+    assert "NCCL_GPUDIRECTTCPX_FORCE_ACK" not in env  # deprecated: no Google reference sets it
     assert context["seccompProfile"] == {"type": "RuntimeDefault"}
     # torch's NCCL is the one loaded (no preload of the installer's). The gate checks its
     # version for the image this program builds (tests/test_workloads.py); this run's image is
@@ -1042,10 +1151,14 @@ def test_a3_mega_pod_carries_the_tcpxo_sidecar_with_its_startup_probe(a3_mega_ru
     assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
     assert env["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "131072"  # the guest config checker enforces it
     assert env["NCCL_TUNER_CONFIG_PATH"].startswith(env["LD_LIBRARY_PATH"] + "/")
-    # Root as Google's TCPXO NCCL container, which adds no capability; torch's NCCL 2.29.7,
-    # not the installer's 2.28.7 (it lacks 8 symbols torch 2.13 links), checked by the gate.
+    # Root as Google's TCPXO NCCL container, which keeps the runtime's default capabilities
+    # (less NET_RAW and MKNOD here) and adds none; torch's NCCL 2.29.7, not the installer's
+    # 2.28.7 (it lacks 8 symbols torch 2.13 links), checked by the gate.
+    from infra.gcp.interconnect import REFERENCE_DEFAULT_CAPABILITIES
+
     context = container["securityContext"]
-    assert context["runAsUser"] == 0 and context["capabilities"] == {"drop": ["ALL"]}
+    assert context["runAsUser"] == 0 and context["capabilities"] == {
+        "drop": ["ALL"], "add": sorted(REFERENCE_DEFAULT_CAPABILITIES)}
     assert context["privileged"] is False and context["allowPrivilegeEscalation"] is False
     assert "LD_PRELOAD" not in env
     assert "--fabric_nccl_version" not in " ".join(container["args"])  # the user's image
@@ -1258,6 +1371,26 @@ CAPACITY_REFUSED = {
     "A3 Ultra on demand without a reservation or flex-start": (
         A3_ULTRA, "gpuPools.onDemand.machineType",
         ("not sold on demand", "reservation", "flexStart: true", "job.pool: spot")),
+    # best-effort-atomic-scale-up is Provisioned when the scale-up is asked, not when the Spot
+    # VMs exist: with Concurrent Admission the running gang would move to spot nodes that may
+    # never come, back after the ready timeout, and again (issue 32, the fallback that flaps).
+    "a spot-to-on-demand fallback that would move the gang before spot nodes exist": (
+        {"job": {"pool": "spot", "spotShortage": {"policy": "onDemand"}}},
+        "job.spotShortage.policy",
+        ("wait on gcp", "job.pool onDemand", "best-effort-atomic-scale-up",
+         "not when the VMs exist", "flex-start only", "pulumi config set")),
+    # A left-out (tainted) node in a pool held at its minimum is never removed, and at
+    # maxNodes none is added beside it: the gang would wait for ever (issue 32).
+    "a GPU pool held at its minimum, where a left-out node is never replaced": (
+        {"gpuPools": {"spot": {"minNodes": 2, "desiredNodes": 2, "maxNodes": 2}},
+         "job": {"pool": "spot", "nodes": 2}},
+        "gpuPools.spot.minNodes", ("at most 0", "maxNodes at least 4", "leaves out",
+                                   "pulumi config set --path gpuPools.spot.minNodes 0")),
+    # retainOnDestroy keeps the bucket; destroy deletes Filestore and no backup is kept.
+    "checkpoints kept on destroy on the shared file system, which destroy deletes": (
+        {"checkpoints": {"location": "sharedFileSystem", "retainOnDestroy": True}},
+        "checkpoints.location", ("objectStore", "deletes the Filestore instance",
+                                 "retainOnDestroy false", "pulumi config set")),
     "queued provisioning, which needs a ProvisioningRequest": (
         {"gpuPools": {"onDemand": {"queuedProvisioning": True}}},
         "gpuPools.onDemand.queuedProvisioning", ("ProvisioningRequest", "flexStart")),
@@ -1485,7 +1618,7 @@ def test_each_day_destroy_then_up_finds_the_kept_bucket(gke_world):
     assert again.outputs["checkpoint_uri"] == uri
     assert again.outputs["checkpoint_store_adopted"] is True
     # Imported into the stack's managed bucket, declared exactly as the one first created:
-    # versioning, the noncurrent rule, soft delete off, retainOnDestroy, and the job's grant.
+    # versioning, the noncurrent rule, soft delete, retainOnDestroy, and the job's grant.
     [adopted] = again.of_type(BUCKET)
     assert adopted.import_id == name and adopted.name == bucket.name
     assert _bucket_declaration(adopted) == _bucket_declaration(bucket)
@@ -1514,7 +1647,7 @@ def test_a_retry_after_a_failed_first_up_manages_the_bucket_it_made(gke_world):
     retry = run_gcp()
     bucket = retry.one(BUCKET)
     assert bucket.import_id == name and bucket.inputs["versioning"] == {"enabled": True}
-    assert bucket.inputs["softDeletePolicy"] == {"retentionDurationSeconds": 0}
+    assert bucket.inputs["softDeletePolicy"] == {"retentionDurationSeconds": 7 * 86400}
     assert retry.outputs["checkpoint_uri"] == failed.outputs["checkpoint_uri"]
 
 
@@ -1739,8 +1872,16 @@ def test_a_cluster_gke_cannot_be_asked_about_keeps_the_recorded_version(gke_worl
     assert _fakes().CLUSTER_ASKS
 
 
-def test_pruned_checkpoints_are_not_soft_deleted_on_top_of_their_noncurrent_week(run):
-    assert run.one(BUCKET).inputs["softDeletePolicy"] == {"retentionDurationSeconds": 0}
+def test_deleted_checkpoints_stay_recoverable_for_a_week_the_job_cannot_cut_short(run):
+    """The job may delete objects (it prunes and overwrites), and storage.objects.delete also
+    purges noncurrent generations: soft delete keeps every deleted generation 7 days, and
+    only a bucket policy change ends it, which the job's object-only role cannot make
+    (issue 33: on GCP the job's objectUser could purge every earlier version)."""
+    assert run.one(BUCKET).inputs["softDeletePolicy"] == {"retentionDurationSeconds": 7 * 86400}
+    grants = [g for g in run.of_type(BUCKET_MEMBER) if "job" in g.name]
+    assert [g.inputs["role"] for g in grants] == ["roles/storage.objectUser"]
+    assert not [m for m in run.of_type("gcp:projects/iAMMember:IAMMember")
+                if "storage" in m.inputs["role"] and "admin" in m.inputs["role"]]
 
 
 @pytest.mark.parametrize(("project", "prefix"), [

@@ -441,8 +441,9 @@ def test_default_tables_fit_every_cloud_s_spot_notice(stack: str) -> None:
         values = stack_values(stack)
         values["job"] = {**values.get("job", {}), "pool": "spot"}
         values["gpuPools"]["spot"]["desiredNodes"] = values["job"].get("nodes", 2)
+        # Kept on destroy only in the bucket (Azure and GCP refuse retainOnDestroy on the file
+        # system, where destroy deletes them).
         values["checkpoints"] = {**values.get("checkpoints", {}), "location": location,
-                                 # on the file system destroy deletes them (Azure refuses both)
                                  "retainOnDestroy": location == "objectStore"}
         settings = settings_from_mapping(values)
         budget = stop_budget(settings.cloud, True, settings.job.termination_grace_seconds)

@@ -209,13 +209,15 @@ def test_suspended_without_a_queue_points_at_the_setting():
 
 def test_a_node_left_out_by_the_health_gate_is_named():
     bad = fx.node("gke-torchrec-gpu-ondemand-9f8e", taints=[
-        {"key": "torchrec-cloud/unhealthy", "value": "true", "effect": "NoSchedule"}])
+        {"key": "status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy", "value": "true",
+         "effect": "NoSchedule"}])
     verdict = explain(view(nodes=[*GKE_NODES, bad],
                            pods=pending(message=fx.UNHEALTHY_TAINT_MESSAGE),
                            events=[fx.event("TriggeredScaleUp", fx.TRIGGERED)]))
     assert verdict.kind == Kind.NODE_LEFT_OUT
     assert "gke-torchrec-gpu-ondemand-9f8e" in verdict.reason
-    assert "kubectl taint nodes gke-torchrec-gpu-ondemand-9f8e torchrec-cloud/unhealthy-" in verdict.next_step
+    assert ("kubectl taint nodes gke-torchrec-gpu-ondemand-9f8e "
+            "status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy-") in verdict.next_step
 
 
 def test_image_pull_back_off_comes_before_capacity():
@@ -329,7 +331,8 @@ def test_a_gke_spot_pod_has_no_spot_toleration_and_still_reads_as_spot():
 
 def test_a_pool_pinned_by_the_gate_s_taint_says_node_left_out_not_raise_max_nodes():
     bad = fx.node("gke-torchrec-gpu-ondemand-9f8e", taints=[
-        {"key": "torchrec-cloud/unhealthy", "value": "true", "effect": "NoSchedule"}])
+        {"key": "status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy", "value": "true",
+         "effect": "NoSchedule"}])
     verdict = explain(view(nodes=[*GKE_NODES, bad], pods=pending(message=fx.UNHEALTHY_TAINT_MESSAGE),
                            events=[fx.event("NotTriggerScaleUp", fx.MAX_SIZE)]))
     assert verdict.kind == Kind.NODE_LEFT_OUT

@@ -530,10 +530,8 @@ def test_pytorchjob_shares_the_pod_template_of_the_indexed_job(runs):
     shared = {"securityContext", "volumes", "serviceAccountName", "restartPolicy",
               "automountServiceAccountToken", "terminationGracePeriodSeconds"}
     for key in shared:
-        # The API token volume follows the fabric (the gate may leave a node out), not the kind.
-        strip = [v for v in job_pod[key] if v.get("name") != "kube-api-access"] \
-            if key == "volumes" else job_pod[key]
-        assert strip == elastic_pod[key], key
+        # The API token volume is on both: the gate may leave a bad GPU's node out, fabric or not.
+        assert job_pod[key] == elastic_pod[key], key
 
 
 # --- outputs --------------------------------------------------------------------------------
@@ -673,16 +671,27 @@ def test_the_gate_may_taint_nodes_only_through_a_policy_bound_to_the_job_s_accou
     assert TAINT_KEY not in keys and all(keys)  # no toleration, no key-less wildcard either
 
 
-def test_the_fabric_gate_only_reports_without_a_fabric_and_can_be_turned_off():
+def test_without_a_fabric_the_gate_reports_it_but_leaves_out_a_bad_gpu_s_node():
+    """The shipped GCP A2 stack (fabric false): transport and bandwidth are only reported, but
+    a GPU that fails the health check (or the matmul floor) has its node left out, as on a
+    fabric stack (issue 32: a bad GPU was only reported there, never left out)."""
+    from infra.catalog import gpu_matmul_floor_tflops
     from infra.settings.model import Interconnect
 
     without = run_workload("gcp", Job(), interconnect=Interconnect(fabric=False))
-    assert without.flags()["fabric_gate"] == "report"
-    assert not without.run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
-    assert all(v["name"] != "kube-api-access" for v in without.pod_spec()["volumes"])
-    assert "fabric_floor_gbps" not in without.flags() and "fabric_rails" not in without.flags()
+    flags = without.flags()
+    assert flags["fabric_gate"] == "report"
+    a2 = without.cluster.contract.gpu_pools[Job().pool.value].machine
+    assert float(flags["gpu_matmul_floor_tflops"]) == gpu_matmul_floor_tflops(a2) > 0
+    assert int(flags["fabric_max_nodes_left_out"]) >= 2
+    assert without.run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+    assert without.run.of_type(
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
+    assert any(v["name"] == "kube-api-access" for v in without.pod_spec()["volumes"])
+    assert "fabric_floor_gbps" not in flags and "fabric_rails" not in flags
     off = run_workload("aws", Job(), interconnect=Interconnect(gate=False))
     assert off.flags()["fabric_gate"] == "off"
+    assert not off.run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
 
 
 # --- GCP A3: GPUDirect's pod pieces from the contract (tests/fake_cluster.py "gcp-a3*") -------
@@ -734,9 +743,12 @@ def test_the_gpudirect_trainer_runs_as_root_as_google_s_nccl_container_and_stays
         gpudirect_runs):
     """Every Google TCPX/TCPXO reference runs its NCCL container as root (container-engine-
     accelerators gpudirect-tcpx(o)/nccl-test*.yaml); here the trainer does too, with the
-    reference's own additions only (IPC_LOCK on TCPX, nothing on TCPXO) and nothing else
-    loosened."""
-    added = {"gcp-a3": ["IPC_LOCK"], "gcp-a3-mega": None, "gcp-a3-pytorchjob": ["IPC_LOCK"]}
+    reference's capabilities (the runtime's defaults, which a root needs in folders uid 1000
+    owns, less NET_RAW and MKNOD; IPC_LOCK on TCPX) and nothing else loosened."""
+    from infra.gcp.interconnect import REFERENCE_DEFAULT_CAPABILITIES as kept
+
+    added = {"gcp-a3": sorted([*kept, "IPC_LOCK"]), "gcp-a3-mega": sorted(kept),
+             "gcp-a3-pytorchjob": sorted([*kept, "IPC_LOCK"])}
     for name, scenario in gpudirect_runs.items():
         context = scenario.container()["securityContext"]
         assert context["runAsUser"] == 0 and context["runAsGroup"] == 0, name

@@ -298,7 +298,7 @@ KUEUE_MAX = ("couldn't assign flavors to pod set node: insufficient quota for nv
 KUEUE_WAIT = ("couldn't assign flavors to pod set node: insufficient unused quota for "
               "nvidia.com/gpu in flavor on-demand, 8 more needed")
 UNHEALTHY_TAINT_MESSAGE = ("0/3 nodes are available: 1 node(s) had untolerated taint "
-                           "{torchrec-cloud/unhealthy: true}, 2 node(s) didn't match Pod's node "
+                           "{status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy: true}, 2 node(s) didn't match Pod's node "
                            "affinity/selector. preemption: 0/3 nodes are available: 3 Preemption "
                            "is not helpful for scheduling.")
 # Kueue v0.19.2's own words (pkg/controller/core/workload_controller.go: triggerDeactivation and

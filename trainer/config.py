@@ -228,7 +228,8 @@ class TrainConfig:
     # --- fabric gate ---
     fabric_gate: str = _help(
         "Collective test before training (trainer/fabric_gate.py): 'report' prints transport, "
-        "bus bandwidth and the slowest rank; 'enforce' also exits 3 (no retry) on a wrong "
+        "bus bandwidth and the slowest rank, and leaves out a node whose GPU fails the health "
+        "check where it has API access (exit 200); 'enforce' also exits 3 (no retry) on a wrong "
         "transport, a bandwidth under the floor or a rank much slower than the others (a bad "
         "node is left out: exit 200, the gang restarts elsewhere); 'off'.",
         default="report",
@@ -247,10 +248,10 @@ class TrainConfig:
         "Least all_to_all bus bandwidth (GB/s, nccl-tests' busbw) at the largest gate message "
         "size in enforce mode; 0 = no floor.", default=0.0)
     gpu_matmul_floor_tflops: float = _help(
-        "Least BF16 matmul throughput (TFLOPS) per GPU in the gate's GPU health check in "
-        "enforce mode; 0 = no floor. Skipped on CPU.", default=0.0)
+        "Least BF16 matmul throughput (TFLOPS) per GPU in the gate's GPU health check (report "
+        "and enforce modes); 0 = no floor. Skipped on CPU.", default=0.0)
     fabric_max_nodes_left_out: int = _help(
-        "Most nodes the gate may leave out (taint torchrec-cloud/unhealthy) before it fails the "
+        "Most nodes the gate may leave out (taint status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy) before it fails the "
         "job instead (FABRIC_ERROR): nodes already carrying the taint count. Bandwidth under a "
         "floor names no node: every node of the gang is then left out.", default=2)
     fabric_rails: int = _help(

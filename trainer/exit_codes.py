@@ -12,7 +12,7 @@ failure rules (workloads/). One place, so the Kubernetes rules and the code cann
   that Kubeflow's training operator treats as retryable (restartPolicy ExitCode).
 - NODE_LEFT_OUT (200): the fabric gate found one or more nodes slow or broken (a GPU failing
   its health check, a wrong transport or missing fabric NICs on that node, a much slower rank),
-  tainted them `torchrec-cloud/unhealthy:NoSchedule` and stopped; nothing was trained or saved.
+  tainted them `status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy:NoSchedule` and stopped; nothing was trained or saved.
   The whole gang restarts on other nodes without using the retry budget (the gate itself bounds
   how many nodes it leaves out, then exits FABRIC_ERROR). 200 lies in the 128-255 range the
   training operator retries (restartPolicy ExitCode) and above 128 + 64 (SIGRTMAX on Linux),

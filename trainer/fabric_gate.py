@@ -19,6 +19,10 @@ figures are printed (and recorded in the metrics JSON lines). With ``--fabric_ga
   rank's figure (on 2 nodes the bad one cannot be told apart), so the gate leaves out every node
   of the gang, within the same bound, and the gang restarts on fresh nodes; past the bound
   (taints already on nodes count), FABRIC_ERROR;
+- in ``report`` mode (a stack without a fabric, e.g. GKE A2 with ``fabric: false``) only a GPU
+  health problem (trainer/gpu_health.py, or the matmul floor) is acted on: its node is left
+  out the same way, so a bad GPU is never kept on any stack; without API access, or past the
+  bound, report mode only reports it and trains on;
 - either verdict only after one full retry of the measurement, so one noisy run passes;
 - a wrong NCCL (``--fabric_nccl_version``, torch's own) is judged first, before any
   collective, and names the node: an older NCCL that lacks a symbol torch calls (ncclAlltoAll
@@ -73,9 +77,16 @@ CPU_ITERS = (2, 5)
 SLOW_RANK_FACTOR = 1.5
 SLOW_RANK_MIN_SECONDS = 0.005
 # Test-only hooks, named so that no one sets them by accident:
-# - the rank in TEST_DELAY_ENV sleeps TEST_DELAY_SECONDS inside its timed compute (a slow GPU);
-# - TEST_NCCL_LOG_ENV names a file read as if NCCL had written it (the transport check on gloo).
+# - with TEST_DELAY_ENV set, no rank's compute is timed by the clock: every rank reports
+#   TEST_COMPUTE_SECONDS and the rank it names (a number; "none": no rank) TEST_DELAY_SECONDS
+#   more (a slow GPU), so a test judges an injected delay, never the test machine's jitter;
+# - TEST_NCCL_LOG_ENV names a file read as if NCCL had written it (the transport check on gloo);
+# - the rank in TEST_SICK_GPU_ENV reports TEST_SICK_GPU_PROBLEM from its GPU health check (CPU
+#   ranks have no GPU to read).
+TEST_SICK_GPU_ENV = "TORCHREC_CLOUD_GATE_TEST_SICK_GPU_RANK"
+TEST_SICK_GPU_PROBLEM = "GPU 0: 2 uncorrected ECC errors"
 TEST_DELAY_ENV = "TORCHREC_CLOUD_GATE_TEST_DELAY_RANK"
+TEST_COMPUTE_SECONDS = 0.02
 TEST_DELAY_SECONDS = 0.5
 TEST_NCCL_LOG_ENV = "TORCHREC_CLOUD_GATE_TEST_NCCL_LOG"
 NCCL_LOG_NAME = "nccl.%h.%p.log"  # NCCL expands %h (host) and %p (pid) in NCCL_DEBUG_FILE
@@ -357,9 +368,20 @@ def matmul_tflops(device: torch.device, seconds: float) -> Optional[float]:
     return MATMULS * 2 * matmul_size(device) ** 3 / seconds / 1e12
 
 
+def injected_compute_seconds(rank: int) -> Optional[float]:
+    """The compute time a test injects for this rank (TEST_DELAY_ENV), or None: measure."""
+    delayed = os.environ.get(TEST_DELAY_ENV)
+    if delayed is None:
+        return None
+    return TEST_COMPUTE_SECONDS + (TEST_DELAY_SECONDS if delayed == str(rank) else 0.0)
+
+
 def time_compute(device: torch.device, rank: int) -> float:
     """This rank's time for a fixed matmul load: a slow or throttled GPU shows here, while in a
     collective every rank waits for the slowest and they all look alike."""
+    injected = injected_compute_seconds(rank)
+    if injected is not None:
+        return injected
     size = matmul_size(device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     a = torch.randn(size, size, device=device, dtype=dtype)
@@ -369,8 +391,6 @@ def time_compute(device: torch.device, rank: int) -> float:
     for _ in range(MATMULS):
         a = (a @ a) * size ** -0.5  # rescaled: entries stay near 1, no overflow or denormals
     _sync(device)
-    if os.environ.get(TEST_DELAY_ENV, "") == str(rank):
-        time.sleep(TEST_DELAY_SECONDS)
     return time.perf_counter() - start
 
 
@@ -510,18 +530,23 @@ def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
 
     problems: List[str] = []
     bad: List[RankFigures] = []
+    sick: List[RankFigures] = []  # GPU health: acted on in report mode too (HEALTH_ENFORCED)
 
-    def node_problem(f: RankFigures, text: str) -> None:
+    def node_problem(f: RankFigures, text: str, gpu: bool = False) -> None:
         problems.append(f"{_where(f)}: {text}")
         bad.append(f)
+        if gpu:
+            sick.append(f)
 
     for f in by_rank:
-        for p in f.local_problems + f.gpu_problems:
+        for p in f.local_problems:
             node_problem(f, p)
+        for p in f.gpu_problems:
+            node_problem(f, p, gpu=True)
         if matmul_floor_tflops and f.matmul_tflops is not None \
                 and f.matmul_tflops < matmul_floor_tflops:
             node_problem(f, f"GPU matmul {f.matmul_tflops:.0f} TFLOPS is under the floor "
-                            f"{matmul_floor_tflops:g} TFLOPS")
+                            f"{matmul_floor_tflops:g} TFLOPS", gpu=True)
     if expected_transport:
         for f in by_rank:
             if f.transport != expected_transport:
@@ -541,15 +566,16 @@ def decide(figures: Sequence[RankFigures], sizes: Sequence[int], mode: str,
                         f"{all_to_all_floor_gbps:g} GB/s")
     if ratio > SLOW_RANK_FACTOR and slowest.compute_s - median > SLOW_RANK_MIN_SECONDS:
         node_problem(slowest, f"{ratio:.2f}x slower than the others' median")
+    enforced = mode == "enforce"
     return GateResult(
-        mode=mode, passed=mode != "enforce" or not problems, transport="+".join(transports),
+        mode=mode, passed=not (problems if enforced else sick), transport="+".join(transports),
         expected_transport=expected_transport, floor_gbps=floor_gbps, sizes=list(sizes),
         all_reduce_busbw_gbps=ar, all_to_all_busbw_gbps=a2a, world_size=n,
         slowest_rank=slowest.rank, slowest_host=slowest.node or slowest.host,
         slowest_ratio=ratio, seconds=seconds, problems=problems, expected_rails=expected_rails,
         fewest_rails=min((f.rails for f in by_rank if f.rails is not None), default=None),
         all_to_all_floor_gbps=all_to_all_floor_gbps,
-        bad_nodes=_unique(f.node or f.host for f in bad),
+        bad_nodes=_unique(f.node or f.host for f in (bad if enforced else sick)),
         expected_nccl_version=expected_nccl_version,
         nccl_versions=_unique(f.nccl_version for f in by_rank if f.nccl_version),
         nodes=_unique(f.node or f.host for f in by_rank))
@@ -708,6 +734,8 @@ def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
         # Before NCCL's first communicator, on every rank: NCCL picks its IB ports when it starts.
         node_problems = rdma_problems(cfg.fabric_transport)
         gpu = gpu_problems(ctx.device.type, ctx.local_rank)
+        if os.environ.get(TEST_SICK_GPU_ENV) == str(ctx.rank):
+            gpu = [*gpu, TEST_SICK_GPU_PROBLEM]
         result = _measure(cfg, ctx, sizes, node_problems, gpu, start, attempt=1)
         if not result.passed:  # one noisy run must not cost a node or the job
             if ctx.rank == 0:
@@ -722,9 +750,13 @@ def run_fabric_gate(cfg: "TrainConfig", ctx: "DistContext") -> GateResult:
         result.exit_status, result.left_out = status, left_out
         if why_not:
             result.problems.append(f"not left out: {why_not}")
-        if ctx.local_rank == 0:  # one line in every node's (pod's) log: each says why it stopped
+        if status == FABRIC_ERROR and cfg.fabric_gate != "enforce":
+            # report mode leaves a sick GPU's node out where it can, never fails the job
+            # (a workstation's throttled GPU, a pod without the gate's API access)
+            result.passed, result.exit_status = True, 0
+        if not result.passed and ctx.local_rank == 0:  # one line in every node's (pod's) log
             log.error(result.line())
-    elif ctx.rank == 0:
+    if result.passed and ctx.rank == 0:
         print(result.line(), flush=True)
     if ctx.rank == 0 and cfg.metrics_file:
         _append_record(cfg.metrics_file, result.record())

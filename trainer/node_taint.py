@@ -1,4 +1,4 @@
-"""Leave a bad node out: taint it `torchrec-cloud/unhealthy:NoSchedule` through the Kubernetes API.
+"""Leave a bad node out: taint it NoSchedule (TAINT_KEY) through the Kubernetes API.
 
 The fabric gate (trainer/fabric_gate.py) calls this when it has named a slow or broken node; the
 job's pods do not tolerate the taint, so the restarted gang is scheduled elsewhere (and the
@@ -20,7 +20,13 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-TAINT_KEY = "torchrec-cloud/unhealthy"
+# A Cluster Autoscaler "status taint" by its prefix, on every cloud without a flag: the
+# autoscaler treats the node as ready but filters it out of scale-up and leaves the taint out
+# of the pool's node template (kubernetes/autoscaler cluster-autoscaler/FAQ.md "Status taints":
+# "all taints with the prefix status-taint.cluster-autoscaler.kubernetes.io/"), so a pool whose
+# template came from a left-out node still scales up for the gang (GKE's managed autoscaler
+# takes no --status-taint flag; the prefix needs none).
+TAINT_KEY = "status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy"
 TAINT_VALUE = "fabric-gate"  # who left it out; a label value (63 chars, alnum - _ .)
 TAINT = {"key": TAINT_KEY, "value": TAINT_VALUE, "effect": "NoSchedule"}
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # the pod's projected volume

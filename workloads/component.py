@@ -19,7 +19,7 @@ from workloads import (identity, jobset, kueue, network_policy, node_gate, prepa
                        service,
                        storage)
 from workloads.command import job_command, pytorchjob_command
-from workloads.flags import gate_enforced, trainer_flags
+from workloads.flags import gate_leaves_out, trainer_flags
 from workloads.names import PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
 from workloads.pod import ContainerSpec, job_pool, pod_template
 from workloads.watch import watch_commands, why_command
@@ -73,7 +73,7 @@ class TrainingJob(pulumi.ComponentResource):
         headless = service.headless_service(f"{name}-rendezvous-service", names, opts_for(ns))
         policy = network_policy.same_job_only(f"{name}-network-policy", names, opts_for(ns))
         before_job = [fs_ready, ns, account, volume, claim, headless, policy]
-        kube_api = gate_enforced(cluster, job, args.interconnect)  # the gate may leave a node out
+        kube_api = gate_leaves_out(cluster, job, args.interconnect)  # it may leave a node out
         if kube_api:
             before_job += node_gate.node_gate_access(f"{name}-node-gate", names, opts_for(ns))
         run_id: pulumi.Output[str] | None = None  # the preparation Job's uid, if there is one

@@ -15,7 +15,7 @@ from infra.catalog import (Interconnect as FabricKind, gpu_hbm_gb_s, gpu_matmul_
                            gpu_nvlink_gb_s, inter_host_gb_s_per_gpu)
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
-from infra.settings.rules import WORKLOAD_OWNED_FLAGS
+from infra.settings.rules import WORKLOAD_OWNED_FLAGS, gate_left_out_bound
 from infra.settings.trainer_flags import format_value  # one rendering, judged by the settings
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
                                   TrainerArgValue)
@@ -104,6 +104,13 @@ def gate_enforced(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> 
             and job_pool(cluster, job).machine.interconnect != FabricKind.NONE)
 
 
+def gate_leaves_out(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> bool:
+    """Whether the gate may leave a node out (its pods need API access for the taint): on
+    every GPU stack with the gate on, fabric or not, since a GPU that fails the health check
+    is left out in report mode too (trainer/fabric_gate.py)."""
+    return interconnect.gate and job_pool(cluster, job).machine.gpu_count > 0
+
+
 def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> list[str]:
     """Enforce the machine's transport, fabric NIC count, NCCL version, GPU matmul
     floor and, across nodes, the all_reduce and all_to_all floors for this node count at their
@@ -111,18 +118,20 @@ def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect)
     have no floor)."""
     if not interconnect.gate:
         return ["--fabric_gate=off"]
-    if not gate_enforced(cluster, job, interconnect):
-        return ["--fabric_gate=report"]
     machine = job_pool(cluster, job).machine
-    rails = cluster.interconnect.fabric_rails
     matmul = gpu_matmul_floor_tflops(machine)
+    if not gate_enforced(cluster, job, interconnect):
+        # GPU health only: a bad GPU's node is left out on a stack without a fabric too.
+        return ["--fabric_gate=report", f"--fabric_max_nodes_left_out={gate_left_out_bound(job.nodes)}",
+                *([f"--gpu_matmul_floor_tflops={matmul:g}"] if matmul else [])]
+    rails = cluster.interconnect.fabric_rails
     # The NCCL of the image this program builds; a job.image of the user's brings its own torch
     # and NCCL, which the gate cannot know.
     nccl = "" if job.image else cluster.interconnect.nccl_version
     # When bandwidth misses the floor and no node stands out, the gate leaves out the whole
     # gang: the bound must allow that, or a 3+ node gang would fail for good at once.
     flags = ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
-             f"--fabric_max_nodes_left_out={max(2, job.nodes)}",
+             f"--fabric_max_nodes_left_out={gate_left_out_bound(job.nodes)}",
              *([f"--fabric_rails={rails}"] if rails else []),
              *([f"--fabric_nccl_version={nccl}"] if nccl else []),
              *([f"--gpu_matmul_floor_tflops={matmul:g}"] if matmul else [])]

@@ -38,7 +38,11 @@ What it does here (Kueue v0.19.2, config.kueue.x-k8s.io/v1beta2 and kueue.x-k8s.
   infra/aws/autoscaler.py; AKS's and GKE's defaults), so nodes that joined for one attempt are
   still there when the gang is admitted again;
 
-Capacity fallback (job.spotShortage.policy onDemand): Kueue assigns flavors by quota, in the
+Capacity fallback (job.spotShortage.policy onDemand), unreachable from a checked stack: the
+settings refuse the policy on every cloud (infra/settings/rules.py SPOT_FALLBACK_REFUSED; on GKE
+the best-effort-atomic ProvisioningRequest below is Provisioned when the scale-up is asked, not
+when the Spot VMs exist, so the gang would be moved to nodes that may never come). What it
+would do: Kueue assigns flavors by quota, in the
 ClusterQueue's order, and a requeued Workload starts the search at the first flavor again
 (pkg/scheduler/scheduler.go: the flavor scan state `LastAssignment` is cleared on admission
 and eviction), so a spot flavor with free quota but no spot capacity would be chosen forever.

@@ -3,7 +3,7 @@
 RBAC cannot say "patch only this field": a ClusterRole lets the job's service account get, list
 and patch nodes, and a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA since
 Kubernetes 1.30; every cluster here runs 1.34+) narrows what that account's writes may change
-to one thing: adding or removing the taint `torchrec-cloud/unhealthy:NoSchedule` (value
+to one thing: adding or removing the taint `status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy:NoSchedule` (value
 `fabric-gate`). Labels, annotations, `unschedulable` and every other taint must stay as they
 were, so the account can neither attract nor repel other workloads, nor lift a cloud's own
 taints. No delete, no update verb. The token reaches only the trainer container (a projected

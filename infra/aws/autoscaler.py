@@ -147,7 +147,7 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
       obstacle once Completed; daemon set pods (device plugins, CSI node) never block removal.
     - scale-down-unneeded-time 10m (the default, stated; infra/catalog.py SCALE_DOWN_UNNEEDED_MINUTES,
       which the run estimate counts too): an idle GPU node goes after 10 minutes.
-    - status-taint torchrec-cloud/unhealthy (the health gate's taint, trainer/node_taint.py):
+    - status-taint (the health gate's taint, trainer/node_taint.py):
       the autoscaler builds an empty group's template from its last real node, keeps custom
       taints in it and caches it (processors/nodeinfosprovider/mixed_nodeinfos_processor.go;
       utils/taints/taints.go SanitizeTaints drops only startup and status taints). A 2-node

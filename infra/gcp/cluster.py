@@ -100,6 +100,33 @@ def private_cluster_config(network: Network) -> gcp.container.ClusterPrivateClus
     )
 
 
+# GKE's cluster autoscaler and the catalog's node-ready budget (infra/catalog.py
+# node_ready_minutes, 30 on GCP, Kueue's PodsReady timeout). GKE lets a Standard cluster choose
+# only the autoscaling profile (ClusterAutoscaling: autoscaling_profile, node auto-provisioning
+# limits and locations; https://cloud.google.com/kubernetes-engine/docs/concepts/
+# cluster-autoscaler, "Autoscaling profiles"); scale-down-unready-time, max-node-provision-time
+# and the node-group backoff are GKE's own and not settable. What the stack relies on: a GPU
+# node counts as unready until GKE's driver installer exposes nvidia.com/gpu (minutes, GKE
+# installs the driver: node_pools.GPU_DRIVER_VERSION), well inside the upstream 20-minute
+# scale-down-unready-time, so a node is not removed while it becomes useful; BALANCED (GKE's
+# default, stated so a change is a reviewed one) keeps an unneeded node 10 minutes, longer than
+# Kueue's 5-minute requeue cap (workloads/kueue.py BACKOFF_MAX_SECONDS), where
+# OPTIMIZE_UTILIZATION removes nodes sooner and could take the first nodes of a gang still
+# waiting for its last. Capacity that returns after failed scale-ups is retried behind the
+# autoscaler's node-group backoff (upstream 5 minutes doubling to 30, kubernetes/autoscaler
+# FAQ.md flags initial/max-node-group-backoff-duration), which GKE does not expose: a spot gang
+# may resume up to about 30 minutes after spot capacity returns (docs/gcp.md).
+AUTOSCALING_PROFILE = "BALANCED"
+
+
+def secrets_encryption(key: str | None) -> gcp.container.ClusterDatabaseEncryptionArgs | None:
+    """Application-layer encryption of Secrets with `key`; None leaves GKE's default (the
+    field's DECRYPTED state)."""
+    if key is None:
+        return None
+    return gcp.container.ClusterDatabaseEncryptionArgs(state="ENCRYPTED", key_name=key)
+
+
 def create_cluster(prefix: str, settings: Settings, network: Network,
                    node_account_email: pulumi.Input[str], release: Release,
                    opts: pulumi.ResourceOptions,
@@ -185,6 +212,12 @@ def create_cluster(prefix: str, settings: Settings, network: Network,
                 start_time=MAINTENANCE_START, end_time=MAINTENANCE_END,
                 recurrence=MAINTENANCE_RECURRENCE),
         ),
+        # Kubernetes Secrets encrypted with the user's Cloud KMS key (gcp.secretsKmsKey), at the
+        # application layer, over Google's default encryption
+        # (https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets).
+        database_encryption=secrets_encryption(settings.gcp.secrets_kms_key),
+        cluster_autoscaling=gcp.container.ClusterClusterAutoscalingArgs(
+            autoscaling_profile=AUTOSCALING_PROFILE),
         enable_shielded_nodes=True,
         # Without this the default pool would use the default compute account (Editor).
         node_config=gcp.container.ClusterNodeConfigArgs(

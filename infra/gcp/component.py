@@ -15,7 +15,8 @@ from infra.contract import CheckpointStore, GpuCluster, GpuClusterArgs
 from infra.gcp.cluster import create_cluster, gpu_zone
 from infra.gcp.filestore import create_filestore
 from infra.gcp.gpudirect import create_gpudirect_objects, gpu_nics_needed, gpudirect_in_use
-from infra.gcp.identity import create_job_account, create_node_account
+from infra.gcp.identity import (create_job_account, create_node_account,
+                                let_the_deployer_act_as)
 from infra.gcp.interconnect import GPU_VPC_MTU, interconnect_spec
 from infra.gcp.kubeconfig import cluster_kubeconfig, kubernetes_provider
 from infra.gcp.network import GPU_NODE_TAG, create_gpu_networks, create_network
@@ -76,9 +77,12 @@ class GcpGpuCluster(pulumi.ComponentResource):
             prefix, region, s.gcp.network_cidr, gpu_nics_needed(gpudirect), GPU_VPC_MTU,
             GPU_NODE_TAG, child)
         node_account = create_node_account(prefix, project, child)
-        cluster = create_cluster(prefix, s, network, node_account.email, release, child,
+        acts_as_nodes = let_the_deployer_act_as(prefix, node_account, child)
+        runs_as_nodes = pulumi.ResourceOptions.merge(
+            child, pulumi.ResourceOptions(depends_on=[acts_as_nodes]))
+        cluster = create_cluster(prefix, s, network, node_account.email, release, runs_as_nodes,
                                  multi_networking=bool(gpu_networks))
-        pools = create_pools(prefix, s, cluster, zone, node_account.email, nodes, child,
+        pools = create_pools(prefix, s, cluster, zone, node_account.email, nodes, runs_as_nodes,
                              gpu_networks)
         _instance, shared = create_filestore(
             prefix, s.shared_file_system, region, zone, network.network, child)

@@ -83,3 +83,34 @@ def create_job_account(prefix: str, project: str, namespace: str, service_accoun
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)),
     )
     return account, binding
+
+
+# The deployer acts as the node account only (iam.serviceAccounts.actAs, which creating a
+# cluster and node pools that run as it needs), not as every account of the project: a
+# project-wide Service Account User could act as the default compute account (Editor). The
+# grant is made by the run itself, right after it creates the account, with the
+# iam.serviceAccounts.setIamPolicy the deployer already holds to create it (docs/gcp.md,
+# infra/gcp/deployer.py); the cluster and pools wait for it.
+ACT_AS_ROLE = "roles/iam.serviceAccountUser"
+
+
+def deployer_member(email: str) -> str:
+    """The IAM member of the credentials Pulumi runs with: a user, or a service account."""
+    kind = "serviceAccount" if email.endswith(".gserviceaccount.com") else "user"
+    return f"{kind}:{email}"
+
+
+def let_the_deployer_act_as(prefix: str, account: gcp.serviceaccount.Account,
+                            opts: pulumi.ResourceOptions) -> gcp.serviceaccount.IAMMember:
+    """Service Account User on `account` alone for whoever runs `pulumi up` (the OpenID
+    userinfo of Pulumi's Google credentials)."""
+    me = gcp.organizations.get_client_open_id_user_info_output(
+        opts=pulumi.InvokeOutputOptions(provider=opts.provider, parent=opts.parent))
+    return gcp.serviceaccount.IAMMember(
+        f"{prefix}-deployer-acts-as-nodes",
+        service_account_id=account.name,
+        role=ACT_AS_ROLE,
+        member=me.email.apply(deployer_member),
+        opts=opts,
+    )
+

@@ -105,7 +105,6 @@ TCPX_ENV = {
         "eth1:22-35,126-139;eth2:22-35,126-139;eth3:74-87,178-191;eth4:74-87,178-191",
     "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "500000",
     "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX": "/run/tcpx",
-    "NCCL_GPUDIRECTTCPX_FORCE_ACK": "0",
     "NCCL_DEBUG": "WARN",
     # enable-tcpx-in-workload.py (update_gpu_containers): the plugin from the installer's folder
     # (its LD_PRELOAD of the installer's NCCL is left out: see torch_nccl_version above).
@@ -175,6 +174,19 @@ class GpuDirect:
     host_volumes: Mapping[str, str] = field(default_factory=dict)  # name -> host path
 
 
+# Google's NCCL containers (gpudirect-tcpx(o)/nccl-test-unprivileged-without-hostnetwork.yaml)
+# run as root with the runtime's default capabilities, adding IPC_LOCK on TCPX: containerd's
+# default set (containerd pkg/oci/spec.go defaultUnixCaps). The trainer keeps the ones root
+# needs to work in folders it does not own (the shared file system's job folders belong to uid
+# 1000: DAC_OVERRIDE, DAC_READ_SEARCH is not in the set, FOWNER, CHOWN, FSETID) and to manage its
+# own processes (KILL, SETUID, SETGID, SETPCAP, SETFCAP, SYS_CHROOT, NET_BIND_SERVICE,
+# AUDIT_WRITE), and drops NET_RAW (raw sockets: packet spoofing on the pod network; the plugins
+# open TCP sockets only) and MKNOD (the GPUs and aperture devices come from the device plugin
+# and the NRI injector, never a mknod).
+REFERENCE_DEFAULT_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID",
+                                  "KILL", "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP",
+                                  "SETUID", "SYS_CHROOT")
+
 GPUDIRECT: dict[Interconnect, GpuDirect] = {
     # container-engine-accelerators gpudirect-tcpx/README.md, newest release "Jun 22, 2026":
     # installer v3.1.12, tcpx-daemon v2.0.15 (coupled), "qualified and supported: NCCL 2.19.4".
@@ -191,8 +203,9 @@ GPUDIRECT: dict[Interconnect, GpuDirect] = {
         env=TCPX_ENV,
         qualified_nccl="2.19.4",
         # gpudirect-tcpx/nccl-test-unprivileged-without-hostnetwork.yaml: the NCCL container
-        # adds IPC_LOCK (the plugin pins the buffers it shares with the rxdm).
-        trainer_capabilities=("IPC_LOCK",),
+        # keeps the defaults and adds IPC_LOCK (the plugin pins the buffers it shares with the
+        # rxdm).
+        trainer_capabilities=tuple(sorted((*REFERENCE_DEFAULT_CAPABILITIES, "IPC_LOCK"))),
         # enable-tcpx-in-workload.py add_volumes ("tcpx-socket" is an emptyDir, below).
         host_volumes={"libraries": f"{HOST_NVIDIA}/lib64", "sys": "/sys", "proc-sys": "/proc/sys"},
     ),
@@ -210,7 +223,8 @@ GPUDIRECT: dict[Interconnect, GpuDirect] = {
         env=TCPXO_ENV,
         qualified_nccl="2.28.7",  # "qualified and supported: NCCL 2.28.7-1" (-1: the package)
         # gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml: the NCCL container
-        # adds nothing.
+        # keeps the defaults and adds nothing.
+        trainer_capabilities=REFERENCE_DEFAULT_CAPABILITIES,
         # enable-tcpxo-in-workload.py add_volumes.
         host_volumes={"nvidia-install-dir-host": HOST_NVIDIA, "sys": "/sys",
                       "proc-sys": "/proc/sys", "aperture-devices": "/dev/aperture_devices"},
@@ -260,8 +274,9 @@ def trainer_volume_mounts(direct: GpuDirect) -> list[core.VolumeMountArgs]:
     /tmp; here they go to /run/tcpx (NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX) because the trainer
     has its own writable /tmp."""
     if direct.interconnect == Interconnect.GPUDIRECT_TCPX:
+        # The node's driver and plugin libraries: read, never written, by the trainer.
         return [core.VolumeMountArgs(name="tcpx-socket", mount_path="/run/tcpx"),
-                core.VolumeMountArgs(name="libraries", mount_path=NVIDIA_LIB64)]
+                core.VolumeMountArgs(name="libraries", mount_path=NVIDIA_LIB64, read_only=True)]
     return [core.VolumeMountArgs(name="aperture-devices", mount_path="/dev/aperture_devices")]
 
 
@@ -308,8 +323,11 @@ def rxdm_sidecar(direct: GpuDirect) -> core.ContainerArgs:
                      "--gpu_shmem_type", "fd", "--uds_path", "/run/tcpx",
                      "--setup_param", '\\"--verbose 128 2 0 \\"'],
             security_context=_rxdm_security(["NET_ADMIN"]),
+            # The libraries are only loaded (read-only); /hostsysfs and /hostprocsysfs stay
+            # writable: the rxdm tunes the GPU NICs' sysctls and queues through them (the
+            # references' mounts, google/tcpgpudmarxd setup).
             volume_mounts=[
-                core.VolumeMountArgs(name="libraries", mount_path=NVIDIA_LIB64),
+                core.VolumeMountArgs(name="libraries", mount_path=NVIDIA_LIB64, read_only=True),
                 core.VolumeMountArgs(name="tcpx-socket", mount_path="/run/tcpx"),
                 core.VolumeMountArgs(name="sys", mount_path="/hostsysfs"),
                 core.VolumeMountArgs(name="proc-sys", mount_path="/hostprocsysfs"),
@@ -376,9 +394,11 @@ def interconnect_spec(gpu: Machine, fabric: bool) -> InterconnectSpec:
     mm_account_pinned_pages), a capability a non-root uid loses at execve; and no Google
     reference runs the plugin's DMA-buf path as another user. Otherwise the container stays
     locked down (workloads/pod.py): not privileged, no privilege escalation, read-only root file
-    system, RuntimeDefault seccomp, and every capability dropped but what the reference NCCL
-    container adds (IPC_LOCK for TCPX). On Filestore (no root squash) root can write the job's
-    folders the preparer gives to uid 1000.
+    system, RuntimeDefault seccomp, and every capability dropped but the reference NCCL
+    container's (the runtime defaults less NET_RAW and MKNOD, REFERENCE_DEFAULT_CAPABILITIES,
+    plus IPC_LOCK for TCPX). On Filestore (no root squash) root writes the job's folders the
+    preparer gives to uid 1000 through DAC_OVERRIDE, which a root with every capability dropped
+    would lack.
     """
     direct = gpudirect_for(gpu, fabric)
     if direct is None:

@@ -23,6 +23,20 @@ from infra.webhooks import webhook_ports
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
 GPU_NODE_TAG = "gpu-node"  # network tag on every GPU node: the GPU VPCs' firewall target
+# Kueue's visibility API (APIService v1beta2.visibility.kueue.x-k8s.io) is served by the Kueue
+# controller pod on 8082 (Service kueue-visibility-server: port 443, targetPort 8082, Kueue's
+# charts and manifests): the API server proxies to it like a webhook, and on a private cluster a
+# closed port shows as FailedDiscoveryCheck on the APIService (kubectl warns on every call and
+# namespace deletion retries on destroy).
+KUEUE_VISIBILITY_PORT = 8082
+
+
+def control_plane_ports() -> list[int]:
+    """Ports on nodes the GKE control plane calls: the admission webhooks and Kueue's
+    aggregated visibility API."""
+    return [*webhook_ports(), KUEUE_VISIBILITY_PORT]
+
+
 NODE_TAG = "torchrec-cloud-node"  # network tag on every node of the stack: the webhook rule's target
 # The main VPC's MTU: 8896, the largest a VPC takes (1300-8896, https://cloud.google.com/vpc/docs/mtu)
 # and the largest gVNIC carries (https://cloud.google.com/compute/docs/networking/using-gvnic).
@@ -120,11 +134,11 @@ def create_network(prefix: str, region: str, node_cidr: str,
         f"{prefix}-control-plane-to-webhooks",
         network=network.id,
         description="The GKE control plane calls the admission webhooks the stack installs "
-                    "(JobSet, the training operator); private nodes admit only 443 and 10250 "
-                    "from it otherwise.",
+                    "(JobSet, Kueue, the training operator) and Kueue's visibility API; private "
+                    "nodes admit only 443 and 10250 from it otherwise.",
         direction="INGRESS",
         allows=[gcp.compute.FirewallAllowArgs(
-            protocol="tcp", ports=[str(port) for port in webhook_ports()])],
+            protocol="tcp", ports=[str(port) for port in control_plane_ports()])],
         source_ranges=[ranges.control_plane],
         target_tags=[NODE_TAG],
         opts=opts,

@@ -25,29 +25,32 @@ from infra.previous_run import PreviousRun
 from infra.settings.model import Checkpoints, uri_parts
 from infra.telemetry import TELEMETRY_NONCURRENT_DAYS, telemetry_key_prefix
 
-CHECKPOINT_ROLE = "roles/storage.objectUser"  # read, write, list and delete objects; no IAM
+# Objects only: create, get, list, update, delete, restore (and multipart uploads, folders);
+# no storage.buckets.update, so the job cannot shorten or turn off the soft delete below
+# (https://cloud.google.com/storage/docs/access-control/iam-roles). The job needs delete: it
+# prunes old checkpoints, and overwriting an object needs storage.objects.delete too.
+CHECKPOINT_ROLE = "roles/storage.objectUser"
 # Get and list objects, nothing else (https://cloud.google.com/storage/docs/access-control/
 # iam-roles): what gcsfs needs to list and stream the raw day files.
 DATASET_ROLE = "roles/storage.objectViewer"
+# Why soft delete is on (issue 33): storage.objects.delete also deletes a noncurrent generation
+# (an object name plus `generation`), and no IAM role or condition tells the two apart, so a
+# job that may prune checkpoints could also purge every earlier version. Soft delete keeps
+# whatever is deleted, a noncurrent generation included, for its retention, and only a change
+# of the bucket's policy (storage.buckets.update, never the job's) ends it early
+# (https://cloud.google.com/storage/docs/soft-delete: a soft-deleted object "cannot be
+# permanently deleted" during the retention; restore with `gcloud storage restore`). A policy
+# is 0 (off) or 7 to 90 days (pulumi-gcp BucketSoftDeletePolicy): 7, a week as on AWS.
+SOFT_DELETE_SECONDS = 7 * 24 * 3600
 # Versioning keeps a checkpoint the trainer pruned or overwrote as a noncurrent version, which
-# is billed like a live one: noncurrent versions are deleted this many days after they stopped
-# being current (a week to undo a bad prune), as GCS's lifecycle docs advise for versioned
-# buckets (https://cloud.google.com/storage/docs/lifecycle, "daysSinceNoncurrentTime").
-# No AbortIncompleteMultipartUpload rule: that action acts on XML API multipart uploads only,
-# and the trainer writes through gcsfs's JSON API resumable uploads, whose unfinished sessions
-# GCS expires by itself after a week (https://cloud.google.com/storage/docs/resumable-uploads).
-NONCURRENT_DAYS = 7
-# Soft delete off (0). GCS soft-deletes every deleted or overwritten object for 7 days by
-# default, billed as stored, and a policy may only be 0 (off) or 7 to 90 days
-# (https://cloud.google.com/storage/docs/soft-delete; pulumi-gcp BucketSoftDeletePolicy:
-# "must be in between 604800(7 days) and 7776000(90 days) ... To disable ... set to 0"). Here a
-# pruned checkpoint already waits NONCURRENT_DAYS as a noncurrent version, restorable; the
-# lifecycle deletion would start another week of soft delete, so every pruned checkpoint was
-# billed for two weeks. The page's own advice for buckets of temporary data is to turn it off
-# ("Reduce costs for temporary objects"). An organization policy
-# (constraints/storage.softDeletePolicySeconds) may forbid 0: then the bucket cannot be created
-# and the error names the constraint.
-SOFT_DELETE_SECONDS = 0
+# is billed like a live one and is the quick way back (list the versions, copy one): kept a
+# day, then deleted by the lifecycle rule, which starts its week of soft delete, so a pruned
+# checkpoint is billed about 8 days (https://cloud.google.com/storage/docs/lifecycle,
+# "daysSinceNoncurrentTime"). No AbortIncompleteMultipartUpload rule: that action acts on XML
+# API multipart uploads only, and the trainer writes through gcsfs's JSON API resumable
+# uploads, whose unfinished sessions GCS expires by itself after a week
+# (https://cloud.google.com/storage/docs/resumable-uploads).
+NONCURRENT_DAYS = 1
 ADOPTED_OUTPUT = "checkpoint_store_adopted"  # stack output: a kept bucket found and imported
 NAME_SUFFIX = "-ckpt"
 MAX_NAME = 63  # GCS bucket names: 3-63 characters (https://cloud.google.com/storage/docs/buckets#naming)

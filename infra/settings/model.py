@@ -495,9 +495,8 @@ class SpotShortage(Section):
     policy: SpotShortagePolicy = Field(
         SpotShortagePolicy.WAIT,
         description="wait (for spot nodes, as long as it takes unless maxWaitMinutes is set) "
-        "or onDemand (GCP only: the gang runs on gpuPools.onDemand, from its first start, "
-        "and moves to spot once a spot scale-up for the whole gang succeeds: a gang restart "
-        "from the checkpoint).")
+        "or onDemand (refused on every cloud, with the reason: no autoscaler here reports "
+        "spot capacity to Kueue only once the spot nodes exist; use job.pool onDemand).")
     max_wait_minutes: int | None = Field(
         None, ge=15,
         description="Unset (default): Kueue requeues a gang that gets no nodes without end. "
@@ -662,6 +661,12 @@ class GcpOptions(Section):
             "`pulumi config set --path gcp.project <project-id>`")
     network_cidr: PrivateCidr = Field("10.2.0.0/20", description="Node subnetwork range.")
     deletion_protection: bool = Field(False, description="GKE deletion protection.")
+    secrets_kms_key: str | None = Field(
+        None, description="Optional Cloud KMS key that encrypts the cluster's Kubernetes "
+        "Secrets at the application layer (projects/P/locations/REGION/keyRings/R/cryptoKeys/K, "
+        "in the stack's region; GKE's service agent needs "
+        "roles/cloudkms.cryptoKeyEncrypterDecrypter on it: docs/gcp.md). Unset: Google's "
+        "default encryption. Set or changed on a live cluster, GKE re-encrypts the Secrets.")
 
 
 # Text whose values are naturally numbers (Azure zones "1", a tag "2026"): `pulumi config set

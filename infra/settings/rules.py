@@ -335,6 +335,34 @@ def processes_fit_the_gpus(s: Settings) -> Iterator[Problem]:
                       f"at most the {found.gpu_count} GPUs of {found.name}")
 
 
+def gate_left_out_bound(job_nodes: int) -> int:
+    """The most nodes the gate may leave out (--fabric_max_nodes_left_out): bandwidth under a
+    floor names no node, so the whole gang must fit the bound."""
+    return max(2, job_nodes)
+
+
+def left_out_nodes_are_replaced(s: Settings) -> Iterator[Problem]:
+    """A node the gate left out (tainted NoSchedule, empty) is replaced only by the autoscaler:
+    it removes an empty node after its unneeded time, but never below the pool's minNodes, and
+    adds one only below maxNodes. Tainted nodes it cannot remove (at most minNodes of them)
+    must leave room for the whole gang under maxNodes, or the gang waits for ever."""
+    if not s.interconnect.gate:
+        return
+    pool = s.job_pool
+    path = "gpuPools.spot" if s.job.pool == PoolChoice.SPOT else "gpuPools.onDemand"
+    if not pool.min_nodes <= pool.desired_nodes <= pool.max_nodes or s.job.nodes > pool.max_nodes:
+        return  # the pool's order and the job's size are other rules' (job_fits_its_pool)
+    kept = min(gate_left_out_bound(s.job.nodes), pool.min_nodes)
+    if pool.max_nodes - kept < s.job.nodes:
+        yield Problem(f"{path}.minNodes", pool.min_nodes,
+                      f"at most {max(0, pool.max_nodes - s.job.nodes)} with maxNodes "
+                      f"{pool.max_nodes} and job.nodes {s.job.nodes} (or maxNodes at least "
+                      f"{s.job.nodes + kept}): a node the fabric gate leaves out is replaced "
+                      "only when the autoscaler may remove it (above minNodes) or add one "
+                      f"beside it (below maxNodes); set it with: pulumi config set --path "
+                      f"{path}.minNodes {max(0, pool.max_nodes - s.job.nodes)}")
+
+
 def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
     pool_path = "gpuPools.spot" if s.job.pool == PoolChoice.SPOT else "gpuPools.onDemand"
     if s.job.pool == PoolChoice.SPOT and not s.gpu_pools.spot.enabled:
@@ -344,28 +372,38 @@ def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
                       f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes})")
 
 
+# Why the fallback is refused on GKE too: the only ProvisioningRequest class that grows the spot
+# pool, best-effort-atomic-scale-up, sets Provisioned=True "if the node group scale up request is
+# successful" (kubernetes/autoscaler cluster-autoscaler/FAQ.md "Supported ProvisioningClasses"),
+# not once the Spot VMs exist: Kueue's Concurrent Admission (alpha) would then move the running
+# on-demand gang to spot nodes that may never come, back after the PodsReady timeout, and again.
+# check-capacity.autoscaling.x-k8s.io is Provisioned only on nodes already there (a spot pool at
+# 0 has none, so it never is); queued-provisioning.gke.io is Provisioned with the VMs, but only
+# on flex-start pools (--flex-start --enable-queued-provisioning,
+# https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest), never Spot VMs.
+SPOT_FALLBACK_REFUSED = {
+    Cloud.AWS: "the fallback needs Cluster Autoscaler to answer a ProvisioningRequest for spot "
+               "capacity (--enable-provisioning-requests, its CRD and RBAC), which this "
+               "program does not install",
+    Cloud.AZURE: "AKS's managed autoscaler documents no ProvisioningRequest support, which the "
+                 "fallback needs to learn of spot capacity",
+    Cloud.GCP: "GKE's only ProvisioningRequest class that adds Spot VMs "
+               "(best-effort-atomic-scale-up) reports them Provisioned when the scale-up is "
+               "asked, not when the VMs exist, so Kueue would move the running gang to spot "
+               "nodes that may never come; queued provisioning is flex-start only",
+}
+
+
 def spot_shortage_fallback_fits(s: Settings) -> Iterator[Problem]:
-    """job.spotShortage.policy onDemand: the gang may run on either pool, so both must be the
-    same machine (one pod size, one process count), and the cloud's autoscaler must answer
-    Kueue's ProvisioningRequest for the spot pool (workloads/kueue.py): GKE's does natively;
-    AKS's managed autoscaler documents no ProvisioningRequest support; on AWS our Cluster
-    Autoscaler would need --enable-provisioning-requests, the ProvisioningRequest CRD and RBAC
-    for it, which this program does not install yet."""
+    """job.spotShortage.policy onDemand would need the cloud's autoscaler to answer Kueue's
+    ProvisioningRequest for the spot pool only once spot nodes exist; none does here
+    (SPOT_FALLBACK_REFUSED), so the policy is refused with the reason on every cloud."""
     if s.job.pool != PoolChoice.SPOT or s.job.spot_shortage.policy != SpotShortagePolicy.ON_DEMAND:
         return
-    path = "job.spotShortage.policy"
-    if s.cloud != Cloud.GCP:
-        yield Problem(path, "onDemand", f"wait on {s.cloud.value}: the fallback needs the "
-                      "autoscaler to answer a ProvisioningRequest for spot capacity, which only "
-                      "GKE's does in this program")
-    elif s.gpu_pools.on_demand.machine_type != s.gpu_pools.spot.machine_type:
-        yield Problem(path, "onDemand",
-                      f"wait, or the same machineType in gpuPools.onDemand "
-                      f"({s.gpu_pools.on_demand.machine_type}) and gpuPools.spot "
-                      f"({s.gpu_pools.spot.machine_type})")
-    elif s.job.nodes > s.gpu_pools.on_demand.max_nodes:
-        yield Problem("job.nodes", s.job.nodes, "at most gpuPools.onDemand.maxNodes "
-                      f"({s.gpu_pools.on_demand.max_nodes}) with spotShortage.policy onDemand")
+    yield Problem("job.spotShortage.policy", "onDemand",
+                  f"wait on {s.cloud.value} (or job.pool onDemand): "
+                  f"{SPOT_FALLBACK_REFUSED[s.cloud]} (set it with: pulumi config set --path "
+                  "job.spotShortage.policy wait)")
 
 
 def spot_shortage_wait_fits_one_node_join(s: Settings) -> Iterator[Problem]:
@@ -570,6 +608,7 @@ RULES: tuple[Rule, ...] = (
     fabric_needs_a_machine_that_has_it,
     processes_fit_the_gpus,
     job_fits_its_pool,
+    left_out_nodes_are_replaced,
     spot_shortage_fallback_fits,
     spot_shortage_wait_fits_one_node_join,
     spot_needs_checkpoints,
@@ -707,6 +746,49 @@ def gcp_fabric_is_one_this_program_sets_up(s: Settings) -> Iterator[Problem]:
 
 
 RULES = (*RULES, gcp_fabric_is_one_this_program_sets_up)
+
+
+def gcp_kept_checkpoints_are_in_the_bucket(s: Settings) -> Iterator[Problem]:
+    """retainOnDestroy keeps the bucket only: `pulumi destroy` deletes the Filestore instance
+    with its data, and this stack keeps no Filestore backup for the next `up` to restore from
+    (issue 33), so checkpoints kept on destroy must be in the bucket."""
+    c = s.checkpoints
+    if (s.cloud != Cloud.GCP or not c.enabled or not c.retain_on_destroy
+            or c.location != CheckpointLocation.SHARED_FILE_SYSTEM):
+        return
+    yield Problem("checkpoints.location", c.location.value,
+                  "objectStore with checkpoints.retainOnDestroy true: destroy deletes the "
+                  "Filestore instance and the checkpoints on it, and no Filestore backup is "
+                  f"kept on GCP (`{set_command('checkpoints.location', 'objectStore')}`), or "
+                  "checkpoints.retainOnDestroy false to accept that destroy deletes them")
+
+
+RULES = (*RULES, gcp_kept_checkpoints_are_in_the_bucket)
+
+# GKE application-layer secrets encryption takes a Cloud KMS key by its resource name, in the
+# cluster's location ("The key ring must be in the same location as the cluster",
+# https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets).
+KMS_KEY = re.compile(r"^projects/([a-z][-a-z0-9]{4,28}[a-z0-9]|[a-z0-9.-]+:[a-z][-a-z0-9]{4,28}"
+                     r"[a-z0-9])/locations/([a-z0-9-]+)/keyRings/([\w-]{1,63})/cryptoKeys/"
+                     r"([\w-]{1,63})$")
+
+
+def gcp_secrets_key_is_one_gke_takes(s: Settings) -> Iterator[Problem]:
+    key = s.gcp.secrets_kms_key if s.gcp is not None else None
+    if s.cloud != Cloud.GCP or key is None:
+        return
+    found = KMS_KEY.match(key)
+    path = "gcp.secretsKmsKey"
+    if found is None:
+        yield Problem(path, key, "a Cloud KMS key's resource name, projects/PROJECT/locations/"
+                      f"{s.region}/keyRings/RING/cryptoKeys/KEY (`gcloud kms keys list "
+                      f"--location {s.region} --keyring RING --format='value(name)'`)")
+    elif found.group(2) != s.region:
+        yield Problem(path, key, f"a key in the cluster's region {s.region} (this one is in "
+                      f"{found.group(2)}): GKE takes a key ring in the cluster's location")
+
+
+RULES = (*RULES, gcp_secrets_key_is_one_gke_takes)
 
 
 def spot_save_fits_the_notice(s: Settings, node_version: str | None = None

@@ -188,8 +188,16 @@ OUTPUTS: dict[str, Any] = {
     "gcp:artifactregistry/repository:Repository": _repository,
     "gcp:compute/network:Network": _network,
 }
+DEPLOYER_EMAIL = "deployer@example.com"  # whoever runs `pulumi up` in the fakes' world
+
+
+def _open_id_user_info(_args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    return {"email": DEPLOYER_EMAIL, "id": DEPLOYER_EMAIL}
+
+
 CALLS: dict[str, Any] = {
     "gcp:organizations/getClientConfig:getClientConfig": _client_config,
+    "gcp:organizations/getClientOpenIdUserInfo:getClientOpenIdUserInfo": _open_id_user_info,
     "gcp:container/getEngineVersions:getEngineVersions": _engine_versions,
     "gcp:container/getCluster:getCluster": _get_cluster,
     "gcp:storage/getBucket:getBucket": _get_bucket,

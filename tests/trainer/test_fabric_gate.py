@@ -186,13 +186,16 @@ def test_a_world_of_one_reports_no_bandwidth_and_no_floor_applies():
 # --- the gate on 2 CPU processes, through the container's launcher (its exit = the pod's) ---
 
 def _launch(args, extra_env=None, timeout=120) -> subprocess.CompletedProcess:
+    """Every rank reports the same injected compute time unless extra_env names a slow one
+    (TEST_DELAY_ENV): no verdict here depends on the test machine's jitter."""
     with socket.socket() as s:  # the launcher's own parser has no --standalone: a c10d store
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "trainer.launch", "--nnodes=1", "--nproc_per_node=2",
            "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=gate",
            "-m", "trainer", *TINY, *args]
-    return subprocess.run(cmd, cwd=REPO, env={**env(), **(extra_env or {})}, capture_output=True,
+    return subprocess.run(cmd, cwd=REPO, env={**env(), TEST_DELAY_ENV: "none", **(extra_env or {})},
+                          capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainer.node_taint import TAINT_KEY
 from workloads.waiting.verdict import Kind, Verdict
 from workloads.waiting.view import ClusterView, Facts, conditions_of, name_of
 from workloads.watch import prepare_logs_command
@@ -18,9 +19,8 @@ from workloads.watch import prepare_logs_command
 #   taint {key: value}" (kube-scheduler's NodeResourcesFit and TaintToleration plugins).
 # - The kubelet: a container waiting with reason ErrImagePull / ImagePullBackOff.
 
-# The taint the fabric and GPU health gate puts on a node it leaves out (issue 22, item 5, "name
-# the slow node and leave it out"); the lead aligns it with that helper's constant.
-UNHEALTHY_TAINT = "torchrec-cloud/unhealthy"
+# The taint the fabric and GPU health gate puts on a node it leaves out (trainer/node_taint.py).
+UNHEALTHY_TAINT = TAINT_KEY
 
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
 
