@@ -1110,7 +1110,8 @@ def test_a_node_the_health_gate_left_out_never_blocks_its_group_from_growing(run
 
 def test_a_gpu_group_held_above_zero_says_how_to_replace_a_node_the_gate_left_out(
         warnings_logged: list[str]) -> None:
-    run_stack("aws", overrides={"gpuPools": {"onDemand": {"minNodes": 1, "desiredNodes": 1}}})
+    run_stack("aws", overrides={"gpuPools": {"onDemand": {"minNodes": 1, "desiredNodes": 1,
+                                                                   "maxNodes": 3}}})
     (advice,) = [w for w in warnings_logged if "status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy" in w]
     assert "minNodes 1" in advice and "terminate-instance-in-auto-scaling-group" in advice
     assert "--no-should-decrement-desired-capacity" in advice
