@@ -162,6 +162,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
         k8s_provider = k8s.Provider(
             f"{prefix}-k8s", kubeconfig=kubeconfig, enable_server_side_apply=True,
+            delete_unreachable=True,  # destroy from anywhere: docs/security.md "Destroy"
             opts=pulumi.ResourceOptions(parent=self,
                                         depends_on=[*all_groups, *early_addons, *late_addons]))
         helm_opts = pulumi.ResourceOptions(parent=self, provider=k8s_provider)

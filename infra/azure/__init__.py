@@ -158,6 +158,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
             kubeconfig = granted_kubeconfig(kubeconfig, grant, client.object_id, provider)
         addons_provider = k8s.Provider(
             f"{prefix}-k8s-addons", kubeconfig=kubeconfig,
+            delete_unreachable=True,  # destroy from anywhere: docs/security.md "Destroy"
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*pools.values(), *access]))
         rdma = any(uses_infiniband(s, pool.machine) for pool in gpu_pools.values())
         taints = [taint for pool in gpu_pools.values() for taint in pool.taints]
@@ -196,6 +197,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
 
         k8s_provider = k8s.Provider(
             f"{prefix}-k8s", kubeconfig=kubeconfig,
+            delete_unreachable=True,  # destroy from anywhere: docs/security.md "Destroy"
             opts=pulumi.ResourceOptions(parent=self, depends_on=ready))
 
         self.contract = GpuCluster(
