@@ -30,6 +30,7 @@ from infra.contract import (
     SharedFileSystem,
 )
 from infra.settings.model import FsxLustre, PoolChoice
+from infra.naming import prefix_was_cut, stack_unique_prefix
 
 TYPE_TOKEN = "torchrec-cloud:aws:GpuCluster"
 
@@ -70,9 +71,10 @@ class AwsGpuCluster(pulumi.ComponentResource):
         lookup = pulumi.InvokeOptions(provider=provider)
         account_id = aws.get_caller_identity(opts=lookup).account_id
         bucket_plan = storage.plan_checkpoint_bucket(
-            storage.checkpoint_bucket_name(prefix, account_id, s.region), args.previous,
-            lambda name: storage.bucket_exists(name, lookup),
-            lambda: storage.legacy_buckets(prefix, s.region, lookup))
+            storage.checkpoint_bucket_name(stack_unique_prefix(), account_id, s.region),
+            args.previous, lambda name: storage.bucket_exists(name, lookup),
+            lambda: storage.legacy_buckets(prefix, s.region, lookup),
+            lambda name: storage.bucket_tags(name, lookup), name_was_cut=prefix_was_cut())
 
         # --- network, key, control plane ---------------------------------------------------
         vpc_cidr = s.aws.vpc_cidr if s.aws else "10.0.0.0/16"
