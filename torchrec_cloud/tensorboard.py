@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from torchrec_cloud.local_copy import UnsafeKey, local_path
-from torchrec_cloud.stack import Outputs, StackError, add_stack_arguments, open_bucket, read_outputs
+from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, file_name, open_bucket,
+                                  read_outputs)
 
 OUT_DIR = Path("out/tensorboard")
 SYNC_EVERY_S = 60.0  # the trainer's mirror is written about as often (trainer/telemetry.py)
@@ -79,7 +80,7 @@ def sync_stack(outputs: Outputs, out: Path,
     if not fs.exists(root):
         raise FileNotFoundError(f"{uri} does not exist yet (the trainer writes it at its first "
                                 "log step)")
-    target = out / outputs.stack
+    target = out / file_name(outputs.stack)
     return target, sync(fs, root, target)
 
 

@@ -1141,3 +1141,9 @@ def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
 
 
 RULES = (*RULES, hourly_cost_fits_the_ceiling)
+
+
+# --- what hurts: broad API ranges, system namespaces, runtime paths, tags (security_rules.py) --
+from infra.settings.security_rules import SECURITY_RULES  # noqa: E402 (after RULES exists)
+
+RULES = (*RULES, *SECURITY_RULES)
