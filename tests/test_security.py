@@ -77,3 +77,85 @@ def test_logs_follow_removes_its_kubeconfig_copy_on_every_signal(tmp_path, signa
     _, errors = proc.communicate(timeout=30)  # kubectl, killed with it, held the pipes
     assert "Traceback" not in errors
     assert time.monotonic() - started < 20, "kubectl outlived the command"
+
+
+def test_up_fetches_no_manifest_from_the_network(run: Run) -> None:
+    """JobSet's and the training operator's manifests are vendored: GitHub down or a release
+    asset replaced cannot change or stop a `pulumi up` (issue 33, pinned supply)."""
+    from tests.harness import ROOT
+
+    files = [r for r in run.resources
+             if r.type in ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup",
+                           "kubernetes:yaml:ConfigFile")]
+    assert files, "no operator manifest found"
+    for resource in files:
+        for source in [resource.inputs.get("file"), *(resource.inputs.get("files") or [])]:
+            if source is None:
+                continue
+            assert "://" not in source, f"{resource.name} fetches {source}"
+            path = (ROOT / source).resolve()
+            assert path.is_file() and ROOT in path.parents, source
+
+
+def test_every_jobset_release_the_table_can_choose_is_vendored() -> None:
+    from infra.addon_versions import ADDON_VERSIONS
+    from workloads.jobset import ADDON, manifests_for
+
+    for row in ADDON_VERSIONS[ADDON]:
+        text = manifests_for(row.version).read_text()
+        assert f"image: registry.k8s.io/jobset/jobset:{row.version}" in text
+        assert "kind: CustomResourceDefinition" in text
+
+
+AWS_EFA_KEY = "4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC"  # AWS EC2 User Guide, efa-start
+
+
+def _gpg(home, *args: str, stdin: str | None = None) -> str:
+    import subprocess
+
+    done = subprocess.run(["gpg", "--homedir", str(home), "--batch", "--pinentry-mode",
+                           "loopback", "--passphrase", "", *args], input=stdin,
+                          capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout
+
+
+def _new_key(home, name: str) -> str:
+    _gpg(home, "--quick-gen-key", f"{name} <{name}@example.com>", "ed25519", "sign", "never")
+    listed = _gpg(home, "--with-colons", "--fingerprint", f"{name}@example.com")
+    return next(line.split(":")[9] for line in listed.splitlines() if line.startswith("fpr:"))
+
+
+def test_the_efa_installer_runs_only_when_signed_by_the_key_whose_fingerprint_we_keep(
+        tmp_path) -> None:
+    """The image build's signature check (trainer/fabric/verify_signed.sh, run by
+    trainer/Dockerfile with AWS's published fingerprint) against real GnuPG signatures: a key
+    file served beside the installer can be replaced with it, so a good signature by any other
+    key, even one shipped in the same key file, is refused."""
+    import subprocess
+
+    from tests.harness import ROOT
+
+    script = ROOT / "trainer" / "fabric" / "verify_signed.sh"
+    assert AWS_EFA_KEY in (ROOT / "trainer" / "Dockerfile").read_text()
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    ours, attacker = _new_key(home, "publisher"), _new_key(home, "attacker")
+    tarball = tmp_path / "aws-efa-installer.tar.gz"
+    tarball.write_bytes(b"installer")
+    keys = tmp_path / "aws-efa-installer.key"
+    keys.write_text(_gpg(home, "--armor", "--export", ours, attacker))
+
+    def verify(signer: str, fingerprint: str) -> int:
+        signature = tmp_path / f"{signer}.sig"
+        signature.unlink(missing_ok=True)
+        _gpg(home, "--local-user", signer, "--output", str(signature), "--detach-sign",
+             str(tarball))
+        return subprocess.run([str(script), str(keys), fingerprint, str(signature), str(tarball)],
+                              capture_output=True, text=True, timeout=60).returncode
+
+    assert verify(ours, ours) == 0
+    assert verify(attacker, ours) == 1  # the attacker's key rode along in the key file
+    assert verify(ours, AWS_EFA_KEY) == 1  # a key file that is not AWS's
+    tarball.write_bytes(b"installer, altered")
+    assert subprocess.run([str(script), str(keys), ours, str(tmp_path / f"{ours}.sig"),
+                           str(tarball)], capture_output=True, timeout=60).returncode == 1
