@@ -57,6 +57,13 @@ def test_production_b_does_not_import_production_as_kept_bucket(monkeypatch) -> 
     assert bucket.inputs["bucket"] == names_of("production-b")["s3"] != first
     assert bucket.import_id == "" and run.outputs["checkpoint_store_adopted"] is False
     assert bucket.inputs["tags"][OWNER_KEY] == f"{PROJECT}/production-b"
+    # The interruption queue and its rules too: SQS and EventBridge hand an existing queue or
+    # rule of the same name back (CreateQueue, PutRule), so production-a's would be shared.
+    names = {r.inputs["name"] for r in run.resources
+             if r.type in ("aws:sqs/queue:Queue", "aws:cloudwatch/eventRule:EventRule")}
+    assert names and all(n.startswith(stack_unique_prefix(PROJECT, "production-b") + "-nth")
+                         for n in names), names
+    assert not any(n.startswith(stack_unique_prefix(PROJECT, "production-a")) for n in names)
 
 
 def test_a_kept_s3_bucket_tagged_for_another_stack_is_refused_naming_both(monkeypatch) -> None:
