@@ -38,3 +38,24 @@ def unique_compact(prefix: str, suffix: str, scope: str, max_length: int) -> str
     if room < 1:
         raise ValueError(f"suffix {suffix!r} leaves no room in a {max_length}-character name")
     return f"{compact(prefix, max_length=room)}{suffix}{stable_hash(scope)}"
+
+
+def prefix_was_cut(project: str | None = None, stack: str | None = None,
+                   max_length: int = 24) -> bool:
+    """True when name_prefix had to cut '<project>-<stack>': then two stacks whose names start
+    alike (production-a, production-b) share the prefix."""
+    project, stack = project or pulumi.get_project(), stack or pulumi.get_stack()
+    full = name_prefix(project, stack, max_length=10_000)
+    return name_prefix(project, stack, max_length) != full
+
+
+def stack_unique_prefix(project: str | None = None, stack: str | None = None,
+                        max_length: int = 24) -> str:
+    """The prefix of globally or account-unique names (checkpoint stores): name_prefix as it was
+    when nothing was cut, so existing stacks keep their names; '<cut prefix>-<hash of project
+    and stack>' when it was cut, so production-a and production-b never share a name."""
+    project, stack = project or pulumi.get_project(), stack or pulumi.get_stack()
+    prefix = name_prefix(project, stack, max_length)
+    if not prefix_was_cut(project, stack, max_length):
+        return prefix
+    return f"{prefix}-{stable_hash(project, stack)}"

@@ -263,16 +263,18 @@ def config_for(stack: str, overrides: dict[str, Any] | None = None,
 
 def run_stack(stack: str, overrides: dict[str, Any] | None = None,
               remove: Iterable[str] = (), expect_error: bool = False,
-              previous_outputs: dict[str, Any] | None = None) -> Run:
+              previous_outputs: dict[str, Any] | None = None,
+              stack_name: str | None = None) -> Run:
     """Run __main__.py for a stack under mocks; raise its error unless expect_error.
     `previous_outputs`: the stack outputs of an earlier `pulumi up` (a later run); None, a
-    first run or one after `pulumi destroy`."""
+    first run or one after `pulumi destroy`. `stack_name`: the Pulumi stack's name when it is not
+    the stack file's (production-a with Pulumi.aws.yaml's settings)."""
     pulumi.runtime.settings.set_root_resource(None)
     asyncio.set_event_loop(asyncio.new_event_loop())
     mocks = RecordingMocks(previous_outputs)
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_all_config(config_for(stack, overrides, remove))
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor,
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack_name or stack, preview=False, monitor=monitor,
                              organization=ORGANIZATION)
 
     outputs: dict[str, Any] = {}

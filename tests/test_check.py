@@ -593,3 +593,91 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=60) == 141, stderr
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+# Accepted before issue 33, and each hurts (id, stack, overrides, setting, value, says).
+HURTFUL = [
+    ("api-half-the-internet-twice", "aws",
+     {"kubernetes": {"apiAccessCidrs": ["0.0.0.0/1", "128.0.0.0/1"]}},
+     "kubernetes.apiAccessCidrs[1]", "'128.0.0.0/1'",
+     ["a /1 admits 2,147,483,648 addresses", "at most a /16",
+      "pulumi config set --stack aws --path kubernetes.allowBroadApiAccess true"]),
+    ("api-slash-5", "gcp", {"kubernetes": {"apiAccessCidrs": ["8.0.0.0/5"]}},
+     "kubernetes.apiAccessCidrs[0]", "'8.0.0.0/5'",
+     ["at most a /16", "'kubernetes.apiAccessCidrs[0]'"]),
+    ("namespace-kube-system", "aws", {"job": {"namespace": "kube-system"}}, "job.namespace",
+     "'kube-system'", ["a namespace of the job's own",
+                       "pulumi config set --stack aws --path job.namespace torchrec"]),
+    ("namespace-default", "azure", {"job": {"namespace": "default"}}, "job.namespace",
+     "'default'", ["a namespace of the job's own"]),
+    ("namespace-kube-public", "gcp", {"job": {"namespace": "kube-public"}}, "job.namespace",
+     "'kube-public'", ["a namespace of the job's own"]),
+    ("namespace-kube-node-lease", "aws", {"job": {"namespace": "kube-node-lease"}},
+     "job.namespace", "'kube-node-lease'", ["a namespace of the job's own"]),
+    ("service-account-default", "aws", {"job": {"serviceAccount": "default"}},
+     "job.serviceAccount", "'default'",
+     ["every pod in the namespace runs as 'default'",
+      "pulumi config set --stack aws --path job.serviceAccount trainer"]),
+    ("mount-tmp", "aws", {"sharedFileSystem": {"mountPath": "/tmp"}}, "sharedFileSystem.mountPath",
+     "'/tmp'", ["not /tmp", "sharedFileSystem.mountPath /mnt/shared"]),
+    ("mount-dev-shm", "gcp", {"sharedFileSystem": {"mountPath": "/dev/shm"}},
+     "sharedFileSystem.mountPath", "'/dev/shm'", ["not /dev/shm"]),
+    ("mount-proc-below", "azure", {"sharedFileSystem": {"mountPath": "/proc/data"}},
+     "sharedFileSystem.mountPath", "'/proc/data'", ["not /proc"]),
+    ("aws-tag-key-too-long", "aws", {"tags": {"k" * 129: "v"}}, f"tags.{'k' * 129}", "'v'",
+     ["a key of 1-128 characters", "pulumi config rm --stack aws --path"]),
+    ("aws-tag-key-aws-prefix", "aws", {"tags": {"aws:owner": "me"}}, "tags.aws:owner", "'me'",
+     ["AWS reserves tag keys starting with 'aws:'"]),
+    ("aws-tag-value-too-long", "aws", {"tags": {"team": "v" * 257}}, "tags.team", f"'{'v' * 257}'",
+     ["a value of at most 256"]),
+    ("gcp-label-upper-case", "gcp", {"tags": {"Team": "recs"}}, "tags.Team", "'recs'",
+     ["GCP labels: a key of 1-63 lowercase letters"]),
+    ("gcp-label-value-space", "gcp", {"tags": {"team": "rec sys"}}, "tags.team", "'rec sys'",
+     ["GCP labels"]),
+    ("azure-tag-slash", "azure", {"tags": {"cost/center": "1"}}, "tags.cost/center", "'1'",
+     ["Azure tag names may not hold"]),
+    ("azure-tag-reserved", "azure", {"tags": {"microsoftOwner": "me"}}, "tags.microsoftOwner",
+     "'me'", ["Azure reserves tag names starting with microsoft"]),
+    ("keep-1e12", "aws", {"checkpoints": {"keep": 1e12}}, "checkpoints.keep", "1000000000000",
+     ["1 to 1000 newest checkpoints", "pulumi config set --stack aws --path checkpoints.keep 3"]),
+    ("dataset-path-dot", "aws", {"dataset": {"path": "."}}, "dataset.path", "'.'",
+     ["a folder under the mount, not the mount itself"]),
+]
+
+
+@pytest.mark.parametrize(("stack", "overrides", "setting", "value", "says"),
+                         [m[1:] for m in HURTFUL], ids=[m[0] for m in HURTFUL])
+def test_each_setting_that_hurts_is_refused_with_its_fix(
+        tmp_path: Path, stack: str, overrides: dict[str, Any], setting: str, value: str,
+        says: list[str]) -> None:
+    test_each_mistake_is_refused_naming_setting_value_allowed_and_fix(
+        tmp_path, stack, overrides, setting, value, says)
+
+
+def test_a_broad_api_range_is_taken_with_the_explicit_opt_in(tmp_path: Path) -> None:
+    result = check("--file", str(write_stack(tmp_path, "aws", {"kubernetes": {
+        "apiAccessCidrs": ["8.0.0.0/5"], "allowBroadApiAccess": True}})))
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("image", ["python:latest", "ghcr.io/acme/trainer"])
+def test_an_unpinned_image_is_warned_with_how_to_pin_it_by_digest(tmp_path: Path, image: str) -> None:
+    result = check("--file", str(write_stack(tmp_path, "aws", {"job": {"image": image}})))
+    assert result.returncode == 0, result.stderr
+    assert f"warning: job.image '{image}' is not pinned" in result.stderr
+    assert f"docker buildx imagetools inspect {image}" in result.stderr and "@sha256:<digest>" in result.stderr
+    pinned = check("--file", str(write_stack(tmp_path, "aws", {"job": {
+        "image": "ghcr.io/acme/trainer@sha256:" + "a" * 64}})))
+    assert "not pinned" not in pinned.stderr
+
+
+def test_a_python_object_tag_and_a_qualified_stack_name_get_a_message_not_a_traceback(
+        tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.aws.yaml"
+    path.write_text("config:\n  torchrec-cloud:cloud: !!python/object/apply:os.system ['touch "
+                    f"{tmp_path}/pwned']\n")
+    result = check("--file", str(path))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert not (tmp_path / "pwned").exists()
+    result = check("--stack", "org/torchrec-cloud/aws")
+    assert result.returncode != 0 and "Traceback" not in result.stderr and "--stack" in result.stderr

@@ -1774,7 +1774,7 @@ def test_the_jobset_controller_follows_the_control_plane_not_the_nodes(gke_world
     # GKE upgrades nodes after the control plane: the nodes may still run 1.33 under a 1.34
     # control plane. JobSet's controller and webhook talk to the API server, so its release is
     # the control plane's minor's (here v0.12.0 for 1.34, where 1.33 would give v0.11.1).
-    from workloads.jobset import controller_version, manifests_url
+    from workloads.jobset import controller_version, manifests_for
 
     first = run_gcp()
     master, nodes = "1.34.1-gke.3899001", "1.33.5-gke.2100000"
@@ -1784,7 +1784,7 @@ def test_the_jobset_controller_follows_the_control_plane_not_the_nodes(gke_world
     [controller] = [c for c in later.of_type("kubernetes:yaml/v2:ConfigFile")
                     if "jobset-controller" in c.name]
     assert controller_version("1.34") != controller_version("1.33")  # the case tells them apart
-    assert controller.inputs["file"] == manifests_url(controller_version(master))
+    assert controller.inputs["file"] == str(manifests_for(controller_version(master)))
 
 
 # Spot tables whose one save takes about 27 s: inside the 100 s a 120 s Spot shutdown leaves the

@@ -99,7 +99,8 @@ def test_efa_installer_is_pinned_and_installs_user_space_only() -> None:
     download = " ".join(runs())
     assert "efa-installer.amazonaws.com/${efa}" in download
     assert 'efa="aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz"' in download
-    assert "gpg --batch --verify" in download, "the installer's signature must be checked"
+    assert ('verify_signed.sh aws-efa-installer.key 4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC '
+            '"${efa}.sig" "${efa}"') in download, "the installer's signature must be checked"
     flags = efa_installer_command().split()
     # A container must not build the kernel module, cannot verify without a device, and gets its
     # memlock limit from the node, not from limits.d.

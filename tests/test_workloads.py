@@ -313,7 +313,7 @@ def test_bad_trainer_flags_fail_the_job_at_once(runs):
 def test_jobset_controller_is_installed_pinned_before_the_job(runs):
     scenario = runs["aws"]
     controller = scenario.run.one("kubernetes:yaml/v2:ConfigFile")
-    assert controller.inputs["file"].endswith("/jobset/releases/download/v0.12.0/manifests.yaml")
+    assert controller.inputs["file"].endswith("/workloads/manifests/jobset-v0.12.0.yaml")  # vendored
     assert scenario.run.waits_for(scenario.workload(), controller)
 
 

@@ -175,6 +175,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"{path.name}: every setting is valid (read without the Pulumi CLI, a backend "
               "or credentials)")
+    from infra.settings.security_rules import unpinned_image_notice
+
+    if notice := unpinned_image_notice(settings):
+        print(f"warning: {notice}", file=sys.stderr)
     for line in report_lines(settings):
         print(f"  {line}")
     for line in estimate_lines(settings):

@@ -13,8 +13,11 @@ import argparse
 import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -112,6 +115,39 @@ def read_outputs(stack: str, outputs_file: str | None = None) -> Outputs:
         raise StackError(f"{' '.join(command)} printed no JSON: {error}") from error
 
 
+# Signals that end a command in a terminal: a closed terminal (SIGHUP), `kill` or a session
+# manager (SIGTERM). Python's default for them ends the process without running `finally`, which
+# left the kubeconfig copy (a credential) in the temporary folder.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def removed_on_signal() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into SystemExit(128 + signal) while the block runs, so that its
+    `finally` clauses (the temporary kubeconfig's removal) run; Ctrl-C (SIGINT) already raises
+    KeyboardInterrupt. Handlers can only be set from the main thread: elsewhere, no change."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def leave(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, leave) for sig in ENDING_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def file_name(stack: str) -> str:
+    """A stack's name as one file or folder name: `org/project/aws` (a fully qualified stack)
+    -> `org_project_aws`, never a path that climbs or nests."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", stack).strip(".")
+    return cleaned or "stack"
+
+
 @contextlib.contextmanager
 def kubeconfig_file(outputs: Outputs, override: str | None = None) -> Iterator[str]:
     """A path kubectl can use: the override as given, else the stack's kubeconfig in a private
@@ -119,7 +155,12 @@ def kubeconfig_file(outputs: Outputs, override: str | None = None) -> Iterator[s
     if override:
         yield override
         return
-    handle, path = tempfile.mkstemp(prefix=f"kubeconfig-{outputs.stack}-", suffix=".yaml")
+    with removed_on_signal():
+        yield from _private_copy(outputs)
+
+
+def _private_copy(outputs: Outputs) -> Iterator[str]:
+    handle, path = tempfile.mkstemp(prefix=f"kubeconfig-{file_name(outputs.stack)}-", suffix=".yaml")
     try:
         os.fchmod(handle, 0o600)
         with os.fdopen(handle, "w", encoding="utf-8") as f:

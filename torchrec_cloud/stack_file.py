@@ -126,7 +126,14 @@ def read_stack_file(path: Path, project: str) -> StackConfig:
                 is_null = config_value.tag == "tag:yaml.org,2002:null"
                 result.config[name] = "" if is_null else config_value.value
                 continue
-            value = loader.construct_object(config_value, deep=True)
+            try:  # safe_load's constructors: a language tag (!!python/...) is refused here
+                value = loader.construct_object(config_value, deep=True)
+            except yaml.YAMLError as error:
+                mark = config_value.start_mark
+                raise StackFileError(
+                    f"{path}:{mark.line + 1}: {name} holds a YAML tag no stack file may use "
+                    f"({config_value.tag}; Pulumi reads plain values only): write the value "
+                    "without the tag") from error
             places = secret_places(value)
             if places:
                 result.secrets[name] = places

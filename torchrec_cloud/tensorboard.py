@@ -21,7 +21,9 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from torchrec_cloud.stack import Outputs, StackError, add_stack_arguments, open_bucket, read_outputs
+from torchrec_cloud.local_copy import UnsafeKey, local_path
+from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, file_name, open_bucket,
+                                  read_outputs)
 
 OUT_DIR = Path("out/tensorboard")
 SYNC_EVERY_S = 60.0  # the trainer's mirror is written about as often (trainer/telemetry.py)
@@ -43,15 +45,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def sync(fs: Any, root: str, target: Path) -> list[str]:
     """Copy every file under `root` that `target` lacks or holds at another size; the copied
     paths, relative to root. A file is written under a temporary name and renamed, so a
-    TensorBoard reading the folder never sees half a file."""
+    TensorBoard reading the folder never sees half a file. A key that would land outside
+    `target` (`..`, absolute, a symbolic link on the way: local_copy.local_path) is not copied
+    and is reported on stderr: the bucket is writable from the trainer's pod."""
     copied = []
     fs.invalidate_cache()
     root = root.rstrip("/")
     for path, info in sorted(fs.find(root, detail=True).items()):
         if info.get("type") == "directory":
             continue
-        relative = path[len(root):].lstrip("/")
-        local = target / relative
+        relative = path[len(root) + 1:] if path.startswith(root + "/") else path
+        try:
+            local = local_path(target, relative)
+        except UnsafeKey as error:
+            print(f"tensorboard: refused {path}: {error}", file=sys.stderr)
+            continue
         size = info.get("size")
         if local.exists() and size is not None and local.stat().st_size == size:
             continue
@@ -72,7 +80,7 @@ def sync_stack(outputs: Outputs, out: Path,
     if not fs.exists(root):
         raise FileNotFoundError(f"{uri} does not exist yet (the trainer writes it at its first "
                                 "log step)")
-    target = out / outputs.stack
+    target = out / file_name(outputs.stack)
     return target, sync(fs, root, target)
 
 

@@ -75,7 +75,9 @@ class TrainingJob(pulumi.ComponentResource):
         before_job = [fs_ready, ns, account, volume, claim, headless, policy]
         kube_api = gate_leaves_out(cluster, job, args.interconnect)  # it may leave a node out
         if kube_api:
-            before_job += node_gate.node_gate_access(f"{name}-node-gate", names, opts_for(ns))
+            before_job += node_gate.node_gate_access(
+                f"{name}-node-gate", names, opts_for(ns),
+                [dict(pool.node_labels) for pool in cluster.gpu_pools.values()])
         run_id: pulumi.Output[str] | None = None  # the preparation Job's uid, if there is one
         if args.dataset.prepare.enabled:
             # Created before the training job, which it does not hold up: pulumi-kubernetes

@@ -24,6 +24,8 @@ How a pod's end becomes the job's fate (trainer/exit_codes.py, trainer/launch.py
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -42,10 +44,16 @@ from workloads.names import JobNames
 ADDON = "jobset"
 
 
-def manifests_url(version: str) -> str:
-    """The install command of JobSet's own guide (kubectl apply --server-side -f <this>):
-    https://github.com/kubernetes-sigs/jobset/blob/v0.12.0/site/content/en/docs/installation/_index.md"""
-    return f"https://github.com/kubernetes-sigs/jobset/releases/download/{version}/manifests.yaml"
+MANIFESTS_DIR = Path(__file__).parent / "manifests"
+
+
+def manifests_for(version: str) -> Path:
+    """The release's manifests.yaml, vendored: the install JobSet's own guide gives
+    (kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/
+    <version>/manifests.yaml, site/content/en/docs/installation/_index.md at v0.12.0) is read
+    from the repository, so `pulumi up` fetches nothing from GitHub and the file cannot change
+    under a pinned version (each file's header says how it was rendered)."""
+    return MANIFESTS_DIR / f"jobset-{version}.yaml"
 
 
 def controller_version(kubernetes_version: str | None) -> str:
@@ -106,7 +114,7 @@ def jobset_controller(name: str, kubernetes_version: str | None,
     """JobSet's CRD, webhook and controller (namespace jobset-system), at the release for the
     cluster's Kubernetes version."""
     return k8s.yaml.v2.ConfigFile(
-        name, file=manifests_url(controller_version(kubernetes_version)), opts=opts)
+        name, file=str(manifests_for(controller_version(kubernetes_version))), opts=opts)
 
 
 def job_set(name: str, names: JobNames, job: Job, container: str,

@@ -5,12 +5,18 @@ and patch nodes, and a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v
 Kubernetes 1.30; every cluster here runs 1.34+) narrows what that account's writes may change
 to one thing: adding or removing the taint `status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy:NoSchedule` (value
 `fabric-gate`). Labels, annotations, `unschedulable` and every other taint must stay as they
-were, so the account can neither attract nor repel other workloads, nor lift a cloud's own
-taints. No delete, no update verb. The token reaches only the trainer container (a projected
+were, and so must finalizers and owner references (a finalizer would block the node's deletion,
+an owner reference would let the garbage collector delete it), so the account can neither
+attract nor repel other workloads, nor lift a cloud's own taints, nor keep or remove a node. Only
+GPU nodes (those carrying one GPU pool's labels) may be written at all: system nodes, where the
+cluster's own controllers run, are refused whole. No delete, no update verb. The token reaches only the trainer container (a projected
 volume in workloads/pod.py), and the job's pods do not tolerate the taint.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -37,7 +43,37 @@ VALIDATIONS = [
     ("(has(object.spec.unschedulable) && object.spec.unschedulable) == "
      "(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
      "the training job's service account may not cordon or uncordon a node"),
+    ("(has(object.metadata.finalizers) ? object.metadata.finalizers : []) == "
+     "(has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : [])",
+     "the training job's service account may not change a node's finalizers"),
+    ("(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) == "
+     "(has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : [])",
+     "the training job's service account may not change a node's owner references"),
 ]
+
+
+def _cel_text(text: str) -> str:
+    """A CEL string literal (JSON's double-quoted escapes are CEL's)."""
+    return json.dumps(text)
+
+
+def gpu_node_validation(gpu_node_labels: Sequence[Mapping[str, str]]) -> tuple[str, str]:
+    """The node written must be a GPU node: it carries every label of one GPU pool (the
+    labels the job selects on, infra/contract.py GpuPool.node_labels), judged on the node as
+    it was, so the write cannot add them."""
+    pools = [" && ".join(f"{_cel_text(k)} in oldObject.metadata.labels && "
+                         f"oldObject.metadata.labels[{_cel_text(k)}] == {_cel_text(v)}"
+                         for k, v in sorted(labels.items()))
+             for labels in gpu_node_labels if labels]
+    expression = ("has(oldObject.metadata.labels) && ("
+                  + (" || ".join(f"({p})" for p in pools) or "false") + ")")
+    return expression, "the training job's service account may taint GPU nodes only"
+
+
+def validations(gpu_node_labels: Sequence[Mapping[str, str]]) -> list[tuple[str, str]]:
+    """Every rule the policy checks: the node is a GPU node, and nothing but the one taint
+    changes."""
+    return [gpu_node_validation(gpu_node_labels), *VALIDATIONS]
 
 
 def object_name(names: JobNames) -> str:
@@ -49,7 +85,8 @@ def service_account_user(names: JobNames) -> str:
     return f"system:serviceaccount:{names.namespace}:{names.service_account}"
 
 
-def node_gate_access(name: str, names: JobNames, opts: pulumi.ResourceOptions
+def node_gate_access(name: str, names: JobNames, opts: pulumi.ResourceOptions,
+                     gpu_node_labels: Sequence[Mapping[str, str]] = ()
                      ) -> list[pulumi.CustomResource]:
     """ClusterRole and its binding to the job's service account, and the admission policy and
     its binding that keep that account's node writes to the one taint."""
@@ -72,7 +109,7 @@ def node_gate_access(name: str, names: JobNames, opts: pulumi.ResourceOptions
                 name="training-job-service-account",
                 expression=f"request.userInfo.username == '{service_account_user(names)}'")],
             validations=[adm.ValidationArgs(expression=expression, message=message)
-                         for expression, message in VALIDATIONS]),
+                         for expression, message in validations(gpu_node_labels)]),
         opts=opts)
     policy_binding = adm.ValidatingAdmissionPolicyBinding(
         f"{name}-policy-binding", metadata=meta.ObjectMetaArgs(name=cluster_name, labels=labels),

@@ -30,6 +30,7 @@ from infra.contract import (
     SharedFileSystem,
 )
 from infra.device_admission import restrict_device
+from infra.naming import prefix_was_cut, stack_unique_prefix
 from infra.settings.model import CheckpointLocation, FsxLustre, PoolChoice
 
 TYPE_TOKEN = "torchrec-cloud:aws:GpuCluster"
@@ -71,9 +72,10 @@ class AwsGpuCluster(pulumi.ComponentResource):
         lookup = pulumi.InvokeOptions(provider=provider)
         account_id = aws.get_caller_identity(opts=lookup).account_id
         bucket_plan = storage.plan_checkpoint_bucket(
-            storage.checkpoint_bucket_name(prefix, account_id, s.region), args.previous,
-            lambda name: storage.bucket_exists(name, lookup),
-            lambda: storage.legacy_buckets(prefix, s.region, lookup))
+            storage.checkpoint_bucket_name(stack_unique_prefix(), account_id, s.region),
+            args.previous, lambda name: storage.bucket_exists(name, lookup),
+            lambda: storage.legacy_buckets(prefix, s.region, lookup),
+            lambda name: storage.bucket_tags(name, lookup), name_was_cut=prefix_was_cut())
         # The control plane's log group: a fixed name that a destroy keeps or EKS recreates
         # (infra/aws/cluster.py create_log_group); asked here, before any cloud resource.
         logs_exist = eks_cluster.log_group_exists(
@@ -188,6 +190,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
         k8s_provider = k8s.Provider(
             f"{prefix}-k8s", kubeconfig=kubeconfig, enable_server_side_apply=True,
+            delete_unreachable=True,  # destroy from anywhere: docs/security.md "Destroy"
             opts=pulumi.ResourceOptions(parent=self,
                                         depends_on=[*all_groups, *early_addons, *late_addons]))
         helm_opts = pulumi.ResourceOptions(parent=self, provider=k8s_provider)

@@ -43,6 +43,7 @@ import pulumi_kubernetes as k8s
 
 from infra.addon_versions import version_for
 from infra.aws import identity
+from infra.naming import stack_unique_prefix
 
 # https://github.com/aws/aws-node-termination-handler/blob/v1.25.6/config/helm/aws-node-termination-handler/Chart.yaml
 # (chart 0.27.6 = app v1.25.6, the newest release); the chart is published only as an OCI
@@ -127,14 +128,20 @@ def handler_policy(queue_arn: str) -> str:
 
 
 def create_queue(prefix: str, opts: pulumi.ResourceOptions) -> InterruptionQueue:
-    """The queue, one EventBridge rule per event pattern, their targets and the queue policy."""
+    """The queue, one EventBridge rule per event pattern, their targets and the queue policy.
+
+    Their names carry a hash of project and stack when the stack's name prefix was cut
+    (infra/naming.py stack_unique_prefix): CreateQueue and PutRule return or overwrite an
+    existing queue or rule of the same name, so production-a and production-b would share
+    them, and destroying one stack would delete the other's interruption handling."""
+    unique = stack_unique_prefix()
     queue = aws.sqs.Queue(
-        f"{prefix}-nth", name=f"{prefix}-nth", message_retention_seconds=QUEUE_RETENTION_SECONDS,
+        f"{prefix}-nth", name=f"{unique}-nth", message_retention_seconds=QUEUE_RETENTION_SECONDS,
         sqs_managed_sse_enabled=True, tags={"Name": f"{prefix}-nth"}, opts=opts)
     child = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=queue))
     rules = {
         key: aws.cloudwatch.EventRule(
-            f"{prefix}-nth-{key}", name=f"{prefix}-nth-{key}",
+            f"{prefix}-nth-{key}", name=f"{unique}-nth-{key}",
             description=f"{key} events for the node termination handler",
             event_pattern=json.dumps(pattern), opts=child)
         for key, pattern in EVENT_PATTERNS.items()

@@ -13,6 +13,7 @@ import pulumi_aws as aws
 
 from infra.previous_run import PreviousRun
 from infra.settings.model import Checkpoints, FsxDeploymentType, FsxLustre
+from infra.store_owner import OWNER_KEY, check_owner, owner_tags, owner_value
 from infra.telemetry import TELEMETRY_NONCURRENT_DAYS, telemetry_key_prefix
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # Lustre: LNet (988) and its 1018-1023 range
@@ -221,7 +222,9 @@ def bucket_of(uri: str | None) -> str | None:
 
 
 def plan_checkpoint_bucket(name: str, previous: PreviousRun, exists: Callable[[str], bool],
-                           legacy: Callable[[], list[str]]) -> BucketPlan:
+                           legacy: Callable[[], list[str]],
+                           owner: Callable[[str], dict[str, str]] = lambda _: {},
+                           name_was_cut: bool = False) -> BucketPlan:
     """What this run does with the checkpoint bucket, decided by S3, not by the stack's outputs.
 
     - A bucket an earlier version of this program made with a random suffix, named by the
@@ -232,6 +235,9 @@ def plan_checkpoint_bucket(name: str, previous: PreviousRun, exists: Callable[[s
       version kept (`legacy()` lists them) is imported; none or several, the deterministic
       bucket is created.
     `adopted`: the bucket exists and the stack's last outputs do not show this stack made it.
+    A found bucket tagged for another stack (`owner`: its tags) is refused
+    (infra/store_owner.py). When the stack's name prefix was cut (`name_was_cut`), the
+    prefix-listed buckets may be another stack's: only those tagged for this one are candidates.
     """
     recorded = bucket_of(previous.text("checkpoint_uri")) if previous.live else None
     made_here = previous.outputs.get(ADOPTED_OUTPUT) not in (True, "true", "True")
@@ -242,8 +248,16 @@ def plan_checkpoint_bucket(name: str, previous: PreviousRun, exists: Callable[[s
     if recorded is not None and recorded != name and exists(recorded):
         return found(BucketMode.LEGACY, recorded)
     if exists(name):
+        check_owner(name, owner(name))
         return found(BucketMode.IMPORT, name)
     candidates = [b for b in legacy() if b != name]
+    if name_was_cut and candidates:
+        ours = [b for b in candidates if owner(b).get(OWNER_KEY) == owner_value()]
+        for other in sorted(set(candidates) - set(ours)):
+            pulumi.log.warn(f"bucket {other} starts with this stack's cut name prefix but is not "
+                            f"tagged {OWNER_KEY}={owner_value()}: not adopted (docs/checkpoints.md, "
+                            "\"Whose store is it\")")
+        candidates = ours
     if len(candidates) == 1:
         pulumi.log.info(f"checkpoint bucket {candidates[0]}, kept by a destroy of an earlier "
                         "version of this program, is imported: the job resumes from it")
@@ -277,6 +291,22 @@ def bucket_exists(name: str, opts: pulumi.InvokeOptions) -> bool:
             "created. The deployer needs s3:ListBucket on it (HeadBucket); a 403 for a bucket "
             "of this name in another account means the name is taken") from error
     return True
+
+
+def bucket_tags(name: str, opts: pulumi.InvokeOptions) -> dict[str, str]:
+    """A bucket's tags, through the Resource Groups Tagging API (tag:GetResources; the bucket
+    data source returns no tags). Any failure stops the run: a store whose owner cannot be read
+    is not adopted."""
+    try:
+        found = aws.resourcegroupstaggingapi.get_resources(
+            resource_arn_lists=[f"arn:aws:s3:::{name}"], opts=opts)
+    except Exception as error:  # noqa: BLE001 (the engine reports invoke errors as text)
+        raise BucketCheckError(
+            f"could not read the tags of the checkpoint bucket {name} ({error}); they say which "
+            "stack owns it. Nothing was created. The deployer needs tag:GetResources") from error
+    for mapping in found.resource_tag_mapping_lists or []:
+        return dict(mapping.tags or {})
+    return {}
 
 
 def legacy_buckets(prefix: str, region: str, opts: pulumi.InvokeOptions) -> list[str]:
@@ -318,7 +348,7 @@ def checkpoint_bucket(prefix: str, plan: BucketPlan, checkpoints: Checkpoints, j
         bucket=None if legacy else plan.name,
         bucket_prefix=legacy_bucket_prefix(prefix) if legacy else None,
         force_destroy=not retain,
-        tags={"Name": f"{prefix}-checkpoints"},
+        tags={"Name": f"{prefix}-checkpoints", **owner_tags()},
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
             retain_on_delete=retain, import_=plan.import_id,
             ignore_changes=["bucket", "bucketPrefix"] if legacy else None)),

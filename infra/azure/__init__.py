@@ -37,7 +37,7 @@ from infra.azure.storage import (STORAGE_ACCOUNT_MAX_LENGTH, KeptStore, checkpoi
 from infra.azure.versions import CLUSTER_GROUP_OUTPUT, live_cluster
 from infra.catalog import machine
 from infra.contract import GpuCluster, GpuClusterArgs
-from infra.naming import unique_compact
+from infra.naming import stack_unique_prefix, unique_compact
 from infra.previous_run import PreviousRun
 from infra.settings.model import AzureNetAppFiles
 
@@ -67,11 +67,13 @@ def kept_store(prefix: str, previous: PreviousRun) -> KeptStore:
     """What a `pulumi destroy` left of the checkpoint store, looked up only when the stack has
     no previous outputs (first run, or after destroy); on a live stack the resources are in its
     state already, created or imported by an earlier run."""
-    if previous.live:
-        return KeptStore()
+    if previous.live:  # the group keeps its name: a new one would replace it
+        return KeptStore(group_name=previous.text("checkpoint_resource_group"))
     subscription = authorization.get_client_config().subscription_id
-    return find_kept_store(prefix, names_in(prefix, subscription)["storage_account"],
-                           workspace_name(prefix))
+    unique = stack_unique_prefix()
+    return find_kept_store(unique, names_in(prefix, subscription)["storage_account"],
+                           workspace_name(prefix),
+                           former_prefix=prefix if unique != prefix else None)
 
 
 def pool_versions(args: GpuClusterArgs) -> dict[str, str]:
@@ -162,6 +164,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
             kubeconfig = granted_kubeconfig(kubeconfig, grant, client.object_id, provider)
         addons_provider = k8s.Provider(
             f"{prefix}-k8s-addons", kubeconfig=kubeconfig,
+            delete_unreachable=True,  # destroy from anywhere: docs/security.md "Destroy"
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*pools.values(), *access]))
         rdma = any(uses_infiniband(s, pool.machine) for pool in gpu_pools.values())
         taints = [taint for pool in gpu_pools.values() for taint in pool.taints]
@@ -203,6 +206,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
 
         k8s_provider = k8s.Provider(
             f"{prefix}-k8s", kubeconfig=kubeconfig,
+            delete_unreachable=True,  # destroy from anywhere: docs/security.md "Destroy"
             opts=pulumi.ResourceOptions(parent=self, depends_on=ready))
 
         self.contract = GpuCluster(

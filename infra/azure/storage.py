@@ -45,6 +45,7 @@ from infra.azure.identity import STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DAT
 from infra.contract import CheckpointStore
 from infra.settings.model import Settings
 from infra.settings.rules import AZURE_SOURCE_URI
+from infra.store_owner import OWNER_KEY, check_owner, owner_tags, owner_value
 
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 CHECKPOINT_CONTAINER = "checkpoints"
@@ -85,6 +86,7 @@ class KeptStore:
     account_id: str | None = None
     container_id: str | None = None
     audit_workspace_id: str | None = None  # the kube-audit workspace (infra/azure/audit.py)
+    group_name: str | None = None  # the group's name; None: checkpoint_group_name(prefix)
 
     @property
     def adopted(self) -> bool:
@@ -102,14 +104,39 @@ def _exists(lookup) -> str | None:  # noqa: ANN001 (a no-argument invoke)
         raise
 
 
-def find_kept_store(prefix: str, account_name: str, audit_workspace: str | None = None
-                    ) -> KeptStore:
+def _group(name: str) -> tuple[str | None, dict[str, str]]:
+    """A resource group's id (None: not there) and tags."""
+    try:
+        found = resources.get_resource_group(resource_group_name=name)
+    except Exception as error:  # noqa: BLE001 (invoke errors carry ARM's code in the text)
+        if NOT_FOUND.search(str(error)):
+            return None, {}
+        raise
+    return found.id, dict(found.tags or {})
+
+
+def find_kept_store(prefix: str, account_name: str, audit_workspace: str | None = None,
+                    former_prefix: str | None = None) -> KeptStore:
     """What of this stack's checkpoint store exists in the subscription now (synchronous
-    invokes with the deployer's credentials, before any resource is registered)."""
+    invokes with the deployer's credentials, before any resource is registered). A group tagged
+    for another stack is refused (infra/store_owner.py); `former_prefix`: the cut prefix the
+    group was named with before names carried the stack's hash, adopted when tagged for us."""
     group_name = checkpoint_group_name(prefix)
-    group_id = _exists(lambda: resources.get_resource_group(resource_group_name=group_name))
+    group_id, tags = _group(group_name)
+    if group_id is not None:
+        check_owner(group_name, tags)
+    elif former_prefix:
+        former = checkpoint_group_name(former_prefix)
+        group_id, tags = _group(former)
+        if group_id is not None and tags.get(OWNER_KEY) == owner_value():
+            group_name = former
+        elif group_id is not None:
+            pulumi.log.warn(f"resource group {former} has this stack's former name but is not "
+                            f"tagged {OWNER_KEY}={owner_value()}: not adopted; {group_name} is "
+                            "created (docs/checkpoints.md, \"Whose store is it\")")
+            group_id = None
     if group_id is None:
-        return KeptStore()
+        return KeptStore(group_name=group_name)
     workspace_id = None
     if audit_workspace:
         from pulumi_azure_native import operationalinsights
@@ -119,12 +146,13 @@ def find_kept_store(prefix: str, account_name: str, audit_workspace: str | None 
     account_id = _exists(lambda: storage.get_storage_account(
         account_name=account_name, resource_group_name=group_name))
     if account_id is None:
-        return KeptStore(group_id=group_id, audit_workspace_id=workspace_id)
+        return KeptStore(group_id=group_id, group_name=group_name,
+                         audit_workspace_id=workspace_id)
     container_id = _exists(lambda: storage.get_blob_container(
         account_name=account_name, container_name=CHECKPOINT_CONTAINER,
         resource_group_name=group_name))
     return KeptStore(group_id=group_id, account_id=account_id, container_id=container_id,
-                     audit_workspace_id=workspace_id)
+                     audit_workspace_id=workspace_id, group_name=group_name)
 
 
 def _importing(opts: pulumi.ResourceOptions, resource_id: str | None) -> pulumi.ResourceOptions:
@@ -200,7 +228,8 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
     kept = pulumi.ResourceOptions.merge(
         opts, pulumi.ResourceOptions(retain_on_delete=settings.checkpoints.retain_on_destroy))
     group = resources.ResourceGroup(
-        f"{prefix}-ckpt-rg", resource_group_name=checkpoint_group_name(prefix), tags=tags,
+        f"{prefix}-ckpt-rg", resource_group_name=found.group_name or checkpoint_group_name(prefix),
+        tags={**tags, **owner_tags()},
         opts=_importing(kept, found.group_id))
     account = storage.StorageAccount(
         f"{prefix}-ckpt",

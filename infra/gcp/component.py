@@ -22,6 +22,7 @@ from infra.gcp.kubeconfig import cluster_kubeconfig, kubernetes_provider
 from infra.gcp.network import GPU_NODE_TAG, create_gpu_networks, create_network
 from infra.gcp.node_pools import create_pools
 from infra.gcp.registry import create_trainer_image
+from infra.naming import stack_unique_prefix
 from infra.gcp.storage import (ADOPTED_OUTPUT, choose_bucket, create_checkpoint_bucket,
                                grant_dataset_reads)
 from infra.gcp.versions import (NODE_BASIS_OUTPUT, SETTINGS_OUTPUT, check_features,
@@ -62,7 +63,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
             raise SettingsError(unfit)
         # Whether GCS has the checkpoint bucket: asked before anything is registered, so a
         # failed question stops the run with nothing made.
-        bucket_choice = choose_bucket(project, prefix, args.previous)
+        bucket_choice = choose_bucket(project, stack_unique_prefix(), args.previous)
         super().__init__(TYPE_TOKEN, name, None, opts)
 
         provider = gcp.Provider(

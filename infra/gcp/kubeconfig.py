@@ -51,5 +51,6 @@ def kubernetes_provider(prefix: str, kubeconfig: pulumi.Output[str],
         f"{prefix}-k8s",
         kubeconfig=kubeconfig,
         enable_server_side_apply=True,
+        delete_unreachable=True,  # destroy from anywhere: docs/security.md "Destroy"
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=ready)),
     )

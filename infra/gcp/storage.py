@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.naming import stable_hash
+from infra.naming import name_prefix, stable_hash
+from infra.store_owner import OWNER_KEY, check_owner, owner_tags, owner_value
 from infra.previous_run import PreviousRun
 from infra.settings.model import Checkpoints, uri_parts
 from infra.telemetry import TELEMETRY_NONCURRENT_DAYS, telemetry_key_prefix
@@ -93,21 +94,26 @@ class BucketChoice:
 
 
 def bucket_exists(name: str, project: str) -> bool:
-    """Whether GCS has the bucket (getBucket, the deployer's credentials, before any resource
-    is registered). Only a 404 means it does not; any other failure stops the run: taken for
+    """Whether GCS has the bucket (bucket_labels)."""
+    return bucket_labels(name, project) is not None
+
+
+def bucket_labels(name: str, project: str) -> dict[str, str] | None:
+    """The bucket's labels (whose store it is), None when GCS has no such bucket (getBucket,
+    the deployer's credentials, before any resource is registered). Only a 404 means it does not; any other failure stops the run: taken for
     "absent", the run would try to create a bucket that exists, or adopt nothing and lose the
     checkpoints' location."""
     try:
-        gcp.storage.get_bucket(name=name, project=project, opts=pulumi.InvokeOptions())
+        found = gcp.storage.get_bucket(name=name, project=project, opts=pulumi.InvokeOptions())
     except Exception as error:  # noqa: BLE001 (the engine reports invoke errors as text)
         if NOT_FOUND.search(str(error)):
-            return False
+            return None
         raise pulumi.RunError(
             f"could not tell whether the checkpoint bucket gs://{name} exists ({error}). The "
             "deployer needs storage.buckets.get on it (roles/storage.admin in the project "
             "does); a 403 can also mean another project owns a bucket of that name. Nothing "
             "was created") from error
-    return True
+    return dict(found.labels or {})
 
 
 def choose_bucket(project: str, prefix: str, previous: PreviousRun) -> BucketChoice:
@@ -122,7 +128,21 @@ def choose_bucket(project: str, prefix: str, previous: PreviousRun) -> BucketCho
     last_uri = previous.text("checkpoint_uri")
     name = (uri_parts(last_uri)[0] if previous.live and last_uri
             else checkpoint_bucket_name(project, prefix))
-    exists = bucket_exists(name, project)
+    labels = bucket_labels(name, project)
+    if labels is not None:
+        check_owner(name, labels, label=True)  # tagged for another stack: refused
+    elif not previous.live and prefix != name_prefix():
+        # The name carries the stack's hash because its prefix was cut; before, it did not, and
+        # a destroy may have kept the bucket under that name: adopted when labelled for us.
+        old = checkpoint_bucket_name(project, name_prefix())
+        old_labels = bucket_labels(old, project)
+        if old_labels is not None and old_labels.get(OWNER_KEY) == owner_value(label=True):
+            name, labels = old, old_labels
+        elif old_labels is not None:
+            pulumi.log.warn(f"bucket gs://{old} has this stack's former name but is not labelled "
+                            f"{OWNER_KEY}={owner_value(label=True)}: not adopted; gs://{name} is "
+                            "created (docs/checkpoints.md, \"Whose store is it\")")
+    exists = labels is not None
     adopted = exists and (not previous.live or previous.outputs.get(ADOPTED_OUTPUT) is True)
     if adopted and not previous.live:
         pulumi.log.info(f"checkpoint bucket {name} was kept by an earlier deployment of this "
@@ -159,6 +179,7 @@ def create_checkpoint_bucket(prefix: str, region: str, checkpoints: Checkpoints,
         soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
             retention_duration_seconds=SOFT_DELETE_SECONDS),
         force_destroy=not retain,  # destroy may empty it only when we do not keep it
+        labels=owner_tags(label=True),  # whose store it is (infra/store_owner.py)
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
             retain_on_delete=retain,
             # The import id of a bucket is its name (pulumi-gcp storage.Bucket, "Import").

@@ -324,7 +324,12 @@ def load_settings() -> Settings:
     import pulumi
 
     use_stack(pulumi.get_stack())
-    return settings_from_mapping(_all_project_config())
+    settings = settings_from_mapping(_all_project_config())
+    from infra.settings.security_rules import unpinned_image_notice
+
+    if notice := unpinned_image_notice(settings):
+        pulumi.log.warn(notice)
+    return settings
 
 
 def with_kubernetes_minor(settings: Settings, minor: str) -> Settings:

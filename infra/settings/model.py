@@ -202,6 +202,10 @@ class Kubernetes(Section):
         ),
     )
 
+    allow_broad_api_access: bool = Field(
+        False, description="Accept an apiAccessCidrs range broader than a /16 (IPv6: /48); "
+        "off, such a range is refused (0.0.0.0/1 + 128.0.0.0/1 is all of IPv4).")
+
     @field_validator("version")
     @classmethod
     def _version_shape(cls, value: str | None) -> str | None:

@@ -1377,3 +1377,7 @@ def netapp_checkpoints_are_not_kept_on_destroy(s: Settings) -> Iterator[Problem]
 
 
 RULES = (*RULES, netapp_checkpoints_are_not_kept_on_destroy)
+# --- what hurts: broad API ranges, system namespaces, runtime paths, tags (security_rules.py) --
+from infra.settings.security_rules import SECURITY_RULES  # noqa: E402 (after RULES exists)
+
+RULES = (*RULES, *SECURITY_RULES)

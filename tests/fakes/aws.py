@@ -290,6 +290,18 @@ def _get_bucket(args: pulumi.runtime.MockCallArgs) -> Any:
             "bucketRegionalDomainName": f"{name}.s3.{REGION}.amazonaws.com"}
 
 
+# Each bucket's tags, as the Resource Groups Tagging API returns them (tests set them).
+BUCKET_TAGS: dict[str, dict[str, str]] = {}
+
+
+def _tagged_resources(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    arns = list(args.args.get("resourceArnLists") or [])
+    found = [{"resourceArn": arn, "complianceDetails": [],
+              "tags": BUCKET_TAGS[arn.removeprefix("arn:aws:s3:::")]}
+             for arn in arns if arn.removeprefix("arn:aws:s3:::") in BUCKET_TAGS]
+    return {"id": REGION, "resourceArnLists": arns, "resourceTagMappingLists": found}
+
+
 # Where each bucket lives (ListBuckets' BucketRegion); REGION unless a test says otherwise.
 BUCKET_REGIONS: dict[str, str] = {}
 
@@ -344,6 +356,7 @@ CALLS: dict[str, Any] = {
     "aws:index/getCallerIdentity:getCallerIdentity": _caller_identity,
     "aws:s3/getBucket:getBucket": _get_bucket,
     "aws:s3/getBuckets:getBuckets": _list_buckets,
+    "aws:resourcegroupstaggingapi/getResources:getResources": _tagged_resources,
     "aws:eks/getAddonVersion:getAddonVersion": _addon_version,
     "aws:cloudwatch/getLogGroup:getLogGroup": _get_log_group,
 }

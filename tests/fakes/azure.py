@@ -419,9 +419,14 @@ def _lookup(resource_id: str, code: str, name: str) -> Any:
     return {"id": resource_id, "name": name}
 
 
+# Tags of the groups in EXISTING, by group name (a kept store's owner tag).
+GROUP_TAGS: dict[str, dict[str, str]] = {}
+
+
 def _get_group(args: pulumi.runtime.MockCallArgs) -> Any:
     name = args.args["resourceGroupName"]
-    return _lookup(group_id(name), "ResourceGroupNotFound", name)
+    found = _lookup(group_id(name), "ResourceGroupNotFound", name)
+    return {**found, "tags": GROUP_TAGS.get(name, {})} if "id" in found else found
 
 
 def _get_account(args: pulumi.runtime.MockCallArgs) -> Any:

@@ -157,6 +157,8 @@ def _get_cluster(args: pulumi.runtime.MockCallArgs) -> Any:
 # Buckets that exist in GCS in the fakes' world (kept by an earlier deployment): what getBucket
 # finds. Empty: getBucket fails, as the provider does for a bucket that does not exist.
 KEPT_BUCKETS: set[str] = set()
+# Their labels (getBucket's `labels`), by bucket name.
+KEPT_BUCKET_LABELS: dict[str, dict[str, str]] = {}
 # Buckets getBucket may not read (another project's bucket of that name, or a deployer without
 # storage.buckets.get): the Storage API's 403.
 FORBIDDEN_BUCKETS: set[str] = set()
@@ -177,7 +179,8 @@ def _get_bucket(args: pulumi.runtime.MockCallArgs) -> Any:
     if name not in KEPT_BUCKETS:
         return _not_found("googleapi: Error 404: The specified bucket does not exist., notFound")
     return {"id": name, "name": name, "url": f"gs://{name}", "location": "US-CENTRAL1",
-            "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}"}
+            "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}",
+            "labels": KEPT_BUCKET_LABELS.get(name, {})}
 
 
 OUTPUTS: dict[str, Any] = {
