@@ -1,4 +1,7 @@
-"""`python -m torchrec_cloud <command>`: one entry point, each command in its own module.
+"""torchrec-cloud: check, deploy-side pre-flight, run and follow training jobs on a stack.
+
+`torchrec-cloud <command>` (or `python -m torchrec_cloud <command>`): one entry point, each
+command in its own module.
 
 A command's module is imported only when it is run, so `check` needs neither kubectl nor the
 clouds' storage libraries, and `status` does not import Pulumi.
@@ -18,11 +21,18 @@ COMMANDS = {
     "status": ("torchrec_cloud.status", "nodes, the gang, progress, checkpoints and spend of a stack"),
     "logs": ("torchrec_cloud.logs", "the training job's log (rank 0, or every pod)"),
     "tensorboard": ("torchrec_cloud.tensorboard", "TensorBoard on this machine over the job's events"),
+    "why": ("torchrec_cloud.why", "why a job of the stack is not running, and the next step"),
+    "plan": ("torchrec_cloud.plan_verb", "the sharding advisor: tables, machine, nodes -> a plan"),
+    "submit": ("torchrec_cloud.submit", "queue another training job on the stack's cluster"),
+    "list": ("torchrec_cloud.jobs", "every job of the stack: state, step, eval AUC, GPU-hours, cost"),
+    "cancel": ("torchrec_cloud.cancel", "stop a submitted job (it saves a final checkpoint)"),
+    "cost": ("torchrec_cloud.cost", "what the stack cost: per job, and fixed items per day"),
+    "doctor": ("torchrec_cloud.doctor", "before `pulumi up`: tools, sign-in, address, quotas"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchrec_cloud", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="torchrec-cloud", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
     modules = {}
     wanted = (list(argv) if argv is not None else sys.argv[1:])[:1]
@@ -31,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name in wanted:  # only the command being run is imported
             modules[name] = importlib.import_module(module_name)
             modules[name].add_arguments(sub)
+    given = list(argv) if argv is not None else sys.argv[1:]
+    if wanted and wanted[0] in modules and hasattr(modules[wanted[0]], "run_argv"):
+        return int(modules[wanted[0]].run_argv(given[1:]))  # a verb with its own parser
     args = parser.parse_args(argv)
     return int(modules[args.command].run(args))
 

@@ -47,6 +47,7 @@ class Outputs:
     checkpoint_dir: str = ""
     node_pools: Mapping[str, str] = field(default_factory=dict)  # name -> "spot" / "on-demand"
     estimated_cost: Mapping[str, Any] = field(default_factory=dict)  # infra/estimate.py's export
+    kubernetes_version: str = ""
 
     @property
     def checkpoints_on_shared_file_system(self) -> bool:
@@ -70,7 +71,8 @@ class Outputs:
                    node_pools={str(k): str(v) for k, v in (raw.get("node_pools") or {}).items()}
                    if isinstance(raw.get("node_pools"), dict) else {},
                    estimated_cost=raw["estimated_cost"]
-                   if isinstance(raw.get("estimated_cost"), dict) else {})
+                   if isinstance(raw.get("estimated_cost"), dict) else {},
+                   kubernetes_version=str(raw.get("kubernetes_version") or ""))
 
     @property
     def telemetry_uri(self) -> str:

@@ -161,6 +161,8 @@ class TrainingJob(pulumi.ComponentResource):
         backing = kueue.cluster_queue_name(names.job, flavor_list)
         made.append(kueue.cluster_queue(f"{name}-cluster-queue", backing, flavor_list, check,
                                         labels, opts_for(*made)))
+        # Cluster-scoped, for jobs submitted beside this one (torchrec_cloud/submit.py).
+        made.append(kueue.priority_classes(f"{name}-priority-classes", labels, opts_for(controller)))
         made.append(kueue.local_queue(f"{name}-local-queue", names.job, names.namespace,
                                       backing, labels, opts_for(ns, *made)))
         return Queue(names.job, flavor_list, made)
