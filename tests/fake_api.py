@@ -89,7 +89,7 @@ class FakeApi:
 
             def do_POST(self) -> None:  # noqa: N802: a create stores the object at its path
                 path = _without_timeout(self.path)
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                body = json.loads(self._body() or b"{}")
                 api.requests.append(f"POST {path}")
                 name = body.get("metadata", {}).get("name", "")
                 if f"{path}/{name}" in api.routes:
@@ -103,8 +103,7 @@ class FakeApi:
 
             def do_DELETE(self) -> None:  # noqa: N802
                 path = _without_timeout(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                options = json.loads(self.rfile.read(length) or b"{}") if length else {}
+                options = json.loads(self._body() or b"{}")
                 api.requests.append(f"DELETE {path}")
                 if api.routes.pop(path, None) is None:
                     self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
@@ -113,6 +112,19 @@ class FakeApi:
                     return
                 api.deleted.append((path, options))
                 self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+
+            def _body(self) -> bytes:
+                """The request body, sent whole or chunked (kubectl streams `-f -` chunked)."""
+                if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+                    return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                data = b""
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        self.rfile.readline()
+                        return data
+                    data += self.rfile.read(size)
+                    self.rfile.readline()
 
             def _send(self, status: int, body: Any) -> None:
                 data = json.dumps(body).encode()
