@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from infra.catalog import Cloud, Machine, find_machine
-from infra.estimate import estimate_lines
+from infra.estimate import estimate_lines, standing_line
 from infra.settings import Settings, SettingsError
 from infra.settings.errors import use_stack
 from infra.settings.loader import project_values, settings_and_problems
@@ -179,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {line}")
     for line in estimate_lines(settings):
         print(line)
+    print(standing_line(settings, stack_name(args)))  # a forgotten stack bills
     if places:
         print("above, a default or a stand-in shows in place of each encrypted value:")
     for line in _unread_lines(places, stack.environments):

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import tempfile
+from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -22,6 +23,7 @@ from typing import Any, Iterator
 from infra.telemetry import TELEMETRY_FOLDER
 
 STACKS = ("aws", "azure", "gcp")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_NAMESPACE = "torchrec"  # infra/settings/model.py Job.namespace, for stacks before job_namespace
 
 
@@ -90,7 +92,13 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_outputs(stack: str, outputs_file: str | None = None) -> Outputs:
-    """The stack's outputs, from the file or from the user's Pulumi CLI."""
+    """The stack's outputs, from the file or from the user's Pulumi CLI; a stack this project
+    has no file for is refused first (a typo would otherwise reach the Pulumi CLI or kubectl)."""
+    if not outputs_file:
+        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+        if stack not in known:
+            raise StackError(f"no stack {stack!r} in this project (its stacks: "
+                             f"{', '.join(known) or 'none'}; a stack is Pulumi.<stack>.yaml)")
     if outputs_file:
         try:
             with open(outputs_file, encoding="utf-8") as f:

@@ -545,9 +545,10 @@ class Job(Section):
     )
     max_hourly_usd: float | None = Field(
         None, gt=0,
-        description="Spend ceiling, USD per hour: the stack is refused when what it may scale "
-        "to (every GPU pool and the system pool at its maxNodes, with the file system, network "
-        "and control plane; infra/estimate.py) would cost more. Unset: no ceiling.")
+        description="Spend ceiling, USD per hour: the stack is refused when what the job may "
+        "scale to (each GPU pool the job can use and the system pool at its maxNodes, with the "
+        "file system, network and control plane; infra/estimate.py) would cost more. Unset: no "
+        "ceiling.")
 
 
 def _private_cidr(value: str) -> str:

@@ -1113,16 +1113,19 @@ RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_source_resource_gro
 
 # --- job.maxHourlyUsd: the spend ceiling (infra/estimate.py) ----------------------------------
 def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
-    """Judged at the most the stack may cost an hour (every pool at its maxNodes, spot nodes at
-    the most a spot price may reach: on-demand, or Azure's maxPrice), not at the job's own size: the autoscaler's bounds are what the stack lets the bill reach, whatever
-    schedules on the pools. The message gives both figures and the pools behind the first."""
+    """Judged at the most the job's pools may cost an hour (each GPU pool the job can use and
+    the system pool at its maxNodes, spot nodes at the most a spot price may reach: on-demand,
+    or Azure's maxPrice), not at the job's own size: the autoscaler's bounds are what the stack
+    lets the bill reach. A GPU pool the job never uses is left out (infra/estimate.py
+    job_most_hourly). The message gives both figures and the pools behind the first."""
     ceiling = s.job.max_hourly_usd
     if ceiling is None:
         return
-    from infra.estimate import job_hourly_usd, most_hourly
+    from infra.estimate import job_hourly_usd, job_most_hourly
 
     try:
-        most = most_hourly(s)
+        # Only the pools the job can use: a spot job's idle on-demand pool never grows for it.
+        most = job_most_hourly(s)
         job = job_hourly_usd(s)
     except (KeyError, ValueError, TypeError):  # a machine, size or flag another rule names
         return
@@ -1134,7 +1137,8 @@ def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
     yield Problem(
         "job.maxHourlyUsd", ceiling,
         f"the stack may cost up to USD {total:,.2f} an hour with every pool at its maxNodes "
-        f"({pools}; with the file system, network and control plane), above this ceiling; the "
+        f"that the job can use ({pools}; with the file system, network and control plane), "
+        "above this ceiling; the "
         f"job itself on {s.job.nodes} {s.job.pool.value} node(s) costs USD {job:,.2f} an hour. "
         "Lower gpuPools.onDemand.maxNodes / gpuPools.spot.maxNodes (or gpuPools.spot.enabled: "
         "false), job.nodes or the machine type, or raise job.maxHourlyUsd")
