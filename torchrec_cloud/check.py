@@ -34,13 +34,13 @@ STACKS = tuple(cloud.value for cloud in Cloud)
 NEEDS_CREDENTIALS = {
     Cloud.AWS: "the Kubernetes minors EKS offers in the region (infra/aws/versions.py), zone "
                "names and ids and the GPU zone's offering of the machine (infra/aws/zones.py), "
-               "the capacity reservation (infra/aws/reservations.py), your quotas",
+               "the capacity reservation (infra/aws/reservations.py)",
     Cloud.AZURE: "the Kubernetes minors AKS offers in the region (infra/azure/versions.py), the "
                  "VM sizes your subscription may use per zone (infra/azure/skus.py), "
                  "subscription features (infra/azure/features.py), NetApp Files capacity "
-                 "(infra/azure/netapp.py), your quotas",
+                 "(infra/azure/netapp.py)",
     Cloud.GCP: "the Kubernetes minors GKE's REGULAR channel offers (infra/gcp/versions.py), the "
-               "project itself and the checkpoint bucket (infra/gcp/component.py), your quotas",
+               "project itself and the checkpoint bucket (infra/gcp/component.py)",
 }
 
 
@@ -186,4 +186,7 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(f"not checked without credentials: {NEEDS_CREDENTIALS[settings.cloud]} "
           "(`pulumi up` checks them before it creates anything)")
+    stack = stack_name(args) or "<stack>"
+    print(f"quotas: not checked here nor by `pulumi up`; `torchrec-cloud doctor --stack {stack}` "
+          "reads them from the cloud's quota API against each GPU pool's maxNodes")
     return 0
