@@ -457,8 +457,9 @@ def test_a_rule_that_names_an_encrypted_value_is_a_possible_false_alarm(tmp_path
     result = check("--file", str(path))
     assert result.returncode == 0, result.stderr
     (line,) = _lines(result, "job.nodes")
-    assert line.endswith("at most gpuPools.onDemand.maxNodes (2); may be a false alarm (an "
-                         "encrypted value was stood in for)"), line
+    assert "at most gpuPools.onDemand.maxNodes (2): lower it with `pulumi config set --stack aws " \
+           "--path job.nodes 2`" in line, line
+    assert line.endswith("; may be a false alarm (an encrypted value was stood in for)"), line
     assert "nothing was created" not in result.stderr
     # beside a certainly bad value, the check fails on that one and still marks the other
     path = write_stack(tmp_path, "aws", {"job": {"nodes": 4, "processesPerNode": 9},

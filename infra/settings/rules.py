@@ -329,6 +329,14 @@ def processes_fit_the_gpus(s: Settings) -> Iterator[Problem]:
     if found and found.has_gpus and s.job.processes_per_node > found.gpu_count:
         yield Problem("job.processesPerNode", s.job.processes_per_node,
                       f"at most the {found.gpu_count} GPUs of {found.name}")
+    elif found and found.has_gpus and s.job.processes_per_node < found.gpu_count:
+        # Each pod takes the whole node (workloads/sizing.py): fewer processes leave GPUs idle
+        # that are paid for all the same.
+        yield Problem("job.processesPerNode", s.job.processes_per_node,
+                      f"one process per GPU: {found.name} has {found.gpu_count}, and every node "
+                      f"is paid whole ({found.gpu_count - s.job.processes_per_node} GPUs would "
+                      f"idle); `{set_command('job.processesPerNode', found.gpu_count)}`, or a "
+                      f"machine with {s.job.processes_per_node} GPUs")
 
 
 def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
@@ -337,7 +345,10 @@ def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
         yield Problem("job.pool", s.job.pool.value, "the spot pool is disabled (gpuPools.spot.enabled)")
     elif s.job.nodes > s.job_pool.max_nodes:
         yield Problem("job.nodes", s.job.nodes,
-                      f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes})")
+                      f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes}): lower it with "
+                      f"`{set_command('job.nodes', s.job_pool.max_nodes)}`, or let the pool "
+                      f"grow with `{set_command(f'{pool_path}.maxNodes', s.job.nodes)}` (quota: "
+                      "`torchrec-cloud doctor`)")
 
 
 def spot_shortage_fallback_fits(s: Settings) -> Iterator[Problem]:
@@ -392,6 +403,16 @@ def spot_price_is_azure_only(s: Settings) -> Iterator[Problem]:
                       f"{s.cloud.value}")
     elif price != -1 and price <= 0:
         yield Problem("gpuPools.spot.maxPrice", price, "-1 (up to on-demand) or a price > 0")
+    elif price != -1 and s.gpu_pools.spot.enabled:
+        # Azure evicts (or never allocates) a spot VM whose price is above its maxPrice: a cap
+        # below the list spot price means the pool most likely never gets a node.
+        found = find_machine(s.cloud, s.gpu_pools.spot.machine_type)
+        if found is not None and found.spot_usd_per_hour and price < found.spot_usd_per_hour:
+            yield Problem("gpuPools.spot.maxPrice", price,
+                          f"below {found.name}'s spot list price {found.spot_usd_per_hour:g}/h "
+                          "(infra/catalog.py): Azure would allocate no node at this cap; "
+                          f"`{set_command('gpuPools.spot.maxPrice', -1)}` (up to on-demand) or "
+                          f"a cap of at least {found.spot_usd_per_hour:g}")
 
 
 def kubernetes_names_are_valid(s: Settings) -> Iterator[Problem]:
@@ -451,7 +472,8 @@ def mlperf_recipe_keeps_its_global_batch(s: Settings) -> Iterator[Problem]:
     if "batch_size" in args:
         yield Problem("job.trainerArgs.batch_size", args["batch_size"],
                       f"not with recipe mlperf, whose global batch is {MLPERF_GLOBAL_BATCH} "
-                      "samples split over the ranks: remove it")
+                      "samples split over the ranks: remove it with `pulumi config rm --path "
+                      "job.trainerArgs.batch_size`")
     ranks = s.job.nodes * s.job.processes_per_node
     if "global_batch_size" not in args and MLPERF_GLOBAL_BATCH % ranks:
         yield Problem("job.nodes", s.job.nodes,
