@@ -67,3 +67,84 @@ def test_status_and_logs_accept_only_stacks_that_exist():
         assert code == 2
         assert "no stack 'aws-prod' in this project" in err.getvalue()
         assert "aws, azure, gcp" in err.getvalue()
+
+
+def test_sigterm_ends_tensorboard_like_ctrl_c(tmp_path):
+    """SIGTERM to the wrapper while TensorBoard runs: TensorBoard is stopped, not orphaned."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from torchrec_cloud import tensorboard
+
+    pid_file = tmp_path / "pid"
+    child = (f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+             "time.sleep(60)")
+
+    def sigterm() -> None:
+        for _ in range(300):
+            if pid_file.exists() and pid_file.read_text():
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=sigterm, daemon=True).start()
+    started = time.monotonic()
+    code = tensorboard.serve([sys.executable, "-c", child], lambda: [], every=0)
+    assert code == 0 and time.monotonic() - started < 20
+    with __import__("pytest").raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)  # TensorBoard is gone
+    assert signal.getsignal(signal.SIGTERM) is not tensorboard._interrupt  # handler restored
+
+
+def test_an_interrupted_download_leaves_no_partial_file(tmp_path):
+    from torchrec_cloud.tensorboard import sync
+
+    class Interrupted:
+        def invalidate_cache(self) -> None:
+            pass
+
+        def find(self, root: str, detail: bool) -> dict:
+            return {f"{root}/events.out.tfevents.1": {"type": "file", "size": 10}}
+
+        def get_file(self, path: str, local: str) -> None:
+            Path(local).write_bytes(b"half")
+            raise KeyboardInterrupt  # Ctrl-C or SIGTERM in the middle of the download
+
+    with __import__("pytest").raises(KeyboardInterrupt):
+        sync(Interrupted(), "bucket/tb", tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_sigterm_removes_the_kubeconfig_copy(tmp_path):
+    """`status` against an API server that does not answer yet: SIGTERM ends it and the
+    private kubeconfig copy it wrote is removed (exit 130, as Ctrl-C)."""
+    import os
+    import signal
+    import time
+
+    from tests.fake_api import Answer, FakeApi, kubeconfig as kubeconfig_of
+
+    gate = __import__("threading").Event()
+    with FakeApi({"/api/v1/nodes": Answer({"items": []}, first=lambda: gate.wait(30))}) as api:
+        outputs = tmp_path / "outputs.json"
+        outputs.write_text(json.dumps({"cloud": "aws", "job_name": "dlrm",
+                                       "kubeconfig": kubeconfig_of(tmp_path, api.url).read_text(),
+                                       "checkpoint_uri": f"file://{tmp_path}/bucket/dlrm"}))
+        temp = tmp_path / "tmp"
+        temp.mkdir()
+        process = subprocess.Popen([sys.executable, "-m", "torchrec_cloud", "status", "--stack",
+                                    "aws", "--outputs", str(outputs), "--out", str(tmp_path / "o")],
+                                   cwd=ROOT, env={**os.environ, "TMPDIR": str(temp)},
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(400):
+            if list(temp.glob("kubeconfig-aws-*")) and api.requests:
+                break
+            time.sleep(0.05)
+        assert list(temp.glob("kubeconfig-aws-*"))
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(30)
+        gate.set()
+    assert code == 130
+    assert not list(temp.glob("kubeconfig-aws-*"))

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from typing import Sequence
 
 # command -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
@@ -48,15 +50,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(modules[args.command].run(args))
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def guarded(argv: Sequence[str] | None = None) -> int:
     """main(), quiet when the reader of stdout goes away (`... check --stack aws | head -1`):
     Python's recipe for SIGPIPE (docs.python.org/3/library/signal.html, "Note on SIGPIPE"):
     point stdout at devnull so the interpreter's last flush cannot raise again, and exit 141
     (128 + SIGPIPE), what a shell reports for a command a closed pipe ended."""
+    # SIGTERM ends a command as Ctrl-C does, through its `finally`s: the kubeconfig copy and
+    # partial downloads are removed, TensorBoard stopped (Python's default leaves them behind).
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         code = main(argv)
         sys.stdout.flush()
         return code
+    except KeyboardInterrupt:
+        return 130  # 128 + SIGINT, as a shell reports it
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

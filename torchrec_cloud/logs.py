@@ -16,6 +16,7 @@ import sys
 from typing import Any
 from urllib.parse import quote
 
+from torchrec_cloud.kube import unreachable
 from torchrec_cloud.stack import StackError, add_stack_arguments, kubeconfig_file, read_outputs
 from workloads.names import COMPLETION_INDEX_LABEL, PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
 from workloads.why import ApiError, Kubectl, NotFound
@@ -76,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
             listed = Kubectl(kubeconfig)(f"/api/v1/namespaces/{names.namespace}/pods"
                                          f"?labelSelector={quote(selector)}")
         except (ApiError, NotFound, OSError, subprocess.TimeoutExpired) as error:
-            print(f"logs: cannot list the job's pods: {error}", file=sys.stderr)
+            print(f"logs: cannot list the job's pods: {unreachable(outputs.stack, str(error)) or error}",
+                  file=sys.stderr)
             return 2
         pods = json.loads(listed or "{}").get("items") or []
         if not pods:

@@ -325,7 +325,9 @@ def report(outputs: Outputs, read: Reader, now: datetime,
         problem = ["cannot read the cluster: kubectl is not installed (https://kubernetes.io/docs/tasks/tools/)"]
         sections += [("Pools and nodes", problem), ("Gang", problem)]
     except (ApiError, OSError, subprocess.TimeoutExpired) as error:
-        problem = [f"cannot read the cluster: {_one_line(error)}"]
+        from torchrec_cloud.kube import unreachable
+
+        problem = [f"cannot read the cluster: {unreachable(outputs.stack, str(error)) or _one_line(error)}"]
         sections += [("Pools and nodes", problem), ("Gang", problem)]
     if view is not None:
         sections.append(("Pools and nodes", pools_section(view, dict(outputs.node_pools))))
