@@ -187,6 +187,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"not checked without credentials: {NEEDS_CREDENTIALS[settings.cloud]} "
           "(`pulumi up` checks them before it creates anything)")
     stack = stack_name(args) or "<stack>"
-    print(f"quotas: not checked here nor by `pulumi up`; `torchrec-cloud doctor --stack {stack}` "
-          "reads them from the cloud's quota API against each GPU pool's maxNodes")
+    upfront = ("`pulumi up` reads the job's pool's vCPU quota before any resource (quota.pending: "
+               "true lets it go ahead); " if settings.cloud == Cloud.AWS else
+               f"`pulumi up` on {settings.cloud.value} does not read them; ")
+    print(f"quotas: not checked here; {upfront}`torchrec-cloud doctor --stack {stack}` reads every "
+          "GPU pool's from the cloud's quota API against its maxNodes")
     return 0

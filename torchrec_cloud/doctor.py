@@ -7,7 +7,7 @@ signed in (kubelogin too on Azure), this machine's public address inside
 kubernetes.apiAccessCidrs (when the address can be learnt), and the quotas every GPU pool's
 maxNodes needs, read from the cloud's own quota API:
 - AWS: Service Quotas (boto3 `service-quotas` get_service_quota) for the instance family's
-  on-demand and spot vCPU quotas (EC2_QUOTAS);
+  on-demand and spot vCPU quotas (infra/quotas.py EC2_QUOTAS, also what `pulumi up` reads);
 - Azure: `az vm list-skus` names the size's quota family, `az vm list-usage` its limit and use
   (spot: the regional lowPriorityCores);
 - GCP: `gcloud compute regions describe` for the region's GPU quota of the model (PREEMPTIBLE_
@@ -29,15 +29,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from infra.catalog import Cloud, Machine, find_machine
+from infra.quotas import ec2_family, ec2_quota_code, ec2_request_command
 from infra.settings import Settings
 
 MIN_PULUMI = (3, 174, 0)
-# EC2 vCPU quotas by instance family letter (Service Quotas, service code ec2): (on-demand, spot).
-EC2_QUOTAS = {
-    "p": ("L-417A185B", "L-7212CCBC"),  # Running On-Demand P instances / All P Spot Instance Requests
-    "g": ("L-DB2E81BA", "L-3819A6DF"),  # G and VT instances
-    "standard": ("L-1216C47A", "L-34B43A08"),  # A, C, D, H, I, M, R, T, Z instances
-}
 # GCP regional GPU quota metric per (GPU model, GPU memory GB) of infra/catalog.py's machines.
 GCP_GPU_METRICS = {("A100", 40): "NVIDIA_A100_GPUS", ("A100", 80): "NVIDIA_A100_80GB_GPUS",
                    ("H100", 80): "NVIDIA_H100_GPUS", ("H200", 141): "NVIDIA_H200_GPUS"}
@@ -194,16 +189,11 @@ def _sum_need(items: list[Need], key: Callable[[Need], Any]) -> dict[Any, list[N
     return grouped
 
 
-def aws_family(machine: Machine) -> str:
-    letter = machine.name[0].lower()
-    return letter if letter in EC2_QUOTAS else "standard"
-
-
 def aws_quotas(settings: Settings, client: Any) -> list[Finding]:
     found = []
     region = settings.region
-    for (family, spot), group in _sum_need(needs(settings), lambda n: (aws_family(n.machine), n.spot)).items():
-        code = EC2_QUOTAS[family][1 if spot else 0]
+    for (family, spot), group in _sum_need(needs(settings), lambda n: (ec2_family(n.machine), n.spot)).items():
+        code = ec2_quota_code(group[0].machine, spot)
         need = sum(n.vcpus for n in group)
         what = f"EC2 {'spot' if spot else 'on-demand'} {family.upper()} vCPUs ({code}, {region})"
         try:
@@ -215,9 +205,8 @@ def aws_quotas(settings: Settings, client: Any) -> list[Finding]:
         if value >= need:
             found.append(Finding("ok", what, f"{value:g} >= {need} for {pools}"))
         else:
-            found.append(Finding("short", what, f"{value:g} < {need} for {pools}; request: aws "
-                                 f"service-quotas request-service-quota-increase --service-code "
-                                 f"ec2 --quota-code {code} --desired-value {need} --region {region}"))
+            found.append(Finding("short", what, f"{value:g} < {need} for {pools}; request: "
+                                 f"{ec2_request_command(code, need, region)}"))
     return found
 
 

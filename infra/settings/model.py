@@ -668,6 +668,14 @@ class GcpOptions(Section):
 NumberText = Annotated[str, Field(coerce_numbers_to_str=True)]
 
 
+class Quota(Section):
+    """GPU quota: `pulumi up` on AWS reads the account's vCPU quota for the job's pool (Service Quotas) before any resource and refuses a job whose nodes do not fit; `torchrec-cloud doctor` reads every pool's on every cloud."""  # noqa: E501 (one line: the docs/settings.md table row)
+
+    pending: bool = Field(
+        False, description="true: an increase is requested and on its way, so `pulumi up` goes "
+        "ahead below the quota (the gang waits in Kueue until the nodes can start).")
+
+
 class Settings(Section):
     """Everything one stack file says, validated."""
 
@@ -688,6 +696,7 @@ class Settings(Section):
     checkpoints: Checkpoints = Field(default_factory=Checkpoints)
     dataset: Dataset = Field(default_factory=Dataset)
     job: Job = Field(default_factory=Job)
+    quota: Quota = Field(default_factory=Quota)
     tags: dict[str, NumberText] = Field(default_factory=dict,
                                         description="Tags/labels on resources.")
     aws: AwsOptions | None = None
