@@ -262,3 +262,25 @@ def test_rank_0_keeps_the_jobs_spend_across_generations_in_the_store(tmp_path):
     assert record["gpu_hours"] == 16.0
     assert record["usd"] == 20.0
     assert SpendRecord.from_env({}) is None  # a local run keeps no record
+
+
+@needs_kubectl
+def test_status_says_how_long_the_cluster_has_idled_and_what_that_cost(tmp_path, base_jobset):
+    from torchrec_cloud import status
+    from torchrec_cloud.stack import read_outputs
+    from workloads.why import Kubectl
+
+    done = {**base_jobset, "status": {"conditions": [{"type": "Completed", "status": "True"}]}}
+    routes = {JOBSETS: api_list("JobSetList", [done])}
+    _spend(tmp_path / "bucket", STACK_JOB, "2026-11-25T13:00:00+00:00", "2026-11-25T15:00:00+00:00",
+           2, 17.57)
+    with FakeApi(routes) as api:
+        outputs = read_outputs("aws", str(outputs_file(tmp_path, api.url)))
+        lines = status.standing_section(outputs, Kubectl(str(kubeconfig(tmp_path, api.url))),
+                                        lambda uri: __import__("fsspec").core.url_to_fs(uri),
+                                        datetime(2026, 11, 26, 15, 0, tzinfo=timezone.utc))
+    assert lines[0].startswith("while the stack exists, even idle: about USD 737 a month")
+    # idle since the last job's record ended, 24 h ago, at the 1.01/h of fixed items
+    assert lines[1].startswith("idle for 24 h 00 min"), lines[1]
+    assert "about USD 24.24 of fixed items" in lines[1]
+    assert "pulumi destroy --stack aws" in lines[1]

@@ -130,11 +130,12 @@ class TrainingJob(pulumi.ComponentResource):
         self.job_name = workload.id.apply(lambda _: names.job)
         preparing = args.dataset.prepare.enabled
         cloud = cluster.cloud.value
+        stack = pulumi.get_stack()  # `torchrec-cloud why --stack <this>` in the outputs
         self.watch_commands = workload.id.apply(
-            lambda _: watch_commands(names, job.kind, preparing, cloud))
+            lambda _: watch_commands(names, job.kind, preparing, cloud, stack))
         self.submitted = workload.id.apply(
             lambda _: f"job {names.job} submitted to namespace {names.namespace}; if its pods "
-                      f"do not start, see why: {why_command(names, cloud)}")
+                      f"do not start, see why: {why_command(names, cloud, stack)}")
         self.register_outputs({"job_name": self.job_name, "watch_commands": self.watch_commands,
                                "submitted": self.submitted})
 
