@@ -160,6 +160,9 @@ def test_a_stack_owned_or_misspelt_flag_or_too_many_nodes_is_refused_before_anyt
     assert code == 1 and "did you mean 'learning_rate'" in err
     code, _, err = cli(*submit_args(tmp_path, base, "--name", "x3", "--nodes", "64", "--dry-run"))
     assert code == 1 and "job.nodes" in err
+    # the stack's queue admits to its job's pool (onDemand here) only
+    code, _, err = cli(*submit_args(tmp_path, base, "--name", "x4", "--pool", "spot", "--dry-run"))
+    assert code == 1 and "the stack's queue admits jobs to onDemand only" in err
 
 
 def test_the_stack_makes_kueues_workload_priority_classes(tmp_path):

@@ -23,7 +23,7 @@ import yaml
 from infra.catalog import find_machine
 from infra.preemption import stop_budget
 from infra.settings import Settings, SettingsError
-from infra.settings.errors import use_stack
+from infra.settings.errors import Problem, use_stack
 from infra.settings.loader import project_values, settings_and_problems
 from infra.settings.model import CheckpointLocation, JobKind, PoolChoice
 from torchrec_cloud.encrypted import encrypted_places, with_stand_ins
@@ -86,6 +86,18 @@ def submission_settings(stack_file: Path, stack: str, name: str, nodes: int | No
     values = with_stand_ins(project_values(config.config), encrypted_places(config.secrets),
                             cloud=stack)
     job = dict(values.get("job") or {})
+    own_pool = str(job.get("pool") or PoolChoice.ON_DEMAND.value)
+    # The stack's Kueue queue admits to its job's pool, and to on-demand too when a spot job
+    # falls back (workloads/kueue.py flavors): another pool would never be admitted.
+    admitted = {own_pool}
+    if own_pool == PoolChoice.SPOT.value and \
+            str((job.get("spotShortage") or {}).get("policy")) == "onDemand":
+        admitted.add(PoolChoice.ON_DEMAND.value)
+    if pool is not None and pool not in admitted:
+        raise SettingsError([Problem(
+            "job.pool", pool, f"the stack's queue admits jobs to {' and '.join(sorted(admitted))} "
+            f"only (job.pool {own_pool}); submit with --pool {own_pool}, or change job.pool "
+            "and `pulumi up` first")])
     job["name"] = name
     if nodes is not None:
         job["nodes"] = nodes
