@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="lines from the end of each log to start with (-1: all); default 200")
     parser.add_argument("--previous", action="store_true",
                         help="the previous container's log (after a container restart)")
+    parser.add_argument("--name", help="a job `submit` queued (default: the stack's own job)")
 
 
 def rank0(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     except StackError as error:
         print(f"logs: {error}", file=sys.stderr)
         return 2
-    names = JobNames(outputs.job_name, outputs.job_namespace, "")
+    names = JobNames(getattr(args, "name", None) or outputs.job_name, outputs.job_namespace, "")
     selector = ",".join(f"{k}={v}" for k, v in sorted(names.selector.items()))
     with kubeconfig_file(outputs, args.kubeconfig) as kubeconfig:
         try:
