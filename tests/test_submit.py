@@ -107,7 +107,10 @@ def container(jobset: dict[str, Any]) -> dict[str, Any]:
 def test_dry_run_prints_a_queued_jobset_named_after_name_with_the_stacks_image_and_extra_flags(
         tmp_path, base_jobset):
     base = tmp_path / "base.json"
-    base.write_text(json.dumps(base_jobset))
+    running = json.loads(json.dumps(base_jobset))  # as read back while Kueue has admitted it
+    pod_spec = running["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod_spec["nodeSelector"] = {"eks.amazonaws.com/nodegroup": "gpu"}
+    base.write_text(json.dumps(running))
     code, out, err = cli(*submit_args(tmp_path, base, "--name", "lr-sweep-1", "--nodes", "1",
                                       "--priority", "high", "--dry-run", "--",
                                       "--learning_rate=0.01", "--log_every", "50"))
@@ -127,6 +130,7 @@ def test_dry_run_prints_a_queued_jobset_named_after_name_with_the_stacks_image_a
     trainer, stack = container(jobset), container(base_jobset)
     assert trainer["image"] == stack["image"]
     pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert "nodeSelector" not in pod  # Kueue's admission of the base is not copied
     assert pod["serviceAccountName"] == \
         base_jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["serviceAccountName"]
     args = trainer["args"]

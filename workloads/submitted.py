@@ -113,7 +113,12 @@ def pod_template(base_template: Mapping[str, Any], s: Submission) -> dict[str, A
     meta = template.setdefault("metadata", {})
     meta["labels"] = {**{k: v for k, v in (meta.get("labels") or {}).items()
                          if k not in names.common_labels}, **labels(s)}
+    meta["labels"] = {k: v for k, v in meta["labels"].items() if not k.startswith("kueue.x-k8s.io/")}
     spec = template["spec"]
+    # Kueue writes the admitted flavor's nodeSelector into a running JobSet's template (and
+    # takes it back on suspension); the stack renders none (pod.node_affinity picks the pools),
+    # so a copy of a running base drops it and Kueue chooses this job's flavor itself.
+    spec.pop("nodeSelector", None)
     spec["terminationGracePeriodSeconds"] = s.budget.pod_grace_seconds
     for init in spec.get("initContainers") or []:
         if init.get("name") == FOLDER_PREPARER:
