@@ -285,14 +285,28 @@ def aws_family(texts: list[str]) -> str | None:
     return None
 
 
-def quota_step(cloud: str | None, spot: bool, family: str | None = None) -> str:
-    """Where each cloud takes a quota request (docs/aws.md, azure.md, gcp.md say how much)."""
+def gang_vcpus(family: str | None, nodes: int | None) -> int | None:
+    """The vCPUs the whole gang needs: its nodes times the vCPUs of the P family's machines in
+    infra/catalog.py (p4: 96, p5: 192), when every machine of the family has the same count;
+    None when the family, the count or the node count is unknown."""
+    from infra.catalog import MACHINES
+
+    counts = {m.vcpus for m in MACHINES if family and m.cloud.value == "aws"
+              and m.name.split(".")[0].rstrip("denx") == family}
+    return counts.pop() * nodes if nodes and len(counts) == 1 else None
+
+
+def quota_step(cloud: str | None, spot: bool, family: str | None = None,
+               vcpus: int | None = None) -> str:
+    """Where each cloud takes a quota request (docs/aws.md, azure.md, gcp.md say how much);
+    `vcpus`: the gang's need, when the machine and node count are known."""
     if cloud == "aws":
         if not spot:
             name, code = AWS_ON_DEMAND_P_QUOTA
             return (f"request quota \"{name}\": aws service-quotas request-service-quota-increase "
-                    f"--service-code ec2 --quota-code {code} --desired-value <vCPUs for job.nodes "
-                    "nodes> (https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
+                    f"--service-code ec2 --quota-code {code} --desired-value "
+                    f"{vcpus or '<vCPUs for job.nodes nodes>'} "
+                    "(https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
         names = ([AWS_SPOT_P_QUOTAS[family]] if family in AWS_SPOT_P_QUOTAS
                  else sorted(set(AWS_SPOT_P_QUOTAS.values())))
         name = " or ".join(f"\"{n}\"" for n in names)
@@ -301,7 +315,7 @@ def quota_step(cloud: str | None, spot: bool, family: str | None = None) -> str:
                 "aws service-quotas list-service-quotas --service-code ec2 --query "
                 f"\"Quotas[?QuotaName=='{lookup}'].QuotaCode\", then aws service-quotas "
                 "request-service-quota-increase --service-code ec2 --quota-code <code> "
-                "--desired-value <vCPUs for job.nodes nodes> "
+                f"--desired-value {vcpus or '<vCPUs for job.nodes nodes>'} "
                 "(https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
     if cloud == "azure":
         return ("request quota: az vm list-usage --location <region> -o table shows the family; "
@@ -543,6 +557,15 @@ def _refusal(f: _Facts, texts: list[str]) -> tuple[str, cloud_errors.CloudPatter
     return None
 
 
+def _gang_nodes(f: _Facts) -> int | None:
+    """The gang's node count: the JobSet's parallelism, else its trainer pods."""
+    for replicated in ((f.view.jobset or {}).get("spec") or {}).get("replicatedJobs") or []:
+        count = ((replicated.get("template") or {}).get("spec") or {}).get("parallelism")
+        if isinstance(count, int):
+            return count
+    return len(f.trainers) or None
+
+
 def _placement_texts(f: _Facts) -> list[str]:
     out = []
     for pod in f.trainers:
@@ -554,7 +577,8 @@ def _placement_texts(f: _Facts) -> list[str]:
 
 def _refusal_step(f: _Facts, m: cloud_errors.CloudPattern, line: str) -> str:
     if m.refusal == Refusal.NO_QUOTA:
-        return quota_step(f.cloud or m.cloud, f.spot, aws_family([line, *_placement_texts(f)]))
+        family = aws_family([line, *_placement_texts(f)])
+        return quota_step(f.cloud or m.cloud, f.spot, family, gang_vcpus(family, _gang_nodes(f)))
     if m.refusal == Refusal.NO_RESERVATION:
         return reservation_step()
     if m.likely and m.cloud == "azure":
