@@ -69,6 +69,11 @@ def guarded(argv: Sequence[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         return 130  # 128 + SIGINT, as a shell reports it
+    except ModuleNotFoundError as error:  # a venv from `make check`: requirements-check.txt only
+        print(f"torchrec-cloud: this command needs {error.name!r}, which the light install of "
+              "`make check` leaves out: .venv/bin/pip install -r requirements-dev.txt (or `make "
+              "status STACK=<stack>`, which installs it)", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
