@@ -11,10 +11,16 @@ CHECKOV_VERSION := 3.3.30
 AZURITE_VERSION := 3.35.0
 AZURITE_DIR := $(VENV)/azurite
 
-.PHONY: train check status test test-infra test-trainer check-tables bench bench-data prepare-sample settings-docs clean
+.PHONY: train check status doctor test test-infra test-trainer check-tables bench bench-data prepare-sample settings-docs clean
 
 # Stamps re-run an install only when its requirements change, so the second run is quick.
-$(VENV)/.infra-installed: requirements.txt requirements-dev.txt
+# `make check` installs only what checking needs (requirements-check.txt: pydantic, PyYAML).
+$(VENV)/.check-installed: requirements-check.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-check.txt
+	touch $@
+
+$(VENV)/.infra-installed: requirements.txt requirements-check.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
 	touch $@
@@ -43,7 +49,7 @@ train: $(VENV)/.trainer-installed
 ## Check a stack file before paying: every setting, the machines, the hourly and per-run cost.
 ## No Pulumi CLI, backend or credentials needed. STACK=aws|azure|gcp.
 STACK ?=
-check: $(VENV)/.infra-installed
+check: $(VENV)/.check-installed
 	@test -n "$(STACK)" || { echo "usage: make check STACK=aws|azure|gcp"; exit 2; }
 	@$(BIN)/python -m torchrec_cloud check --stack $(STACK)
 
@@ -52,6 +58,11 @@ check: $(VENV)/.infra-installed
 status: $(VENV)/.infra-installed
 	@test -n "$(STACK)" || { echo "usage: make status STACK=aws|azure|gcp"; exit 2; }
 	@$(BIN)/python -m torchrec_cloud status --stack $(STACK)
+
+## Before `pulumi up`: the tools, your sign-in, your address and the quotas the pools need.
+doctor: $(VENV)/.infra-installed
+	@test -n "$(STACK)" || { echo "usage: make doctor STACK=aws|azure|gcp"; exit 2; }
+	@$(BIN)/python -m torchrec_cloud doctor --stack $(STACK)
 
 ## Every test: settings, catalog, the three stacks under mocks, workloads, trainer.
 # (the three environments install side by side: separate folders)

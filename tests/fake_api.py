@@ -58,6 +58,8 @@ class FakeApi:
     def __init__(self, routes: dict[str, Any]) -> None:
         self.routes = {"/version": {"major": "1", "minor": "33", "gitVersion": "v1.33.4"}, **routes}
         self.requests: list[str] = []
+        self.created: list[tuple[str, dict[str, Any]]] = []  # (collection path, object) POSTed
+        self.deleted: list[tuple[str, dict[str, Any]]] = []  # (path, DeleteOptions)
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -84,6 +86,53 @@ class FakeApi:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up first (an Answer that waited past its timeout)
+
+            def do_POST(self) -> None:  # noqa: N802: a create stores the object at its path
+                path = _without_timeout(self.path)
+                body = json.loads(self._body() or b"{}")
+                api.requests.append(f"POST {path}")
+                name = body.get("metadata", {}).get("name", "")
+                if f"{path}/{name}" in api.routes:
+                    self._send(409, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                     "reason": "AlreadyExists", "code": 409,
+                                     "message": f'"{name}" already exists'})
+                    return
+                api.created.append((path, body))
+                api.routes[f"{path}/{name}"] = body
+                self._send(201, body)
+
+            def do_DELETE(self) -> None:  # noqa: N802
+                path = _without_timeout(self.path)
+                options = json.loads(self._body() or b"{}")
+                api.requests.append(f"DELETE {path}")
+                if api.routes.pop(path, None) is None:
+                    self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                     "reason": "NotFound", "code": 404,
+                                     "message": f"{path} not found"})
+                    return
+                api.deleted.append((path, options))
+                self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+
+            def _body(self) -> bytes:
+                """The request body, sent whole or chunked (kubectl streams `-f -` chunked)."""
+                if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+                    return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                data = b""
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        self.rfile.readline()
+                        return data
+                    data += self.rfile.read(size)
+                    self.rfile.readline()
+
+            def _send(self, status: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def log_message(self, *args: Any) -> None:
                 pass

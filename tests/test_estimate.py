@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from infra.catalog import machine, throughput_reference
-from infra.estimate import (
+from infra.estimate import (job_most_hourly, standing_line, standing_usd_per_hour,
     LARGE_STACK_USD_PER_HOUR, ROUGH_PLAN, control_plane_plan, estimate_lines, estimate_output, hourly,
     job_hourly_usd, most_hourly, run_estimate,
 )
@@ -149,7 +149,7 @@ def test_the_issue_s_500_node_stack_is_refused_above_its_ceiling() -> None:
     (problem,) = [p for p in caught.value.problems if p.path == "job.maxHourlyUsd"]
     assert problem.value == 1000
     unbounded = settings_from_mapping({**big, "job": {**big["job"], "maxHourlyUsd": None}})
-    most, job = most_hourly(unbounded).total(), job_hourly_usd(unbounded)
+    most, job = job_most_hourly(unbounded).total(), job_hourly_usd(unbounded)
     assert most is not None and most > job > 10_000
     # Both figures, the pools behind the first, and the fix.
     assert f"{most:,.2f}" in problem.allowed and f"{job:,.2f}" in problem.allowed
@@ -166,17 +166,18 @@ def test_a_ceiling_above_the_most_the_pools_reach_is_accepted() -> None:
 
 
 def test_the_ceiling_is_judged_where_the_pools_may_scale_not_at_the_job_s_size() -> None:
-    """Between the job's rate and the most the pools reach: refused, since the spot pool may
-    scale too; without the spot pool the same ceiling holds."""
+    """Between the job's rate and the most its pool reaches (maxNodes, system pool at its max):
+    refused, since the job's pool may scale; the spot pool an on-demand job never uses is not
+    counted, so a ceiling between the two totals holds."""
     shipped = settings("aws")
-    between = (job_hourly_usd(shipped) + (most_hourly(shipped).total() or 0)) / 2
+    own = job_most_hourly(shipped).total() or 0
+    assert job_hourly_usd(shipped) < own < (most_hourly(shipped).total() or 0)
+    between = (job_hourly_usd(shipped) + own) / 2
     with pytest.raises(SettingsError) as caught:
         settings_from_mapping(values("aws", job={"maxHourlyUsd": between}))
     assert [p.path for p in caught.value.problems] == ["job.maxHourlyUsd"]
-    no_spot = values("aws", job={"maxHourlyUsd": between})
-    no_spot["gpuPools"] = {**no_spot["gpuPools"],
-                           "spot": {**no_spot["gpuPools"]["spot"], "enabled": False}}
-    assert settings_from_mapping(no_spot).job.max_hourly_usd == between
+    above_own = (own + (most_hourly(shipped).total() or 0)) / 2
+    assert settings_from_mapping(values("aws", job={"maxHourlyUsd": above_own})).job.max_hourly_usd == above_own
 
 
 @pytest.mark.parametrize("ceiling", [0, -5])
@@ -617,3 +618,31 @@ def test_a_single_integer_is_a_one_layer_list() -> None:
     listed = settings("aws", job={"trainerArgs": {"over_arch_layer_sizes": [1]}})
     assert estimate_output(single) == estimate_output(listed)
     assert estimate_output(single)["run"]["usd"] > 0
+
+
+def test_the_ceiling_judges_the_pools_the_job_can_use_not_an_idle_on_demand_pool() -> None:
+    """A spot job was refused because the on-demand pool, which it never uses, could grow."""
+    sizes = {"onDemand": {"machineType": "p4d.24xlarge", "maxNodes": 4},
+             "spot": {"machineType": "p4d.24xlarge", "maxNodes": 1}}
+    free = settings_from_mapping(values("aws", job={"pool": "spot", "nodes": 1}, gpuPools=sizes))
+    own, every = job_most_hourly(free).total(), most_hourly(free).total()
+    assert own is not None and every is not None and own < every
+    ceiling = round((own + every) / 2)
+    settings_from_mapping(values("aws", job={"pool": "spot", "nodes": 1, "maxHourlyUsd": ceiling},
+                                 gpuPools=sizes))  # passes: the on-demand pool is not the job's
+    with pytest.raises(SettingsError) as caught:  # falling back to on-demand: it is the job's
+        settings_from_mapping(values("aws", job={"pool": "spot", "nodes": 1, "maxHourlyUsd": ceiling,
+                                                 "spotShortage": {"policy": "onDemand"}},
+                                     gpuPools=sizes))
+    assert any(p.path == "job.maxHourlyUsd" for p in caught.value.problems)
+
+
+def test_check_says_what_a_stack_costs_a_month_while_it_exists() -> None:
+    """A forgotten stack bills: the standing items, computed from the estimate."""
+    for stack, low, high in (("aws", 700, 1100), ("azure", 1300, 1900)):
+        s = settings(stack)
+        line = standing_line(s, stack)
+        monthly = standing_usd_per_hour(s) * 730
+        assert low < monthly < high
+        assert f"about USD {monthly:,.0f} a month" in line
+        assert f"pulumi destroy --stack {stack}" in line

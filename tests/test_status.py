@@ -543,7 +543,11 @@ def test_an_unreachable_cluster_still_prints_the_bucket_sections(tmp_path):
     with FakeApi({}) as api:
         url = api.url
     lines = status.report(outputs(bucket), Kubectl(str(kubeconfig(tmp_path, url))), NOW).splitlines()
-    assert section(lines, "Pools and nodes")[0].startswith("cannot read the cluster: kubectl")
+    first = section(lines, "Pools and nodes")[0]
+    # Explained: an address outside kubernetes.apiAccessCidrs, or no cluster, each with its fix.
+    assert first.startswith("cannot read the cluster: the cluster's API server did not answer")
+    assert "pulumi config set --stack aws --path 'kubernetes.apiAccessCidrs[1]'" in first
+    assert "pulumi up --stack aws" in first
     # The total comes from the trainer's start record, so the ETA needs no job.
     assert section(lines, "Training")[0] == ("step 400 of 1,000 (40%), 2,048 samples/s, loss 0.4600, "
                                              "AUC 0.7400, eval AUC 0.7891, ETA 40 min")

@@ -58,6 +58,8 @@ def test_eks_quota_is_read_from_the_autoscaler_log_and_names_the_p_instance_quot
     assert "vCPU limit of 0" in verdict.evidence
     assert "L-417A185B" in verdict.next_step and "Running On-Demand P instances" in verdict.next_step
     assert "aws service-quotas request-service-quota-increase" in verdict.next_step
+    # the number, not a placeholder: 2 pods x p4d.24xlarge's 96 vCPUs
+    assert "--desired-value 192 " in verdict.next_step, verdict.next_step
 
 
 def test_aks_quota_from_the_failed_scale_up_group_event():

@@ -549,7 +549,7 @@ def test_outputs_name_the_job_and_how_to_follow_it(runs):
 
 def test_the_outputs_say_how_to_see_why_the_job_waits(runs):
     outputs = runs["aws"].outputs
-    why = ".venv/bin/python -m workloads.why --namespace torchrec --job dlrm --cloud aws"
+    why = ".venv/bin/python -m torchrec_cloud why --stack aws"  # the user's command line
     assert outputs["watch_commands"][-1] == why
     assert outputs["submitted"] == ("job dlrm submitted to namespace torchrec; if its pods do "
                                     f"not start, see why: {why}")

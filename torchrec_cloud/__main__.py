@@ -1,4 +1,7 @@
-"""`python -m torchrec_cloud <command>`: one entry point, each command in its own module.
+"""torchrec-cloud: check, deploy-side pre-flight, run and follow training jobs on a stack.
+
+`torchrec-cloud <command>` (or `python -m torchrec_cloud <command>`): one entry point, each
+command in its own module.
 
 A command's module is imported only when it is run, so `check` needs neither kubectl nor the
 clouds' storage libraries, and `status` does not import Pulumi.
@@ -9,7 +12,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from typing import Sequence
 
 # command -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
@@ -18,11 +23,18 @@ COMMANDS = {
     "status": ("torchrec_cloud.status", "nodes, the gang, progress, checkpoints and spend of a stack"),
     "logs": ("torchrec_cloud.logs", "the training job's log (rank 0, or every pod)"),
     "tensorboard": ("torchrec_cloud.tensorboard", "TensorBoard on this machine over the job's events"),
+    "why": ("torchrec_cloud.why", "why a job of the stack is not running, and the next step"),
+    "plan": ("torchrec_cloud.plan_verb", "the sharding advisor: tables, machine, nodes -> a plan"),
+    "submit": ("torchrec_cloud.submit", "queue another training job on the stack's cluster"),
+    "list": ("torchrec_cloud.jobs", "every job of the stack: state, step, eval AUC, GPU-hours, cost"),
+    "cancel": ("torchrec_cloud.cancel", "stop a submitted job (it saves a final checkpoint)"),
+    "cost": ("torchrec_cloud.cost", "what the stack cost: per job, and fixed items per day"),
+    "doctor": ("torchrec_cloud.doctor", "before `pulumi up`: tools, sign-in, address, quotas"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchrec_cloud", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="torchrec-cloud", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
     modules = {}
     wanted = (list(argv) if argv is not None else sys.argv[1:])[:1]
@@ -31,8 +43,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name in wanted:  # only the command being run is imported
             modules[name] = importlib.import_module(module_name)
             modules[name].add_arguments(sub)
+    given = list(argv) if argv is not None else sys.argv[1:]
+    if wanted and wanted[0] in modules and hasattr(modules[wanted[0]], "run_argv"):
+        return int(modules[wanted[0]].run_argv(given[1:]))  # a verb with its own parser
     args = parser.parse_args(argv)
     return int(modules[args.command].run(args))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def guarded(argv: Sequence[str] | None = None) -> int:
@@ -40,10 +59,21 @@ def guarded(argv: Sequence[str] | None = None) -> int:
     Python's recipe for SIGPIPE (docs.python.org/3/library/signal.html, "Note on SIGPIPE"):
     point stdout at devnull so the interpreter's last flush cannot raise again, and exit 141
     (128 + SIGPIPE), what a shell reports for a command a closed pipe ended."""
+    # SIGTERM ends a command as Ctrl-C does, through its `finally`s: the kubeconfig copy and
+    # partial downloads are removed, TensorBoard stopped (Python's default leaves them behind).
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         code = main(argv)
         sys.stdout.flush()
         return code
+    except KeyboardInterrupt:
+        return 130  # 128 + SIGINT, as a shell reports it
+    except ModuleNotFoundError as error:  # a venv from `make check`: requirements-check.txt only
+        print(f"torchrec-cloud: this command needs {error.name!r}, which the light install of "
+              "`make check` leaves out: .venv/bin/pip install -r requirements-dev.txt (or `make "
+              "status STACK=<stack>`, which installs it)", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

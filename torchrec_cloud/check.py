@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from infra.catalog import Cloud, Machine, find_machine
-from infra.estimate import estimate_lines
+from infra.estimate import estimate_lines, standing_line
 from infra.settings import Settings, SettingsError
 from infra.settings.errors import use_stack
 from infra.settings.loader import project_values, settings_and_problems
@@ -34,13 +34,13 @@ STACKS = tuple(cloud.value for cloud in Cloud)
 NEEDS_CREDENTIALS = {
     Cloud.AWS: "the Kubernetes minors EKS offers in the region (infra/aws/versions.py), zone "
                "names and ids and the GPU zone's offering of the machine (infra/aws/zones.py), "
-               "the capacity reservation (infra/aws/reservations.py), your quotas",
+               "the capacity reservation (infra/aws/reservations.py)",
     Cloud.AZURE: "the Kubernetes minors AKS offers in the region (infra/azure/versions.py), the "
                  "VM sizes your subscription may use per zone (infra/azure/skus.py), "
                  "subscription features (infra/azure/features.py), NetApp Files capacity "
-                 "(infra/azure/netapp.py), your quotas",
+                 "(infra/azure/netapp.py)",
     Cloud.GCP: "the Kubernetes minors GKE's REGULAR channel offers (infra/gcp/versions.py), the "
-               "project itself and the checkpoint bucket (infra/gcp/component.py), your quotas",
+               "project itself and the checkpoint bucket (infra/gcp/component.py)",
 }
 
 
@@ -183,10 +183,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {line}")
     for line in estimate_lines(settings):
         print(line)
+    print(standing_line(settings, stack_name(args)))  # a forgotten stack bills
     if places:
         print("above, a default or a stand-in shows in place of each encrypted value:")
     for line in _unread_lines(places, stack.environments):
         print(line)
     print(f"not checked without credentials: {NEEDS_CREDENTIALS[settings.cloud]} "
           "(`pulumi up` checks them before it creates anything)")
+    stack = stack_name(args) or "<stack>"
+    upfront = ("`pulumi up` reads the job's pool's vCPU quota before any resource (quota.pending: "
+               "true lets it go ahead); " if settings.cloud == Cloud.AWS else
+               f"`pulumi up` on {settings.cloud.value} does not read them; ")
+    print(f"quotas: not checked here; {upfront}`torchrec-cloud doctor --stack {stack}` reads every "
+          "GPU pool's from the cloud's quota API against its maxNodes")
     return 0

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 from urllib.parse import quote
 
+from torchrec_cloud.kube import unreachable
 from torchrec_cloud.stack import StackError, add_stack_arguments, kubeconfig_file, read_outputs
 from workloads.names import COMPLETION_INDEX_LABEL, PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
 from workloads.why import ApiError, Kubectl, NotFound
@@ -31,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="lines from the end of each log to start with (-1: all); default 200")
     parser.add_argument("--previous", action="store_true",
                         help="the previous container's log (after a container restart)")
+    parser.add_argument("--name", help="a job `submit` queued (default: the stack's own job)")
 
 
 def rank0(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -69,14 +71,15 @@ def run(args: argparse.Namespace) -> int:
     except StackError as error:
         print(f"logs: {error}", file=sys.stderr)
         return 2
-    names = JobNames(outputs.job_name, outputs.job_namespace, "")
+    names = JobNames(getattr(args, "name", None) or outputs.job_name, outputs.job_namespace, "")
     selector = ",".join(f"{k}={v}" for k, v in sorted(names.selector.items()))
     with kubeconfig_file(outputs, args.kubeconfig) as kubeconfig:
         try:
             listed = Kubectl(kubeconfig)(f"/api/v1/namespaces/{names.namespace}/pods"
                                          f"?labelSelector={quote(selector)}")
         except (ApiError, NotFound, OSError, subprocess.TimeoutExpired) as error:
-            print(f"logs: cannot list the job's pods: {error}", file=sys.stderr)
+            print(f"logs: cannot list the job's pods: {unreachable(outputs.stack, str(error)) or error}",
+                  file=sys.stderr)
             return 2
         pods = json.loads(listed or "{}").get("items") or []
         if not pods:

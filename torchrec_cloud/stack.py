@@ -18,6 +18,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -25,6 +26,7 @@ from typing import Any, Iterator
 from infra.telemetry import TELEMETRY_FOLDER
 
 STACKS = ("aws", "azure", "gcp")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_NAMESPACE = "torchrec"  # infra/settings/model.py Job.namespace, for stacks before job_namespace
 
 
@@ -50,6 +52,7 @@ class Outputs:
     checkpoint_dir: str = ""
     node_pools: Mapping[str, str] = field(default_factory=dict)  # name -> "spot" / "on-demand"
     estimated_cost: Mapping[str, Any] = field(default_factory=dict)  # infra/estimate.py's export
+    kubernetes_version: str = ""
 
     @property
     def checkpoints_on_shared_file_system(self) -> bool:
@@ -73,7 +76,8 @@ class Outputs:
                    node_pools={str(k): str(v) for k, v in (raw.get("node_pools") or {}).items()}
                    if isinstance(raw.get("node_pools"), dict) else {},
                    estimated_cost=raw["estimated_cost"]
-                   if isinstance(raw.get("estimated_cost"), dict) else {})
+                   if isinstance(raw.get("estimated_cost"), dict) else {},
+                   kubernetes_version=str(raw.get("kubernetes_version") or ""))
 
     @property
     def telemetry_uri(self) -> str:
@@ -91,7 +95,13 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_outputs(stack: str, outputs_file: str | None = None) -> Outputs:
-    """The stack's outputs, from the file or from the user's Pulumi CLI."""
+    """The stack's outputs, from the file or from the user's Pulumi CLI; a stack this project
+    has no file for is refused first (a typo would otherwise reach the Pulumi CLI or kubectl)."""
+    if not outputs_file:
+        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+        if stack not in known:
+            raise StackError(f"no stack {stack!r} in this project (its stacks: "
+                             f"{', '.join(known) or 'none'}; a stack is Pulumi.<stack>.yaml)")
     if outputs_file:
         try:
             with open(outputs_file, encoding="utf-8") as f:

@@ -257,6 +257,34 @@ def spend_section(view: ClusterView, outputs: Outputs, read: Reader, now: dateti
     return lines
 
 
+def standing_section(outputs: Outputs, read: Reader, opener: BucketOpener,
+                     now: datetime) -> list[str]:
+    """What the stack costs with no job, and how long it has been idle: no job queued, admitted
+    or running on the cluster, since the newest end of any job's spend record (or since the
+    cluster was created when no job ever ran)."""
+    from torchrec_cloud.cost import monthly_line, standing_items
+    from torchrec_cloud.jobs import rows
+
+    lines = [line for line in [monthly_line(outputs.estimated_cost, outputs.stack)] if line]
+    found, problems = rows(outputs, read, opener)
+    if problems:
+        return lines + problems
+    active = [r.name for r in found if r.state in ("queued", "admitted", "running")]
+    if active:
+        return lines + [f"not idle: {', '.join(active)} queued or running"]
+    ends = [pool_view.parse_time(str(r.spend.get("updated"))) for r in found if r.spend]
+    since = max((e for e in ends if e is not None), default=None) or cluster_created(read)
+    if since is None:
+        return lines
+    hours = pool_view.hours_between(since, now)
+    rate = sum(price for _, price in standing_items(outputs.estimated_cost))
+    lines.append(f"idle for {progress_view.duration(hours * 3600)} (no job queued or running "
+                 f"since {since:%Y-%m-%d %H:%M} UTC): about USD {hours * rate:,.2f} of fixed items "
+                 f"for nothing; stop paying: pulumi destroy --stack {outputs.stack} (the "
+                 "checkpoint bucket is kept unless checkpoints.retainOnDestroy is false)")
+    return lines
+
+
 def gpu_section(read: Reader, cloud: str) -> list[str]:
     """Each GPU node's mean utilisation from its DCGM exporter (torchrec_cloud/gpu_metrics.py),
     or why it cannot be read from here."""
@@ -297,7 +325,9 @@ def report(outputs: Outputs, read: Reader, now: datetime,
         problem = ["cannot read the cluster: kubectl is not installed (https://kubernetes.io/docs/tasks/tools/)"]
         sections += [("Pools and nodes", problem), ("Gang", problem)]
     except (ApiError, OSError, subprocess.TimeoutExpired) as error:
-        problem = [f"cannot read the cluster: {_one_line(error)}"]
+        from torchrec_cloud.kube import unreachable
+
+        problem = [f"cannot read the cluster: {unreachable(outputs.stack, str(error)) or _one_line(error)}"]
         sections += [("Pools and nodes", problem), ("Gang", problem)]
     if view is not None:
         sections.append(("Pools and nodes", pools_section(view, dict(outputs.node_pools))))
@@ -309,6 +339,7 @@ def report(outputs: Outputs, read: Reader, now: datetime,
     if view is not None:
         sections.append(("Restarts", restart_view.summary(view)))
         sections.append(("Spend (estimate)", spend_section(view, outputs, read, now)))
+        sections.append(("While the stack exists", standing_section(outputs, read, opener, now)))
     if out_dir is not None:
         sections.append(("Report", [_write_report(telemetry.records, out_dir)]))
     head = (f"stack {outputs.stack} ({outputs.cloud}, cluster {outputs.cluster_name or '?'}): "

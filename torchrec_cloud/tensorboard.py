@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -65,7 +66,11 @@ def sync(fs: Any, root: str, target: Path) -> list[str]:
             continue
         local.parent.mkdir(parents=True, exist_ok=True)
         partial = local.with_name(f".{local.name}.partial")
-        fs.get_file(path, str(partial))
+        try:
+            fs.get_file(path, str(partial))
+        except BaseException:  # Ctrl-C, SIGTERM (see serve) or a failed download: no leftovers
+            partial.unlink(missing_ok=True)
+            raise
         os.replace(partial, local)
         copied.append(relative)
     return copied
@@ -84,12 +89,20 @@ def sync_stack(outputs: Outputs, out: Path,
     return target, sync(fs, root, target)
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(command: list[str], resync: Callable[[], list[str]], every: float) -> int:
     """Run `command` (TensorBoard) and call `resync` every `every` seconds until it exits;
     its exit status. A failed copy (network, credentials) is reported and retried next time:
     TensorBoard keeps serving what it has."""
     process = subprocess.Popen(command)
     stop = threading.Event()
+    # SIGTERM (a closed terminal's session, `kill`, a supervisor) ends it as Ctrl-C does:
+    # TensorBoard is stopped and the temporary files removed, not orphaned.
+    previous = (signal.signal(signal.SIGTERM, _interrupt)
+                if threading.current_thread() is threading.main_thread() else None)
 
     def loop() -> None:
         while not stop.wait(every):
@@ -111,6 +124,11 @@ def serve(command: list[str], resync: Callable[[], list[str]], every: float) -> 
         process.wait()
         return 0
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if process.poll() is None:  # any other way out: never leave TensorBoard behind
+            process.terminate()
+            process.wait()
         stop.set()
         if worker.is_alive():
             worker.join(JOIN_S)

@@ -481,7 +481,10 @@ def closest_flag(flag: str, names: Sequence[str]) -> Optional[str]:
     plain = flag.lstrip("-").replace("-", "_").lower()
     if plain in names:
         return plain
-    close = difflib.get_close_matches(plain, names, n=1)
+    # 0.75, not difflib's 0.6: a typo is close (learning_rat 0.96, batchsize 0.95); another
+    # program's flag sharing a suffix is not (TorchRec dlrm_main's shuffle_batches is 0.67
+    # from eval_batches), and a wrong guess reads as an instruction.
+    close = difflib.get_close_matches(plain, names, n=1, cutoff=0.75)
     return close[0] if close else None
 
 

@@ -31,6 +31,8 @@ import threading
 import time
 from typing import Dict, Iterator, Optional, Tuple
 
+from trainer.spend import SPEND_NAME, SpendRecord
+
 log = logging.getLogger(__name__)
 METRICS_NAME = "metrics.jsonl"
 TENSORBOARD_NAME = "tensorboard"
@@ -73,6 +75,7 @@ class TelemetryMirror:
         self.uploads = 0  # files uploaded, all syncs together
         self.sync_seconds = 0.0  # time the background thread spent copying
         self._thread = threading.Thread(target=self._loop, name="telemetry-mirror", daemon=True)
+        self.spend: Optional[SpendRecord] = None  # set by start_mirror from the workload's env
 
     def start(self) -> "TelemetryMirror":
         """Take the bucket's earlier records into the local metrics file, then copy in the
@@ -201,6 +204,13 @@ class TelemetryMirror:
                 self._put(f"{self._root}/{rel}", data)
                 self._sent[path] = mark
                 sent += 1
+            if self.spend is not None:  # the job's own spend record (trainer/spend.py)
+                if not self.spend.seeded:
+                    try:
+                        self.spend.seed(self._fs.cat_file(f"{self._root}/{SPEND_NAME}"))
+                    except FileNotFoundError:
+                        self.spend.seed(None)
+                self._put(f"{self._root}/{SPEND_NAME}", self.spend.snapshot())
             if self._last_error:
                 log.warning("telemetry: copies to %s work again", self.uri)
                 self._last_error = ""
@@ -266,7 +276,9 @@ def start_mirror(telemetry_dir: str, metrics_file: Optional[str],
     """Rank 0's mirror, started; None on other ranks or without --telemetry_dir."""
     if rank != 0 or not telemetry_dir:
         return None
-    return TelemetryMirror(telemetry_dir, metrics_file, tensorboard_dir, every_seconds).start()
+    mirror = TelemetryMirror(telemetry_dir, metrics_file, tensorboard_dir, every_seconds)
+    mirror.spend = SpendRecord.from_env()
+    return mirror.start()
 
 
 def final_upload_seconds(seconds_left: float) -> float:

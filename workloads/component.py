@@ -132,11 +132,12 @@ class TrainingJob(pulumi.ComponentResource):
         self.job_name = workload.id.apply(lambda _: names.job)
         preparing = args.dataset.prepare.enabled
         cloud = cluster.cloud.value
+        stack = pulumi.get_stack()  # `torchrec-cloud why --stack <this>` in the outputs
         self.watch_commands = workload.id.apply(
-            lambda _: watch_commands(names, job.kind, preparing, cloud))
+            lambda _: watch_commands(names, job.kind, preparing, cloud, stack))
         self.submitted = workload.id.apply(
             lambda _: f"job {names.job} submitted to namespace {names.namespace}; if its pods "
-                      f"do not start, see why: {why_command(names, cloud)}")
+                      f"do not start, see why: {why_command(names, cloud, stack)}")
         self.register_outputs({"job_name": self.job_name, "watch_commands": self.watch_commands,
                                "submitted": self.submitted})
 
@@ -163,6 +164,8 @@ class TrainingJob(pulumi.ComponentResource):
         backing = kueue.cluster_queue_name(names.job, flavor_list)
         made.append(kueue.cluster_queue(f"{name}-cluster-queue", backing, flavor_list, check,
                                         labels, opts_for(*made)))
+        # Cluster-scoped, for jobs submitted beside this one (torchrec_cloud/submit.py).
+        made.append(kueue.priority_classes(f"{name}-priority-classes", labels, opts_for(controller)))
         made.append(kueue.local_queue(f"{name}-local-queue", names.job, names.namespace,
                                       backing, labels, opts_for(ns, *made)))
         return Queue(names.job, flavor_list, made)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import pulumi
 
-from infra.catalog import (Interconnect as FabricKind, gpu_hbm_gb_s, gpu_matmul_floor_tflops,
+from infra.catalog import (Interconnect as FabricKind, Machine, gpu_hbm_gb_s, gpu_matmul_floor_tflops,
                            gpu_nvlink_gb_s, inter_host_gb_s_per_gpu)
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
@@ -74,14 +74,20 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
         flags.append(f"--dataset_path={mount}/{dataset.path.strip('/')}")
         flags += trainer_data_flags(dataset)  # on-the-fly multi-hot sizes, when prepared so
     flags += [
-        f"--metrics_file={mount}/runs/{job.name}/metrics.jsonl",
-        f"--tensorboard_dir={mount}/runs/{job.name}/tensorboard",
+        *run_folder_flags(mount, job.name),
         # A copy in the checkpoint bucket, which a laptop reads with the user's own credentials
         # (the shared file system is mounted in the cluster only); the job's identity may write
         # the whole bucket on every cloud, so the prefix needs no grant of its own.
         pulumi.Output.concat("--telemetry_dir=", cluster.checkpoints.uri, "/", TELEMETRY_FOLDER),
     ]
     return flags
+
+
+def run_folder_flags(mount: str, job_name: str) -> list[str]:
+    """The job's own metrics and TensorBoard folders on the shared file system (a submitted
+    job gets its own from here too: workloads/submitted.py)."""
+    return [f"--metrics_file={mount}/runs/{job_name}/metrics.jsonl",
+            f"--tensorboard_dir={mount}/runs/{job_name}/tensorboard"]
 
 
 def planner_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect) -> list[str]:
@@ -128,16 +134,28 @@ def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect)
     # The NCCL of the image this program builds; a job.image of the user's brings its own torch
     # and NCCL, which the gate cannot know.
     nccl = "" if job.image else cluster.interconnect.nccl_version
-    # When bandwidth misses the floor and no node stands out, the gate leaves out the whole
-    # gang: the bound must allow that, or a 3+ node gang would fail for good at once.
     flags = ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
-             f"--fabric_max_nodes_left_out={gate_left_out_bound(job.nodes)}",
              *([f"--fabric_rails={rails}"] if rails else []),
              *([f"--fabric_nccl_version={nccl}"] if nccl else []),
              *([f"--gpu_matmul_floor_tflops={matmul:g}"] if matmul else [])]
-    if job.nodes < 2:  # one node: NVLink only, no fabric floor applies
+    return [*flags, *gang_gate_flags(machine, job.nodes)]
+
+
+# The enforcing gate's flags that follow the node count: a submitted job of another size gets
+# them anew from this function (workloads/submitted.py), the rest of the stack's flags as they are.
+GANG_GATE_FLAGS = ("fabric_max_nodes_left_out", "fabric_gate_sizes", "fabric_floor_gbps",
+                   "fabric_all_to_all_floor_gbps")
+
+
+def gang_gate_flags(machine: Machine, nodes: int) -> list[str]:
+    """The bound on nodes left out and, across nodes, the floors for this node count at their
+    plateau size (one node: NVLink only, no fabric floor applies)."""
+    # When bandwidth misses the floor and no node stands out, the gate leaves out the whole
+    # gang: the bound must allow that, or a 3+ node gang would fail for good at once.
+    flags = [f"--fabric_max_nodes_left_out={gate_left_out_bound(nodes)}"]
+    if nodes < 2:
         return flags
-    floor = machine.fabric_floor(job.nodes)  # infra/catalog.py: each floor with its source
+    floor = machine.fabric_floor(nodes)  # infra/catalog.py: each floor with its source
     sizes = ",".join(str(s) for s in (*GATE_SMALLER_SIZES, floor.size))
     return [*flags, f"--fabric_gate_sizes={sizes}",
             f"--fabric_floor_gbps={floor.all_reduce_gbps:g}",

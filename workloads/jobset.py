@@ -88,10 +88,10 @@ def pod_failure_policy(container: str) -> dict[str, object]:
     ]}
 
 
-def failure_policy(job: Job) -> dict[str, object]:
+def failure_policy(backoff_limit: int) -> dict[str, object]:
     """The JobSet's rules, first match wins; no match = RestartJobSet (counted)."""
     return {
-        "maxRestarts": job.backoff_limit,
+        "maxRestarts": backoff_limit,
         "restartStrategy": "BlockingRecreate",
         "rules": [
             {"name": "ConfigurationOrFabricError", "action": "FailJobSet",
@@ -117,6 +117,37 @@ def jobset_controller(name: str, kubernetes_version: str | None,
         name, file=str(manifests_for(controller_version(kubernetes_version))), opts=opts)
 
 
+def jobset_spec(nodes: int, backoff_limit: int, suspend: bool, service: str,
+                labels: dict[str, str], container: str, template: object) -> dict[str, object]:
+    """The JobSet's spec, pure data around the pod template (a PodTemplateSpecArgs under
+    Pulumi, a plain dict for `torchrec-cloud submit`): one function for the stack's own job and
+    every submitted one (workloads/submitted.py), so they cannot drift apart."""
+    return {
+        # Only when asked: a new key in a running JobSet's spec would replace it.
+        **({"suspend": True} if suspend else {}),
+        "failurePolicy": failure_policy(backoff_limit),
+        "successPolicy": {"operator": "All"},
+        # Our own headless service (workloads/service.py) has this name, so JobSet uses it.
+        "network": {"enableDNSHostnames": True, "subdomain": service,
+                    "publishNotReadyAddresses": True},
+        "replicatedJobs": [{
+            "name": JOBSET_REPLICATED_JOB,
+            "replicas": 1,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "completionMode": "Indexed",
+                    "completions": nodes,
+                    "parallelism": nodes,
+                    "backoffLimit": 0,  # one crash fails the Job; JobSet counts restarts
+                    "podFailurePolicy": pod_failure_policy(container),
+                    "template": template,
+                },
+            },
+        }],
+    }
+
+
 def job_set(name: str, names: JobNames, job: Job, container: str,
             template: k8s.core.v1.PodTemplateSpecArgs, opts: pulumi.ResourceOptions,
             queue: str | None = None
@@ -133,30 +164,8 @@ def job_set(name: str, names: JobNames, job: Job, container: str,
                                             labels={**names.common_labels,
                                                     **queue_label(queue, job.suspend)},
                                             annotations=SKIP_AWAIT),
-        spec={
-            # Only when asked: a new key in a running JobSet's spec would replace it.
-            **({"suspend": True} if job.suspend else {}),
-            "failurePolicy": failure_policy(job),
-            "successPolicy": {"operator": "All"},
-            # Our own headless service (workloads/service.py) has this name, so JobSet uses it.
-            "network": {"enableDNSHostnames": True, "subdomain": names.service,
-                        "publishNotReadyAddresses": True},
-            "replicatedJobs": [{
-                "name": JOBSET_REPLICATED_JOB,
-                "replicas": 1,
-                "template": {
-                    "metadata": {"labels": names.common_labels},
-                    "spec": {
-                        "completionMode": "Indexed",
-                        "completions": job.nodes,
-                        "parallelism": job.nodes,
-                        "backoffLimit": 0,  # one crash fails the Job; JobSet counts restarts
-                        "podFailurePolicy": pod_failure_policy(container),
-                        "template": template,
-                    },
-                },
-            }],
-        },
+        spec=jobset_spec(job.nodes, job.backoff_limit, job.suspend, names.service, names.common_labels,
+                         container, template),
         # The spec of a running JobSet is mostly immutable: a change means delete, then create.
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
             replace_on_changes=["spec"], delete_before_replace=True)),

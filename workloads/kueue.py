@@ -325,3 +325,35 @@ def local_queue(name: str, queue_name: str, namespace: str, backing_queue: str,
         # replaces the LocalQueue under the same name, so the old one goes first.
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
             replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)))
+
+
+# Kueue's WorkloadPriorityClass (kueue.x-k8s.io/v1beta2, cluster-scoped: `value`, `description`
+# at the top level; a job names one with PRIORITY_LABEL, Kueue constants.WorkloadPriorityClassLabel).
+# Kueue admits a higher value first from the same ClusterQueue. `torchrec-cloud submit
+# --priority` names one of these; the stack's own job names none (priority 0, below all three).
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+PRIORITY_CLASSES: dict[str, int] = {"low": 100, "normal": 1000, "high": 10000}
+
+
+def priority_class_name(short: str) -> str:
+    return f"torchrec-{short}"
+
+
+def priority_class_object(short: str) -> dict[str, object]:
+    """One WorkloadPriorityClass as plain data (the stack creates it; tests validate it)."""
+    return {"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass",
+            "metadata": {"name": priority_class_name(short)},
+            "value": PRIORITY_CLASSES[short],
+            "description": f"torchrec-cloud submit --priority {short}"}
+
+
+def priority_classes(name: str, labels: Mapping[str, str],
+                     opts: pulumi.ResourceOptions) -> k8s.yaml.v2.ConfigGroup:
+    """The three classes in one group: their `value` is a top-level field, which
+    apiextensions.CustomResource (spec only) cannot carry."""
+    objs = []
+    for short in PRIORITY_CLASSES:
+        obj = priority_class_object(short)
+        obj["metadata"] = {**obj["metadata"], "labels": dict(labels)}  # type: ignore[dict-item]
+        objs.append(obj)
+    return k8s.yaml.v2.ConfigGroup(name, objs=objs, opts=opts)

@@ -20,11 +20,13 @@ from trainer.node_taint import NODE_NAME_ENV, TOKEN_DIR
 from trainer.privileges import DROP_TO_ENV
 from workloads.names import RENDEZVOUS_PORT, JobNames
 from workloads.sizing import pod_size
+from workloads.spend import spend_env
 
 core = k8s.core.v1
 RUN_AS = 1000  # the trainer image's non-root user and group
 GPU_TAINT = core.TolerationArgs(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")
 SHARED_VOLUME = "shared-fs"
+FOLDER_PREPARER = "prepare-shared-fs"
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,18 @@ def security_context(cluster: GpuCluster) -> core.SecurityContextArgs:
 
 def writable_dirs(cluster: GpuCluster, job: Job) -> list[str]:
     """The job's folders on the shared file system (metrics, TensorBoard, FS checkpoints)."""
-    mount = cluster.shared_file_system.mount_path
-    return [f"{mount}/runs/{job.name}", f"{mount}/checkpoints/{job.name}"]
+    return job_folders(cluster.shared_file_system.mount_path, job.name)
+
+
+def job_folders(mount: str, job_name: str) -> list[str]:
+    """A job's folders under the mount (a submitted job's too: workloads/submitted.py)."""
+    return [f"{mount}/runs/{job_name}", f"{mount}/checkpoints/{job_name}"]
+
+
+def preparer_script(folders: Sequence[str]) -> str:
+    """The folder preparer's one line: make the folders, give them to RUN_AS."""
+    quoted = " ".join(shlex.quote(d) for d in folders)
+    return f"mkdir -p {quoted} && chown {RUN_AS}:{RUN_AS} {quoted}"
 
 
 def shared_fs_preparer(cluster: GpuCluster, job: Job) -> core.ContainerArgs:
@@ -144,12 +156,11 @@ def folder_preparer(cluster: GpuCluster, folders: Sequence[str]) -> core.Contain
     CHOWN (no DAC_OVERRIDE: it writes as the root's owner), with no privilege escalation and a
     read-only root file system; the folders go to RUN_AS, the uid the trainer runs or drops to.
     """
-    quoted = " ".join(shlex.quote(d) for d in folders)
     return core.ContainerArgs(
-        name="prepare-shared-fs",
+        name=FOLDER_PREPARER,
         image=cluster.trainer_image,
         image_pull_policy="Always",
-        command=["/bin/sh", "-c", f"mkdir -p {quoted} && chown {RUN_AS}:{RUN_AS} {quoted}"],
+        command=["/bin/sh", "-c", preparer_script(folders)],
         resources=core.ResourceRequirementsArgs(
             requests={"cpu": "100m", "memory": "64Mi"}, limits={"cpu": "100m", "memory": "64Mi"}),
         security_context=core.SecurityContextArgs(
@@ -210,7 +221,12 @@ def pod_template(cluster: GpuCluster, job: Job, names: JobNames, budget: StopBud
         image_pull_policy="Always",  # the image is pinned by digest: Always only re-checks it
         command=container.command,
         args=container.args,
-        env=environment(cluster),
+        env=[*environment(cluster),
+             # Rank 0 keeps the job's own spend record from these (trainer/spend.py).
+             *(core.EnvVarArgs(name=k, value=v) for k, v in spend_env(
+                 job.name, job.nodes, "spot" if pool.spot else "on-demand",
+                 pool.machine.spot_usd_per_hour if pool.spot
+                 else pool.machine.on_demand_usd_per_hour, pool.machine.gpu_count).items())],
         ports=[core.ContainerPortArgs(name=container.port_name, container_port=RENDEZVOUS_PORT,
                                       protocol="TCP")],
         resources=core.ResourceRequirementsArgs(requests=quantities, limits=quantities),

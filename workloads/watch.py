@@ -18,19 +18,23 @@ def prepare_logs_command(names: JobNames) -> str:
     return f"{on_prepare_pods(names, 'logs -f')} --tail=-1 --max-log-requests=20"
 
 
-def why_command(names: JobNames, cloud: str | None = None) -> str:
-    """The one command that says why the job is not running (workloads/why.py), run from the
-    repository with the stack's virtual environment, as `pulumi up` runs the program."""
+def why_command(names: JobNames, cloud: str | None = None, stack: str | None = None) -> str:
+    """The one command that says why the job is not running, run from the repository with the
+    stack's virtual environment, as `pulumi up` runs the program: the user's command line
+    (`torchrec-cloud why --stack S`: the namespace, job and kubeconfig from the stack's
+    outputs) when the stack is known, else workloads/why.py's own entry point."""
+    if stack:
+        return f".venv/bin/python -m torchrec_cloud why --stack {stack}"
     where = f" --cloud {cloud}" if cloud else ""
     return f".venv/bin/python -m workloads.why --namespace {names.namespace} --job {names.job}{where}"
 
 
 def watch_commands(names: JobNames, kind: JobKind, preparing: bool = False,
-                   cloud: str | None = None) -> list[str]:
+                   cloud: str | None = None, stack: str | None = None) -> list[str]:
     """With dataset.prepare, the preparation's log comes first: training waits for it. The why
     command comes last: what to run when the pods do not start."""
     first = [prepare_logs_command(names)] if preparing else []
-    return first + _job_commands(names, kind) + [why_command(names, cloud)]
+    return first + _job_commands(names, kind) + [why_command(names, cloud, stack)]
 
 
 def _job_commands(names: JobNames, kind: JobKind) -> list[str]:

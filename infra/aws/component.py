@@ -14,6 +14,7 @@ from infra.aws import (
     interruption,
     network,
     node_groups,
+    quotas as aws_quotas,
     reservations,
     storage,
     versions as eks_versions,
@@ -61,6 +62,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         # --- what the account offers: checked before any cloud resource ----------------------
         zones = aws_zones.resolve(s.zones, s.gpu_zones, s.region, provider)
         aws_zones.check_offered(zones, [p.machine_type for p in s.enabled_gpu_pools], provider)
+        aws_quotas.check_job_quota(s, provider)  # the job's nodes fit the account's quota
         gpu_zone = zones.gpu_names[0]
         if reservation is not None:
             reservations.check(reservation, s.gpu_pools.on_demand.machine_type, gpu_zone,

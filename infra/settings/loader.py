@@ -97,7 +97,10 @@ def list_commands(path: str, value: Any) -> str:
     if isinstance(value, list):
         items = [str(v) for v in value]
     elif isinstance(value, str) and value.strip():
-        items = [part.strip() for part in value.split(",") if part.strip()]
+        # `[a, b]` typed as text (`pulumi config set zones '[a, b]'` stores a string): the
+        # items without the brackets and quotes.
+        text = value.strip().removeprefix("[").removesuffix("]")
+        items = [part.strip().strip("'\"") for part in text.split(",") if part.strip().strip("'\"")]
     else:
         items = ["<value>"]
     return "; ".join(f"`{set_command(f'{path}[{index}]', item)}`"

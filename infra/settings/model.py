@@ -551,9 +551,10 @@ class Job(Section):
     )
     max_hourly_usd: float | None = Field(
         None, gt=0,
-        description="Spend ceiling, USD per hour: the stack is refused when what it may scale "
-        "to (every GPU pool and the system pool at its maxNodes, with the file system, network "
-        "and control plane; infra/estimate.py) would cost more. Unset: no ceiling.")
+        description="Spend ceiling, USD per hour: the stack is refused when what the job may "
+        "scale to (each GPU pool the job can use and the system pool at its maxNodes, with the "
+        "file system, network and control plane; infra/estimate.py) would cost more. Unset: no "
+        "ceiling.")
 
 
 def _private_cidr(value: str) -> str:
@@ -679,6 +680,14 @@ class GcpOptions(Section):
 NumberText = Annotated[str, Field(coerce_numbers_to_str=True)]
 
 
+class Quota(Section):
+    """GPU quota: `pulumi up` on AWS reads the account's vCPU quota for the job's pool (Service Quotas) before any resource and refuses a job whose nodes do not fit; `torchrec-cloud doctor` reads every pool's on every cloud."""  # noqa: E501 (one line: the docs/settings.md table row)
+
+    pending: bool = Field(
+        False, description="true: an increase is requested and on its way, so `pulumi up` goes "
+        "ahead below the quota (the gang waits in Kueue until the nodes can start).")
+
+
 class Settings(Section):
     """Everything one stack file says, validated."""
 
@@ -699,6 +708,7 @@ class Settings(Section):
     checkpoints: Checkpoints = Field(default_factory=Checkpoints)
     dataset: Dataset = Field(default_factory=Dataset)
     job: Job = Field(default_factory=Job)
+    quota: Quota = Field(default_factory=Quota)
     tags: dict[str, NumberText] = Field(default_factory=dict,
                                         description="Tags/labels on resources.")
     aws: AwsOptions | None = None

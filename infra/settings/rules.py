@@ -333,6 +333,14 @@ def processes_fit_the_gpus(s: Settings) -> Iterator[Problem]:
     if found and found.has_gpus and s.job.processes_per_node > found.gpu_count:
         yield Problem("job.processesPerNode", s.job.processes_per_node,
                       f"at most the {found.gpu_count} GPUs of {found.name}")
+    elif found and found.has_gpus and s.job.processes_per_node < found.gpu_count:
+        # Each pod takes the whole node (workloads/sizing.py): fewer processes leave GPUs idle
+        # that are paid for all the same.
+        yield Problem("job.processesPerNode", s.job.processes_per_node,
+                      f"one process per GPU: {found.name} has {found.gpu_count}, and every node "
+                      f"is paid whole ({found.gpu_count - s.job.processes_per_node} GPUs would "
+                      f"idle); `{set_command('job.processesPerNode', found.gpu_count)}`, or a "
+                      f"machine with {s.job.processes_per_node} GPUs")
 
 
 def gate_left_out_bound(job_nodes: int) -> int:
@@ -369,7 +377,10 @@ def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
         yield Problem("job.pool", s.job.pool.value, "the spot pool is disabled (gpuPools.spot.enabled)")
     elif s.job.nodes > s.job_pool.max_nodes:
         yield Problem("job.nodes", s.job.nodes,
-                      f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes})")
+                      f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes}): lower it with "
+                      f"`{set_command('job.nodes', s.job_pool.max_nodes)}`, or let the pool "
+                      f"grow with `{set_command(f'{pool_path}.maxNodes', s.job.nodes)}` (quota: "
+                      "`torchrec-cloud doctor`)")
 
 
 # Why the fallback is refused on GKE too: the only ProvisioningRequest class that grows the spot
@@ -434,6 +445,16 @@ def spot_price_is_azure_only(s: Settings) -> Iterator[Problem]:
                       f"{s.cloud.value}")
     elif price != -1 and price <= 0:
         yield Problem("gpuPools.spot.maxPrice", price, "-1 (up to on-demand) or a price > 0")
+    elif price != -1 and s.gpu_pools.spot.enabled:
+        # Azure evicts (or never allocates) a spot VM whose price is above its maxPrice: a cap
+        # below the list spot price means the pool most likely never gets a node.
+        found = find_machine(s.cloud, s.gpu_pools.spot.machine_type)
+        if found is not None and found.spot_usd_per_hour and price < found.spot_usd_per_hour:
+            yield Problem("gpuPools.spot.maxPrice", price,
+                          f"below {found.name}'s spot list price {found.spot_usd_per_hour:g}/h "
+                          "(infra/catalog.py): Azure would allocate no node at this cap; "
+                          f"`{set_command('gpuPools.spot.maxPrice', -1)}` (up to on-demand) or "
+                          f"a cap of at least {found.spot_usd_per_hour:g}")
 
 
 def kubernetes_names_are_valid(s: Settings) -> Iterator[Problem]:
@@ -493,7 +514,8 @@ def mlperf_recipe_keeps_its_global_batch(s: Settings) -> Iterator[Problem]:
     if "batch_size" in args:
         yield Problem("job.trainerArgs.batch_size", args["batch_size"],
                       f"not with recipe mlperf, whose global batch is {MLPERF_GLOBAL_BATCH} "
-                      "samples split over the ranks: remove it")
+                      "samples split over the ranks: remove it with `pulumi config rm --path "
+                      "job.trainerArgs.batch_size`")
     ranks = s.job.nodes * s.job.processes_per_node
     if "global_batch_size" not in args and MLPERF_GLOBAL_BATCH % ranks:
         yield Problem("job.nodes", s.job.nodes,
@@ -1286,16 +1308,19 @@ RULES = (*RULES, prepare_shuffle_fits_its_pod, materialized_multi_hot_keeps_up_w
 
 # --- job.maxHourlyUsd: the spend ceiling (infra/estimate.py) ----------------------------------
 def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
-    """Judged at the most the stack may cost an hour (every pool at its maxNodes, spot nodes at
-    the most a spot price may reach: on-demand, or Azure's maxPrice), not at the job's own size: the autoscaler's bounds are what the stack lets the bill reach, whatever
-    schedules on the pools. The message gives both figures and the pools behind the first."""
+    """Judged at the most the job's pools may cost an hour (each GPU pool the job can use and
+    the system pool at its maxNodes, spot nodes at the most a spot price may reach: on-demand,
+    or Azure's maxPrice), not at the job's own size: the autoscaler's bounds are what the stack
+    lets the bill reach. A GPU pool the job never uses is left out (infra/estimate.py
+    job_most_hourly). The message gives both figures and the pools behind the first."""
     ceiling = s.job.max_hourly_usd
     if ceiling is None:
         return
-    from infra.estimate import job_hourly_usd, most_hourly
+    from infra.estimate import job_hourly_usd, job_most_hourly
 
     try:
-        most = most_hourly(s)
+        # Only the pools the job can use: a spot job's idle on-demand pool never grows for it.
+        most = job_most_hourly(s)
         job = job_hourly_usd(s)
     except (KeyError, ValueError, TypeError):  # a machine, size or flag another rule names
         return
@@ -1307,7 +1332,8 @@ def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
     yield Problem(
         "job.maxHourlyUsd", ceiling,
         f"the stack may cost up to USD {total:,.2f} an hour with every pool at its maxNodes "
-        f"({pools}; with the file system, network and control plane), above this ceiling; the "
+        f"that the job can use ({pools}; with the file system, network and control plane), "
+        "above this ceiling; the "
         f"job itself on {s.job.nodes} {s.job.pool.value} node(s) costs USD {job:,.2f} an hour. "
         "Lower gpuPools.onDemand.maxNodes / gpuPools.spot.maxNodes (or gpuPools.spot.enabled: "
         "false), job.nodes or the machine type, or raise job.maxHourlyUsd")

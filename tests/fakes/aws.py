@@ -359,4 +359,19 @@ CALLS: dict[str, Any] = {
     "aws:resourcegroupstaggingapi/getResources:getResources": _tagged_resources,
     "aws:eks/getAddonVersion:getAddonVersion": _addon_version,
     "aws:cloudwatch/getLogGroup:getLogGroup": _get_log_group,
+    "aws:servicequotas/getServiceQuota:getServiceQuota": lambda args: _service_quota(args),
 }
+
+
+# The account's EC2 vCPU quotas by quota code (infra/quotas.py); a test sets one to 0 to stand
+# for a fresh account. Default: room for every shipped stack's pools.
+SERVICE_QUOTAS: dict[str, float] = {}
+
+
+def _service_quota(args: Any) -> dict[str, Any]:
+    code = args.args["quotaCode"]
+    value = SERVICE_QUOTAS.get(code, 1536.0)
+    return {"id": f"ec2/{code}", "arn": f"arn:aws:servicequotas:us-east-1:123456789012:ec2/{code}",
+            "quotaCode": code, "serviceCode": "ec2", "quotaName": code, "serviceName": "EC2",
+            "value": value, "defaultValue": 0.0, "adjustable": True, "globalQuota": False,
+            "region": "us-east-1", "usageMetrics": []}

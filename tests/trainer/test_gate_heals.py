@@ -361,7 +361,7 @@ def test_a_node_left_out_restarts_the_gang_without_using_the_retry_budget():
     pod = SimpleNamespace(name="dlrm-node-0-1-x7k2p", conditions=set(),
                           exit_code=lambda: NODE_LEFT_OUT)
     reason, message = job_failure(pod_failure_policy("trainer"), 0, 0, pod, "trainer", "torchrec")
-    policy = failure_policy(Job())
+    policy = failure_policy(Job().backoff_limit)
     assert jobset_action(policy, reason, message) == "RestartJobSetAndIgnoreMaxRestarts"
     named = next(r["name"] for r in policy["rules"]  # its own rule: JobSet's events name it
                  if r.get("onJobFailureMessagePatterns")

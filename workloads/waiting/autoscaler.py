@@ -14,7 +14,7 @@ import yaml
 from workloads import cloud_errors
 from workloads.cloud_errors import Refusal
 from workloads.waiting.cloud_steps import (aws_family, azure_provisioning_step, capacity_step,
-                                           quota_step, reservation_step)
+                                           gang_vcpus, quota_step, reservation_step)
 from workloads.waiting.verdict import Kind, Verdict
 from workloads.waiting.view import Event, Facts
 
@@ -89,6 +89,15 @@ def refusal(f: Facts, texts: list[str]) -> tuple[str, cloud_errors.CloudPattern]
     return None
 
 
+def _gang_nodes(f: Facts) -> int | None:
+    """The gang's node count: the JobSet's parallelism, else its trainer pods."""
+    for replicated in ((f.view.jobset or {}).get("spec") or {}).get("replicatedJobs") or []:
+        count = ((replicated.get("template") or {}).get("spec") or {}).get("parallelism")
+        if isinstance(count, int):
+            return count
+    return len(f.trainers) or None
+
+
 def _placement_texts(f: Facts) -> list[str]:
     out = []
     for pod in f.trainers:
@@ -100,7 +109,8 @@ def _placement_texts(f: Facts) -> list[str]:
 
 def refusal_step(f: Facts, m: cloud_errors.CloudPattern, line: str) -> str:
     if m.refusal == Refusal.NO_QUOTA:
-        return quota_step(f.cloud or m.cloud, f.spot, aws_family([line, *_placement_texts(f)]))
+        family = aws_family([line, *_placement_texts(f)])
+        return quota_step(f.cloud or m.cloud, f.spot, family, gang_vcpus(family, _gang_nodes(f)))
     if m.refusal == Refusal.NO_RESERVATION:
         return reservation_step()
     if m.likely and m.cloud == "azure":

@@ -35,14 +35,28 @@ def aws_family(texts: list[str]) -> str | None:
     return None
 
 
-def quota_step(cloud: str | None, spot: bool, family: str | None = None) -> str:
-    """Where each cloud takes a quota request (docs/aws.md, azure.md, gcp.md say how much)."""
+def gang_vcpus(family: str | None, nodes: int | None) -> int | None:
+    """The vCPUs the whole gang needs: its nodes times the vCPUs of the P family's machines in
+    infra/catalog.py (p4: 96, p5: 192), when every machine of the family has the same count;
+    None when the family, the count or the node count is unknown."""
+    from infra.catalog import MACHINES
+
+    counts = {m.vcpus for m in MACHINES if family and m.cloud.value == "aws"
+              and m.name.split(".")[0].rstrip("denx") == family}
+    return counts.pop() * nodes if nodes and len(counts) == 1 else None
+
+
+def quota_step(cloud: str | None, spot: bool, family: str | None = None,
+               vcpus: int | None = None) -> str:
+    """Where each cloud takes a quota request (docs/aws.md, azure.md, gcp.md say how much);
+    `vcpus`: the gang's need, when the machine and node count are known."""
     if cloud == "aws":
         if not spot:
             name, code = AWS_ON_DEMAND_P_QUOTA
             return (f"request quota \"{name}\": aws service-quotas request-service-quota-increase "
-                    f"--service-code ec2 --quota-code {code} --desired-value <vCPUs for job.nodes "
-                    "nodes> (https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
+                    f"--service-code ec2 --quota-code {code} --desired-value "
+                    f"{vcpus or '<vCPUs for job.nodes nodes>'} "
+                    "(https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
         names = ([AWS_SPOT_P_QUOTAS[family]] if family in AWS_SPOT_P_QUOTAS
                  else sorted(set(AWS_SPOT_P_QUOTAS.values())))
         name = " or ".join(f"\"{n}\"" for n in names)
@@ -51,7 +65,7 @@ def quota_step(cloud: str | None, spot: bool, family: str | None = None) -> str:
                 "aws service-quotas list-service-quotas --service-code ec2 --query "
                 f"\"Quotas[?QuotaName=='{lookup}'].QuotaCode\", then aws service-quotas "
                 "request-service-quota-increase --service-code ec2 --quota-code <code> "
-                "--desired-value <vCPUs for job.nodes nodes> "
+                f"--desired-value {vcpus or '<vCPUs for job.nodes nodes>'} "
                 "(https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
     if cloud == "azure":
         return ("request quota: az vm list-usage --location <region> -o table shows the family; "

@@ -1,0 +1,150 @@
+"""The one command line: `torchrec-cloud` (pyproject console script, `python -m torchrec_cloud`
+the same), its verbs, the light `check` and stacks that exist."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tomllib
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+from torchrec_cloud.__main__ import main
+
+ROOT = Path(__file__).resolve().parent.parent
+VERBS = ("check", "plan", "status", "logs", "tensorboard", "why", "submit", "list", "cancel",
+         "cost", "doctor")
+# Import names of what requirements-check.txt installs (pydantic's and PyYAML's own deps too).
+CHECK_MODULES = {"pydantic", "pydantic_core", "annotated_types", "typing_extensions",
+                 "typing_inspection", "yaml", "infra", "torchrec_cloud", "trainer"}
+
+
+def test_help_lists_the_eleven_verbs_and_the_console_script_is_the_same_entry_point():
+    done = subprocess.run([sys.executable, "-m", "torchrec_cloud", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    listed = {line.split()[0] for line in done.stdout.splitlines() if line.startswith("    ")}
+    assert set(VERBS) <= listed, set(VERBS) - listed
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["torchrec-cloud"] == "torchrec_cloud.__main__:guarded"
+    assert project["tool"]["setuptools"]["dynamic"]["dependencies"]["file"] == ["requirements-check.txt"]
+
+
+def test_check_imports_nothing_beyond_requirements_check(tmp_path):
+    """`make check` installs only requirements-check.txt: the check, valid stack or not, must
+    run on it (no pulumi, moto, torch, boto3, fsspec)."""
+    stack = tmp_path / "Pulumi.aws.yaml"
+    stack.write_text((ROOT / "Pulumi.aws.yaml").read_text()
+                     + "  torchrec-cloud:kubernetes: {apiAccessCidrs: [81.2.69.142/32]}\n")
+    script = (
+        "import sys, io, contextlib, json\n"
+        "from torchrec_cloud.__main__ import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):\n"
+        f"    codes = [main(['check', '--file', {str(stack)!r}]), main(['check', '--stack', 'gcp'])]\n"
+        "tops = sorted({m.split('.')[0] for m in sys.modules if not m.startswith('_')})\n"
+        "print(json.dumps({'codes': codes, 'modules': [t for t in tops if t not in sys.stdlib_module_names]}))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["codes"][0] == 0
+    extra = set(found["modules"]) - CHECK_MODULES - {"cython_runtime"}
+    assert not extra, f"check imported {sorted(extra)}, not in requirements-check.txt"
+    required = (ROOT / "requirements-check.txt").read_text()
+    assert "pydantic==" in required and "PyYAML==" in required
+    assert "-r requirements-check.txt" in (ROOT / "requirements.txt").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    assert "check: $(VENV)/.check-installed" in makefile
+
+
+def test_status_and_logs_accept_only_stacks_that_exist():
+    for verb in ("status", "logs", "list", "cost"):
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main([verb, "--stack", "aws-prod"])
+        assert code == 2
+        assert "no stack 'aws-prod' in this project" in err.getvalue()
+        assert "aws, azure, gcp" in err.getvalue()
+
+
+def test_sigterm_ends_tensorboard_like_ctrl_c(tmp_path):
+    """SIGTERM to the wrapper while TensorBoard runs: TensorBoard is stopped, not orphaned."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from torchrec_cloud import tensorboard
+
+    pid_file = tmp_path / "pid"
+    child = (f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+             "time.sleep(60)")
+
+    def sigterm() -> None:
+        for _ in range(300):
+            if pid_file.exists() and pid_file.read_text():
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=sigterm, daemon=True).start()
+    started = time.monotonic()
+    code = tensorboard.serve([sys.executable, "-c", child], lambda: [], every=0)
+    assert code == 0 and time.monotonic() - started < 20
+    with __import__("pytest").raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)  # TensorBoard is gone
+    assert signal.getsignal(signal.SIGTERM) is not tensorboard._interrupt  # handler restored
+
+
+def test_an_interrupted_download_leaves_no_partial_file(tmp_path):
+    from torchrec_cloud.tensorboard import sync
+
+    class Interrupted:
+        def invalidate_cache(self) -> None:
+            pass
+
+        def find(self, root: str, detail: bool) -> dict:
+            return {f"{root}/events.out.tfevents.1": {"type": "file", "size": 10}}
+
+        def get_file(self, path: str, local: str) -> None:
+            Path(local).write_bytes(b"half")
+            raise KeyboardInterrupt  # Ctrl-C or SIGTERM in the middle of the download
+
+    with __import__("pytest").raises(KeyboardInterrupt):
+        sync(Interrupted(), "bucket/tb", tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_sigterm_removes_the_kubeconfig_copy(tmp_path):
+    """`status` against an API server that does not answer yet: SIGTERM ends it and the
+    private kubeconfig copy it wrote is removed (exit 130, as Ctrl-C)."""
+    import os
+    import signal
+    import time
+
+    from tests.fake_api import Answer, FakeApi, kubeconfig as kubeconfig_of
+
+    gate = __import__("threading").Event()
+    with FakeApi({"/api/v1/nodes": Answer({"items": []}, first=lambda: gate.wait(30))}) as api:
+        outputs = tmp_path / "outputs.json"
+        outputs.write_text(json.dumps({"cloud": "aws", "job_name": "dlrm",
+                                       "kubeconfig": kubeconfig_of(tmp_path, api.url).read_text(),
+                                       "checkpoint_uri": f"file://{tmp_path}/bucket/dlrm"}))
+        temp = tmp_path / "tmp"
+        temp.mkdir()
+        process = subprocess.Popen([sys.executable, "-m", "torchrec_cloud", "status", "--stack",
+                                    "aws", "--outputs", str(outputs), "--out", str(tmp_path / "o")],
+                                   cwd=ROOT, env={**os.environ, "TMPDIR": str(temp)},
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(400):
+            if list(temp.glob("kubeconfig-aws-*")) and api.requests:
+                break
+            time.sleep(0.05)
+        assert list(temp.glob("kubeconfig-aws-*"))
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(30)
+        gate.set()
+    assert code == 130
+    assert not list(temp.glob("kubeconfig-aws-*"))

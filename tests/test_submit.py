@@ -1,0 +1,293 @@
+"""Experiments without redeploying: `torchrec-cloud submit`, `list`, `cancel` and `cost`.
+
+The stack's own JobSet is rendered by the workload layer under mocks (tests/test_workloads.py
+run_workload) and served by the fake API server (tests/fake_api.py) to the real kubectl; the
+bucket is a local folder (file://). Submitted objects are validated against the official
+Kubernetes schemas and the vendored JobSet CRD schema.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from contextlib import redirect_stderr, redirect_stdout
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from infra.settings.model import Job, PoolChoice
+from tests.fake_api import FakeApi, api_list, kubeconfig
+from tests.k8s_manifests import _jobset_jobs, manifest_of, validate_custom_resource
+from torchrec_cloud.__main__ import main
+from trainer.spend import SpendRecord
+from trainer.telemetry import TelemetryMirror
+
+ROOT = Path(__file__).resolve().parent.parent
+NS, STACK_JOB = "torchrec", "dlrm"
+JOBSETS = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NS}/jobsets"
+needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+
+
+@pytest.fixture(scope="module")
+def base_jobset() -> dict[str, Any]:
+    """The stack's own JobSet as `pulumi up` sends it (workload layer, AWS flavour)."""
+    from tests.test_workloads import JOBSET, run_workload
+
+    run = run_workload("aws", Job(trainer_args={"batch_size": 2048}))
+    (captured,) = run.run.of_type(JOBSET)
+    return manifest_of(captured)
+
+
+def stack_file(tmp_path: Path) -> Path:
+    text = (ROOT / "Pulumi.aws.yaml").read_text()
+    text += "  torchrec-cloud:kubernetes: {apiAccessCidrs: [81.2.69.142/32]}\n"
+    path = tmp_path / "Pulumi.aws.yaml"
+    path.write_text(text)
+    return path
+
+
+def outputs_file(tmp_path: Path, server: str = "http://127.0.0.1:9") -> Path:
+    bucket = tmp_path / "bucket"
+    bucket.mkdir(exist_ok=True)
+    config = kubeconfig(tmp_path, server).read_text()
+    estimate = {"items": [
+        {"item": "GPU nodes", "usd_per_hour": 43.92, "spot_usd_per_hour": 17.57, "nodes": True},
+        {"item": "system nodes", "usd_per_hour": 0.38, "nodes": True},
+        {"item": "file system", "usd_per_hour": 0.48},
+        {"item": "outbound", "usd_per_hour": 0.05},
+        {"item": "control plane", "usd_per_hour": 0.10}]}
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps({
+        "cloud": "aws", "kubeconfig": config, "job_name": STACK_JOB, "job_namespace": NS,
+        "checkpoint_uri": f"file://{bucket}/{STACK_JOB}", "kubernetes_version": "1.33",
+        "estimated_cost": estimate}))
+    return path
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def submit_args(tmp_path: Path, base: Path | None, *extra: str) -> list[str]:
+    return ["submit", "--stack", "aws", "--stack-file", str(stack_file(tmp_path)),
+            "--outputs", str(outputs_file(tmp_path)), *(["--base", str(base)] if base else []),
+            *extra]
+
+
+def validate(objects: list[dict[str, Any]]) -> None:
+    problems = []
+    for obj in objects:
+        if obj["kind"] == "JobSet":
+            problems += validate_custom_resource(obj)
+            checked = _jobset_jobs(obj)
+        else:
+            checked = [obj]
+        for manifest in checked:
+            try:
+                kubernetes_validate.validate(manifest, "1.33.0", strict=True)
+            except kubernetes_validate.ValidationError as error:
+                problems.append(f"{manifest['kind']}: {error.message}")
+    assert not problems, problems
+
+
+def container(jobset: dict[str, Any]) -> dict[str, Any]:
+    (replicated,) = jobset["spec"]["replicatedJobs"]
+    (trainer,) = replicated["template"]["spec"]["template"]["spec"]["containers"]
+    return trainer
+
+
+def test_dry_run_prints_a_queued_jobset_named_after_name_with_the_stacks_image_and_extra_flags(
+        tmp_path, base_jobset):
+    base = tmp_path / "base.json"
+    running = json.loads(json.dumps(base_jobset))  # as read back while Kueue has admitted it
+    pod_spec = running["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod_spec["nodeSelector"] = {"eks.amazonaws.com/nodegroup": "gpu"}
+    base.write_text(json.dumps(running))
+    code, out, err = cli(*submit_args(tmp_path, base, "--name", "lr-sweep-1", "--nodes", "1",
+                                      "--priority", "high", "--dry-run", "--",
+                                      "--learning_rate=0.01", "--log_every", "50"))
+    assert code == 0, err
+    objects = list(yaml.safe_load_all(out))
+    assert [o["kind"] for o in objects] == ["Service", "NetworkPolicy", "JobSet"]
+    validate(objects)
+    jobset = objects[-1]
+    labels = jobset["metadata"]["labels"]
+    assert jobset["metadata"]["name"] == "lr-sweep-1"
+    assert labels["kueue.x-k8s.io/queue-name"] == STACK_JOB  # the stack's LocalQueue
+    assert labels["kueue.x-k8s.io/priority-class"] == "torchrec-high"
+    # Not Pulumi's: a later `pulumi up` neither owns nor deletes it, and the labels tell them apart.
+    assert labels["app.kubernetes.io/managed-by"] == "torchrec-cloud"
+    assert base_jobset["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "pulumi"
+    assert labels["torchrec-cloud/submitted"] == "true" and labels["torchrec-cloud/stack"] == "aws"
+    trainer, stack = container(jobset), container(base_jobset)
+    assert trainer["image"] == stack["image"]
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert "nodeSelector" not in pod  # Kueue's admission of the base is not copied
+    assert pod["serviceAccountName"] == \
+        base_jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["serviceAccountName"]
+    args = trainer["args"]
+    bucket = f"file://{tmp_path}/bucket"
+    assert "--learning_rate=0.01" in args and "--log_every=50" in args
+    assert "--batch_size=2048" in args  # the stack's own trainerArgs stay
+    assert f"--checkpoint_dir={bucket}/lr-sweep-1" in args
+    assert f"--telemetry_dir={bucket}/lr-sweep-1/telemetry" in args
+    assert any(a.startswith("--metrics_file=") and "/runs/lr-sweep-1/" in a for a in args)
+    assert not any(STACK_JOB in a for a in args if a.startswith(("--checkpoint_dir", "--metrics")))
+    script = trainer["command"][2]
+    assert "--rdzv_id=lr-sweep-1" in script and "--nnodes=1" in script
+    assert "--rdzv_endpoint=lr-sweep-1-node-0-0.lr-sweep-1." in script  # its own headless service
+    assert jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 1
+    env = {e["name"]: e.get("value") for e in trainer["env"]}
+    assert env["TORCHREC_JOB_NAME"] == "lr-sweep-1" and env["TORCHREC_JOB_NODES"] == "1"
+    assert env["TORCHREC_JOB_CAPACITY"] == "on-demand"
+    assert float(env["TORCHREC_NODE_USD_PER_HOUR"]) > 0
+
+
+def test_a_stack_owned_or_misspelt_flag_or_too_many_nodes_is_refused_before_anything_exists(
+        tmp_path, base_jobset):
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(base_jobset))
+    code, out, err = cli(*submit_args(tmp_path, base, "--name", "x1", "--dry-run", "--",
+                                      "--checkpoint_dir=/tmp/mine"))
+    assert code == 1 and out == ""
+    assert "job.trainerArgs.checkpoint_dir" in err and "set by the stack" in err
+    code, _, err = cli(*submit_args(tmp_path, base, "--name", "x2", "--dry-run", "--",
+                                    "--learning_rat=0.1"))
+    assert code == 1 and "did you mean 'learning_rate'" in err
+    code, _, err = cli(*submit_args(tmp_path, base, "--name", "x3", "--nodes", "64", "--dry-run"))
+    assert code == 1 and "job.nodes" in err
+    # the stack's queue admits to its job's pool (onDemand here) only
+    code, _, err = cli(*submit_args(tmp_path, base, "--name", "x4", "--pool", "spot", "--dry-run"))
+    assert code == 1 and "the stack's queue admits jobs to onDemand only" in err
+
+
+def test_the_stack_makes_kueues_workload_priority_classes(tmp_path):
+    from tests.test_workloads import run_workload
+
+    run = run_workload("aws", Job())
+    groups = [r for r in run.run.resources if r.type == "kubernetes:yaml/v2:ConfigGroup"
+              and "priority" in r.name]
+    assert len(groups) == 1
+    objs = groups[0].inputs["objs"]
+    assert {o["metadata"]["name"]: int(o["value"]) for o in objs} == {
+        "torchrec-low": 100, "torchrec-normal": 1000, "torchrec-high": 10000}
+    assert all(o["kind"] == "WorkloadPriorityClass" for o in objs)
+
+
+def _spend(bucket: Path, job: str, start: str, end: str, nodes: int, price: float) -> None:
+    folder = bucket / job / "telemetry"
+    folder.mkdir(parents=True, exist_ok=True)
+    record = SpendRecord(job, nodes, "spot", price, 8,
+                         clock=lambda: datetime.fromisoformat(end).timestamp())
+    record.started = datetime.fromisoformat(start).timestamp()
+    record.seeded = True
+    (folder / "spend.json").write_bytes(record.snapshot())
+    (folder / "metrics.jsonl").write_text(
+        json.dumps({"event": "train", "step": 400, "loss": 0.13}) + "\n"
+        + json.dumps({"event": "eval", "step": 400, "auc": 0.7712}) + "\n")
+
+
+@needs_kubectl
+def test_submit_list_cancel_and_cost_end_to_end(tmp_path, base_jobset):
+    routes: dict[str, Any] = {f"{JOBSETS}/{STACK_JOB}": base_jobset,
+                              f"/api/v1/namespaces/default": {
+                                  "metadata": {"creationTimestamp": "2026-11-25T12:00:00Z"}}}
+    with FakeApi(routes) as api:
+        outputs = outputs_file(tmp_path, api.url)
+        common = ["--stack", "aws", "--outputs", str(outputs)]
+        for name, priority in (("exp-a", "low"), ("exp-b", "high")):
+            code, out, err = cli("submit", *common, "--stack-file", str(stack_file(tmp_path)),
+                                 "--name", name, "--priority", priority, "--",
+                                 "--learning_rate=0.02")
+            assert code == 0, err
+            assert f"submitted {NS}/{name}" in out
+        created = [(path, obj["kind"], obj["metadata"]["name"]) for path, obj in api.created]
+        assert (JOBSETS, "JobSet", "exp-a") in created and (JOBSETS, "JobSet", "exp-b") in created
+        assert (f"/api/v1/namespaces/{NS}/services", "Service", "exp-a") in created
+        validate([obj for _, obj in api.created])
+
+        # The cluster now lists three jobs: the stack's (running), exp-a queued, exp-b finished.
+        jobs = {name: api.routes[f"{JOBSETS}/{name}"] for name in ("exp-a", "exp-b")}
+        running = {**base_jobset, "status": {"replicatedJobsStatus": [{"name": "node", "active": 2}]}}
+        finished = {**jobs["exp-b"], "status": {"conditions": [{"type": "Completed", "status": "True"}]}}
+        queued = {**jobs["exp-a"], "spec": {**jobs["exp-a"]["spec"], "suspend": True}}
+        api.routes[JOBSETS] = api_list("JobSetList", [running, queued, finished])
+        bucket = tmp_path / "bucket"
+        _spend(bucket, STACK_JOB, "2026-11-25T13:00:00+00:00", "2026-11-25T15:00:00+00:00", 2, 17.57)
+        _spend(bucket, "exp-b", "2026-11-25T23:00:00+00:00", "2026-11-26T01:00:00+00:00", 2, 17.57)
+        code, out, err = cli("list", *common)
+        assert code == 0, err
+        lines = {line.split()[0]: line.split() for line in out.splitlines()[1:4]}
+        assert lines[STACK_JOB][1:3] == ["running", "stack"]
+        assert lines["exp-a"][1:3] == ["queued", "submit"]
+        assert lines["exp-b"][1:3] == ["finished", "submit"]
+        # 2 h x 2 nodes x 8 GPUs = 32 GPU-hours, x 2 nodes x 17.57 = 70.28 USD
+        assert lines["exp-b"][4:] == ["400", "0.7712", "32.0", "70.28"]
+
+        code, out, err = cli("cancel", *common, "--name", "exp-a")
+        assert code == 0, err
+        deleted = [path for path, _ in api.deleted]
+        assert f"{JOBSETS}/exp-a" in deleted
+        assert f"/api/v1/namespaces/{NS}/services/exp-a" in deleted
+        assert api.deleted[0][1]["propagationPolicy"] == "Background"  # pods get their grace
+        code, _, err = cli("cancel", *common, "--name", STACK_JOB)
+        assert code == 1 and "job.suspend" in err
+
+        code, out, err = cli("cost", *common, "--now", "2026-11-26T12:00:00Z")
+        assert code == 0, err
+    assert "exp-b" in out and "70.28" in out
+    by_day = {line.split()[0]: line.split()[1:] for line in out.splitlines()
+              if line.startswith("  2026-")}
+    # fixed items 1.01/h: 12 h on the 25th, 12 h on the 26th; jobs: 2 h + 1 h on the 25th.
+    assert by_day["2026-11-25"][:2] == ["12.12", f"{3 * 2 * 17.57:.2f}"]
+    assert by_day["2026-11-26"][:2] == ["12.12", f"{1 * 2 * 17.57:.2f}"]
+    assert "about USD 737 a month" in out and "pulumi destroy --stack aws" in out
+
+
+def test_rank_0_keeps_the_jobs_spend_across_generations_in_the_store(tmp_path):
+    clock = [1_000_000.0]
+    env = {"TORCHREC_JOB_NAME": "exp", "TORCHREC_JOB_NODES": "2", "TORCHREC_JOB_CAPACITY": "spot",
+           "TORCHREC_NODE_USD_PER_HOUR": "10", "TORCHREC_NODE_GPUS": "8"}
+    store = tmp_path / "store"
+    for generation in range(2):
+        mirror = TelemetryMirror(f"file://{store}", None, None, 3600)
+        mirror.spend = SpendRecord.from_env(env, clock=lambda: clock[0])
+        clock[0] += 1800  # half an hour of training
+        mirror.sync()
+        clock[0] += 600  # a preemption: ten minutes without the gang
+    record = json.loads((store / "spend.json").read_text())
+    assert len(record["segments"]) == 2
+    assert record["node_hours"] == 2.0  # 2 x 0.5 h x 2 nodes
+    assert record["gpu_hours"] == 16.0
+    assert record["usd"] == 20.0
+    assert SpendRecord.from_env({}) is None  # a local run keeps no record
+
+
+@needs_kubectl
+def test_status_says_how_long_the_cluster_has_idled_and_what_that_cost(tmp_path, base_jobset):
+    from torchrec_cloud import status
+    from torchrec_cloud.stack import read_outputs
+    from workloads.why import Kubectl
+
+    done = {**base_jobset, "status": {"conditions": [{"type": "Completed", "status": "True"}]}}
+    routes = {JOBSETS: api_list("JobSetList", [done])}
+    _spend(tmp_path / "bucket", STACK_JOB, "2026-11-25T13:00:00+00:00", "2026-11-25T15:00:00+00:00",
+           2, 17.57)
+    with FakeApi(routes) as api:
+        outputs = read_outputs("aws", str(outputs_file(tmp_path, api.url)))
+        lines = status.standing_section(outputs, Kubectl(str(kubeconfig(tmp_path, api.url))),
+                                        lambda uri: __import__("fsspec").core.url_to_fs(uri),
+                                        datetime(2026, 11, 26, 15, 0, tzinfo=timezone.utc))
+    assert lines[0].startswith("while the stack exists, even idle: about USD 737 a month")
+    # idle since the last job's record ended, 24 h ago, at the 1.01/h of fixed items
+    assert lines[1].startswith("idle for 24 h 00 min"), lines[1]
+    assert "about USD 24.24 of fixed items" in lines[1]
+    assert "pulumi destroy --stack aws" in lines[1]

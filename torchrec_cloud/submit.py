@@ -1,0 +1,219 @@
+"""`torchrec-cloud submit --stack S --name N [--nodes K] [--pool spot|onDemand] [--priority P]
+[--dry-run] -- <trainer flags>`: another training job on the stack's cluster, without `pulumi up`.
+
+Judged first, before anything is created, by the rules `pulumi up` applies to the stack's own
+job: the stack file with job.name, job.nodes, job.pool and the extra trainer flags (merged into
+job.trainerArgs) goes through the same settings validation (infra/settings/), so a stack-owned
+flag, a misspelt one or more nodes than the pool's maxNodes are refused with the same words.
+Rendered by workloads/submitted.py from the stack's own JobSet (its image, identity, volumes)
+and queued through the stack's Kueue LocalQueue, with its own checkpoint folder and telemetry
+under the stack's store (`<bucket>/<name>/`). `--dry-run` prints the objects as YAML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from infra.catalog import find_machine
+from infra.preemption import stop_budget
+from infra.settings import Settings, SettingsError
+from infra.settings.errors import Problem, use_stack
+from infra.settings.loader import project_values, settings_and_problems
+from infra.settings.model import CheckpointLocation, JobKind, PoolChoice
+from torchrec_cloud.encrypted import encrypted_places, with_stand_ins
+from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
+                                  read_outputs)
+from torchrec_cloud.stack_file import StackFileError, project_name, read_stack_file
+
+ROOT = Path(__file__).resolve().parent.parent
+POOLS = {"spot": PoolChoice.SPOT, "onDemand": PoolChoice.ON_DEMAND}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_stack_arguments(parser)
+    parser.add_argument("--name", required=True, help="the job's name (RFC 1123, at most 63 "
+                        "characters): its objects, its checkpoint folder <bucket>/<name>/")
+    parser.add_argument("--nodes", type=int, help="nodes the job spans (default: job.nodes)")
+    parser.add_argument("--pool", choices=sorted(POOLS), help="default: job.pool")
+    parser.add_argument("--priority", help="a Kueue WorkloadPriorityClass the stack made: "
+                        "low, normal or high (admitted first from the queue)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the objects as YAML, create nothing")
+    parser.add_argument("--stack-file", type=Path, metavar="PATH",
+                        help="the stack file (default: Pulumi.<stack>.yaml of this project)")
+    parser.add_argument("--base", type=Path, metavar="JOBSET.json",
+                        help="the stack's own JobSet as JSON (`kubectl get jobset -o json`), "
+                             "instead of reading it from the cluster")
+    parser.add_argument("trainer_flags", nargs=argparse.REMAINDER,
+                        help="after --: trainer flags, e.g. -- --learning_rate=0.01")
+
+
+def parse_trainer_flags(tokens: Sequence[str]) -> dict[str, Any]:
+    """`--k=v`, `--k v` or a bare `--k` (true) -> trainerArgs, values typed as YAML reads them."""
+    tokens = list(tokens)
+    if tokens[:1] == ["--"]:
+        tokens = tokens[1:]
+    flags: dict[str, Any] = {}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("--"):
+            raise SystemExit(f"submit: {token!r} is not a trainer flag (--name=value)")
+        key, eq, value = token[2:].partition("=")
+        if not eq:
+            if i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                value, i = tokens[i + 1], i + 1
+            else:
+                value = "true"
+        typed = yaml.safe_load(value) if value else ""
+        flags[key] = typed if isinstance(typed, (str, int, float, bool)) else value
+        i += 1
+    return flags
+
+
+def submission_settings(stack_file: Path, stack: str, name: str, nodes: int | None,
+                        pool: str | None, flags: dict[str, Any]) -> Settings:
+    """The stack's settings with this job's name, size, pool and flags, judged by every rule
+    (SettingsError lists what is refused)."""
+    use_stack(stack)
+    config = read_stack_file(stack_file, project_name(ROOT / "Pulumi.yaml"))
+    values = with_stand_ins(project_values(config.config), encrypted_places(config.secrets),
+                            cloud=stack)
+    job = dict(values.get("job") or {})
+    own_pool = str(job.get("pool") or PoolChoice.ON_DEMAND.value)
+    # The stack's Kueue queue admits to its job's pool, and to on-demand too when a spot job
+    # falls back (workloads/kueue.py flavors): another pool would never be admitted.
+    admitted = {own_pool}
+    if own_pool == PoolChoice.SPOT.value and \
+            str((job.get("spotShortage") or {}).get("policy")) == "onDemand":
+        admitted.add(PoolChoice.ON_DEMAND.value)
+    if pool is not None and pool not in admitted:
+        raise SettingsError([Problem(
+            "job.pool", pool, f"the stack's queue admits jobs to {' and '.join(sorted(admitted))} "
+            f"only (job.pool {own_pool}); submit with --pool {own_pool}, or change job.pool "
+            "and `pulumi up` first")])
+    job["name"] = name
+    if nodes is not None:
+        job["nodes"] = nodes
+    if pool is not None:
+        job["pool"] = pool
+    job["trainerArgs"] = {**(job.get("trainerArgs") or {}), **flags}
+    job.pop("suspend", None)  # a submitted job is queued, never created suspended
+    values["job"] = job
+    settings, problems = settings_and_problems(values)
+    if problems or settings is None:
+        raise SettingsError(problems)
+    return settings
+
+
+def _bucket_root(outputs: Outputs) -> str:
+    """<scheme>://<bucket>: the checkpoint URI is <bucket>/<stack's job name>."""
+    uri = outputs.checkpoint_uri
+    suffix = f"/{outputs.job_name}"
+    return uri[: -len(suffix)] if uri.endswith(suffix) else uri
+
+
+def render(settings: Settings, outputs: Outputs, base: dict[str, Any],
+           priority: str | None, kubernetes_version: str | None = None) -> list[dict[str, Any]]:
+    from workloads import kueue, submitted
+
+    job = settings.job
+    pool = settings.job_pool
+    spot = job.pool == PoolChoice.SPOT
+    machine = find_machine(settings.cloud, pool.machine_type)
+    assert machine is not None  # the settings' rules refuse an unknown machine
+    budget = stop_budget(settings.cloud, spot, job.termination_grace_seconds, kubernetes_version)
+    s = submitted.Submission(
+        job=job, stack=outputs.stack, queue=outputs.job_name, bucket_root=_bucket_root(outputs),
+        budget=budget, machine=machine, spot=spot,
+        priority=kueue.priority_class_name(priority) if priority else None,
+        checkpoints_on_shared_file_system=settings.checkpoints.location
+        == CheckpointLocation.SHARED_FILE_SYSTEM,
+        mount=settings.shared_file_system.mount_path,
+        checkpoint_every_seconds=settings.checkpoints.every_seconds)
+    return submitted.objects(base, s)
+
+
+def _read_base(args: argparse.Namespace, outputs: Outputs, read: Any) -> dict[str, Any]:
+    if args.base:
+        return json.loads(args.base.read_text(encoding="utf-8"))
+    from workloads.jobset import API_VERSION
+
+    path = (f"/apis/{API_VERSION}/namespaces/{outputs.job_namespace}/jobsets/{outputs.job_name}")
+    return json.loads(read(path))
+
+
+def run(args: argparse.Namespace) -> int:
+    from workloads import kueue
+    from workloads.submitted import BaseJobError
+    from workloads.why import ApiError, Kubectl, NotFound
+    from torchrec_cloud.kube import KubeWriter, unreachable
+
+    if args.priority and args.priority not in kueue.PRIORITY_CLASSES:
+        print(f"submit: --priority {args.priority}: the stack makes "
+              f"{', '.join(kueue.PRIORITY_CLASSES)} (Kueue WorkloadPriorityClasses "
+              f"{', '.join(map(kueue.priority_class_name, kueue.PRIORITY_CLASSES))})", file=sys.stderr)
+        return 2
+    stack_file = args.stack_file or ROOT / f"Pulumi.{args.stack}.yaml"
+    flags = parse_trainer_flags(args.trainer_flags)
+    try:
+        settings = submission_settings(stack_file, args.stack, args.name, args.nodes,
+                                       POOLS[args.pool].value if args.pool else None, flags)
+    except StackFileError as error:
+        print(f"submit: {error}", file=sys.stderr)
+        return 1
+    except SettingsError as error:
+        print(f"submit: refused, nothing was created: {error}", file=sys.stderr)
+        return 1
+    if settings.job.kind != JobKind.JOB_SET:
+        print("submit: refused: the stack's job.kind is pytorchjob; submit queues JobSets "
+              "(job.kind: jobset)", file=sys.stderr)
+        return 1
+    try:
+        outputs = read_outputs(args.stack, args.outputs)
+    except StackError as error:
+        print(f"submit: {error}", file=sys.stderr)
+        return 2
+    if args.name == outputs.job_name:
+        print(f"submit: --name {args.name} is the stack's own job; choose another name",
+              file=sys.stderr)
+        return 1
+    with kubeconfig_file(outputs, args.kubeconfig) as kubeconfig:
+        try:
+            base = _read_base(args, outputs, Kubectl(kubeconfig))
+            objects = render(settings, outputs, base, args.priority,
+                             outputs.kubernetes_version or None)
+        except NotFound:
+            print(f"submit: the stack's job {outputs.job_namespace}/{outputs.job_name} is not on "
+                  f"the cluster (its JobSet is the base of a submitted job): `pulumi up --stack "
+                  f"{args.stack}` creates it", file=sys.stderr)
+            return 1
+        except (ApiError, OSError) as error:
+            print(f"submit: {unreachable(args.stack, str(error)) or error}", file=sys.stderr)
+            return 1
+        except BaseJobError as error:
+            print(f"submit: {error}", file=sys.stderr)
+            return 1
+        if args.dry_run:
+            sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+            return 0
+        writer = KubeWriter(kubeconfig)
+        try:
+            for obj in objects:
+                writer.create(obj)
+        except (ApiError, NotFound, OSError) as error:
+            print(f"submit: {unreachable(args.stack, str(error)) or error}", file=sys.stderr)
+            return 1
+    job = settings.job
+    print(f"submitted {job.namespace}/{job.name}: {job.nodes} nodes on pool {job.pool.value}"
+          f"{f', priority {args.priority}' if args.priority else ''}, queued through "
+          f"{outputs.job_name}'s Kueue queue; store {_bucket_root(outputs)}/{job.name}/\n"
+          f"  torchrec-cloud list --stack {args.stack}   torchrec-cloud cancel --stack "
+          f"{args.stack} --name {job.name}")
+    return 0
