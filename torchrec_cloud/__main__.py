@@ -18,6 +18,7 @@ COMMANDS = {
     "status": ("torchrec_cloud.status", "nodes, the gang, progress, checkpoints and spend of a stack"),
     "logs": ("torchrec_cloud.logs", "the training job's log (rank 0, or every pod)"),
     "tensorboard": ("torchrec_cloud.tensorboard", "TensorBoard on this machine over the job's events"),
+    "plan": ("torchrec_cloud.plan", "the time-to-train and cost of a table set on a machine, offline"),
 }
 
 
