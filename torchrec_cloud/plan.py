@@ -93,14 +93,23 @@ def faster_file_system(cloud: str, need_mb_s: float) -> FileSystem:
         fs = file_system(cloud, {**raw, "throughputPerTib": 1000, "capacityGib": capacity})
         return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
                           f"sharedFileSystem.throughputPerTib 1000 and capacityGib {capacity}")
-    if kind == "azure-netapp-files":
-        fs = file_system(cloud, raw)
-        per_tib = fs.read_mb_s / (int(raw.get("volumeSizeGib", 4096)) / 1024)
-        tib = math.ceil(need_mb_s / per_tib)
-        fs = file_system(cloud, {**raw, "volumeSizeGib": tib * 1024,
+    if kind == "azure-netapp-files":  # the cheapest pool of the level given or a faster one
+        from infra.catalog import ANF_MIB_S_PER_TIB
+        from infra.prices import ANF_GIB_HOUR, per_hour
+
+        levels = list(ANF_MIB_S_PER_TIB)
+        given = str(raw.get("serviceLevel", "Premium"))
+        options = []
+        for level in levels[levels.index(given):]:
+            tib = max(math.ceil(need_mb_s / (ANF_MIB_S_PER_TIB[level] * MIB / 1e6)),
+                      math.ceil(int(raw.get("volumeSizeGib", 4096)) / 1024))
+            options.append((per_hour(ANF_GIB_HOUR[level], tib * 1024), level, tib))
+        _, level, tib = min(options)
+        fs = file_system(cloud, {**raw, "serviceLevel": level, "volumeSizeGib": tib * 1024,
                                  "poolSizeTib": max(tib, int(raw.get("poolSizeTib", 4)))})
         return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
-                          f"sharedFileSystem.volumeSizeGib {tib * 1024} and poolSizeTib {tib}")
+                          f"sharedFileSystem.serviceLevel {level}, volumeSizeGib {tib * 1024} "
+                          f"and poolSizeTib {tib}")
     fs = file_system(cloud, raw)
     capacity = int(raw.get("capacityGib", 2560))
     per_gib = fs.read_mb_s / capacity
@@ -157,6 +166,8 @@ class Advice:
     spot_usd_per_hour: float
     epoch: ttt.Epoch
     file_system: FileSystem
+    shipped_file_system: FileSystem  # the stack file's (the same where it feeds the GPUs)
+    shipped_step: ttt.Step
     node_start_seconds: float
     prepare: Dict[str, float]
     epochs_to_target: float
@@ -261,6 +272,7 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
                                                    fs_now.read_mb_s))
 
     step = step_with(fs)
+    shipped = (fs, step)
     if not read_mb_s and step.input_ms > step.gpu_ms * INPUT_HIDDEN:
         need = bytes_per_sample * global_batch / (step.gpu_ms * INPUT_HIDDEN / 1e3) / 1e6
         fs = faster_file_system(cloud, need)
@@ -313,7 +325,8 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
                                                planned_grace_seconds=0).save_deadline_seconds,
         usd_per_hour=m.on_demand_usd_per_hour * nodes,
         spot_usd_per_hour=m.spot_usd_per_hour * nodes,
-        epoch=epoch, file_system=fs, node_start_seconds=m.node_ready_minutes * 60.0,
+        epoch=epoch, file_system=fs, shipped_file_system=shipped[0], shipped_step=shipped[1],
+        node_start_seconds=m.node_ready_minutes * 60.0,
         prepare=prepare, epochs_to_target=ttt.epochs_to_target(), compare=others)
 
 
@@ -365,7 +378,8 @@ def render(a: Advice, tables: Any) -> str:
             + " (sharded = no data-parallel tables; free = the planner's unconstrained choice)")
     lines += [
         f"  checkpoint: {a.checkpoint_gb:.1f} GB; fullest rank {a.fullest_rank_gb:.1f} GB, "
-        f"written in about {a.save_seconds:.0f} s against a {a.spot_save_deadline_seconds} s "
+        f"written to the object store in about {a.save_seconds:.0f} s against a "
+        f"{a.spot_save_deadline_seconds} s "
         "spot save deadline: " + ("fits" if a.fits_spot_notice
                                  else "does not fit (a preemption loses work since the last save)"),
         f"  per step ({e.steps:,} steps an epoch):",
@@ -377,8 +391,12 @@ def render(a: Advice, tables: Any) -> str:
         f"MB/s ({a.file_system.what}), read ahead: adds {s.input_extra_ms:.2f} ms",
     ]
     if a.file_system.change:
-        lines.append(f"    assumed: {a.file_system.change} (the stack file's file system cannot "
-                     "feed the GPUs)")
+        old = a.shipped_step
+        extra = e.steps * old.input_extra_ms / 1e3
+        lines.append(f"    assumed: {a.file_system.change}; the stack file's "
+                     f"{a.shipped_file_system.what} reads {a.shipped_file_system.read_mb_s:,.0f} "
+                     f"MB/s: {old.input_ms:.2f} ms a step, +{_h(extra)} an epoch "
+                     f"(+{100 * extra / e.gpu_seconds:.0f}% over GPU-bound)")
     lines += [
         f"  one epoch: GPU-bound {_h(e.gpu_seconds)} (embeddings + dense), input "
         f"+{_h(e.input_seconds)}, evaluation +{_h(e.eval_seconds)} ({e.evaluations} x "
@@ -390,11 +408,13 @@ def render(a: Advice, tables: Any) -> str:
         f"{a.gpu_bound_hours:.2f} h, training {a.training_hours:.2f} h",
         f"  start-up: up to {_h(a.node_start_seconds)} node start (image pull included); a "
         f"resume loads the checkpoint in about {a.load_seconds:.0f} s",
-        "  preparation (once): " + ", ".join(f"{k} {v:.2f} h" for k, v in a.prepare.items())
+        f"  preparation (once, on one {a.machine} of the GPU pool): "
+        + ", ".join(f"{k} {v:.2f} h" for k, v in a.prepare.items())
         + f" = {a.prepare_hours:.2f} h",
         f"  spot preemption: about {a.preemption_hours:.2f} h lost each (half a checkpoint "
         "interval, a new node's start, the load)",
-        f"  cost: ${a.usd_per_hour:,.2f}/h on demand (${a.spot_usd_per_hour:,.2f}/h spot); to "
+        f"  cost of the GPU nodes: ${a.usd_per_hour:,.2f}/h on demand (${a.spot_usd_per_hour:,.2f}/h "
+        "spot); to "
         f"the target {a.run_hours:.2f} h with node start: ${a.usd():,.0f} on demand "
         f"(${a.usd(spot=True):,.0f} spot, before preemptions); preparation ${a.prepare_usd():,.0f}",
     ]
