@@ -88,10 +88,12 @@ def test_exact_adagrad_checkpoint_is_what_torchrecs_planner_counts_at_a_small_sh
     from trainer.offline_plan import checkpoint_bytes_per_rank
     from trainer.planning import Hardware
 
-    tables = TableSet("small", [400_000, 3_000, 250_000, 200, 60_000, 7], [3.0, 1, 2, 1, 5, 1], 32)
+    rows = ([400_000, 3_000, 250_000, 200, 60_000, 7] * 5)[:26]
+    tables = TableSet("small", rows, [3.0, 1, 2, 1, 5, 1] * 4 + [1, 1], 32)
     hw = Hardware(world_size=4, local_world_size=2, compute_device="cuda",
-                  hbm_bytes=64 << 20, ddr_bytes=1 << 30)
-    done, _ = run_planner(tables, hw, 512, "exact_adagrad", max_mb=0.05)
+                  hbm_bytes=512 << 20, ddr_bytes=1 << 30)
+    done, _ = run_planner(tables, hw, 512, "exact_adagrad", max_mb=0.05,
+                          dense=dict(dense_arch_layer_sizes=[64, 32], over_arch_layer_sizes=[64, 1]))
     options = done._best_plan
     kinds = {o.sharding_type for o in options}
     assert "data_parallel" in kinds and len(kinds) > 1, kinds
@@ -102,6 +104,7 @@ def test_exact_adagrad_checkpoint_is_what_torchrecs_planner_counts_at_a_small_sh
     theirs, replicated = _planners_own_bytes(options, 4)
     assert sum(ours) == sum(theirs) + replicated == checkpoint_bytes(
         tables.rows, 32, "exact_adagrad", 0.05)
+    assert any(len(o.shards) > 1 for o in options)  # some tables split over ranks
     sharded_only = checkpoint_bytes_per_rank([o for o in options
                                               if o.sharding_type != "data_parallel"], 4,
                                              "exact_adagrad")

@@ -442,7 +442,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cloud", choices=("aws", "azure", "gcp"))
     parser.add_argument("--machine", help="a GPU machine of infra/catalog.py")
     parser.add_argument("--nodes", type=int, default=2)
-    parser.add_argument("--embedding_dim", type=int, default=128)
+    parser.add_argument("--embedding_dim", type=int,
+                        help="the tables' width (default: the recipe's, or the trainer's)")
     parser.add_argument("--data", choices=("on-the-fly", "materialized"), default="on-the-fly",
                         help="multi-hot ids drawn by the trainer (one-hot on disk) or read")
     parser.add_argument("--read_mb_s", type=float,
@@ -454,13 +455,16 @@ def run(args: argparse.Namespace) -> int:
     from trainer.sizing import table_set
 
     logging.disable(logging.WARNING)  # torchrec's planner chatter
+    trainer_args = json.loads(args.trainer_args)
+    if args.embedding_dim:
+        trainer_args["embedding_dim"] = args.embedding_dim
+    dim = int(recipe_flags(args.recipe, trainer_args)["embedding_dim"])
     if args.tables.endswith(".json"):
         with open(args.tables) as fh:
-            tables = table_set("layout", args.embedding_dim, json.load(fh))
+            tables = table_set("layout", dim, json.load(fh))
     else:
-        tables = table_set(args.tables, args.embedding_dim)
-    options = dict(trainer_args=json.loads(args.trainer_args), data_form=args.data,
-                   read_mb_s=args.read_mb_s)
+        tables = table_set(args.tables, dim)
+    options = dict(trainer_args=trainer_args, data_form=args.data, read_mb_s=args.read_mb_s)
     if args.machine:
         if not args.cloud:
             raise SystemExit("plan: --machine needs --cloud")
