@@ -168,6 +168,7 @@ class Advice:
     file_system: FileSystem
     shipped_file_system: FileSystem  # the stack file's (the same where it feeds the GPUs)
     shipped_step: ttt.Step
+    shipped_checkpoint_steps: int  # the stack's checkpoints.everySteps default
     node_start_seconds: float
     prepare: Dict[str, float]
     epochs_to_target: float
@@ -222,6 +223,7 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
                                gpu_nvlink_gb_s, machine as catalog_machine)
     from infra.estimate import dense_macs_per_sample
     from infra.preemption import stop_budget
+    from infra.settings.model import Checkpoints
     from trainer import offline_plan, planning
     from trainer.prepare import WRITE_MULTI_HOT_ROWS_PER_SECOND, default_workers, estimated_hours
 
@@ -326,6 +328,7 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
         usd_per_hour=m.on_demand_usd_per_hour * nodes,
         spot_usd_per_hour=m.spot_usd_per_hour * nodes,
         epoch=epoch, file_system=fs, shipped_file_system=shipped[0], shipped_step=shipped[1],
+        shipped_checkpoint_steps=Checkpoints().every_steps,
         node_start_seconds=m.node_ready_minutes * 60.0,
         prepare=prepare, epochs_to_target=ttt.epochs_to_target(), compare=others)
 
@@ -397,6 +400,17 @@ def render(a: Advice, tables: Any) -> str:
                      f"{a.shipped_file_system.what} reads {a.shipped_file_system.read_mb_s:,.0f} "
                      f"MB/s: {old.input_ms:.2f} ms a step, +{_h(extra)} an epoch "
                      f"(+{100 * extra / e.gpu_seconds:.0f}% over GPU-bound)")
+    step_s = (s.gpu_ms + s.input_extra_ms) / 1e3
+    shipped_interval = a.shipped_checkpoint_steps * step_s
+    if shipped_interval < e.checkpoint_interval_seconds:
+        share = ttt.checkpoint_share(e.checkpoint_save_seconds, e.checkpoint_stall_seconds,
+                                     shipped_interval)
+        every = math.ceil(e.checkpoint_interval_seconds / step_s / 1000) * 1000
+        lines.append(f"  assumed: checkpoints.everySteps {every:,} (a save every "
+                     f"{e.checkpoint_interval_seconds:.0f} s); the shipped "
+                     f"{a.shipped_checkpoint_steps} saves every {shipped_interval:.1f} s, each "
+                     f"{e.checkpoint_save_seconds:.0f} s long: +{_h(share * e.gpu_seconds)} an "
+                     f"epoch (+{100 * share:,.0f}% over GPU-bound)")
     lines += [
         f"  one epoch: GPU-bound {_h(e.gpu_seconds)} (embeddings + dense), input "
         f"+{_h(e.input_seconds)}, evaluation +{_h(e.eval_seconds)} ({e.evaluations} x "
