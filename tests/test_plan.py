@@ -16,7 +16,8 @@ import torch
 
 from infra.catalog import machine
 from torchrec_cloud import time_to_train as ttt
-from torchrec_cloud.plan import advise, file_system, render
+from torchrec_cloud.file_systems import file_system
+from torchrec_cloud.plan import advise, render
 from trainer.offline_plan import run_planner
 from trainer.sizing import DATA_PARALLEL_MAX_MB, MLPERF_ROWS, TableSet, checkpoint_bytes, table_set
 
