@@ -5,9 +5,11 @@ label); per log step the ranks all-reduce the histogram and loss (``Window.reduc
 issue 14 a log step all-gathered every logit and sorted them on every rank. This prints, for
 batch 2048 and 8192 per rank: the real trainer's CPU step time (one process), the window's
 per-step cost, and the log-step cost of both methods for the samples one log step holds on
-16 GPUs (16 ranks x batch x --log_every 50 steps), as a share of the step.
+16 GPUs (16 ranks x batch x --log_every 50 steps), as a share of the step. Then the exact AUC
+of one evaluation (--auc_samples scores, MLPerf's validation set by default): the host's rank
+sum (what rank 0 ran before) against the sort-based AUC on this machine's GPU, or its CPU.
 
-    python bench/metric_bench.py [--steps 20] [--log_every 50] [--ranks 16]
+    python bench/metric_bench.py [--steps 20] [--log_every 50] [--ranks 16] [--auc_samples N]
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from trainer.config import parse_config  # noqa: E402
 from trainer.distributed import DistContext  # noqa: E402
-from trainer.metrics import Window, auc  # noqa: E402
+from trainer.metrics import Window, auc, auc_by_ranks  # noqa: E402
 from trainer.train import AgreedBatches, StopFlag, Trainer  # noqa: E402
 
 
@@ -69,9 +71,27 @@ def log_step_ms(samples: int) -> tuple[float, float]:
     window.reduce()
     histogram = time.perf_counter() - started
     started = time.perf_counter()
-    auc(logits, labels)  # what every rank did with the gathered logits
+    auc_by_ranks(logits, labels)  # what every rank did with the gathered logits
     exact = time.perf_counter() - started
     return 1000 * histogram, 1000 * exact
+
+
+def auc_seconds(samples: int, device: torch.device) -> tuple[float, float, float]:
+    """(host rank sum s, sort-based s on ``device`` including the copy there, |difference|)
+    for ``samples`` Criteo-like scores with ties (float32 logits, as gathered)."""
+    rng = np.random.default_rng(0)
+    labels = (rng.random(samples) < 0.034).astype(np.float32)
+    logits = (rng.normal(-3.5, 1.0, samples) + labels).astype(np.float32)
+    started = time.perf_counter()
+    host = auc_by_ranks(logits.astype(np.float64), labels)
+    host_s = time.perf_counter() - started
+    auc(logits[:1000], labels[:1000], device)  # warm-up: kernels, allocator
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    on_device = auc(torch.from_numpy(logits), torch.from_numpy(labels), device)
+    device_s = time.perf_counter() - started
+    return host_s, device_s, abs(host - on_device)
 
 
 def main() -> None:
@@ -79,6 +99,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--log_every", type=int, default=50)
     parser.add_argument("--ranks", type=int, default=16)
+    parser.add_argument("--auc_samples", type=int, default=89_137_319,
+                        help="scores of one evaluation (MLPerf's validation set: 89,137,319)")
     args = parser.parse_args()
     torch.set_num_threads(max(1, (os.cpu_count() or 2)))
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,6 +118,10 @@ def main() -> None:
         dist.destroy_process_group()
     print("log-step shares are of the log_every steps the log covers; the old method also "
           "moved 8 bytes per sample to every rank (a 16-rank all_gather), not counted here.")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    host_s, device_s, diff = auc_seconds(args.auc_samples, device)
+    print(f"exact AUC of {args.auc_samples:,} scores: host rank sum {host_s:.2f} s, sort-based "
+          f"on {device.type} {device_s:.2f} s (copy included), |difference| {diff:.1e}")
 
 
 if __name__ == "__main__":

@@ -550,6 +550,26 @@ def fabric_floor(m: Machine, nodes: int) -> FabricFloor:
 # Dense BF16 tensor-core peak, TFLOPS, from NVIDIA's data sheets (A100: 312; H100 SXM and H200:
 # 989.5 without sparsity). Read from memory of the data sheets, not re-verified in a stored copy.
 GPU_BF16_DENSE_TFLOPS = {"A100": 312.0, "H100": 989.5, "H200": 989.5}
+# Rated dense throughput of fp32 matmuls, TFLOPS per GPU, without sparsity: plain FP32 (CUDA
+# cores: the trainer's default, --tf32 off) and TF32 tensor cores (--tf32 on). NVIDIA data
+# sheets: A100 (nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/
+# nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf: FP32 19.5, TF32 156 dense / 312 sparse);
+# H100 SXM (nvidia.com/en-us/data-center/h100/: FP32 67, TF32 989 "with sparsity", so 494.5
+# dense); H200 SXM (nvidia.com/en-us/data-center/h200/: the same 67 and 989 with sparsity).
+# Read from memory of the data sheets, not re-verified in a stored copy. The sizing advisor
+# (torchrec_cloud/plan.py) times the dense layers at these rates: a lower bound on their time.
+GPU_FP32_DENSE_TFLOPS = {"A100": 19.5, "H100": 67.0, "H200": 67.0}
+GPU_TF32_DENSE_TFLOPS = {"A100": 156.0, "H100": 494.5, "H200": 494.5}
+# Planning figures for an evaluation's exact AUC on the GPU (trainer/metrics.py: one sort of
+# the scores, then cumulative sums): keys sorted per second by torch.sort on an A100/H100-class
+# GPU, CONSERVATIVE (CUB's radix sort is several times faster on float keys); and the host
+# copy rate of a checkpoint's staging (device to pageable host memory), CONSERVATIVE.
+GPU_SORT_KEYS_PER_S = 1e9
+HOST_STAGING_GB_S = 10.0
+# Filestore read throughput per TiB provisioned (ZONAL and REGIONAL scale with capacity:
+# https://cloud.google.com/filestore/docs/service-tiers-zonal "260 MiB/s per 1 TiB" read,
+# 88 MiB/s write); other tiers: their write figure above, conservative.
+FILESTORE_READ_MIB_S_PER_TIB = {"ZONAL": 260}
 # An 8192^3 BF16 matmul reaches well over half the peak on a healthy GPU; a throttled (HW
 # slowdown, power brake, thermal) or broken one falls far under it. CONSERVATIVE.
 GPU_MATMUL_FLOOR_FRACTION = 0.4
@@ -562,7 +582,7 @@ def gpu_matmul_floor_tflops(m: Machine) -> float:
     return round(peak * GPU_MATMUL_FLOOR_FRACTION, 1)
 
 
-# --- Memory and NVLink bandwidth per GPU model, for the sharding planner (trainer/plan.py) ------
+# --- Memory and NVLink bandwidth per GPU model, for the sharding planner (torchrec_cloud/plan.py)
 # GB/s (1e9 B/s). HBM: NVIDIA data sheets (A100 40GB SXM 1,555; A100 80GB SXM 2,039; H100 SXM
 # 3,350; H200 4,800). NVLink: total bidirectional per GPU (A100 600, H100/H200 900), the
 # figure torchrec's own default (INTRA_NODE_BANDWIDTH, 600 GB/s for A100) is given in. Read

@@ -21,8 +21,9 @@ EXTERNAL = ("http://", "https://", "mailto:")
 CONTRACT_HEADING = "## The cluster contract"
 CLOUD_SDKS = ("pulumi_aws", "pulumi_eks", "pulumi_azure_native", "pulumi_gcp")
 CLOUD_PACKAGES = ("infra.aws", "infra.azure", "infra.gcp")
-# The offline sizing advisor reads the machine table on a laptop; no pod runs it.
-TRAINER_READS_INFRA = {"trainer/plan.py"}
+# What the trainer's image must never need: the layers above it (the sizing advisor that reads
+# the machine table is the command line's `plan`, torchrec_cloud/plan.py).
+ABOVE_THE_TRAINER = ("infra", "workloads", "torchrec_cloud")
 
 
 def contract_classes() -> dict[str, set[str]]:
@@ -126,8 +127,18 @@ def test_nothing_climbs_back(folder: str) -> None:
                 in_cloud = relative.startswith(tuple(p.replace(".", "/") + "/" for p in CLOUD_PACKAGES))
                 bad = under(module, ("workloads",)) or (under(module, CLOUD_SDKS) and not in_cloud)
             else:
-                bad = (module.split(".")[0].startswith("pulumi") or under(module, ("workloads",))
-                       or (under(module, ("infra",)) and relative not in TRAINER_READS_INFRA))
+                bad = module.split(".")[0].startswith("pulumi") or under(module, ABOVE_THE_TRAINER)
             if bad:
                 wrong.append(f"{relative} imports {module}")
     assert not wrong, "imports that break the layering of docs/architecture.md:\n  " + "\n  ".join(wrong)
+
+
+def test_the_trainer_imports_nothing_above_it() -> None:
+    """Every module under trainer/, at any depth and inside functions too, imports neither
+    infra/, workloads/ nor the command line: the container's package stands alone."""
+    files = python_files("trainer")
+    assert len(files) > 20, "trainer/ was not found"
+    wrong = [f"{path.relative_to(ROOT).as_posix()} imports {module}"
+             for path in files for module in sorted(imports_of(path))
+             if under(module, ABOVE_THE_TRAINER)]
+    assert not wrong, "trainer/ reaches above itself:\n  " + "\n  ".join(wrong)

@@ -24,7 +24,7 @@ COMMANDS = {
     "logs": ("torchrec_cloud.logs", "the training job's log (rank 0, or every pod)"),
     "tensorboard": ("torchrec_cloud.tensorboard", "TensorBoard on this machine over the job's events"),
     "why": ("torchrec_cloud.why", "why a job of the stack is not running, and the next step"),
-    "plan": ("torchrec_cloud.plan_verb", "the sharding advisor: tables, machine, nodes -> a plan"),
+    "plan": ("torchrec_cloud.plan", "the time-to-train and cost of a table set on a machine, offline"),
     "submit": ("torchrec_cloud.submit", "queue another training job on the stack's cluster"),
     "list": ("torchrec_cloud.jobs", "every job of the stack: state, step, eval AUC, GPU-hours, cost"),
     "cancel": ("torchrec_cloud.cancel", "stop a submitted job (it saves a final checkpoint)"),

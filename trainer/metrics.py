@@ -21,8 +21,9 @@ import torch
 import torch.distributed as dist
 
 
-def auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Exact ROC AUC (Mann-Whitney U with tied scores averaged); NaN if one class only."""
+def auc_by_ranks(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Exact ROC AUC on the host (Mann-Whitney U with tied scores averaged); NaN if one class
+    only. The reference ``auc`` is tested against; 20-60 s for an evaluation's 89M scores."""
     positives = float(labels.sum())
     negatives = float(len(labels) - positives)
     if positives == 0 or negatives == 0:
@@ -31,6 +32,46 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     avg_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based mean rank of each tie group
     rank_sum = avg_rank[inverse][labels > 0.5].sum()
     return float((rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives))
+
+
+def auc(scores: Any, labels: Any, device: Optional[torch.device] = None) -> float:
+    """Exact ROC AUC, sorted on ``device`` (default: where ``scores`` live; numpy arrays: the
+    CPU): one sort, then per group of tied scores its positives and negatives; each positive
+    counts the negatives below its group and half those tied with it (Mann-Whitney U, as
+    ``auc_by_ranks`` and sklearn's roc_auc_score). Counts are int64, so the sum is exact and
+    one division ends it. NaN if one class only."""
+    s = torch.as_tensor(scores)
+    y = torch.as_tensor(labels)
+    if device is not None:
+        s, y = s.to(device), y.to(device)
+    s, positive = s.reshape(-1), y.reshape(-1) > 0.5
+    n, n_pos = s.numel(), int(positive.sum())
+    n_neg = n - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ordered, order = torch.sort(s)
+    pos = positive[order].to(torch.int64)
+    starts = torch.ones(n, dtype=torch.bool, device=s.device)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    group = torch.cumsum(starts, 0) - 1  # tie group of each sorted score
+    groups = int(group[-1]) + 1
+    pos_in = torch.zeros(groups, dtype=torch.int64, device=s.device).index_add_(0, group, pos)
+    neg_in = torch.bincount(group, minlength=groups) - pos_in
+    neg_below = torch.cumsum(neg_in, 0) - neg_in
+    twice_u = int((pos_in * (2 * neg_below + neg_in)).sum())
+    return twice_u / (2.0 * n_pos * n_neg)
+
+
+def held_out_figures(samples: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Loss, AUC, count and positive rate of an evaluation's gathered [logits; labels] (rank 0),
+    in float64 on ``device``: its GPU where it has one, instead of minutes of host work an
+    epoch (20 evaluations of 89M scores). The loss is the mean binary cross-entropy of the
+    logits (DLRMTrain's), over the whole set: no per-batch means."""
+    both = torch.from_numpy(np.ascontiguousarray(samples)).to(device).double()
+    logits, labels = both[0], both[1]
+    loss = (torch.logaddexp(torch.zeros_like(logits), logits) - labels * logits).mean()
+    return torch.tensor([float(loss), auc(logits, labels), float(labels.numel()),
+                         float(labels.mean())], dtype=torch.float64)
 
 
 def gather_to_first(t: torch.Tensor) -> Optional[np.ndarray]:

@@ -1,7 +1,7 @@
 """The TorchRec sharding plan: the topology the planner is told, the per-table constraints that
 keep checkpoints loadable on any world size, and the sharders (with reduced-precision
 embedding communication when asked). Used by the trainer (trainer/distributed.py) and by the
-offline sizing advisor (trainer/plan.py), so both plan alike.
+offline sizing advisor (trainer/offline_plan.py), so both plan alike.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ RECIPES: Dict[str, Dict[str, Any]] = {
         "eval_batches": -1,
         "validation_auroc": MLPERF_TARGET_AUC,
         # Not the reference's: our world-size-free sharding rule (trainer/sizing.py), set so
-        # the plan is the one torchrec's planner picks for these tables (python -m trainer.plan).
+        # the plan is the one torchrec's planner picks for these tables (python -m torchrec_cloud plan).
         "data_parallel_max_mb": DATA_PARALLEL_MAX_MB,
     },
 }

@@ -1,5 +1,5 @@
 """Table sets and the bytes they take, without torch: shared by the trainer's sharding rule,
-the sizing advisor (trainer/plan.py) and the stack's settings (infra/preemption.py), which
+the sizing advisor (trainer/offline_plan.py) and the stack's settings (infra/preemption.py), which
 runs where torch is not installed.
 
 The one rule that keeps checkpoints loadable on any world size while letting the planner
@@ -37,7 +37,7 @@ CRITEO_FT3_ROWS = [45833188, 36746, 17245, 7413, 20243, 3, 7114, 1441, 62, 29275
 CRITEO_1TB_TRAIN_SAMPLES = 4_195_197_692
 # Replicate tables up to this size by default: MLPerf's 18 tables of at most 39,060 rows
 # (20 MB at 128 wide) are data-parallel, its 405,282-row table (207 MB) and larger are not,
-# the split torchrec's planner itself chooses for them on 2 x 8 H100 (trainer/plan.py shows it).
+# the split torchrec's planner itself chooses for them on 2 x 8 H100 (python -m torchrec_cloud plan shows it).
 # Not higher: a replicated table's Adagrad state is full size (a sharded one's is a value per
 # row), so the stacks' default 100,000-row tables (51 MB) stay sharded and their checkpoint
 # keeps fitting a 30 s spot notice on a shared file system (tests/test_settings.py).

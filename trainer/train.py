@@ -34,7 +34,7 @@ from trainer.data.loader import BatchStream, readers_for
 from trainer.data.prefetch import Prefetched
 from trainer.data.source import first_step
 from trainer.distributed import DistContext, shard_model
-from trainer.metrics import MetricsLogger, Window, auc, gather_to_first
+from trainer.metrics import MetricsLogger, Window, gather_to_first, held_out_figures
 from trainer.model import build_model
 from trainer.restarts import record_start
 from trainer.schedule import eval_interval, learning_rate
@@ -552,10 +552,8 @@ class Trainer:
             os.makedirs(self.cfg.eval_scores_dir, exist_ok=True)
             np.save(os.path.join(self.cfg.eval_scores_dir, f"{split}-step-{self.progress.step}.npy"),
                     gathered.astype(np.float32))
-        if gathered is not None and gathered.shape[1]:  # rank 0
-            all_logits, all_labels = gathered.astype(np.float64)
-            figures = torch.tensor([log_loss(all_logits, all_labels), auc(all_logits, all_labels),
-                                    len(all_labels), np.mean(all_labels)], dtype=torch.float64)
+        if gathered is not None and gathered.shape[1]:  # rank 0, on its GPU where it has one
+            figures = held_out_figures(gathered, self.ctx.device)
         if dist.get_world_size() > 1:
             dist.broadcast(figures, src=0, group=self.ctx.control_group)
         if math.isnan(float(figures[2])) or int(figures[2]) == 0:

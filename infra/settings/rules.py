@@ -872,7 +872,7 @@ def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
     """The fullest rank's tables and optimizer state (a bound under the trainer's sharding
     rule, trainer/sizing.py, checked against torchrec's own plan in tests/trainer/test_plan.py)
     must fit a GPU's memory less the planner's reservation, or the job fails when it plans,
-    after the nodes are paid for. `.venv/bin/python -m trainer.plan` shows the plan itself.
+    after the nodes are paid for. `.venv/bin/python -m torchrec_cloud plan` shows the plan itself.
 
     Blamed on job.nodes where a node count up to MOST_NODES_SUGGESTED holds the tables (the
     tables are fine, the gang is small); otherwise on the table flag the user set (100 billion
@@ -896,7 +896,7 @@ def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
     holds = (f"the fullest rank would hold about {gb(held)} of tables and optimizer state, "
              f"more than {gb(usable)} usable of a {gpu.gpu_memory_gib} GiB GPU ({gpu.name}, "
              f"less the planner's {PLANNER_RESERVED_FRACTION:.0%})")
-    plan = "(`.venv/bin/python -m trainer.plan` shows the plan)"
+    plan = "(`.venv/bin/python -m torchrec_cloud plan` shows the plan)"
     table_flag = next((f for f in TABLE_SIZE_FLAGS if f in s.job.trainer_args), None)
     if enough is None and table_flag is not None:
         yield Problem(

@@ -7,6 +7,7 @@ import os
 import socket
 
 import numpy as np
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -78,3 +79,39 @@ def test_two_ranks_report_the_auc_and_loss_of_all_their_samples_without_gatherin
         assert values["auc"] == histogram_auc(_hist(logits, labels))
         assert values["loss"] == (3 * 0.5 + 3 * 1.5) / 6
         assert values["samples"] == 60_000
+
+
+def test_the_sort_based_auc_equals_the_rank_sum_auc_with_ties_on_this_device():
+    """The evaluation's exact AUC, sorted with torch where the scores live, equals the host's
+    Mann-Whitney rank sum (tied scores averaged) on random data with many ties, tensors or
+    arrays, and is NaN with one class, as before."""
+    from trainer.metrics import auc_by_ranks
+
+    rng = np.random.default_rng(7)
+    for n, levels in ((1, 0), (2_000, 5), (50_000, 300), (200_001, 0)):
+        labels = (rng.random(n) < 0.2).astype(np.float32)
+        scores = rng.normal(0, 1, n) + labels
+        if levels:  # heavy ties: a few distinct scores, both classes inside each
+            scores = np.round(scores * levels / 4) / levels
+        scores = scores.astype(np.float32)
+        expected = auc_by_ranks(scores.astype(np.float64), labels)
+        if n == 1:
+            assert np.isnan(expected) and np.isnan(auc(torch.from_numpy(scores), torch.from_numpy(labels)))
+            continue
+        assert len(np.unique(scores)) < n or levels == 0
+        got = auc(torch.from_numpy(scores), torch.from_numpy(labels), torch.device("cpu"))
+        assert got == pytest.approx(expected, abs=1e-12)
+        assert auc(scores, labels) == got
+    tied = np.zeros(10, np.float32), np.array([0, 1] * 5, np.float32)
+    assert auc(*tied) == auc_by_ranks(*tied) == 0.5
+
+
+def test_held_out_figures_are_the_float64_loss_auc_count_and_rate_of_the_gathered_samples():
+    from trainer.metrics import auc_by_ranks, held_out_figures
+
+    logits, labels = _criteo_like(30_000, 3)
+    figures = held_out_figures(np.stack([logits, labels]), torch.device("cpu"))
+    x, y = logits.astype(np.float64), labels.astype(np.float64)
+    assert float(figures[0]) == pytest.approx(np.mean(np.logaddexp(0.0, x) - y * x), rel=1e-12)
+    assert float(figures[1]) == pytest.approx(auc_by_ranks(x, y), abs=1e-12)
+    assert (int(figures[2]), float(figures[3])) == (30_000, pytest.approx(y.mean()))

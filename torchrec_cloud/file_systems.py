@@ -1,0 +1,98 @@
+"""The shared file system's read throughput for the sizing advisor (torchrec_cloud/plan.py):
+the stack file's sharedFileSystem block validated by the settings' own model, and the smallest
+change of it that reads fast enough to feed the GPUs, with the setting to change named.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class FileSystem:
+    """The shared file system's read and write throughput and how to say it."""
+
+    read_mb_s: float
+    write_mb_s: float
+    what: str
+    change: str = ""  # the setting changed from the stack file, when the advisor changed one
+
+
+def _stack_file_system(cloud: str) -> Dict[str, Any]:
+    data = yaml.safe_load((ROOT / f"Pulumi.{cloud}.yaml").read_text()) or {}
+    return dict((data.get("config") or {}).get("torchrec-cloud:sharedFileSystem") or {})
+
+
+def file_system(cloud: str, values: Optional[Dict[str, Any]] = None) -> FileSystem:
+    """Read and write throughput of a sharedFileSystem block (the stack file's by default),
+    validated by the settings' own model: FSx's throughput tier per TiB, NetApp Files' service
+    level per TiB of volume, Filestore's read rate per TiB (infra/catalog.py)."""
+    from infra.catalog import FILESTORE_READ_MIB_S_PER_TIB
+    from infra.preemption import shared_file_system_mb_s
+    from infra.settings.model import AzureNetAppFiles, Filestore, FsxLustre
+
+    raw = values if values is not None else _stack_file_system(cloud)
+    kind = raw.get("kind") or {"aws": "fsx-lustre", "azure": "azure-netapp-files",
+                               "gcp": "filestore"}[cloud]
+    model = {"fsx-lustre": FsxLustre, "azure-netapp-files": AzureNetAppFiles,
+             "filestore": Filestore}[kind]
+    fs = model.model_validate({**raw, "kind": kind})
+    write, what = shared_file_system_mb_s(fs)
+    read = write
+    if isinstance(fs, Filestore) and fs.tier.value in FILESTORE_READ_MIB_S_PER_TIB:
+        read = FILESTORE_READ_MIB_S_PER_TIB[fs.tier.value] * fs.capacity_gib / 1024 * MIB / 1e6
+        what = f"Filestore {fs.tier.value} {fs.capacity_gib} GiB"
+    return FileSystem(read, write, what)
+
+
+def faster_file_system(cloud: str, need_mb_s: float) -> FileSystem:
+    """The smallest change of the stack file's file system that reads ``need_mb_s``: FSx's
+    throughput tier (then its capacity), NetApp Files' volume (and pool) size at its level,
+    Filestore's capacity; the setting to change is named."""
+    raw = _stack_file_system(cloud)
+    kind = raw.get("kind") or {"aws": "fsx-lustre", "azure": "azure-netapp-files",
+                               "gcp": "filestore"}[cloud]
+    if kind == "fsx-lustre":
+        capacity = int(raw.get("capacityGib", 2400))
+        for tier in (125, 250, 500, 1000):
+            fs = file_system(cloud, {**raw, "throughputPerTib": tier})
+            if fs.read_mb_s >= need_mb_s:
+                return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
+                                  f"sharedFileSystem.throughputPerTib {tier}")
+        steps = math.ceil(need_mb_s / (1000 * 2400 / 1024))
+        capacity = max(capacity, 2400 * steps)
+        fs = file_system(cloud, {**raw, "throughputPerTib": 1000, "capacityGib": capacity})
+        return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
+                          f"sharedFileSystem.throughputPerTib 1000 and capacityGib {capacity}")
+    if kind == "azure-netapp-files":  # the cheapest pool of the level given or a faster one
+        from infra.catalog import ANF_MIB_S_PER_TIB
+        from infra.prices import ANF_GIB_HOUR, per_hour
+
+        levels = list(ANF_MIB_S_PER_TIB)
+        given = str(raw.get("serviceLevel", "Premium"))
+        options = []
+        for level in levels[levels.index(given):]:
+            tib = max(math.ceil(need_mb_s / (ANF_MIB_S_PER_TIB[level] * MIB / 1e6)),
+                      math.ceil(int(raw.get("volumeSizeGib", 4096)) / 1024))
+            options.append((per_hour(ANF_GIB_HOUR[level], tib * 1024), level, tib))
+        _, level, tib = min(options)
+        fs = file_system(cloud, {**raw, "serviceLevel": level, "volumeSizeGib": tib * 1024,
+                                 "poolSizeTib": max(tib, int(raw.get("poolSizeTib", 4)))})
+        return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
+                          f"sharedFileSystem.serviceLevel {level}, volumeSizeGib {tib * 1024} "
+                          f"and poolSizeTib {tib}")
+    fs = file_system(cloud, raw)
+    capacity = int(raw.get("capacityGib", 2560))
+    per_gib = fs.read_mb_s / capacity
+    capacity = max(capacity, math.ceil(need_mb_s / per_gib / 256) * 256)
+    fs = file_system(cloud, {**raw, "capacityGib": capacity})
+    return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
+                      f"sharedFileSystem.capacityGib {capacity}")
