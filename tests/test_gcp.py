@@ -1237,10 +1237,12 @@ def test_the_job_is_budgeted_for_the_resolved_build(gke_135_run):
 
 
 # --- upgrades --------------------------------------------------------------------------------
-def test_gpu_pools_upgrade_one_node_at_a_time_without_a_surge_machine(run, settings):
+def test_gpu_pools_upgrade_without_a_surge_machine_restarting_the_gang_once(run, settings):
+    # No surge machine (no quota beyond maxNodes); every node of the pool at once, so an N-node
+    # gang restarts once per roll, not N times.
     for pool in settings.enabled_gpu_pools:
         upgrade = gpu_pools(run)[pool.name].inputs["upgradeSettings"]
-        assert upgrade == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
+        assert upgrade == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": pool.max_nodes}
 
 
 def test_automatic_upgrades_wait_for_the_weekend_window(run):

@@ -25,7 +25,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 # of the pool's node template (kubernetes/autoscaler cluster-autoscaler/FAQ.md "Status taints":
 # "all taints with the prefix status-taint.cluster-autoscaler.kubernetes.io/"), so a pool whose
 # template came from a left-out node still scales up for the gang (GKE's managed autoscaler
-# takes no --status-taint flag; the prefix needs none).
+# takes no --status-taint flag; the prefix needs none. That GKE's closed autoscaler follows
+# upstream here is inferred from upstream, not documented by Google: if it did not, a pool at
+# maxNodes with a left-out node grows again once that empty node is scaled down, ~10 minutes).
 TAINT_KEY = "status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy"
 TAINT_VALUE = "fabric-gate"  # who left it out; a label value (63 chars, alnum - _ .)
 TAINT = {"key": TAINT_KEY, "value": TAINT_VALUE, "effect": "NoSchedule"}

@@ -33,7 +33,7 @@ GKE_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO
 GPU_DRIVER_VERSION = "LATEST"  # GKE installs the newest driver for the node version
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # IAM roles limit access
 GPU_BOOT_DISK_GB = 200
-# GPU pools upgrade one node at a time without a surge node: a surge would need one more
+# GPU pools upgrade without a surge node: a surge would need one more
 # 8-GPU machine of the same zone (and compact placement) that on-demand capacity rarely has and
 # a reservation does not hold; blue-green needs a whole second pool and is refused with compact
 # placement. cluster-toolkit's gke-node-pool defaults to exactly this (max_surge 0,
@@ -41,8 +41,16 @@ GPU_BOOT_DISK_GB = 200
 # reserved or scarce capacity ("Ensure resources for node upgrades",
 # https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies).
 # Upgrades run only in the cluster's weekend maintenance window (infra/gcp/cluster.py); the node
-# is drained like a preemption, and the gang resumes from its newest checkpoint.
-GPU_UPGRADE = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
+# is drained like a preemption, and the gang resumes from its newest checkpoint. Unlike
+# cluster-toolkit, every node of the pool may go at once (max_unavailable = maxNodes): one node
+# at a time restarts an N-node gang N times (each drain stops the whole gang, which then waits
+# for the next node), while all at once restarts it once and still needs no extra quota.
+GPU_UPGRADE = {"strategy": "SURGE", "max_surge": 0}
+
+
+def gpu_upgrade_settings(max_nodes: int) -> dict[str, object]:
+    """The GPU pool's upgrade: no surge machine, the whole pool at once (one gang restart)."""
+    return {**GPU_UPGRADE, "max_unavailable": max(1, max_nodes)}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"  # NodeConfig reservationAffinity
 RESERVATION_TYPES = {"any": "ANY_RESERVATION", "specific": "SPECIFIC_RESERVATION"}
 
@@ -265,7 +273,8 @@ def create_pools(prefix: str, settings: Settings, cluster: gcp.container.Cluster
             initial_node_count=pool.desired_nodes,
             autoscaling=_autoscaling(pool),
             management=_management(bool(getattr(pool, "flex_start", False))),
-            upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(**GPU_UPGRADE),
+            upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
+                **gpu_upgrade_settings(pool.max_nodes)),
             placement_policy=(
                 gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
                 if settings.interconnect.placement else None),
