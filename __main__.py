@@ -6,7 +6,7 @@ from infra.addon_versions import check_minor
 from infra.clouds import build_cluster, resolve_release
 from infra.contract import GpuClusterArgs
 from infra.estimate import estimate_output
-from infra.naming import name_prefix
+from infra.naming import resource_prefix
 from infra.preemption import estimated_save
 from infra.previous_run import read_previous_run
 from infra.settings import load_settings, with_kubernetes_minor
@@ -19,8 +19,10 @@ previous = read_previous_run()  # this stack's outputs from its last `pulumi up`
 release = resolve_release(settings, previous)
 settings = with_kubernetes_minor(settings, release.minor)
 check_minor(settings.cloud, release.minor)  # a minor older than an add-on supports: refused here
-args = GpuClusterArgs(settings=settings, name_prefix=name_prefix(), release=release,
-                      previous=previous)
+# Names unique per stack (a hash when the stack's name is cut), kept as deployed on a live stack.
+args = GpuClusterArgs(settings=settings,
+                      name_prefix=resource_prefix(previous.text("name_prefix"), previous.live),
+                      release=release, previous=previous)
 cluster = build_cluster(args)
 kubernetes_version = cluster.kubernetes_version or release.version
 job = TrainingJob(
@@ -32,6 +34,7 @@ job = TrainingJob(
 )
 
 pulumi.export("cloud", settings.cloud.value)
+pulumi.export("name_prefix", args.name_prefix)  # the next `up` of this live stack keeps it
 pulumi.export("cluster_name", cluster.name)
 pulumi.export("kubernetes_version", kubernetes_version)
 pulumi.export("kubeconfig", pulumi.Output.secret(cluster.kubeconfig))

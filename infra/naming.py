@@ -49,6 +49,30 @@ def prefix_was_cut(project: str | None = None, stack: str | None = None,
     return name_prefix(project, stack, max_length) != full
 
 
+def unique_name_prefix(project: str | None = None, stack: str | None = None,
+                       max_length: int = 24) -> str:
+    """The prefix of a new stack's resource names, within max_length: name_prefix when nothing
+    was cut (existing stacks keep their names); '<cut prefix>-<hash of project and stack>' when it
+    was, so production-a and production-b never share an EKS cluster, KMS alias, ECR repository,
+    log group, GCP service account or Azure resource group."""
+    project, stack = project or pulumi.get_project(), stack or pulumi.get_stack()
+    prefix = name_prefix(project, stack, max_length)
+    if not prefix_was_cut(project, stack, max_length):
+        return prefix
+    head = name_prefix(project, stack, max_length - UNIQUE_SUFFIX_LENGTH - 1)
+    return f"{head}-{stable_hash(project, stack)}"
+
+
+def resource_prefix(previous_prefix: str | None, live: bool) -> str:
+    """This run's resource-name prefix: the one a live stack was deployed with (its
+    `name_prefix` output; a stack deployed before that output existed used name_prefix()), since a
+    new prefix would replace its cluster; a new stack, or one after destroy, gets
+    unique_name_prefix()."""
+    if live:
+        return previous_prefix or name_prefix()
+    return unique_name_prefix()
+
+
 def stack_unique_prefix(project: str | None = None, stack: str | None = None,
                         max_length: int = 24) -> str:
     """The prefix of globally or account-unique names (checkpoint stores): name_prefix as it was

@@ -145,3 +145,30 @@ def test_a_live_azure_stack_keeps_its_checkpoint_group_name() -> None:
 
     previous = PreviousRun({"cloud": "azure", "checkpoint_resource_group": former})
     assert kept_store(name_prefix(PROJECT, "production-b"), previous).group_name == former
+
+
+def test_stacks_whose_names_are_cut_alike_get_their_own_resource_names() -> None:
+    """Not only the store: the EKS cluster, KMS alias, ECR repository, log group, GCP service
+    accounts and Azure resource group all start with the run's prefix (security review B1)."""
+    from infra.naming import unique_name_prefix
+
+    prefixes = {stack: unique_name_prefix(PROJECT, stack) for stack in STACK_NAMES}
+    assert len(set(prefixes.values())) == len(STACK_NAMES), prefixes
+    assert all(len(p) <= 24 for p in prefixes.values()), prefixes  # every cloud's limits hold
+    assert prefixes["aws"] == name_prefix(PROJECT, "aws")  # uncut names are as they were
+    runs = {stack: run_stack("aws", stack_name=stack) for stack in ("production-a", "production-b")}
+    clusters = {stack: run.outputs["cluster_name"] for stack, run in runs.items()}
+    assert clusters["production-a"] != clusters["production-b"], clusters
+    assert runs["production-a"].outputs["name_prefix"] == prefixes["production-a"]
+
+
+def test_a_live_stack_keeps_the_prefix_it_was_deployed_with() -> None:
+    """A new prefix would replace a live stack's cluster: a stack deployed before names carried
+    the hash (no name_prefix output) keeps its cut prefix."""
+    old = name_prefix(PROJECT, "production-a")
+    first = run_stack("aws", stack_name="production-a")
+    before = {**first.outputs, "name_prefix": None}
+    later = run_stack("aws", stack_name="production-a", previous_outputs=before)
+    assert later.outputs["name_prefix"] == old
+    again = run_stack("aws", stack_name="production-a", previous_outputs=first.outputs)
+    assert again.outputs["name_prefix"] == first.outputs["name_prefix"] != old

@@ -31,7 +31,7 @@ from infra.contract import (
     SharedFileSystem,
 )
 from infra.device_admission import restrict_device
-from infra.naming import prefix_was_cut, stack_unique_prefix
+from infra.naming import name_prefix, prefix_was_cut, stack_unique_prefix
 from infra.settings.model import CheckpointLocation, FsxLustre, PoolChoice
 
 TYPE_TOKEN = "torchrec-cloud:aws:GpuCluster"
@@ -76,7 +76,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
         bucket_plan = storage.plan_checkpoint_bucket(
             storage.checkpoint_bucket_name(stack_unique_prefix(), account_id, s.region),
             args.previous, lambda name: storage.bucket_exists(name, lookup),
-            lambda: storage.legacy_buckets(prefix, s.region, lookup),
+            # Earlier versions named the bucket after the cut prefix, without the stack's hash.
+            lambda: storage.legacy_buckets(name_prefix(), s.region, lookup),
             lambda name: storage.bucket_tags(name, lookup), name_was_cut=prefix_was_cut())
         # The control plane's log group: a fixed name that a destroy keeps or EKS recreates
         # (infra/aws/cluster.py create_log_group); asked here, before any cloud resource.

@@ -37,7 +37,7 @@ from infra.azure.storage import (STORAGE_ACCOUNT_MAX_LENGTH, KeptStore, checkpoi
 from infra.azure.versions import CLUSTER_GROUP_OUTPUT, live_cluster
 from infra.catalog import machine
 from infra.contract import GpuCluster, GpuClusterArgs
-from infra.naming import stack_unique_prefix, unique_compact
+from infra.naming import name_prefix, stack_unique_prefix, unique_compact
 from infra.previous_run import PreviousRun
 from infra.settings.model import AzureNetAppFiles
 
@@ -70,10 +70,10 @@ def kept_store(prefix: str, previous: PreviousRun) -> KeptStore:
     if previous.live:  # the group keeps its name: a new one would replace it
         return KeptStore(group_name=previous.text("checkpoint_resource_group"))
     subscription = authorization.get_client_config().subscription_id
-    unique = stack_unique_prefix()
+    unique, former = stack_unique_prefix(), name_prefix()  # former: the cut name, no hash
     return find_kept_store(unique, names_in(prefix, subscription)["storage_account"],
                            workspace_name(prefix),
-                           former_prefix=prefix if unique != prefix else None)
+                           former_prefix=former if unique != former else None)
 
 
 def pool_versions(args: GpuClusterArgs) -> dict[str, str]:
