@@ -337,3 +337,70 @@ def test_a_start_that_fails_while_loading_is_counted_towards_the_restart_bound(t
         assert proc.returncode != 0 and "could not be loaded" in proc.stderr
         assert json.loads((ckpt / STARTS_FILE).read_text()) == {"step": 4, "starts": attempt}
     assert starts_without_progress(str(ckpt)) == 2
+
+
+# --- saves that never stall training ----------------------------------------------------------
+
+class CappedWriteFileSystem(LocalFileSystem):
+    """A local file system whose checkpoint writes go at ``bytes_per_second`` (a store's write
+    rate, injected); it notes the training step as each shard's write starts and ends."""
+
+    cachable = False
+
+    def __init__(self, bytes_per_second: float, **kwargs):
+        super().__init__(**kwargs)
+        self.bytes_per_second = bytes_per_second
+        self.step = lambda: 0
+        self.writes: list = []  # (step at start, step at end) per shard file
+
+    def _open(self, path, mode="rb", **kwargs):
+        opened = super()._open(path, mode, **kwargs)
+        if "w" not in mode or not path.endswith(".distcp"):
+            return opened
+        fs, write, close = self, opened.write, opened.close
+        first = fs.step()
+
+        def capped(data):
+            time.sleep(len(data) / fs.bytes_per_second)
+            return write(data)
+
+        def closed():
+            fs.writes.append((first, fs.step()))
+            return close()
+
+        opened.write, opened.close = capped, closed
+        return opened
+
+
+def test_a_save_due_while_one_is_written_is_skipped_and_training_goes_on(
+        world_of_one, tmp_path, monkeypatch):
+    """A store slower than the cadence (a save every 2 steps, each taking ~1 s to write): no
+    save waits on the previous one, steps go on while one is written, the skipped ones are in
+    metrics.jsonl, and the run ends with its final checkpoint."""
+    from tests.trainer.helpers import records
+    from trainer.checkpoint import state_bytes
+
+    fs = CappedWriteFileSystem(bytes_per_second=1e9)
+    metrics = tmp_path / "m.jsonl"
+    trainer, _ = _trainer(tmp_path, fs, ["--checkpoint_every", "2", "--max_steps", "60",
+                                         "--keep_checkpoints", "100",
+                                         "--metrics_file", str(metrics)], monkeypatch)
+    fs.bytes_per_second = state_bytes(trainer.state_dict()) / 1.0  # one save: ~1 s
+    fs.step = lambda: trainer.progress.step
+    ckpt, queued = trainer.checkpointer, []
+    original_save = ckpt.save
+
+    def watched_save(step, state, blocking=False):
+        if ckpt.pending is not None and not ckpt.pending.future.done() and not blocking:
+            queued.append(step)  # this save would wait for the one in flight
+        return original_save(step, state, blocking)
+
+    ckpt.save = watched_save
+    result = trainer.run()
+    assert result["preempted"] is False and trainer.progress.step == 60
+    assert queued == [], f"periodic saves queued behind the one in flight at steps {queued}"
+    assert any(end - start >= 2 for start, end in fs.writes), fs.writes  # training went on
+    skipped = [r for r in records(metrics) if r["event"] == "checkpoint_skipped"]
+    assert skipped and all(r["in_flight"] < r["step"] for r in skipped), skipped
+    saved = ckpt.complete_steps()
+    assert saved[-1] == 60 and len(saved) < 30  # the final one; far fewer than every 2 steps
