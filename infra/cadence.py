@@ -67,6 +67,12 @@ class Cadence:
         return min(found) if found else None
 
 
+def minutes(seconds: float) -> str:
+    """Minutes as a reader takes them in: one decimal under 10, whole ones above."""
+    value = seconds / 60
+    return f"{value:,.1f}" if value < 10 else f"{value:,.0f}"
+
+
 def round_up(value: float, unit: int) -> int:
     return max(unit, int(math.ceil(value / unit)) * unit)
 
@@ -131,7 +137,7 @@ def preemption_loss(s: "Settings") -> str | None:
     interval = found.interval_seconds(spot)
     steps = (min(found.every_steps, round(interval * found.steps_per_second))
              if found.steps_per_second and interval else found.every_steps)
-    lost = f"up to one interval ({steps:,} steps" + (f", ~{interval / 60:,.0f} min)" if interval
+    lost = f"up to one interval ({steps:,} steps" + (f", ~{minutes(interval)} min)" if interval
                                                       else ")")
     stop = "a preemption" if spot else "a drain"
     if found.save_seconds <= budget.save_deadline_seconds:

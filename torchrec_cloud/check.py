@@ -80,12 +80,12 @@ def _checkpoints(settings: Settings) -> str:
 
 def _cadence(settings: Settings) -> str:
     """Every N steps (~minutes at the planned rate; derived or set), and on spot every S s."""
-    from infra.cadence import cadence
+    from infra.cadence import cadence, minutes
 
     found = cadence(settings)
     spot = settings.job.pool == PoolChoice.SPOT
     rate = found.steps_per_second
-    when = f" (~{found.every_steps / rate / 60:,.1f} min)" if rate else ""
+    when = f" (~{minutes(found.every_steps / rate)} min)" if rate else ""
     how = (f"derived: one save ~{found.save_seconds:,.0f} s, written at most 10% of the time"
            if found.steps_derived else "set")
     text = f"every {found.every_steps:,} steps{when}, {how}"
