@@ -209,7 +209,12 @@ def test_incomplete_checkpoint_is_skipped_and_old_ones_pruned(tmp_path):
     ckpt, metrics = tmp_path / "ckpt", tmp_path / "m.jsonl"
     run_trainer(TINY + ["--max_steps", "6", "--checkpoint_every", "2", "--keep_checkpoints", "2",
                         "--checkpoint_dir", str(ckpt)])
-    assert sorted(d for d in os.listdir(ckpt) if d.startswith("step-")) == ["step-4", "step-6"]
+    # The newest 2 complete ones are kept: step-6 and the periodic save before it (step-2 or
+    # step-4: a save due while the previous one is still written is skipped, not queued).
+    kept = sorted((d for d in os.listdir(ckpt) if d.startswith("step-")),
+                  key=lambda d: int(d.split("-")[1]))
+    assert len(kept) == 2 and kept[-1] == "step-6", kept
+    assert all((ckpt / d / ".metadata").exists() for d in kept)
     # A save cut short by preemption: shards written, no .metadata.
     (ckpt / "step-8").mkdir()
     (ckpt / "step-8" / "__0_0.distcp").write_bytes(b"partial")
