@@ -349,10 +349,12 @@ class Checkpointer:
         ``state`` instead of failing the load. Runs on the checkpointer's group with a timeout
         for the largest read of any rank: uneven reads never trip a collective timeout.
 
-        Each rank reads only the byte ranges of its own shards (DCP's planner intersects this
-        rank's shards with the saved chunks; the reader seeks to each): after a change of world
-        size too, a row-wise or column-wise shard reads its slice of the saved ones, a table-wise
-        one its table. Replicated (data-parallel) tensors are read by every rank."""
+        Each rank reads only the saved chunks that overlap its own shards (DCP's planner
+        intersects them; the reader seeks to each chunk in its file), but each such chunk whole:
+        FileSystemReader.read_data torch.loads a chunk, then narrows it. So after a change of
+        world size a table-wise shard reads its table, a row-wise one every saved chunk its rows
+        fall in (up to twice its bytes when the world doubles). Replicated (data-parallel)
+        tensors are read by every rank."""
         path = self._path(step)
         reader = _StoreReader(self.fs, path) if self.remote else FileSystemReader(path)
         if optional:
