@@ -51,6 +51,7 @@ SAVE_ESTIMATE_MARGIN = 1.5
 TEST_EVAL_DELAY_ENV = "TORCHREC_CLOUD_TEST_EVAL_DELAY_SECONDS"
 TEST_EVAL_STARTED_ENV = "TORCHREC_CLOUD_TEST_EVAL_STARTED"
 NOT_EVALUATED = -1  # the "evaluation" state of a checkpoint written before any evaluation
+NO_AUC = -1.0  # its AUC then (or where the AUC is undefined): below any --validation_auroc
 
 
 class StopFlag:
@@ -204,7 +205,8 @@ class Trainer:
         # The newest complete validation of the job (this run's, or the checkpoint's record of
         # an earlier run's): its step and AUC. Saved in every checkpoint, so a resume at an
         # evaluation step knows whether that evaluation was made (a SIGTERM may have cut it).
-        self.evaluation_done: Tuple[int, float] = (NOT_EVALUATED, float("nan"))
+        # No NaN in it (-1: no AUC): checkpoints of equal runs stay equal bit for bit.
+        self.evaluation_done: Tuple[int, float] = (NOT_EVALUATED, NO_AUC)
         self.save_after_eval = False  # a save due at an evaluation step waits for it
         self.segment_end = 0  # the step the running segment of training ends at
         self.eval_every = cfg.eval_every  # resolved from --evals_per_epoch in run()
@@ -649,7 +651,8 @@ class Trainer:
         if split == "val":
             self.last_eval = result
             self.evaluated_at = self.progress.step
-            self.evaluation_done = (self.progress.step, result["auc"])
+            self.evaluation_done = (self.progress.step, result["auc"] if math.isfinite(result["auc"])
+                                    else NO_AUC)
         return result
 
 
