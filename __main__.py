@@ -3,6 +3,7 @@
 import pulumi
 
 from infra.addon_versions import check_minor
+from infra.cadence import checkpoints_in_effect
 from infra.clouds import build_cluster, resolve_release
 from infra.contract import GpuClusterArgs
 from infra.estimate import estimate_output
@@ -27,7 +28,8 @@ cluster = build_cluster(args)
 kubernetes_version = cluster.kubernetes_version or release.version
 job = TrainingJob(
     f"{args.name_prefix}-training",
-    TrainingJobArgs(cluster=cluster, job=settings.job, checkpoints=settings.checkpoints,
+    # The save cadence derived from one save's time where the stack file leaves it unset.
+    TrainingJobArgs(cluster=cluster, job=settings.job, checkpoints=checkpoints_in_effect(settings),
                     dataset=settings.dataset, save_estimate=estimated_save(settings),
                     kubernetes_version=cluster.node_version or kubernetes_version,
                     interconnect=settings.interconnect, system_pool=settings.system_pool),

@@ -74,7 +74,31 @@ def _checkpoints(settings: Settings) -> str:
     location = (f"the stack's {where}" if c.location == CheckpointLocation.OBJECT_STORE
                 else f"{settings.shared_file_system.mount_path}/checkpoints/{settings.job.name}")
     kept = "kept" if c.retain_on_destroy else "deleted"
-    return f"{location}, every {c.every_steps} steps, newest {c.keep} kept ({kept} on destroy)"
+    return (f"{location}, {_cadence(settings)}, newest {c.keep} kept ({kept} on destroy)"
+            + "".join(f"\n             {line}" for line in _loss(settings)))
+
+
+def _cadence(settings: Settings) -> str:
+    """Every N steps (~minutes at the planned rate; derived or set), and on spot every S s."""
+    from infra.cadence import cadence, minutes
+
+    found = cadence(settings)
+    spot = settings.job.pool == PoolChoice.SPOT
+    rate = found.steps_per_second
+    when = f" (~{minutes(found.every_steps / rate)} min)" if rate else ""
+    how = (f"derived: one save ~{found.save_seconds:,.0f} s, written at most 10% of the time"
+           if found.steps_derived else "set")
+    text = f"every {found.every_steps:,} steps{when}, {how}"
+    if spot and found.every_seconds:
+        text += f"; on spot also every {found.every_seconds:,} s"
+    return text
+
+
+def _loss(settings: Settings) -> list[str]:
+    from infra.cadence import preemption_loss
+
+    loss = preemption_loss(settings)
+    return [loss] if loss else []
 
 
 def report_lines(settings: Settings) -> list[str]:

@@ -9,9 +9,18 @@ Saves are asynchronous (``dcp.async_save``): the state is copied to host memory 
 calling thread (the only stall training sees), then written by a background thread while
 training goes on. The host copy is allocated once and reused by every later save
 (``ReusedHostCopy``), sized exactly to this rank's shards: on a 2-core VM a 0.68 GB state stalled training ~7 s per save when
-staged into fresh memory (page faults), 0.04 s when copied into the kept buffers. At most one save is in flight: the next one first waits for it.
-The upload thread runs DCP's collectives on a gloo group of its own, so they never
-interleave with the training thread's collectives.
+staged into fresh memory (page faults), 0.04 s when copied into the kept buffers. At most one
+save is in flight, and none waits for it: a periodic save that falls due while the previous one
+is still being written is skipped (``Trainer.save`` agrees on that over the ranks and says so in
+metrics.jsonl), so a slow store makes checkpoints rarer, never training slower.
+
+DCP's collectives run on a gloo group of the checkpointer's own, for saves (the upload thread:
+they never interleave with the training thread's collectives) and for loads: ranks read very
+uneven amounts (a table-wise plan of exact Adagrad tables: 51 GB on one H100 rank, 10 GB on
+another, minutes apart at an object store's per-stream rate), and on the default group the
+ranks done first would trip its collective timeout (trainer/distributed.py, 5 minutes) and
+abort the gang, whose next start would read the same way: a resume that loops. A load's
+timeout is derived from the largest read of any rank (``load_timeout_seconds``).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import re
 import time
 import weakref
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Dict, List, Optional, Tuple
 
 import fsspec
@@ -42,6 +52,13 @@ log = logging.getLogger(__name__)
 __all__ = ["CheckpointException", "Checkpointer", "open_store", "state_bytes"]
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 AZURE_SCHEMES = ("az", "abfs", "abfss")
+# The checkpointer group's timeout (torch's own default for gloo): ranks' uploads may rightly
+# differ by minutes, and a load is given at least this long.
+GROUP_TIMEOUT_SECONDS = 30 * 60
+# A load may take this many times its largest rank's bytes at the assumed per-rank rate:
+# object-store reads vary, and the bound only needs to catch a rank that is gone.
+LOAD_RATE_MARGIN = 3.0
+DEFAULT_READ_BYTES_PER_SECOND = 100e6  # the catalog's per-stream object-store figure
 GCS_SCHEMES = ("gs", "gcs")
 
 
@@ -164,6 +181,13 @@ def host_copy_of(state: Any, pin: bool) -> Any:
     return copy.deepcopy(state)
 
 
+def _set_timeout(group: dist.ProcessGroup, seconds: float) -> None:
+    """The timeout of every later collective on ``group`` (gloo reads it per operation)."""
+    from torch.distributed.distributed_c10d import _set_pg_timeout
+
+    _set_pg_timeout(timedelta(seconds=seconds), group)
+
+
 def _on_cpu(placement: Any) -> Any:
     return None if placement is None else type(placement)(f"rank:{placement.rank()}/cpu")
 
@@ -197,7 +221,10 @@ class Checkpointer:
         else:
             self.fs, self.root = open_store(self.uri)
         # Collective (every rank builds its Checkpointer in the same order).
-        self.group = dist.new_group(backend="gloo")
+        self.group = dist.new_group(backend="gloo", timeout=timedelta(seconds=GROUP_TIMEOUT_SECONDS))
+        # Per rank, for a load's timeout: the trainer sets its --checkpoint_write_mb_per_sec,
+        # the stack's share of the store for one rank (no faster than one stream reads).
+        self.read_bytes_per_second = DEFAULT_READ_BYTES_PER_SECOND
         self.pending: Optional[_Save] = None
         self.host_copy = ReusedHostCopy()
         self.bytes_per_second: Optional[float] = None  # of the last finished save in this run
@@ -265,6 +292,11 @@ class Checkpointer:
             self.wait()
         return True
 
+    def busy(self) -> bool:
+        """This rank's save in flight is still being written (a finished one is not busy:
+        the next save or wait() takes its result without waiting)."""
+        return self.pending is not None and not self.pending.future.done()
+
     @property
     def in_flight(self) -> Optional[int]:
         """The step being written now, if any."""
@@ -311,11 +343,44 @@ class Checkpointer:
             log.warning("removing incomplete checkpoint step-%d (no .metadata)", step)
             self._remove(step, "incomplete")
 
-    def load(self, step: int, state: Dict[str, Any]) -> None:
-        """Collective, in place: tensors in ``state`` receive the saved values."""
+    def load(self, step: int, state: Dict[str, Any], optional: Tuple[str, ...] = ()) -> None:
+        """Collective, in place: tensors in ``state`` receive the saved values. Top-level keys in
+        ``optional`` that the checkpoint lacks (written by an older trainer) are removed from
+        ``state`` instead of failing the load. Runs on the checkpointer's group with a timeout
+        for the largest read of any rank: uneven reads never trip a collective timeout.
+
+        Each rank reads only the saved chunks that overlap its own shards (DCP's planner
+        intersects them; the reader seeks to each chunk in its file), but each such chunk whole:
+        FileSystemReader.read_data torch.loads a chunk, then narrows it. So after a change of
+        world size a table-wise shard reads its table, a row-wise one every saved chunk its rows
+        fall in (up to twice its bytes when the world doubles). Replicated (data-parallel)
+        tensors are read by every rank."""
         path = self._path(step)
         reader = _StoreReader(self.fs, path) if self.remote else FileSystemReader(path)
-        dcp.load(state, storage_reader=reader)
+        if optional:
+            saved = reader.read_metadata().state_dict_metadata
+            for key in optional:
+                if key in state and key not in saved:
+                    del state[key]
+        group = self.group
+        if dist.get_world_size() > 1:
+            _set_timeout(group, self.load_timeout_seconds(state))
+        try:
+            dcp.load(state, storage_reader=reader, process_group=group)
+        finally:
+            if dist.get_world_size() > 1:
+                _set_timeout(group, GROUP_TIMEOUT_SECONDS)
+
+    def load_timeout_seconds(self, state: Dict[str, Any]) -> float:
+        """Collective: how long the load of ``state`` may make a rank wait for the others: the
+        largest rank's bytes at the assumed per-rank rate, with LOAD_RATE_MARGIN, and never
+        under the group's own timeout. MLPerf's exact Adagrad tables on 8 H100 (51 GB on the
+        fullest rank at 100 MB/s): 1,530 s, so the 30-minute floor decides."""
+        need = torch.tensor([float(state_bytes(state))], dtype=torch.float64)
+        if dist.get_world_size() > 1:
+            dist.all_reduce(need, op=dist.ReduceOp.MAX, group=self.group)
+        return max(float(GROUP_TIMEOUT_SECONDS),
+                   LOAD_RATE_MARGIN * float(need) / self.read_bytes_per_second)
 
     def _prune(self) -> None:
         for step in self.complete_steps()[: -self.keep]:

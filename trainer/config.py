@@ -185,7 +185,8 @@ class TrainConfig:
         default=None,
     )
     checkpoint_every: int = _help(
-        "Save every N steps (0 = only at the end and on SIGTERM).", default=0
+        "Save every N steps (0 = only at the end and on SIGTERM); one due while the previous "
+        "save is still being written is skipped, never queued.", default=0
     )
     keep_checkpoints: int = _help("Keep the newest K complete checkpoints.", default=3)
     checkpoint_every_seconds: float = _help(

@@ -45,6 +45,13 @@ log = logging.getLogger(__name__)
 # and the margin on the save-time estimate (object-store throughput varies).
 EXIT_RESERVE_SECONDS = 3.0
 SAVE_ESTIMATE_MARGIN = 1.5
+# Test hook: where set, every evaluation batch takes this many seconds longer and rank 0 writes
+# the step to the file named by TEST_EVAL_STARTED_ENV as an evaluation starts, so a test can send
+# its SIGTERM inside an evaluation without guessing how long one takes.
+TEST_EVAL_DELAY_ENV = "TORCHREC_CLOUD_TEST_EVAL_DELAY_SECONDS"
+TEST_EVAL_STARTED_ENV = "TORCHREC_CLOUD_TEST_EVAL_STARTED"
+NOT_EVALUATED = -1  # the "evaluation" state of a checkpoint written before any evaluation
+NO_AUC = -1.0  # its AUC then (or where the AUC is undefined): below any --validation_auroc
 
 
 class StopFlag:
@@ -177,6 +184,8 @@ class Trainer:
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
         self.checkpointer = Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints) if cfg.checkpoint_dir else None
+        if self.checkpointer is not None:  # a load's timeout: no faster than a save's share
+            self.checkpointer.read_bytes_per_second = cfg.checkpoint_write_mb_per_sec * 1e6
         self.progress = Progress(world_size=ctx.world_size, global_batch=cfg.batch_size * ctx.world_size)
         # The batch each rank will train on, known before the plan: after a resize it is the
         # checkpoint's global batch over this world size (a ConfigError if that does not divide).
@@ -193,8 +202,16 @@ class Trainer:
         self.resumed_from: Optional[int] = None
         self.stopped = False  # every rank agreed to stop (a SIGTERM): in training or evaluation
         self.evaluated_at: Optional[int] = None  # step of this run's last complete evaluation
+        # The newest complete validation of the job (this run's, or the checkpoint's record of
+        # an earlier run's): its step and AUC. Saved in every checkpoint, so a resume at an
+        # evaluation step knows whether that evaluation was made (a SIGTERM may have cut it).
+        # No NaN in it (-1: no AUC): checkpoints of equal runs stay equal bit for bit.
+        self.evaluation_done: Tuple[int, float] = (NOT_EVALUATED, NO_AUC)
+        self.save_after_eval = False  # a save due at an evaluation step waits for it
+        self.segment_end = 0  # the step the running segment of training ends at
         self.eval_every = cfg.eval_every  # resolved from --evals_per_epoch in run()
         self.target_reached = False  # a validation AUC reached --validation_auroc
+        self.skip_noted_for: Optional[int] = None  # the save in flight a skip was reported for
 
     # --- checkpoint state ---
     def state_dict(self) -> Dict[str, Any]:
@@ -207,6 +224,9 @@ class Trainer:
                                       self.progress.sample_in_epoch, self.progress.world_size,
                                       self.progress.global_batch]),
             "lr": torch.tensor(self.progress.lr, dtype=torch.float64),
+            # [step, AUC] of the newest complete validation (optional on load: older
+            # checkpoints lack it, and are then taken as not evaluated at their step).
+            "evaluation": torch.tensor(self.evaluation_done, dtype=torch.float64),
         }
 
     def restore(self) -> None:
@@ -222,6 +242,9 @@ class Trainer:
         self.optimizer.load_state_dict(full)
         step_, epoch, sample_in_epoch, world_size, global_batch = (int(v) for v in state["progress"].tolist())
         self.progress = Progress(step_, epoch, sample_in_epoch, world_size, global_batch, float(state["lr"]))
+        if "evaluation" in state:
+            done_step, done_auc = state["evaluation"].tolist()
+            self.evaluation_done = (int(done_step), float(done_auc))
         self._adopt_world_size(step)
         self.resumed_from = step
 
@@ -262,12 +285,14 @@ class Trainer:
         if self.ctx.rank == 0:
             self.checkpointer.remove_incomplete()
         steps = self.checkpointer.candidates()
+        self._record_start(steps[0] if steps else None)
         for step in steps:
             # Lazily created optimizer state would silently not be restored: create it first.
             self.dense_optimizer.init_state()
             state = self.state_dict()
             try:
-                self.checkpointer.load(step, state)  # a failure on any rank raises on all
+                # A failure on any rank raises on all.
+                self.checkpointer.load(step, state, optional=("evaluation",))
             except (Exception, CheckpointException) as err:  # noqa: BLE001 (DCP's is a BaseException)
                 log.warning("checkpoint step-%d could not be loaded, trying the previous "
                             "complete one: %s", step, err)
@@ -278,12 +303,44 @@ class Trainer:
                                f"loaded (tried steps {steps}); see the warnings above")
         return None
 
+    def _record_start(self, step: Optional[int]) -> None:
+        """Rank 0: this generation starts from checkpoint ``step`` (the newest complete one),
+        recorded before it is loaded, so a load that fails or aborts the gang counts towards
+        the bound on starts without progress (trainer/restarts.py): no resume that loops."""
+        if self.ctx.rank != 0 or not self.cfg.checkpoint_dir:
+            return
+        try:
+            record_start(self.cfg.checkpoint_dir, step)
+        except Exception as err:  # noqa: BLE001 (a missing record only loosens that bound)
+            log.warning("could not record this start in %s: %s", self.cfg.checkpoint_dir, err)
+
+    def _previous_save_busy(self) -> bool:
+        """Collective (only while a save is in flight, the same on every rank): whether any
+        rank is still writing it."""
+        assert self.checkpointer is not None
+        if self.checkpointer.in_flight is None:
+            return False
+        busy = torch.tensor([int(self.checkpointer.busy())], dtype=torch.int64)
+        if dist.get_world_size() > 1:
+            dist.all_reduce(busy, op=dist.ReduceOp.MAX, group=self.ctx.control_group)
+        return bool(busy.item())
+
     def save(self, blocking: bool = False) -> bool:
-        """Start saving this step (collective); training goes on while it is written."""
+        """Start saving this step (collective); training goes on while it is written. A
+        periodic save (not ``blocking``) due while the previous one is still being written on
+        any rank is skipped, never queued: training would wait for the store. Said once per
+        save in flight in metrics.jsonl ("checkpoint_skipped"), and the next due save is made."""
         if self.checkpointer is None:
             return False
-        self.progress.lr = learning_rate(self.cfg, self.progress.step)
         previous = self.checkpointer.in_flight
+        if not blocking and self._previous_save_busy():
+            if self.skip_noted_for != previous:
+                self.skip_noted_for = previous
+                self.metrics.note("checkpoint_skipped", self.progress.step, {"in_flight": previous})
+                self.metrics.print(f"checkpoint step-{self.progress.step} skipped: step-{previous} "
+                                   "is still being written (training does not wait for it)")
+            return False
+        self.progress.lr = learning_rate(self.cfg, self.progress.step)
         started = time.perf_counter()
         saved = self.checkpointer.save(self.progress.step, self.state_dict(), blocking=blocking)
         self.last_save_time = time.monotonic()
@@ -356,6 +413,30 @@ class Trainer:
             end = min(end, (self.progress.step // self.eval_every + 1) * self.eval_every)
         return end
 
+    def _at_evaluation_step(self) -> bool:
+        step = self.progress.step
+        return bool(self.eval_every) and step > 0 and step % self.eval_every == 0
+
+    def _evaluate_on_resume(self) -> None:
+        """Before training on from a checkpoint: the evaluation of its step where one is due
+        there and the checkpoint does not record it (a SIGTERM cut it, or the save came first),
+        with the target's stop rule applied to it as in training; a recorded one that reached
+        the target ends training here too. After a resize, the held-out samples are evaluated
+        anyway (the same as before the save: checks the resharding)."""
+        if self.resumed_from is None:
+            return
+        done_step, done_auc = self.evaluation_done
+        missed = self._at_evaluation_step() and done_step != self.progress.step
+        if missed:
+            self.metrics.print(f"step {self.progress.step}: its evaluation is not in the "
+                               "checkpoint (cut short by a stop); evaluating before training on")
+        if missed or self.resized:
+            result = self.evaluate()
+            if missed:
+                self._check_target(result)
+        elif done_step == self.progress.step:
+            self._check_target({"auc": done_auc})
+
     def _resolve_eval_every(self) -> int:
         if not self.cfg.evals_per_epoch:
             return self.cfg.eval_every
@@ -364,11 +445,6 @@ class Trainer:
     def run(self) -> Dict[str, Any]:
         self.restore()
         self.eval_every = self._resolve_eval_every()
-        if self.cfg.checkpoint_dir and self.ctx.rank == 0:  # the bound on resumes without progress
-            try:
-                record_start(self.cfg.checkpoint_dir, self.resumed_from)
-            except Exception as err:  # noqa: BLE001 (a missing record only loosens that bound)
-                log.warning("could not record this start in %s: %s", self.cfg.checkpoint_dir, err)
         self.metrics = MetricsLogger(self.ctx.rank, self.total_steps(), self.cfg.metrics_file,
                                      self.cfg.tensorboard_dir, start_step=self.progress.step)
         # When this generation started (a reader tells the run's length and its restarts), and
@@ -380,8 +456,7 @@ class Trainer:
             "total_steps": self.total_steps()})
         if self.resumed_from is not None:
             self.metrics.print(f"resumed from checkpoint step-{self.resumed_from}")
-        if self.resized:  # the same held-out samples as before the save: checks the resharding
-            self.evaluate()
+        self._evaluate_on_resume()
         started, start_step = time.perf_counter(), self.progress.step
         self.last_save_time = time.monotonic()
         reason = None
@@ -394,7 +469,8 @@ class Trainer:
                     break
                 if stream is None:
                     stream = self._train_stream()
-                batches = AgreedBatches(stream, self._next_stop() - self.progress.step, self.stop,
+                self.segment_end = self._next_stop()
+                batches = AgreedBatches(stream, self.segment_end - self.progress.step, self.stop,
                                         self.ctx.control_group, save_due=self._save_due)
                 self._run_segment(batches)
                 reason = batches.reason
@@ -407,8 +483,11 @@ class Trainer:
                     self.progress.sample_in_epoch = 0
                     stream.close()
                     stream = None
-                elif reason == "limit" and self.eval_every and self.progress.step % self.eval_every == 0:
+                elif reason == "limit" and self._at_evaluation_step():
                     self._check_target(self.evaluate())
+                    if self.save_after_eval and not self.stopped and not self.target_reached:
+                        self.save()  # records this evaluation (the final save does otherwise)
+                self.save_after_eval = False
         finally:
             if stream is not None:
                 stream.close()
@@ -480,7 +559,11 @@ class Trainer:
                 self.metrics.record("train", step, values)
                 self.window.reset()
             due = self.cfg.checkpoint_every and step % self.cfg.checkpoint_every == 0
-            if due or batches.save_requested:  # same step on every rank
+            if due and step == self.segment_end and self._at_evaluation_step():
+                # Saved after the evaluation, so that the checkpoint says it was made: one cut by
+                # a SIGTERM is then made on resume (_evaluate_on_resume), one that completed is not.
+                self.save_after_eval = True
+            elif due or batches.save_requested:  # same step on every rank
                 batches.save_requested = False
                 self.save()
 
@@ -521,7 +604,8 @@ class Trainer:
         # The run's own stop flag: a SIGTERM ends an evaluation within a chunk of batches, on
         # every rank at the same batch, and the partial result is dropped (a long held-out set
         # would otherwise outlast the deadline; the pod would be killed without a save).
-        batches = AgreedBatches(held_out(count), count if count is not None else 1 << 62,
+        batches = AgreedBatches(_test_delayed(held_out(count), self.ctx.rank, self.progress.step),
+                                count if count is not None else 1 << 62,
                                 self.stop, self.ctx.control_group,
                                 pin=self.ctx.device.type == "cuda")
         outputs: List[torch.Tensor] = []
@@ -565,7 +649,28 @@ class Trainer:
         if split == "val":
             self.last_eval = result
             self.evaluated_at = self.progress.step
+            self.evaluation_done = (self.progress.step, result["auc"] if math.isfinite(result["auc"])
+                                    else NO_AUC)
         return result
+
+
+def _test_delayed(batches: Iterator[Batch], rank: int, step: int) -> Iterator[Batch]:
+    """``batches``, slowed by TEST_EVAL_DELAY_ENV's seconds each where a test set it (rank 0
+    first says the evaluation started, in TEST_EVAL_STARTED_ENV's file); as they are otherwise."""
+    delay = float(os.environ.get(TEST_EVAL_DELAY_ENV) or 0)
+    if not delay:
+        return batches
+    started = os.environ.get(TEST_EVAL_STARTED_ENV)
+    if started and rank == 0:
+        with open(started, "a") as fh:
+            fh.write(f"{step}\n")
+
+    def slowed() -> Iterator[Batch]:
+        for batch in batches:
+            time.sleep(delay)
+            yield batch
+
+    return slowed()
 
 
 def held_out_order(samples: Optional[np.ndarray], counts: Optional[np.ndarray],

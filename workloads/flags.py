@@ -13,6 +13,7 @@ import pulumi
 
 from infra.catalog import (Interconnect as FabricKind, Machine, gpu_hbm_gb_s, gpu_matmul_floor_tflops,
                            gpu_nvlink_gb_s, inter_host_gb_s_per_gpu)
+from infra.cadence import DEFAULT_EVERY_SECONDS, DEFAULT_EVERY_STEPS
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
 from infra.settings.rules import WORKLOAD_OWNED_FLAGS, gate_left_out_bound
@@ -51,6 +52,10 @@ def write_mb_per_sec_per_rank(cluster: GpuCluster, job: Job,
     return round(total / ranks, 1)
 
 
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
 def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset: Dataset,
                 budget: StopBudget, save_estimate: SaveEstimate | None) -> list[pulumi.Input[str]]:
     mount = cluster.shared_file_system.mount_path
@@ -59,10 +64,13 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
         spot = job_pool(cluster, job).spot
         flags += [
             pulumi.Output.concat("--checkpoint_dir=", checkpoint_dir(cluster, checkpoints, job)),
-            f"--checkpoint_every={checkpoints.every_steps}",
+            # The cadence in effect (infra/cadence.checkpoints_in_effect: derived from the
+            # save's time where unset; its defaults where nothing was derived).
+            f"--checkpoint_every={_or(checkpoints.every_steps, DEFAULT_EVERY_STEPS)}",
             # On spot a save on SIGTERM may not fit the notice: bound the work a
             # preemption can lose by time as well as by steps.
-            f"--checkpoint_every_seconds={checkpoints.every_seconds if spot else 0}",
+            "--checkpoint_every_seconds="
+            f"{_or(checkpoints.every_seconds, DEFAULT_EVERY_SECONDS) if spot else 0}",
             f"--keep_checkpoints={checkpoints.keep}",
             f"--save_deadline_seconds={budget.save_deadline_seconds}",
             # Until a save in this run is measured, the SIGTERM decision uses the catalog's

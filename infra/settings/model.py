@@ -341,11 +341,16 @@ class Checkpoints(Section):
     retain_on_destroy: bool = Field(
         True, description="Keep the checkpoint bucket and its data on `pulumi destroy`."
     )
-    every_steps: int = Field(500, ge=1, description="Steps between checkpoints.")
-    every_seconds: int = Field(
-        600, ge=0,
+    every_steps: int | None = Field(
+        None, ge=1,
+        description="Steps between checkpoints. Unset: derived from one save's time so that a "
+        "save is written at most 10% of the run (at the planned steps per second; 500 at "
+        "least); a value under that bound is refused (infra/cadence.py).")
+    every_seconds: int | None = Field(
+        None, ge=0,
         description="On spot pools, also save when this many seconds passed since the last "
-        "save (0 = steps only): bounds the work a preemption without a final save loses.")
+        "save (0 = steps only): bounds the work a preemption without a final save loses. "
+        "Unset: 600, or 10 x one save's time where that is longer.")
     keep: int = Field(3, ge=1, description="Newest complete checkpoints to keep.")
 
 

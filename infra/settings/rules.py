@@ -842,6 +842,45 @@ def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
 
 RULES = (*RULES, spot_save_fits_the_notice)
 
+
+def checkpoint_cadence_leaves_training_its_time(s: Settings) -> Iterator[Problem]:
+    """A cadence set by hand must leave at least one save's time / SAVE_SHARE between saves
+    (infra/cadence.py): shorter, saves are written back to back beside training, and the
+    trainer skips each one due while the previous is still written."""
+    c = s.checkpoints
+    if not c.enabled or (c.every_steps is None and c.every_seconds is None) \
+            or _table_args(s) is None:
+        return
+    from infra.cadence import SAVE_SHARE, cadence
+
+    found = cadence(s)
+    save = (f"one save takes ~{found.save_seconds:,.0f} s ({gb(found.save.bytes)}, the fullest "
+            f"rank {gb(found.save.largest_rank_bytes)}; {found.save.store})")
+    least_steps = found.least_steps()
+    if c.every_steps is not None and least_steps is not None and c.every_steps < least_steps:
+        interval = c.every_steps / (found.steps_per_second or 1)
+        yield Problem(
+            "checkpoints.everySteps", c.every_steps,
+            f"{save}; at the planned {found.steps_per_second:,.1f} steps/s, {c.every_steps:,} "
+            f"steps leave {interval:,.0f} s between saves, so a save would be written "
+            f"{min(found.save_seconds / interval, 1):.0%} of the time (one due while another is "
+            f"written is skipped); at least {least_steps:,} steps keep it under "
+            f"{SAVE_SHARE:.0%}: `pulumi config set --path checkpoints.everySteps {least_steps}`, "
+            "or `pulumi config rm --path checkpoints.everySteps` to have it derived")
+    least_seconds = int(math.ceil(found.least_interval_seconds))
+    if (s.job.pool == PoolChoice.SPOT and c.every_seconds
+            and c.every_seconds < least_seconds):
+        yield Problem(
+            "checkpoints.everySeconds", c.every_seconds,
+            f"{save}; every {c.every_seconds:,} s a save would be written "
+            f"{min(found.save_seconds / c.every_seconds, 1):.0%} of the time; at least "
+            f"{least_seconds:,} s keep it under {SAVE_SHARE:.0%}: `pulumi config set --path "
+            f"checkpoints.everySeconds {least_seconds}`, or `pulumi config rm --path "
+            "checkpoints.everySeconds` to have it derived")
+
+
+RULES = (*RULES, checkpoint_cadence_leaves_training_its_time)
+
 # torchrec's planner keeps this share of each GPU for dense weights, activations and the
 # allocator (trainer/planning.py RESERVED_FRACTION, FixedPercentageStorageReservation).
 PLANNER_RESERVED_FRACTION = 0.2

@@ -1,8 +1,13 @@
 """The checkpointer: commit marker, keep-K, asynchronous saves that snapshot the state,
 incomplete folders removed, fallback to an older checkpoint, and the SIGTERM deadline."""
 
+import json
+import multiprocessing
+import subprocess
+import sys
 import threading
 import time
+from datetime import timedelta
 
 import fsspec
 import pytest
@@ -11,7 +16,7 @@ import torch.distributed as dist
 from fsspec.implementations.local import LocalFileSystem
 
 import trainer.train as train_module
-from tests.trainer.helpers import TINY, run_trainer, summary
+from tests.trainer.helpers import REPO, TINY, env, run_trainer, summary
 from trainer.checkpoint import CheckpointException, Checkpointer
 from trainer.config import parse_config
 from trainer.distributed import DistContext
@@ -259,3 +264,143 @@ def test_the_host_copy_of_a_save_is_exactly_this_ranks_shards_and_is_reused(
     buffers = stager.state_dict_cache
     stager.stage(state)
     assert stager.state_dict_cache is buffers  # every later save copies into the same buffers
+
+
+# --- loads that cannot loop -------------------------------------------------------------------
+
+class SlowReadFileSystem(LocalFileSystem):
+    """A local file system whose checkpoint-file reads take ``delay`` seconds each more: one
+    rank reading far more than another (uneven shards) from an object store."""
+
+    cachable = False
+
+    def __init__(self, delay: float, **kwargs):
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def _open(self, path, mode="rb", **kwargs):
+        if "r" in mode and path.endswith(".distcp"):
+            time.sleep(self.delay)
+        return super()._open(path, mode, **kwargs)
+
+
+def _load_with_one_slow_rank(rank: int, root: str, results) -> None:
+    # A gang whose collective timeout is 2 s (trainer/distributed.py's is 300 s, on NCCL too);
+    # rank 1's read takes 6 s, as a rank with 5 times the bytes of another would.
+    dist.init_process_group("gloo", init_method=f"file://{root}/store", rank=rank,
+                            world_size=2, timeout=timedelta(seconds=2))
+    try:
+        ckpt = Checkpointer(f"{root}/ckpt", keep=2, fs=SlowReadFileSystem(6.0 if rank else 0.0))
+        ckpt.save(1, {"w": torch.arange(8.0)}, blocking=True)
+        state = {"w": torch.zeros(8)}
+        started = time.monotonic()
+        ckpt.load(1, state)
+        results[rank] = (torch.equal(state["w"], torch.arange(8.0)), time.monotonic() - started)
+    except BaseException as err:  # noqa: BLE001 (DCP's CheckpointException is one)
+        results[rank] = (False, repr(err)[:300])
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_rank_reading_longer_than_the_collective_timeout_still_loads(tmp_path):
+    """No resume that loops: the load runs on the checkpointer's own group, whose timeout is
+    derived from the largest read, not on the default group (whose timeout would abort the
+    gang, and the next start would read the same way)."""
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        results = manager.dict()
+        ranks = [context.Process(target=_load_with_one_slow_rank, args=(r, str(tmp_path), results))
+                 for r in range(2)]
+        for process in ranks:
+            process.start()
+        for process in ranks:
+            process.join(timeout=120)
+        found = dict(results)
+    assert found.get(0, (False,))[0] and found.get(1, (False,))[0], found
+    assert found[0][1] >= 6.0  # rank 0 did wait for rank 1's read, past the 2 s timeout
+
+
+def test_a_start_that_fails_while_loading_is_counted_towards_the_restart_bound(tmp_path):
+    """The start is recorded before the load: a gang that dies in the load (a watchdog abort
+    on GPUs) is charged for it, and the launcher stops resuming after STARTS_WITHOUT_PROGRESS."""
+    from trainer.restarts import STARTS_FILE, starts_without_progress
+
+    ckpt = tmp_path / "ckpt"
+    run_trainer(TINY + ["--max_steps", "4", "--checkpoint_dir", str(ckpt)])
+    (ckpt / STARTS_FILE).unlink()
+    for shard in (ckpt / "step-4").glob("*.distcp"):
+        shard.write_bytes(b"bit rot")  # complete, unreadable: every load of it fails
+    for attempt in (1, 2):
+        proc = subprocess.run([sys.executable, "-m", "trainer", *TINY, "--max_steps", "8",
+                               "--checkpoint_dir", str(ckpt)], cwd=REPO, env=env(),
+                              capture_output=True, text=True, timeout=180)
+        assert proc.returncode != 0 and "could not be loaded" in proc.stderr
+        assert json.loads((ckpt / STARTS_FILE).read_text()) == {"step": 4, "starts": attempt}
+    assert starts_without_progress(str(ckpt)) == 2
+
+
+# --- saves that never stall training ----------------------------------------------------------
+
+class CappedWriteFileSystem(LocalFileSystem):
+    """A local file system whose checkpoint writes go at ``bytes_per_second`` (a store's write
+    rate, injected); it notes the training step as each shard's write starts and ends."""
+
+    cachable = False
+
+    def __init__(self, bytes_per_second: float, **kwargs):
+        super().__init__(**kwargs)
+        self.bytes_per_second = bytes_per_second
+        self.step = lambda: 0
+        self.writes: list = []  # (step at start, step at end) per shard file
+
+    def _open(self, path, mode="rb", **kwargs):
+        opened = super()._open(path, mode, **kwargs)
+        if "w" not in mode or not path.endswith(".distcp"):
+            return opened
+        fs, write, close = self, opened.write, opened.close
+        first = fs.step()
+
+        def capped(data):
+            time.sleep(len(data) / fs.bytes_per_second)
+            return write(data)
+
+        def closed():
+            fs.writes.append((first, fs.step()))
+            return close()
+
+        opened.write, opened.close = capped, closed
+        return opened
+
+
+def test_a_save_due_while_one_is_written_is_skipped_and_training_goes_on(
+        world_of_one, tmp_path, monkeypatch):
+    """A store slower than the cadence (a save every 2 steps, each taking ~1 s to write): no
+    save waits on the previous one, steps go on while one is written, the skipped ones are in
+    metrics.jsonl, and the run ends with its final checkpoint."""
+    from tests.trainer.helpers import records
+    from trainer.checkpoint import state_bytes
+
+    fs = CappedWriteFileSystem(bytes_per_second=1e9)
+    metrics = tmp_path / "m.jsonl"
+    trainer, _ = _trainer(tmp_path, fs, ["--checkpoint_every", "2", "--max_steps", "60",
+                                         "--keep_checkpoints", "100",
+                                         "--metrics_file", str(metrics)], monkeypatch)
+    fs.bytes_per_second = state_bytes(trainer.state_dict()) / 1.0  # one save: ~1 s
+    fs.step = lambda: trainer.progress.step
+    ckpt, queued = trainer.checkpointer, []
+    original_save = ckpt.save
+
+    def watched_save(step, state, blocking=False):
+        if ckpt.pending is not None and not ckpt.pending.future.done() and not blocking:
+            queued.append(step)  # this save would wait for the one in flight
+        return original_save(step, state, blocking)
+
+    ckpt.save = watched_save
+    result = trainer.run()
+    assert result["preempted"] is False and trainer.progress.step == 60
+    assert queued == [], f"periodic saves queued behind the one in flight at steps {queued}"
+    assert any(end - start >= 2 for start, end in fs.writes), fs.writes  # training went on
+    skipped = [r for r in records(metrics) if r["event"] == "checkpoint_skipped"]
+    assert skipped and all(r["in_flight"] < r["step"] for r in skipped), skipped
+    saved = ckpt.complete_steps()
+    assert saved[-1] == 60 and len(saved) < 30  # the final one; far fewer than every 2 steps

@@ -126,16 +126,19 @@ def test_sigterm_during_a_long_evaluation_stops_within_the_deadline_saves_and_re
                    f"--save_deadline_seconds={deadline}", "--eval_batches", "200000"]  # ~minutes
     from tests.gang import free_port  # the launcher takes torchrun's options, not --standalone
 
+    from trainer.train import TEST_EVAL_DELAY_ENV, TEST_EVAL_STARTED_ENV
+
+    started = tmp_path / "eval-started"  # the hook: evaluation batches slowed, its start said
+    hooked = {**env(), TEST_EVAL_DELAY_ENV: "0.01", TEST_EVAL_STARTED_ENV: str(started)}
     launcher = [sys.executable, "-m", "trainer.launch", "--nnodes=1", "--nproc_per_node=2",
                 "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{free_port()}",
                 "-m", "trainer", *args]
-    proc = subprocess.Popen(launcher, cwd=REPO, env=env(), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(launcher, cwd=REPO, env=hooked, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     end = time.time() + 120
-    while not (metrics.exists() and '"train"' in metrics.read_text()):  # step 20: eval starts
+    while not started.exists():  # step 20: the evaluation has started
         assert proc.poll() is None and time.time() < end, proc.communicate()[0][-3000:]
-        time.sleep(0.2)
-    time.sleep(2)  # well inside the evaluation
+        time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)  # the kubelet's stop, to the pod's launcher
     sent = time.time()
     output = proc.communicate(timeout=120)[0]
@@ -155,11 +158,63 @@ def test_sigterm_during_a_long_evaluation_stops_within_the_deadline_saves_and_re
     assert [r["step"] for r in records(metrics) if r["event"] == "eval"] == [20]
 
 
+def test_an_evaluation_cut_by_sigterm_is_made_first_on_resume_and_its_target_stops_training(
+        tmp_path):
+    """`--eval_every 20 --max_steps 40` on 2 ranks, a checkpoint due at 20 too: the SIGTERM lands
+    inside the step-20 evaluation (a test hook slows its batches and says when it started). The
+    resumed run evaluates step 20 before it trains on, then 40: no evaluation lost. Resumed with
+    a target that AUC reaches, it stops at 20 as the recipe's stop rule does."""
+    import shutil
+
+    ckpt, metrics, started = tmp_path / "ckpt", tmp_path / "m.jsonl", tmp_path / "eval-started"
+    args = TINY + ["--log_every", "10", "--eval_every", "20", "--max_steps", "40",
+                   "--checkpoint_every", "20", "--checkpoint_dir", str(ckpt),
+                   "--metrics_file", str(metrics)]
+    from tests.gang import free_port
+    from trainer.train import TEST_EVAL_DELAY_ENV, TEST_EVAL_STARTED_ENV
+
+    hooked = {**env(), TEST_EVAL_DELAY_ENV: "0.3", TEST_EVAL_STARTED_ENV: str(started)}
+    launcher = [sys.executable, "-m", "trainer.launch", "--nnodes=1", "--nproc_per_node=2",
+                "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{free_port()}",
+                "-m", "trainer", *args, "--eval_batches", "1000"]
+    proc = subprocess.Popen(launcher, cwd=REPO, env=hooked, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    end = time.time() + 180
+    while not (started.exists() and started.read_text().split() == ["20"]):
+        assert proc.poll() is None and time.time() < end, proc.communicate()[0][-3000:]
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)  # inside the step-20 evaluation: 1,000 batches x 0.3 s
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == RESUME, output[-3000:]
+    assert "SIGTERM during the val evaluation at step 20" in output, output[-3000:]
+    assert not [r for r in records(metrics) if r["event"] == "eval"]
+    assert (ckpt / "step-20" / ".metadata").exists()
+    shutil.copytree(ckpt, tmp_path / "ckpt-copy")
+
+    run_trainer(args, nproc=2)
+    resumed = [r for r in records(metrics) if r["event"] in ("start", "eval", "train")]
+    after = resumed[[r["event"] for r in resumed].index("start", 1):]  # the resumed run's
+    assert [(r["event"], r["step"]) for r in after] == [
+        ("start", 20), ("eval", 20), ("train", 30), ("train", 40), ("eval", 40)]
+    assert summary(metrics)["resumed_from"] == 20 and summary(metrics)["step"] == 40
+
+    target = tmp_path / "target.jsonl"
+    run_trainer([*args[:-4], "--checkpoint_dir", str(tmp_path / "ckpt-copy"),
+                 "--metrics_file", str(target), "--validation_auroc", "0.01"], nproc=2)
+    assert [r["step"] for r in records(target) if r["event"] == "eval"] == [20]
+    assert summary(target)["step"] == 20 and summary(target)["target_reached"] is True
+
+
 def test_incomplete_checkpoint_is_skipped_and_old_ones_pruned(tmp_path):
     ckpt, metrics = tmp_path / "ckpt", tmp_path / "m.jsonl"
     run_trainer(TINY + ["--max_steps", "6", "--checkpoint_every", "2", "--keep_checkpoints", "2",
                         "--checkpoint_dir", str(ckpt)])
-    assert sorted(d for d in os.listdir(ckpt) if d.startswith("step-")) == ["step-4", "step-6"]
+    # The newest 2 complete ones are kept: step-6 and the periodic save before it (step-2 or
+    # step-4: a save due while the previous one is still written is skipped, not queued).
+    kept = sorted((d for d in os.listdir(ckpt) if d.startswith("step-")),
+                  key=lambda d: int(d.split("-")[1]))
+    assert len(kept) == 2 and kept[-1] == "step-6", kept
+    assert all((ckpt / d / ".metadata").exists() for d in kept)
     # A save cut short by preemption: shards written, no .metadata.
     (ckpt / "step-8").mkdir()
     (ckpt / "step-8" / "__0_0.distcp").write_bytes(b"partial")

@@ -1,0 +1,92 @@
+"""The checkpoint cadence follows the save's size: derived where unset so that a save is written
+at most SAVE_SHARE of the run, refused where set shorter (naming the setting, the value, what is
+allowed and the fix), and `check` says how much work a stop may lose.
+
+MLPerf's exact-Adagrad tables on 2 x p5.48xlarge are the case the issue walked: a 209 GB
+checkpoint, minutes a save, met by the old default of a save every 500 steps."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from infra.cadence import SAVE_SHARE, cadence, checkpoints_in_effect
+from infra.settings import settings_from_mapping
+from tests import harness
+from tests.harness import PROJECT, run_stack, training_pod_template
+from tests.test_check import check, configured, write_stack
+
+P5 = {"machineType": "p5.48xlarge", "minNodes": 0, "desiredNodes": 0, "maxNodes": 2}
+MLPERF = {
+    "gpuPools": {"onDemand": P5, "spot": P5},
+    "job": {"nodes": 2, "pool": "onDemand", "trainerArgs": {"recipe": "mlperf"}},
+    "dataset": {"path": "criteo/mlperf", "prepare": {
+        "enabled": True, "source": "s3://my-bucket/criteo-1tb", "format": "criteo_1tb",
+        "days": "0-23"}},
+}
+
+
+def _settings(overrides: dict[str, Any]):
+    raw = {k.removeprefix(f"{PROJECT}:"): v for k, v in configured("aws").items()}
+    for key, value in overrides.items():
+        raw[key] = {**raw.get(key, {}), **value}
+    return settings_from_mapping(raw)
+
+
+def test_a_cadence_that_keeps_a_large_save_always_in_flight_is_refused_with_its_fix(
+        tmp_path: Path) -> None:
+    found = cadence(_settings(MLPERF))
+    least = found.least_steps()
+    assert found.save_seconds > 60 and least and least > 500  # minutes a save, at MLPerf size
+    done = check("--file", str(write_stack(tmp_path, "aws", {**MLPERF,
+                                                             "checkpoints": {"everySteps": 500}})))
+    assert done.returncode == 1, done.stdout
+    (line,) = [x for x in done.stderr.splitlines() if "checkpoints.everySteps = 500" in x]
+    assert f"at least {least:,} steps" in line
+    assert f"`pulumi config set --stack aws --path checkpoints.everySteps {least}`" in line
+    assert "pulumi config rm --stack aws --path checkpoints.everySteps" in line
+
+    accepted = check("--file", str(write_stack(tmp_path, "aws", {
+        **MLPERF, "checkpoints": {"everySteps": least}})))
+    assert accepted.returncode == 0, accepted.stderr
+
+
+def test_a_time_cadence_on_spot_shorter_than_the_bound_is_refused(tmp_path: Path) -> None:
+    spot = {"job": {"pool": "spot"}}
+    found = cadence(_settings(spot))
+    too_short = max(1, int(found.least_interval_seconds) - 1)
+    done = check("--file", str(write_stack(tmp_path, "aws", {
+        **spot, "checkpoints": {"everySeconds": too_short}})))
+    assert done.returncode == 1
+    assert f"checkpoints.everySeconds = {too_short}: one save takes" in done.stderr
+    assert "pulumi config set --stack aws --path checkpoints.everySeconds" in done.stderr
+
+
+def test_unset_the_cadence_is_derived_from_the_save_and_given_to_the_trainer(monkeypatch) -> None:
+    s = _settings(MLPERF)
+    found = cadence(s)
+    assert found.steps_derived and found.steps_per_second
+    interval = found.every_steps / found.steps_per_second
+    assert found.save_seconds <= SAVE_SHARE * interval  # a save is written <= 10% of the time
+    assert checkpoints_in_effect(s).every_steps == found.every_steps
+    shipped = harness.stack_config("aws")
+    job = {**shipped[f"{PROJECT}:job"], "trainerArgs": {}}  # the recipe's flags, no others
+    monkeypatch.setattr(harness, "stack_config", lambda stack: {**shipped, f"{PROJECT}:job": job})
+    run = run_stack("aws", MLPERF)
+    containers = training_pod_template(run)["spec"]["containers"]
+    args = [arg for container in containers for arg in container.get("args", [])]
+    assert f"--checkpoint_every={found.every_steps}" in args
+
+
+def test_check_says_the_cadence_and_how_much_a_stop_may_lose(tmp_path: Path) -> None:
+    found = cadence(_settings(MLPERF))
+    done = check("--file", str(write_stack(tmp_path, "aws", MLPERF)))
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert f"every {found.every_steps:,} steps" in text and "derived: one save ~" in text
+    lost = re.search(r"no save fits the (\d+) s a stop leaves the trainer \(~(\d+) s a save\): "
+                     r"a drain loses up to one interval \(([\d,]+) steps, ~([\d.]+) min\)", text)
+    assert lost, text
+    assert int(lost.group(3).replace(",", "")) == found.every_steps
+    assert abs(float(lost.group(4)) - found.every_steps / found.steps_per_second / 60) <= 1
