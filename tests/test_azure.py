@@ -1249,6 +1249,25 @@ def test_a_cluster_aks_upgraded_itself_is_declared_as_it_runs_so_nothing_rolls(
     assert fake.AKS_REQUESTS == []
 
 
+def test_a_live_pool_is_declared_at_the_nodes_it_runs_so_no_update_scales_it(
+        run: Run, cloud: SimpleNamespace) -> None:
+    """After an auto-upgrade with 2 GPU nodes up under the job, the run that records it sends
+    every pool whole (azure-native's PUT): each pool's count is the one AKS runs, never the
+    settings' desiredNodes (0 for GPU pools), which AKS refuses as a manual scale of an
+    autoscaled pool or carries out under the job (Azure/AKS#1627)."""
+    gpu, other = list(_pools(run))[:2]
+    assert _pools(run)[gpu].inputs["count"] == 0  # a first run: desiredNodes
+    previous = _live(run, "1.36.4", nodes={"system": 3, gpu: 2, other: 0})
+    with cloud.on("2027-06-01"):
+        later = run_stack("azure", overrides={"kubernetes": {"version": "1.35"}},
+                          previous_outputs=previous)
+    assert _pools(later)[gpu].inputs["count"] == 2
+    assert _pools(later)[other].inputs["count"] == 0
+    (system,) = later.one(CLUSTER).inputs["agentPoolProfiles"]
+    assert system["count"] == 3  # the inline system pool too, not its desiredNodes 2
+    assert (system["minCount"], system["maxCount"]) == (1, 3)
+
+
 def test_a_new_gpu_vm_size_under_a_running_job_is_refused_with_suspend_and_resume(
         run: Run, cloud: SimpleNamespace) -> None:
     """A template change that replaces the pool (AKS cannot change vmSize in place): refused

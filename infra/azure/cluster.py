@@ -22,6 +22,7 @@ default since 2023-06-01 is NodeImage: a weekly reimage of every node, with no w
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 
 import pulumi
 from pulumi_azure_native import authorization
@@ -29,6 +30,7 @@ from pulumi_azure_native import containerservice as aks
 
 from infra.azure.identity import NETWORK_CONTRIBUTOR, assign_role
 from infra.azure.kube_login import KubeLogin, use_login
+from infra.azure.node_pools import declared_count
 from infra.catalog import machine
 from infra.settings.model import Settings
 
@@ -94,16 +96,19 @@ def autoscaler_profile(settings: Settings) -> aks.ManagedClusterPropertiesAutoSc
 
 
 def system_pool_profile(settings: Settings, subnet_id: pulumi.Input[str],
-                        version: str | None = None) -> aks.ManagedClusterAgentPoolProfileArgs:
+                        version: str | None = None, live_nodes: Mapping[str, int] | None = None
+                        ) -> aks.ManagedClusterAgentPoolProfileArgs:
     """The CPU pool for add-ons; untainted, so operators' controllers can run there. `version`:
-    the minor its nodes run when the cluster keeps its version (None: the run's minor)."""
+    the minor its nodes run when the cluster keeps its version (None: the run's minor).
+    `live_nodes`: each pool's node count in AKS now; the pool is declared at its own, as the GPU
+    pools are (node_pools.declared_count), since every cluster update sends it."""
     pool = settings.system_pool
     return aks.ManagedClusterAgentPoolProfileArgs(
         name=pool.name,
         mode=aks.AgentPoolMode.SYSTEM,
         type=aks.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
         vm_size=pool.machine_type,
-        count=pool.desired_nodes,
+        count=declared_count(pool, live_nodes or {}),
         min_count=pool.min_nodes,
         max_count=pool.max_nodes,
         enable_auto_scaling=True,
@@ -118,8 +123,8 @@ def system_pool_profile(settings: Settings, subnet_id: pulumi.Input[str],
 
 def create_cluster(prefix: str, settings: Settings, resource_group_name: pulumi.Input[str],
                    subnet_id: pulumi.Input[str], tags: dict[str, str],
-                   opts: pulumi.ResourceOptions, system_pool_version: str | None = None
-                   ) -> aks.ManagedCluster:
+                   opts: pulumi.ResourceOptions, system_pool_version: str | None = None,
+                   live_nodes: Mapping[str, int] | None = None) -> aks.ManagedCluster:
     """OIDC issuer and workload identity on (the job's only way to storage), Entra-only when
     local accounts are disabled, API server reachable from the configured CIDRs only.
 
@@ -143,7 +148,8 @@ def create_cluster(prefix: str, settings: Settings, resource_group_name: pulumi.
                       else aks.KubernetesSupportPlan.KUBERNETES_OFFICIAL),
         auto_upgrade_profile=aks.ManagedClusterAutoUpgradeProfileArgs(
             upgrade_channel=UPGRADE_CHANNEL, node_os_upgrade_channel=NODE_OS_UPGRADE_CHANNEL),
-        agent_pool_profiles=[system_pool_profile(settings, subnet_id, system_pool_version)],
+        agent_pool_profiles=[system_pool_profile(settings, subnet_id, system_pool_version,
+                                                 live_nodes)],
         auto_scaler_profile=autoscaler_profile(settings),
         network_profile=aks.ContainerServiceNetworkProfileArgs(
             network_plugin=aks.NetworkPlugin.AZURE,

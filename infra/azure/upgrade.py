@@ -28,7 +28,7 @@ suspend and resume commands; once the suspended job's nodes are gone it goes ahe
 
 from __future__ import annotations
 
-from infra.azure.versions import LiveCluster, live_cluster
+from infra.azure.versions import LiveCluster
 from infra.contract import GpuClusterArgs
 from infra.settings.errors import Problem, SettingsError
 
@@ -54,14 +54,11 @@ def suspend_first(nodes: int, revert: str, middle: str, restore: str) -> str:
             "checkpoint.")
 
 
-def check_changes(args: GpuClusterArgs) -> None:
+def check_changes(args: GpuClusterArgs, live: LiveCluster | None) -> None:
     """Refuse, before any resource, an upgrade Pulumi cannot send and a pool replacement under a
-    running job. Reads the live cluster only on a stack that has one."""
+    running job. `live`: the stack's cluster as AKS runs it (None: there is none)."""
     release, settings = args.release, args.settings
-    if not args.previous.live or (release.upgrade_from is None and not settings.enabled_gpu_pools):
-        return
-    live = live_cluster(args.previous)
-    if live is None:
+    if live is None or (release.upgrade_from is None and not settings.enabled_gpu_pools):
         return
     gpu_pools = [pool.name for pool in settings.enabled_gpu_pools]
     problems: list[Problem] = []
