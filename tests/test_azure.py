@@ -1184,7 +1184,8 @@ def test_setting_the_next_minor_names_the_upgrade_aks_takes_only_in_one_piece(
     inline system pool while the GPU AgentPools stay behind, and, with the patch auto-upgrade
     channel, a control-plane-only one (Azure/AKS#4765): the whole-cluster upgrade is one
     request, which `az aks upgrade` sends and Pulumi cannot. So `pulumi up` stops before any
-    change with that command; after it, the same setting changes nothing (issue 32, Azure A)."""
+    change with that command; after it, the same setting updates the cluster and its pools in
+    place to the minor they already run (issue 32, Azure A), each pool at the nodes it runs."""
     previous = _live(run, "1.35.2")
     with cloud.on("2027-06-01"):
         refused = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
@@ -1200,14 +1201,23 @@ def test_setting_the_next_minor_names_the_upgrade_aks_takes_only_in_one_piece(
     assert UPGRADE_137 in problem.allowed and "runs 1.36.2" in problem.allowed
     assert "no surge node" in problem.allowed
     assert "job.suspend" not in problem.allowed  # no GPU node runs: nothing to stop
+    # What the next run does, said as it is: Pulumi's state still holds 1.36, so that run is
+    # an in-place update to what AKS already runs, not "nothing".
+    assert "changes nothing" not in problem.allowed
+    assert ("then `pulumi up --stack azure` again with this setting: it records 1.37 in the "
+            "stack's state by updating the cluster and its pools in place to the version they "
+            "already run, so no node rolls and every pool keeps the node count it runs"
+            ) in problem.allowed
     # What the user runs: AKS upgrades the control plane and every pool together; then the
-    # same setting is a run that declares every pool at what it runs.
-    previous = _live(run, "1.37.1")
+    # same setting is a run that declares every pool at what it runs, counts included.
+    gpu_pool = next(iter(_pools(run)))
+    previous = _live(run, "1.37.1", nodes={"system": 2, gpu_pool: 2})
     with cloud.on("2027-06-01"):
         later = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
                           previous_outputs=previous)
     assert set(_versions(later).values()) == {"1.37"}
     assert later.outputs["kubernetes_version"] == "1.37.1"
+    assert _pools(later)[gpu_pool].inputs["count"] == 2
 
 
 def test_an_upgrade_with_gpu_nodes_running_says_how_to_suspend_and_resume_the_job(
@@ -1222,11 +1232,13 @@ def test_an_upgrade_with_gpu_nodes_running_says_how_to_suspend_and_resume_the_jo
     text = problem.allowed
     assert "2 node(s)" in text and UPGRADE_137 in text
     # The suspending run keeps the version the cluster runs (else it is refused again).
-    suspend = text.index("pulumi config set --path kubernetes.version 1.36 && "
-                         "pulumi config set --path job.suspend true")
+    # Every pulumi command names the stack (the shell may have another cloud's selected).
+    suspend = text.index("pulumi config set --stack azure --path kubernetes.version 1.36 && "
+                         "pulumi config set --stack azure --path job.suspend true")
     assert suspend < text.rindex(UPGRADE_137) < text.index(
-        "pulumi config set --path kubernetes.version 1.37 && "
-        "pulumi config set --path job.suspend false")
+        "pulumi config set --stack azure --path kubernetes.version 1.37 && "
+        "pulumi config set --stack azure --path job.suspend false")
+    assert "`pulumi up --stack azure`" in text and "`pulumi up`" not in text
     # Followed as written: the suspending run goes ahead.
     with cloud.on("2027-06-01"):
         suspending = run_stack("azure", overrides={"kubernetes": {"version": "1.36"},
@@ -1283,10 +1295,12 @@ def test_a_new_gpu_vm_size_under_a_running_job_is_refused_with_suspend_and_resum
     (problem,) = refused.error.problems
     assert problem.path == "gpuPools.onDemand.machineType"
     assert "runs Standard_ND96asr_v4 on 2 node(s)" in problem.allowed
-    assert ("pulumi config set --path gpuPools.onDemand.machineType Standard_ND96asr_v4 && "
-            "pulumi config set --path job.suspend true") in problem.allowed
-    assert ("pulumi config set --path gpuPools.onDemand.machineType Standard_ND96amsr_A100_v4 "
-            "&& pulumi config set --path job.suspend false") in problem.allowed
+    assert ("pulumi config set --stack azure --path gpuPools.onDemand.machineType "
+            "Standard_ND96asr_v4 && pulumi config set --stack azure --path job.suspend true"
+            ) in problem.allowed
+    assert ("pulumi config set --stack azure --path gpuPools.onDemand.machineType "
+            "Standard_ND96amsr_A100_v4 && pulumi config set --stack azure --path job.suspend "
+            "false") in problem.allowed
     previous = _live(run, "1.35.2", nodes={"gpu": 0}, vm_sizes=sizes)
     with cloud.on("2026-11-26"):
         later = run_stack("azure", overrides=new_size, previous_outputs=previous)
