@@ -49,6 +49,11 @@ NODE_READY_MARGIN_MINUTES = 15
 # AKS's own default, said here because it is a choice: an idle GPU node after the job ends is
 # released 10 minutes later (https://learn.microsoft.com/azure/aks/cluster-autoscaler).
 SCALE_DOWN_UNNEEDED_TIME = "10m"
+# Also AKS's default, stated so a change is a reviewed one: the pause of all scale-down, cluster
+# wide, after any scale-up. Longer, one pool's scale-up would keep every idle node of every pool
+# (GPUs included) that much longer; a node still building its drivers needs no such pause, it is
+# unready and kept by scaleDownUnreadyTime (autoscaler_profile).
+SCALE_DOWN_DELAY_AFTER_ADD = "10m"
 
 
 def node_ready_budget_minutes(settings: Settings) -> int:
@@ -76,11 +81,12 @@ def autoscaler_profile(settings: Settings) -> aks.ManagedClusterPropertiesAutoSc
     API: values are minutes written "<n>m"). Each is set from the node-ready budget:
     - scaleDownUnreadyTime, maxNodeProvisionTime: the budget, so a node whose drivers are still
       building is neither removed nor counted as a failed scale-up;
-    - scaleDownDelayAfterAdd: the budget, so no node is judged unneeded while the gang that
-      asked for it is still coming up (a node whose GPUs appeared before its peers');
+    - scaleDownDelayAfterAdd: 10m, AKS's default: it pauses scale-down for the whole cluster
+      after any scale-up, so a longer one would keep idle GPU nodes that much longer;
     - okTotalUnreadyCount: every GPU node the pools may reach, so a whole gang building its
       drivers at once never halts the autoscaler;
-    - scaleDownUnneededTime: 10m, AKS's default, so idle GPU nodes go soon after the job ends.
+    - scaleDownUnneededTime: 10m, AKS's default, so idle GPU nodes go about 10 minutes after
+      the job ends (later only when a scale-up came in the 10 minutes before).
     Not settable on AKS (the profile has no such fields): the node-group backoff after a failed
     scale-up (Cluster Autoscaler defaults: 5 minutes, doubling to 30), and `--status-taint` /
     `--ignore-taint` (docs/azure.md says what holds instead)."""
@@ -89,7 +95,7 @@ def autoscaler_profile(settings: Settings) -> aks.ManagedClusterPropertiesAutoSc
     return aks.ManagedClusterPropertiesAutoScalerProfileArgs(
         scale_down_unready_time=budget,
         max_node_provision_time=budget,
-        scale_down_delay_after_add=budget,
+        scale_down_delay_after_add=SCALE_DOWN_DELAY_AFTER_ADD,
         scale_down_unneeded_time=SCALE_DOWN_UNNEEDED_TIME,
         ok_total_unready_count=str(max(gpu_nodes, 3)),
     )
