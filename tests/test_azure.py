@@ -1865,6 +1865,39 @@ def test_infiniband_without_the_aks_feature_is_refused_before_any_resource() -> 
         assert run_stack("azure", overrides={"interconnect": {"fabric": False}}).resources
 
 
+@pytest.mark.parametrize(("reason", "namespace"), [
+    (fake.feature_read_refused("Microsoft.Features"), "Microsoft.Features"),
+    (fake.feature_read_refused("Microsoft.ContainerService"), None),
+    ("request failed: Status=404 Code=\"SubscriptionFeatureRegistrationNotFound\" "
+     "Message=\"The feature registration was not found.\"", None),
+])
+def test_a_fresh_subscriptions_refusal_of_the_feature_read_names_the_registrations(
+        reason: str, namespace: str | None) -> None:
+    """The InfiniBand feature read is the program's first azure-native call: in a fresh
+    subscription ARM refuses it (409 MissingSubscriptionRegistration, or 404 for a feature never
+    registered). The run stops before any resource with the commands that register them, not
+    with a traceback; other refusals (no rights) still stop the run as they are."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(fake.FEATURE_ERRORS, "AKSInfinibandSupport", reason)
+        run = run_stack("azure", expect_error=True)
+        assert isinstance(run.error, SettingsError), repr(run.error)
+        assert not run.resources
+        (problem,) = run.error.problems
+        assert problem.path == "interconnect.fabric"
+        text = problem.allowed
+        assert ("az feature register --namespace Microsoft.ContainerService --name "
+                "AKSInfinibandSupport") in text
+        assert "az provider register --namespace Microsoft.ContainerService --wait" in text
+        if namespace:
+            assert f"az provider register --namespace {namespace} --wait" in text
+        assert "pulumi config set --stack azure --path interconnect.fabric false" in text
+        patch.setitem(fake.FEATURE_ERRORS, "AKSInfinibandSupport",
+                      "request failed: Status=403 Code=\"AuthorizationFailed\"")
+        denied = run_stack("azure", expect_error=True)
+        assert not isinstance(denied.error, SettingsError)
+        assert "AuthorizationFailed" in str(denied.error)
+
+
 # --- VM sizes in their zones, for this subscription (Resource SKUs) ---------------------------
 @pytest.fixture
 def skus(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:

@@ -239,8 +239,25 @@ def acr_exchange(url: str, fields: dict[str, str]) -> dict[str, Any]:
 FEATURE_STATES = {"AKSInfinibandSupport": "Registered"}  # tests may change a state
 
 
-def _feature(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+# Feature name -> the provider's error for the read (a fresh subscription's refusal).
+FEATURE_ERRORS: dict[str, str] = {}
+
+
+def feature_read_refused(namespace: str) -> str:
+    """azure-native's error text for ARM's 409 to the feature registration read in a subscription
+    that has not registered `namespace` (learn.microsoft.com/azure/azure-resource-manager/
+    troubleshooting/error-register-resource-provider)."""
+    return (f"request failed /subscriptions/{SUBSCRIPTION}/providers/Microsoft.Features/"
+            "featureProviders/Microsoft.ContainerService/subscriptionFeatureRegistrations/"
+            "AKSInfinibandSupport: Status=409 Code=\"MissingSubscriptionRegistration\" "
+            f"Message=\"The subscription is not registered to use namespace '{namespace}'. See "
+            "https://aka.ms/rps-not-found for how to register subscriptions.\"")
+
+
+def _feature(args: pulumi.runtime.MockCallArgs) -> Any:
     name = args.args["featureName"]
+    if name in FEATURE_ERRORS:
+        return {}, [("", FEATURE_ERRORS[name])]
     return {"name": f"{args.args['providerNamespace']}/{name}",
             "properties": {"state": FEATURE_STATES.get(name, "NotRegistered")}}
 
