@@ -1631,6 +1631,33 @@ def test_the_imported_store_is_declared_as_the_first_run_created_it(
     assert rules["defaultAction"] == "Deny" and "state" not in rules["virtualNetworkRules"][0]
 
 
+def test_a_kept_rule_marked_network_source_deleted_makes_the_import_renew_the_rules(
+        run: Run, cloud: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Azure may keep the account's rule for the destroyed subnet, marked NetworkSourceDeleted,
+    under the id the new subnet gets again: the import would see no diff in the rules, send no
+    update, and the pods would get 403. The run reads the rule's state and tags the account,
+    so the import's update goes out with the rule set for the new subnet."""
+    monkeypatch.setattr(fake, "ACCOUNT_VNET_RULES", {})
+    _kept_after_destroy(run)
+    group = run.one(GROUP, "ckpt").inputs["resourceGroupName"]
+    name = run.outputs["storage_account"]
+    fake.keep_vnet_rule(group, name, run.outputs["node_subnet_id"], "NetworkSourceDeleted")
+    with cloud.on("2026-11-26"):
+        again = run_stack("azure")
+    account = again.one(ACCOUNT)
+    assert account.import_id == fake.account_id(group, name)
+    assert account.inputs["tags"]["torchrec-cloud-network-rules-renewed"].startswith(
+        "2026-11-26T")  # the time of the run that renewed them
+    assert "/" not in "torchrec-cloud-network-rules-renewed"  # Azure refuses '/' in tag names
+    (rule,) = account.inputs["networkRuleSet"]["virtualNetworkRules"]
+    assert rule["virtualNetworkResourceId"] == again.outputs["node_subnet_id"]
+    # A kept rule still in force needs nothing: the import's inputs are the first run's.
+    fake.keep_vnet_rule(group, name, run.outputs["node_subnet_id"], "Succeeded")
+    with cloud.on("2026-11-26"):
+        calm = run_stack("azure")
+    assert calm.one(ACCOUNT).inputs == run.one(ACCOUNT).inputs
+
+
 def test_a_partly_kept_store_imports_what_is_there_and_creates_the_rest(
         run: Run, cloud: SimpleNamespace) -> None:
     group = run.one(GROUP, "ckpt").inputs["resourceGroupName"]
