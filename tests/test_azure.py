@@ -1369,6 +1369,7 @@ def test_stack_config_for_the_default_azure_provider_is_refused_before_any_looku
         run = run_stack("azure", expect_error=True)
     # Only the lookups would have followed it; the resources' provider reads the login.
     assert f"azure-native:{key}" in str(run.error) and "az account set" in str(run.error)
+    assert f"`pulumi config rm --stack azure azure-native:{key}`" in str(run.error)
     assert not run.resources and fake.AKS_REQUESTS == []
 
 
@@ -2068,6 +2069,7 @@ def test_an_unregistered_netapp_provider_is_named_with_the_command_that_register
     message = str(run.error)
     assert "az provider register --namespace Microsoft.NetApp" in message
     assert "Microsoft.NetApp" in message and "409" in message and "HTTPError" not in message
+    assert "then run `pulumi up --stack azure` again" in message
     assert not [r for r in run.resources if r.custom and r.type.startswith("azure-native:")]
 
 
