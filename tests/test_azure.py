@@ -201,11 +201,14 @@ def test_the_autoscaler_keeps_a_new_nd_node_until_its_drivers_are_built(run: Run
     assert budget == 45
     profile = run.one(CLUSTER).inputs["autoScalerProfile"]
     # The SDK's names; the provider writes ARM's scale-down-unready-time etc.
-    for key in ("scaleDownUnreadyTime", "maxNodeProvisionTime", "scaleDownDelayAfterAdd"):
+    for key in ("scaleDownUnreadyTime", "maxNodeProvisionTime"):
         minutes = int(profile[key].removesuffix("m"))
         assert profile[key] == f"{minutes}m" and minutes > budget, (key, profile[key])
         assert minutes > 20 and minutes > 15  # past AKS's defaults
     assert profile["scaleDownUnneededTime"] == "10m"
+    # Cluster-wide: any scale-up pauses all scale-down this long. AKS's 10m, so idle GPU nodes
+    # go about 10 minutes after the job ends, not an hour after some pool's last scale-up.
+    assert profile["scaleDownDelayAfterAdd"] == "10m"
     assert int(profile["okTotalUnreadyCount"]) >= 4  # both pools' 2 + 2 nodes at once
 
 
@@ -1184,7 +1187,8 @@ def test_setting_the_next_minor_names_the_upgrade_aks_takes_only_in_one_piece(
     inline system pool while the GPU AgentPools stay behind, and, with the patch auto-upgrade
     channel, a control-plane-only one (Azure/AKS#4765): the whole-cluster upgrade is one
     request, which `az aks upgrade` sends and Pulumi cannot. So `pulumi up` stops before any
-    change with that command; after it, the same setting changes nothing (issue 32, Azure A)."""
+    change with that command; after it, the same setting updates the cluster and its pools in
+    place to the minor they already run (issue 32, Azure A), each pool at the nodes it runs."""
     previous = _live(run, "1.35.2")
     with cloud.on("2027-06-01"):
         refused = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
@@ -1200,14 +1204,23 @@ def test_setting_the_next_minor_names_the_upgrade_aks_takes_only_in_one_piece(
     assert UPGRADE_137 in problem.allowed and "runs 1.36.2" in problem.allowed
     assert "no surge node" in problem.allowed
     assert "job.suspend" not in problem.allowed  # no GPU node runs: nothing to stop
+    # What the next run does, said as it is: Pulumi's state still holds 1.36, so that run is
+    # an in-place update to what AKS already runs, not "nothing".
+    assert "changes nothing" not in problem.allowed
+    assert ("then `pulumi up --stack azure` again with this setting: it records 1.37 in the "
+            "stack's state by updating the cluster and its pools in place to the version they "
+            "already run, so no node rolls and every pool keeps the node count it runs"
+            ) in problem.allowed
     # What the user runs: AKS upgrades the control plane and every pool together; then the
-    # same setting is a run that declares every pool at what it runs.
-    previous = _live(run, "1.37.1")
+    # same setting is a run that declares every pool at what it runs, counts included.
+    gpu_pool = next(iter(_pools(run)))
+    previous = _live(run, "1.37.1", nodes={"system": 2, gpu_pool: 2})
     with cloud.on("2027-06-01"):
         later = run_stack("azure", overrides={"kubernetes": {"version": "1.37"}},
                           previous_outputs=previous)
     assert set(_versions(later).values()) == {"1.37"}
     assert later.outputs["kubernetes_version"] == "1.37.1"
+    assert _pools(later)[gpu_pool].inputs["count"] == 2
 
 
 def test_an_upgrade_with_gpu_nodes_running_says_how_to_suspend_and_resume_the_job(
@@ -1222,11 +1235,13 @@ def test_an_upgrade_with_gpu_nodes_running_says_how_to_suspend_and_resume_the_jo
     text = problem.allowed
     assert "2 node(s)" in text and UPGRADE_137 in text
     # The suspending run keeps the version the cluster runs (else it is refused again).
-    suspend = text.index("pulumi config set --path kubernetes.version 1.36 && "
-                         "pulumi config set --path job.suspend true")
+    # Every pulumi command names the stack (the shell may have another cloud's selected).
+    suspend = text.index("pulumi config set --stack azure --path kubernetes.version 1.36 && "
+                         "pulumi config set --stack azure --path job.suspend true")
     assert suspend < text.rindex(UPGRADE_137) < text.index(
-        "pulumi config set --path kubernetes.version 1.37 && "
-        "pulumi config set --path job.suspend false")
+        "pulumi config set --stack azure --path kubernetes.version 1.37 && "
+        "pulumi config set --stack azure --path job.suspend false")
+    assert "`pulumi up --stack azure`" in text and "`pulumi up`" not in text
     # Followed as written: the suspending run goes ahead.
     with cloud.on("2027-06-01"):
         suspending = run_stack("azure", overrides={"kubernetes": {"version": "1.36"},
@@ -1249,6 +1264,25 @@ def test_a_cluster_aks_upgraded_itself_is_declared_as_it_runs_so_nothing_rolls(
     assert fake.AKS_REQUESTS == []
 
 
+def test_a_live_pool_is_declared_at_the_nodes_it_runs_so_no_update_scales_it(
+        run: Run, cloud: SimpleNamespace) -> None:
+    """After an auto-upgrade with 2 GPU nodes up under the job, the run that records it sends
+    every pool whole (azure-native's PUT): each pool's count is the one AKS runs, never the
+    settings' desiredNodes (0 for GPU pools), which AKS refuses as a manual scale of an
+    autoscaled pool or carries out under the job (Azure/AKS#1627)."""
+    gpu, other = list(_pools(run))[:2]
+    assert _pools(run)[gpu].inputs["count"] == 0  # a first run: desiredNodes
+    previous = _live(run, "1.36.4", nodes={"system": 3, gpu: 2, other: 0})
+    with cloud.on("2027-06-01"):
+        later = run_stack("azure", overrides={"kubernetes": {"version": "1.35"}},
+                          previous_outputs=previous)
+    assert _pools(later)[gpu].inputs["count"] == 2
+    assert _pools(later)[other].inputs["count"] == 0
+    (system,) = later.one(CLUSTER).inputs["agentPoolProfiles"]
+    assert system["count"] == 3  # the inline system pool too, not its desiredNodes 2
+    assert (system["minCount"], system["maxCount"]) == (1, 3)
+
+
 def test_a_new_gpu_vm_size_under_a_running_job_is_refused_with_suspend_and_resume(
         run: Run, cloud: SimpleNamespace) -> None:
     """A template change that replaces the pool (AKS cannot change vmSize in place): refused
@@ -1264,10 +1298,12 @@ def test_a_new_gpu_vm_size_under_a_running_job_is_refused_with_suspend_and_resum
     (problem,) = refused.error.problems
     assert problem.path == "gpuPools.onDemand.machineType"
     assert "runs Standard_ND96asr_v4 on 2 node(s)" in problem.allowed
-    assert ("pulumi config set --path gpuPools.onDemand.machineType Standard_ND96asr_v4 && "
-            "pulumi config set --path job.suspend true") in problem.allowed
-    assert ("pulumi config set --path gpuPools.onDemand.machineType Standard_ND96amsr_A100_v4 "
-            "&& pulumi config set --path job.suspend false") in problem.allowed
+    assert ("pulumi config set --stack azure --path gpuPools.onDemand.machineType "
+            "Standard_ND96asr_v4 && pulumi config set --stack azure --path job.suspend true"
+            ) in problem.allowed
+    assert ("pulumi config set --stack azure --path gpuPools.onDemand.machineType "
+            "Standard_ND96amsr_A100_v4 && pulumi config set --stack azure --path job.suspend "
+            "false") in problem.allowed
     previous = _live(run, "1.35.2", nodes={"gpu": 0}, vm_sizes=sizes)
     with cloud.on("2026-11-26"):
         later = run_stack("azure", overrides=new_size, previous_outputs=previous)
@@ -1333,6 +1369,7 @@ def test_stack_config_for_the_default_azure_provider_is_refused_before_any_looku
         run = run_stack("azure", expect_error=True)
     # Only the lookups would have followed it; the resources' provider reads the login.
     assert f"azure-native:{key}" in str(run.error) and "az account set" in str(run.error)
+    assert f"`pulumi config rm --stack azure azure-native:{key}`" in str(run.error)
     assert not run.resources and fake.AKS_REQUESTS == []
 
 
@@ -1595,6 +1632,33 @@ def test_the_imported_store_is_declared_as_the_first_run_created_it(
     assert rules["defaultAction"] == "Deny" and "state" not in rules["virtualNetworkRules"][0]
 
 
+def test_a_kept_rule_marked_network_source_deleted_makes_the_import_renew_the_rules(
+        run: Run, cloud: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Azure may keep the account's rule for the destroyed subnet, marked NetworkSourceDeleted,
+    under the id the new subnet gets again: the import would see no diff in the rules, send no
+    update, and the pods would get 403. The run reads the rule's state and tags the account,
+    so the import's update goes out with the rule set for the new subnet."""
+    monkeypatch.setattr(fake, "ACCOUNT_VNET_RULES", {})
+    _kept_after_destroy(run)
+    group = run.one(GROUP, "ckpt").inputs["resourceGroupName"]
+    name = run.outputs["storage_account"]
+    fake.keep_vnet_rule(group, name, run.outputs["node_subnet_id"], "NetworkSourceDeleted")
+    with cloud.on("2026-11-26"):
+        again = run_stack("azure")
+    account = again.one(ACCOUNT)
+    assert account.import_id == fake.account_id(group, name)
+    assert account.inputs["tags"]["torchrec-cloud-network-rules-renewed"].startswith(
+        "2026-11-26T")  # the time of the run that renewed them
+    assert "/" not in "torchrec-cloud-network-rules-renewed"  # Azure refuses '/' in tag names
+    (rule,) = account.inputs["networkRuleSet"]["virtualNetworkRules"]
+    assert rule["virtualNetworkResourceId"] == again.outputs["node_subnet_id"]
+    # A kept rule still in force needs nothing: the import's inputs are the first run's.
+    fake.keep_vnet_rule(group, name, run.outputs["node_subnet_id"], "Succeeded")
+    with cloud.on("2026-11-26"):
+        calm = run_stack("azure")
+    assert calm.one(ACCOUNT).inputs == run.one(ACCOUNT).inputs
+
+
 def test_a_partly_kept_store_imports_what_is_there_and_creates_the_rest(
         run: Run, cloud: SimpleNamespace) -> None:
     group = run.one(GROUP, "ckpt").inputs["resourceGroupName"]
@@ -1829,6 +1893,39 @@ def test_infiniband_without_the_aks_feature_is_refused_before_any_resource() -> 
         assert run_stack("azure", overrides={"interconnect": {"fabric": False}}).resources
 
 
+@pytest.mark.parametrize(("reason", "namespace"), [
+    (fake.feature_read_refused("Microsoft.Features"), "Microsoft.Features"),
+    (fake.feature_read_refused("Microsoft.ContainerService"), None),
+    ("request failed: Status=404 Code=\"SubscriptionFeatureRegistrationNotFound\" "
+     "Message=\"The feature registration was not found.\"", None),
+])
+def test_a_fresh_subscriptions_refusal_of_the_feature_read_names_the_registrations(
+        reason: str, namespace: str | None) -> None:
+    """The InfiniBand feature read is the program's first azure-native call: in a fresh
+    subscription ARM refuses it (409 MissingSubscriptionRegistration, or 404 for a feature never
+    registered). The run stops before any resource with the commands that register them, not
+    with a traceback; other refusals (no rights) still stop the run as they are."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(fake.FEATURE_ERRORS, "AKSInfinibandSupport", reason)
+        run = run_stack("azure", expect_error=True)
+        assert isinstance(run.error, SettingsError), repr(run.error)
+        assert not run.resources
+        (problem,) = run.error.problems
+        assert problem.path == "interconnect.fabric"
+        text = problem.allowed
+        assert ("az feature register --namespace Microsoft.ContainerService --name "
+                "AKSInfinibandSupport") in text
+        assert "az provider register --namespace Microsoft.ContainerService --wait" in text
+        if namespace:
+            assert f"az provider register --namespace {namespace} --wait" in text
+        assert "pulumi config set --stack azure --path interconnect.fabric false" in text
+        patch.setitem(fake.FEATURE_ERRORS, "AKSInfinibandSupport",
+                      "request failed: Status=403 Code=\"AuthorizationFailed\"")
+        denied = run_stack("azure", expect_error=True)
+        assert not isinstance(denied.error, SettingsError)
+        assert "AuthorizationFailed" in str(denied.error)
+
+
 # --- VM sizes in their zones, for this subscription (Resource SKUs) ---------------------------
 @pytest.fixture
 def skus(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
@@ -1972,6 +2069,7 @@ def test_an_unregistered_netapp_provider_is_named_with_the_command_that_register
     message = str(run.error)
     assert "az provider register --namespace Microsoft.NetApp" in message
     assert "Microsoft.NetApp" in message and "409" in message and "HTTPError" not in message
+    assert "then run `pulumi up --stack azure` again" in message
     assert not [r for r in run.resources if r.custom and r.type.startswith("azure-native:")]
 
 

@@ -34,7 +34,7 @@ from infra.azure.skus import check_pool_zones
 from infra.azure.upgrade import check_changes
 from infra.azure.storage import (STORAGE_ACCOUNT_MAX_LENGTH, KeptStore, checkpoint_store,
                                  create_checkpoints, find_kept_store)
-from infra.azure.versions import CLUSTER_GROUP_OUTPUT, live_cluster
+from infra.azure.versions import CLUSTER_GROUP_OUTPUT, LiveCluster, live_cluster
 from infra.catalog import machine
 from infra.contract import GpuCluster, GpuClusterArgs
 from infra.naming import name_prefix, stack_unique_prefix, unique_compact
@@ -76,7 +76,7 @@ def kept_store(prefix: str, previous: PreviousRun) -> KeptStore:
                            former_prefix=former if unique != former else None)
 
 
-def pool_versions(args: GpuClusterArgs) -> dict[str, str]:
+def pool_versions(args: GpuClusterArgs, live: LiveCluster | None) -> dict[str, str]:
     """The minor each agent pool's nodes run, read from AKS, when kubernetes.version is unset
     and the cluster keeps its version: a pool is then declared at what it runs, so no run
     upgrades a pool the user did not ask to upgrade. Empty (every pool declared at the run's
@@ -87,7 +87,6 @@ def pool_versions(args: GpuClusterArgs) -> dict[str, str]:
     learn.microsoft.com/azure/aks/upgrade-node-pools)."""
     if not args.release.kept or args.release.pinned:
         return {}
-    live = live_cluster(args.previous)
     return dict(live.pools) if live else {}
 
 
@@ -113,8 +112,12 @@ class AzureGpuCluster(pulumi.ComponentResource):
                  else KubeLogin(AZURE_CLI))
         # Both are read before anything is registered (synchronous invokes).
         found = kept_store(prefix, args.previous)
-        check_changes(args)  # an upgrade Pulumi cannot send, a pool replaced under the job
-        running = pool_versions(args)
+        # The stack's cluster as AKS runs it (None on a first run or when it is gone).
+        live = live_cluster(args.previous) if args.previous.live else None
+        check_changes(args, live)  # an upgrade Pulumi cannot send, a pool replaced under the job
+        running = pool_versions(args, live)
+        # Every pool declared at the node count it runs: a different count is a manual scale.
+        nodes = dict(live.nodes) if live else {}
         # User or service principal: the type of every grant to the deployer (deployer.py).
         deployer_type = deployer_principal_type()
         super().__init__(TYPE_TOKEN, name, None, opts)
@@ -132,7 +135,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
         net = create_network(prefix, s.azure.vnet_cidr, tags, child)
         group = net.resource_group.name
         cluster = create_cluster(prefix, s, group, net.nodes_subnet.id, tags, child,
-                                 system_pool_version=running.get(s.system_pool.name))
+                                 system_pool_version=running.get(s.system_pool.name),
+                                 live_nodes=nodes)
         subnet_access = grant_subnet_to_cluster(prefix, cluster, net.nodes_subnet.id,
                                                 client.subscription_id, child)
         maintenance = create_maintenance_windows(prefix, s, cluster, group, child)
@@ -153,7 +157,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
             plan.key: create_gpu_pool(
                 prefix, plan, s, cluster, group, net.nodes_subnet.id,
                 placement.id if placement is not None else None, tags, pool_opts,
-                version=running.get(plan.pool.name))
+                version=running.get(plan.pool.name), live_nodes=nodes)
             for plan in plans
         }
         gpu_pools = {plan.key: contract_pool(plan, s) for plan in plans}

@@ -22,6 +22,7 @@ default since 2023-06-01 is NodeImage: a weekly reimage of every node, with no w
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 
 import pulumi
 from pulumi_azure_native import authorization
@@ -29,6 +30,7 @@ from pulumi_azure_native import containerservice as aks
 
 from infra.azure.identity import NETWORK_CONTRIBUTOR, assign_role
 from infra.azure.kube_login import KubeLogin, use_login
+from infra.azure.node_pools import declared_count
 from infra.catalog import machine
 from infra.settings.model import Settings
 
@@ -47,6 +49,11 @@ NODE_READY_MARGIN_MINUTES = 15
 # AKS's own default, said here because it is a choice: an idle GPU node after the job ends is
 # released 10 minutes later (https://learn.microsoft.com/azure/aks/cluster-autoscaler).
 SCALE_DOWN_UNNEEDED_TIME = "10m"
+# Also AKS's default, stated so a change is a reviewed one: the pause of all scale-down, cluster
+# wide, after any scale-up. Longer, one pool's scale-up would keep every idle node of every pool
+# (GPUs included) that much longer; a node still building its drivers needs no such pause, it is
+# unready and kept by scaleDownUnreadyTime (autoscaler_profile).
+SCALE_DOWN_DELAY_AFTER_ADD = "10m"
 
 
 def node_ready_budget_minutes(settings: Settings) -> int:
@@ -74,11 +81,12 @@ def autoscaler_profile(settings: Settings) -> aks.ManagedClusterPropertiesAutoSc
     API: values are minutes written "<n>m"). Each is set from the node-ready budget:
     - scaleDownUnreadyTime, maxNodeProvisionTime: the budget, so a node whose drivers are still
       building is neither removed nor counted as a failed scale-up;
-    - scaleDownDelayAfterAdd: the budget, so no node is judged unneeded while the gang that
-      asked for it is still coming up (a node whose GPUs appeared before its peers');
+    - scaleDownDelayAfterAdd: 10m, AKS's default: it pauses scale-down for the whole cluster
+      after any scale-up, so a longer one would keep idle GPU nodes that much longer;
     - okTotalUnreadyCount: every GPU node the pools may reach, so a whole gang building its
       drivers at once never halts the autoscaler;
-    - scaleDownUnneededTime: 10m, AKS's default, so idle GPU nodes go soon after the job ends.
+    - scaleDownUnneededTime: 10m, AKS's default, so idle GPU nodes go about 10 minutes after
+      the job ends (later only when a scale-up came in the 10 minutes before).
     Not settable on AKS (the profile has no such fields): the node-group backoff after a failed
     scale-up (Cluster Autoscaler defaults: 5 minutes, doubling to 30), and `--status-taint` /
     `--ignore-taint` (docs/azure.md says what holds instead)."""
@@ -87,23 +95,26 @@ def autoscaler_profile(settings: Settings) -> aks.ManagedClusterPropertiesAutoSc
     return aks.ManagedClusterPropertiesAutoScalerProfileArgs(
         scale_down_unready_time=budget,
         max_node_provision_time=budget,
-        scale_down_delay_after_add=budget,
+        scale_down_delay_after_add=SCALE_DOWN_DELAY_AFTER_ADD,
         scale_down_unneeded_time=SCALE_DOWN_UNNEEDED_TIME,
         ok_total_unready_count=str(max(gpu_nodes, 3)),
     )
 
 
 def system_pool_profile(settings: Settings, subnet_id: pulumi.Input[str],
-                        version: str | None = None) -> aks.ManagedClusterAgentPoolProfileArgs:
+                        version: str | None = None, live_nodes: Mapping[str, int] | None = None
+                        ) -> aks.ManagedClusterAgentPoolProfileArgs:
     """The CPU pool for add-ons; untainted, so operators' controllers can run there. `version`:
-    the minor its nodes run when the cluster keeps its version (None: the run's minor)."""
+    the minor its nodes run when the cluster keeps its version (None: the run's minor).
+    `live_nodes`: each pool's node count in AKS now; the pool is declared at its own, as the GPU
+    pools are (node_pools.declared_count), since every cluster update sends it."""
     pool = settings.system_pool
     return aks.ManagedClusterAgentPoolProfileArgs(
         name=pool.name,
         mode=aks.AgentPoolMode.SYSTEM,
         type=aks.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
         vm_size=pool.machine_type,
-        count=pool.desired_nodes,
+        count=declared_count(pool, live_nodes or {}),
         min_count=pool.min_nodes,
         max_count=pool.max_nodes,
         enable_auto_scaling=True,
@@ -118,8 +129,8 @@ def system_pool_profile(settings: Settings, subnet_id: pulumi.Input[str],
 
 def create_cluster(prefix: str, settings: Settings, resource_group_name: pulumi.Input[str],
                    subnet_id: pulumi.Input[str], tags: dict[str, str],
-                   opts: pulumi.ResourceOptions, system_pool_version: str | None = None
-                   ) -> aks.ManagedCluster:
+                   opts: pulumi.ResourceOptions, system_pool_version: str | None = None,
+                   live_nodes: Mapping[str, int] | None = None) -> aks.ManagedCluster:
     """OIDC issuer and workload identity on (the job's only way to storage), Entra-only when
     local accounts are disabled, API server reachable from the configured CIDRs only.
 
@@ -143,7 +154,8 @@ def create_cluster(prefix: str, settings: Settings, resource_group_name: pulumi.
                       else aks.KubernetesSupportPlan.KUBERNETES_OFFICIAL),
         auto_upgrade_profile=aks.ManagedClusterAutoUpgradeProfileArgs(
             upgrade_channel=UPGRADE_CHANNEL, node_os_upgrade_channel=NODE_OS_UPGRADE_CHANNEL),
-        agent_pool_profiles=[system_pool_profile(settings, subnet_id, system_pool_version)],
+        agent_pool_profiles=[system_pool_profile(settings, subnet_id, system_pool_version,
+                                                 live_nodes)],
         auto_scaler_profile=autoscaler_profile(settings),
         network_profile=aks.ContainerServiceNetworkProfileArgs(
             network_plugin=aks.NetworkPlugin.AZURE,

@@ -59,7 +59,8 @@ def check_one_login(environ: Mapping[str, str] | None = None) -> None:
             f"the stack config sets {keys}, which only Pulumi's default azure-native provider "
             "reads: the program's resources use their own provider, which takes the login from "
             "the environment, so lookups and resources would reach different subscriptions. "
-            f"Remove it (`pulumi config rm {PROVIDER_PACKAGE}:{stray[0]}`) and choose the "
+            f"Remove it (`pulumi config rm --stack {pulumi.get_stack()} "
+            f"{PROVIDER_PACKAGE}:{stray[0]}`) and choose the "
             "subscription with `az account set --subscription <id>` or ARM_SUBSCRIPTION_ID "
             "(and ARM_TENANT_ID, ARM_CLIENT_ID... for a service principal). Nothing was created")
     environ = os.environ if environ is None else environ

@@ -10,6 +10,8 @@ import urllib.error
 from collections.abc import Callable
 from typing import TypeVar
 
+import pulumi
+
 ATTEMPTS = 4  # a new registry's DNS name, or ARM's occasional 5xx, can fail the first try
 TOO_MANY_REQUESTS = 429  # ARM's throttling: retried like a 5xx (learn.microsoft.com/azure/
 # azure-resource-manager/management/request-limits-and-throttling)
@@ -35,7 +37,8 @@ class ProviderNotRegistered(RuntimeError):
             f"(ARM answered 409 {MISSING_REGISTRATION} to {url.split('?')[0]}). Register it "
             f"once per subscription: `az provider register --namespace {namespace} --wait` "
             f"(check with `az provider show --namespace {namespace} --query "
-            f"registrationState`), then run `pulumi up` again. Nothing was created")
+            f"registrationState`), then run `pulumi up --stack {pulumi.get_stack()}` again. Nothing "
+            "was created")
 
 
 def not_registered(error: urllib.error.HTTPError, url: str) -> ProviderNotRegistered | None:

@@ -125,7 +125,8 @@ def wait_until_granted(kubeconfig: str, token: str, principal: str,
                 f"the AKS RBAC Cluster Admin grant to {principal} is not in force on {server} "
                 f"after {WAIT_SECONDS / 60:.0f} minutes ({last}). Check the role assignment "
                 "on the cluster (`az role assignment list --scope <cluster id>`) and that this "
-                "machine's address is in kubernetes.apiAccessCidrs; then run `pulumi up` again")
+                "machine's address is in kubernetes.apiAccessCidrs; then run "
+                f"`pulumi up --stack {pulumi.get_stack()}` again")
         pulumi.log.info(f"waiting for the AKS RBAC Cluster Admin grant to take effect ({last})")
         (sleep or time.sleep)(POLL_SECONDS)
 

@@ -9,6 +9,7 @@ from 0"; parsing in azure_template.go and the tag prefixes in azure_util.go).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
@@ -105,6 +106,23 @@ def scale_from_zero_tags(plan: PoolPlan, settings: Settings) -> dict[str, str]:
     return tags
 
 
+def declared_count(pool: NodePool, live_nodes: Mapping[str, int]) -> int:
+    """The node count to declare for an autoscaled pool: what AKS runs now on a live cluster,
+    `desiredNodes` only when the pool does not exist yet.
+
+    azure-native sends the whole pool on any change to it (a version, a tag, a label), count
+    included; a count other than the live one is a manual scale, which AKS refuses for a pool
+    with the autoscaler on ("Cannot manually scale AgentPool ... with cluster autoscaler
+    enabled": hashicorp/terraform-provider-azurerm#4543, Azure/AKS#1627) or carries out, scaling
+    a pool that runs the job back to `desiredNodes` (0 for GPU pools). `ignore_changes` cannot
+    help: Pulumi would then send the count recorded in its state, the first run's. Kept within
+    [minNodes, maxNodes], which AKS requires of an autoscaled pool's count."""
+    nodes = live_nodes.get(pool.name)
+    if nodes is None:
+        return pool.desired_nodes
+    return min(max(nodes, pool.min_nodes), pool.max_nodes)
+
+
 def _taint_string(taint: Taint) -> str:
     return f"{taint.key}={taint.value}:{taint.effect}"
 
@@ -112,7 +130,8 @@ def _taint_string(taint: Taint) -> str:
 def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: aks.ManagedCluster,
                     resource_group_name: pulumi.Input[str], subnet_id: pulumi.Input[str],
                     placement_group_id: pulumi.Input[str] | None, tags: dict[str, str],
-                    opts: pulumi.ResourceOptions, version: str | None = None) -> aks.AgentPool:
+                    opts: pulumi.ResourceOptions, version: str | None = None,
+                    live_nodes: Mapping[str, int] | None = None) -> aks.AgentPool:
     """A VMSS user pool in the GPU zone, without public IPs, tainted for GPU work only. The GPU
     driver is left to the GPU Operator (driver None), as Azure's InfiniBand guidance requires:
     the operator builds it against the OFED stack for GPUDirect RDMA.
@@ -120,7 +139,9 @@ def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: ak
     Version: `version`, the minor the pool's nodes run, when the cluster keeps its version (a
     pool is never upgraded unasked); else the run's minor, reached after the control plane (the
     pool names the cluster, so Pulumi updates the cluster first; AKS refuses a pool newer than
-    its control plane)."""
+    its control plane).
+
+    Count: the nodes the pool runs now (`live_nodes`, read from AKS), see declared_count."""
     pool = plan.pool
     spot: dict[str, object] = {}
     if plan.spot:
@@ -138,7 +159,7 @@ def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: ak
         mode=aks.AgentPoolMode.USER,
         type=aks.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
         vm_size=pool.machine_type,
-        count=pool.desired_nodes,
+        count=declared_count(pool, live_nodes or {}),
         min_count=pool.min_nodes,
         max_count=pool.max_nodes,
         enable_auto_scaling=True,

@@ -21,8 +21,10 @@ new node subnet and the operator's addresses are written back in the same `pulum
 imported resource is managed again, with the same retainOnDestroy as one created here. The
 update changes nothing else: every declared property, the create-only ones (kind, SKU,
 infrastructure encryption) included, is what the first run created (tests/test_azure.py), so it
-re-authorizes the node subnet, whose rule Azure dropped or marked `NetworkSourceDeleted` with
-the old subnet, and rewrites IP rules and tags only where the settings changed them. Once imported, later runs find
+re-authorizes the node subnet, whose rule Azure dropped with the old subnet (a diff), or kept
+marked `NetworkSourceDeleted` under the same subnet id (no diff: the run then tags the account,
+RENEWED_TAG, so that the update goes out), and rewrites IP rules and tags only where the
+settings changed them. Once imported, later runs find
 them in the stack's state and declare them as any other resource.
 
 Network: the account keeps its public endpoint but denies every network except the node subnet
@@ -37,6 +39,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import pulumi
 from pulumi_azure_native import authorization, managedidentity, resources, storage
@@ -66,6 +69,17 @@ RECOVERY_DAYS = 7
 # previous, so keeping `checkpoints.keep` checkpoints does not pay for every one ever written.
 LIFECYCLE_POLICY = "default"  # the only name ARM takes for an account's management policy
 BLOB_SERVICE = "default"  # likewise for its blob service
+# A virtual network rule's state when it admits its subnet (ARM VirtualNetworkRule.state:
+# Provisioning, Deprovisioning, Succeeded, Failed, NetworkSourceDeleted).
+RULE_IN_FORCE = "Succeeded"
+# Set on a kept account whose subnet rule is not in force. The import compares the account's
+# declared inputs with what ARM reports, and a rule kept as NetworkSourceDeleted has the same
+# subnet id as the new subnet: no diff, no update, the new subnet never admitted and the pods
+# answered 403. A tag ARM does not have makes the diff, and azure-native's update carries every
+# declared input, the network rule set included, which re-authorizes the subnet. Its value is
+# the time of that run, so it differs from any earlier renewal's; the next run on the live
+# stack drops the tag again (a tags-only update). Azure tag names may not contain '/'.
+RENEWED_TAG = "torchrec-cloud-network-rules-renewed"
 RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 
 
@@ -87,21 +101,41 @@ class KeptStore:
     container_id: str | None = None
     audit_workspace_id: str | None = None  # the kube-audit workspace (infra/azure/audit.py)
     group_name: str | None = None  # the group's name; None: checkpoint_group_name(prefix)
+    # States of the kept account's virtual network rules other than Succeeded (e.g.
+    # NetworkSourceDeleted: the subnet went with the destroyed stack); see RENEWED_TAG.
+    stale_rules: tuple[str, ...] = ()
 
     @property
     def adopted(self) -> bool:
         return self.group_id is not None
 
 
-def _exists(lookup) -> str | None:  # noqa: ANN001 (a no-argument invoke)
-    """The id a get_* invoke returns, or None when Azure answers that it does not exist; any
+def _found(lookup):  # noqa: ANN001, ANN202 (a no-argument invoke and its result)
+    """What a get_* invoke returns, or None when Azure answers that it does not exist; any
     other failure (no rights, throttling) stops the run rather than guessing."""
     try:
-        return lookup().id
+        return lookup()
     except Exception as error:  # noqa: BLE001 (invoke errors carry ARM's code in the text)
         if NOT_FOUND.search(str(error)):
             return None
         raise
+
+
+def _exists(lookup) -> str | None:  # noqa: ANN001 (a no-argument invoke)
+    """The id a get_* invoke returns, or None (see _found)."""
+    found = _found(lookup)
+    return found.id if found is not None else None
+
+
+def stale_rules(account) -> tuple[str, ...]:  # noqa: ANN001 (GetStorageAccountResult)
+    """The states of a kept account's virtual network rules that are not in force: Azure keeps
+    a rule whose subnet was deleted, marked NetworkSourceDeleted (MicrosoftDocs/azure-docs#71743,
+    "Note on NetworkSourceDeleted"), and a subnet made again under the same id is not admitted
+    by it."""
+    rule_set = account.network_rule_set
+    rules = (rule_set.virtual_network_rules if rule_set else None) or []
+    return tuple(sorted({rule.state for rule in rules
+                         if rule.state and rule.state != RULE_IN_FORCE}))
 
 
 def _group(name: str) -> tuple[str | None, dict[str, str]]:
@@ -143,16 +177,25 @@ def find_kept_store(prefix: str, account_name: str, audit_workspace: str | None 
 
         workspace_id = _exists(lambda: operationalinsights.get_workspace(
             resource_group_name=group_name, workspace_name=audit_workspace))
-    account_id = _exists(lambda: storage.get_storage_account(
+    account = _found(lambda: storage.get_storage_account(
         account_name=account_name, resource_group_name=group_name))
-    if account_id is None:
+    if account is None:
         return KeptStore(group_id=group_id, group_name=group_name,
                          audit_workspace_id=workspace_id)
     container_id = _exists(lambda: storage.get_blob_container(
         account_name=account_name, container_name=CHECKPOINT_CONTAINER,
         resource_group_name=group_name))
-    return KeptStore(group_id=group_id, account_id=account_id, container_id=container_id,
-                     audit_workspace_id=workspace_id, group_name=group_name)
+    return KeptStore(group_id=group_id, account_id=account.id, container_id=container_id,
+                     audit_workspace_id=workspace_id, group_name=group_name,
+                     stale_rules=stale_rules(account))
+
+
+def renewal_tags(found: KeptStore) -> dict[str, str]:
+    """RENEWED_TAG when the kept account has a rule not in force, so the import's update goes
+    out (and sends the declared network rule set); nothing otherwise."""
+    if not found.stale_rules:
+        return {}
+    return {RENEWED_TAG: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ")}
 
 
 def _importing(opts: pulumi.ResourceOptions, resource_id: str | None) -> pulumi.ResourceOptions:
@@ -250,7 +293,7 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
             ),
             require_infrastructure_encryption=True,
         ),
-        tags=tags,
+        tags={**tags, **renewal_tags(found)},
         opts=_importing(kept, found.account_id),
     )
     container = storage.BlobContainer(

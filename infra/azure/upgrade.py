@@ -13,8 +13,11 @@ upgrades the control plane and the node pools together" (https://learn.microsoft
 auto-upgrade-cluster, "Cluster auto-upgrade limitations"). `az aks upgrade` sends that one PUT:
 it reads the cluster and sets kubernetesVersion and every agentPoolProfiles[].orchestratorVersion
 to the target (azure-cli acs/custom.py aks_upgrade). Pulumi, whose pools are separate resources,
-cannot; so the program names that command, and the next `pulumi up` finds every pool at the
-setting and changes nothing (infra/kubernetes_release.py keeps a live minor equal to the setting).
+cannot; so the program names that command. The next `pulumi up` is not a no-op: Pulumi's state
+still holds the old minor as the cluster's and pools' inputs, so it plans in-place updates of the
+cluster and every GPU pool to the new minor, which AKS finds each one already runs: no node rolls,
+and each pool's node count is declared as it runs (node_pools.declared_count). `pulumi refresh`
+first would show the same; it is not needed.
 
 The upgrade rolls every node of every pool; the GPU pools roll one node at a time with no surge
 node (maxSurge 0, maxUnavailable 1; spot pools never surge: infra/azure/node_pools.py), so it
@@ -28,12 +31,20 @@ suspend and resume commands; once the suspended job's nodes are gone it goes ahe
 
 from __future__ import annotations
 
-from infra.azure.versions import LiveCluster, live_cluster
+import pulumi
+
+from infra.azure.versions import LiveCluster
 from infra.contract import GpuClusterArgs
 from infra.settings.errors import Problem, SettingsError
 
-SUSPEND = "pulumi config set --path job.suspend true"
-RESUME = "pulumi config set --path job.suspend false"
+
+def pulumi_command(verb: str, rest: str = "") -> str:
+    """A pulumi command for this stack, named: the shell's selected stack may be another cloud's."""
+    return f"pulumi {verb} --stack {pulumi.get_stack()}" + (f" {rest}" if rest else "")
+
+
+def set_config(path: str, value: object) -> str:
+    return pulumi_command("config set", f"--path {path} {value}")
 
 
 def gpu_nodes(live: LiveCluster, pools: list[str]) -> int:
@@ -47,21 +58,20 @@ def suspend_first(nodes: int, revert: str, middle: str, restore: str) -> str:
     `middle` is what to do once the job is stopped, `restore` sets the change again."""
     if nodes == 0:
         return ""
+    up = pulumi_command("up")
     return (f" The GPU pools have {nodes} node(s) now and each one drained stops the job's gang:"
-            f" to do it between runs, first `{revert} && {SUSPEND}` and `pulumi up` (the job "
-            "stops after a save; its GPU nodes are removed about 10 minutes later), then "
-            f"{middle}, then `{restore} && {RESUME}` and `pulumi up` to resume from the newest "
+            f" to do it between runs, first `{revert} && {set_config('job.suspend', 'true')}` "
+            f"and `{up}` (the job stops after a save; its idle GPU nodes are removed about 10 "
+            f"minutes later), then {middle}, then `{restore} && "
+            f"{set_config('job.suspend', 'false')}` and `{up}` to resume from the newest "
             "checkpoint.")
 
 
-def check_changes(args: GpuClusterArgs) -> None:
+def check_changes(args: GpuClusterArgs, live: LiveCluster | None) -> None:
     """Refuse, before any resource, an upgrade Pulumi cannot send and a pool replacement under a
-    running job. Reads the live cluster only on a stack that has one."""
+    running job. `live`: the stack's cluster as AKS runs it (None: there is none)."""
     release, settings = args.release, args.settings
-    if not args.previous.live or (release.upgrade_from is None and not settings.enabled_gpu_pools):
-        return
-    live = live_cluster(args.previous)
-    if live is None:
+    if live is None or (release.upgrade_from is None and not settings.enabled_gpu_pools):
         return
     gpu_pools = [pool.name for pool in settings.enabled_gpu_pools]
     problems: list[Problem] = []
@@ -75,12 +85,14 @@ def check_changes(args: GpuClusterArgs) -> None:
             "for node pools declared as their own resources "
             "(NotAllAgentPoolOrchestratorVersionSpecifiedAndUnchanged). Upgrade it as `az aks "
             f"upgrade` does: `{upgrade}` (control plane, then every pool; GPU nodes one at a "
-            "time with no surge node, so no quota beyond maxNodes), then `pulumi up` again "
-            "with this setting: it then changes nothing." + suspend_first(
+            f"time with no surge node, so no quota beyond maxNodes), then `{pulumi_command('up')}`"
+            f" again with this setting: it records {release.minor} in the stack's state by "
+            "updating the cluster and its pools in place to the version they already run, so "
+            "no node rolls and every pool keeps the node count it runs." + suspend_first(
                 gpu_nodes(live, gpu_pools),
-                f"pulumi config set --path kubernetes.version {release.upgrade_from}",
+                set_config("kubernetes.version", release.upgrade_from),
                 f"`{upgrade}`",
-                f"pulumi config set --path kubernetes.version {release.minor}")
+                set_config("kubernetes.version", release.minor))
             + " Nothing was changed"))
     for key, pool in settings.gpu_pools_by_key.items():
         was = live.vm_sizes.get(pool.name)
@@ -91,9 +103,9 @@ def check_changes(args: GpuClusterArgs) -> None:
             f"gpuPools.{key.value}.machineType", pool.machine_type,
             f"pool {pool.name} runs {was} on {nodes} node(s); a new VM size replaces the pool, "
             "deleting all of its nodes at once under the running job." + suspend_first(
-                nodes, f"pulumi config set --path gpuPools.{key.value}.machineType {was}",
+                nodes, set_config(f"gpuPools.{key.value}.machineType", was),
                 "once the pool has no node",
-                f"pulumi config set --path gpuPools.{key.value}.machineType {pool.machine_type}")
+                set_config(f"gpuPools.{key.value}.machineType", pool.machine_type))
             + " Nothing was changed"))
     if problems:
         raise SettingsError(problems)

@@ -239,8 +239,25 @@ def acr_exchange(url: str, fields: dict[str, str]) -> dict[str, Any]:
 FEATURE_STATES = {"AKSInfinibandSupport": "Registered"}  # tests may change a state
 
 
-def _feature(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+# Feature name -> the provider's error for the read (a fresh subscription's refusal).
+FEATURE_ERRORS: dict[str, str] = {}
+
+
+def feature_read_refused(namespace: str) -> str:
+    """azure-native's error text for ARM's 409 to the feature registration read in a subscription
+    that has not registered `namespace` (learn.microsoft.com/azure/azure-resource-manager/
+    troubleshooting/error-register-resource-provider)."""
+    return (f"request failed /subscriptions/{SUBSCRIPTION}/providers/Microsoft.Features/"
+            "featureProviders/Microsoft.ContainerService/subscriptionFeatureRegistrations/"
+            "AKSInfinibandSupport: Status=409 Code=\"MissingSubscriptionRegistration\" "
+            f"Message=\"The subscription is not registered to use namespace '{namespace}'. See "
+            "https://aka.ms/rps-not-found for how to register subscriptions.\"")
+
+
+def _feature(args: pulumi.runtime.MockCallArgs) -> Any:
     name = args.args["featureName"]
+    if name in FEATURE_ERRORS:
+        return {}, [("", FEATURE_ERRORS[name])]
     return {"name": f"{args.args['providerNamespace']}/{name}",
             "properties": {"state": FEATURE_STATES.get(name, "NotRegistered")}}
 
@@ -429,9 +446,26 @@ def _get_group(args: pulumi.runtime.MockCallArgs) -> Any:
     return {**found, "tags": GROUP_TAGS.get(name, {})} if "id" in found else found
 
 
+# Lower-case account id -> the virtualNetworkRules ARM reports for a kept account (default:
+# none, the rule Azure dropped with its subnet).
+ACCOUNT_VNET_RULES: dict[str, list[dict[str, Any]]] = {}
+
+
+def keep_vnet_rule(group: str, account: str, subnet_id: str, state: str) -> None:
+    """The kept account still lists its rule for the destroyed subnet, in `state` (Azure marks
+    it NetworkSourceDeleted: MicrosoftDocs/azure-docs#71743)."""
+    ACCOUNT_VNET_RULES[account_id(group, account).lower()] = [
+        {"id": subnet_id, "action": "Allow", "state": state}]
+
+
 def _get_account(args: pulumi.runtime.MockCallArgs) -> Any:
     group, name = args.args["resourceGroupName"], args.args["accountName"]
-    return _lookup(account_id(group, name), "ResourceNotFound", name)
+    found = _lookup(account_id(group, name), "ResourceNotFound", name)
+    if "id" not in found:
+        return found
+    rules = ACCOUNT_VNET_RULES.get(account_id(group, name).lower(), [])
+    return {**found, "networkRuleSet": {"defaultAction": "Deny", "bypass": "AzureServices",
+                                        "virtualNetworkRules": rules, "ipRules": []}}
 
 
 def _get_container(args: pulumi.runtime.MockCallArgs) -> Any:
