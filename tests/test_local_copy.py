@@ -73,3 +73,23 @@ def test_tensorboard_copies_the_event_files_and_refuses_keys_that_leave_its_fold
     errors = capsys.readouterr().err
     assert errors.count("tensorboard: refused") == len(HOSTILE_KEYS), errors
     assert "escaped.txt" in errors and not os.path.exists(tmp_path / "escaped.txt")
+
+
+def test_one_key_the_laptop_cannot_hold_does_not_stop_the_other_copies(tmp_path) -> None:
+    """A key with a 300-character segment (ENAMETOOLONG here) is reported and skipped: anything
+    in a trainer pod could otherwise blank the laptop's TensorBoard."""
+    import fsspec
+
+    from torchrec_cloud.tensorboard import sync
+
+    fs = fsspec.filesystem("memory")
+    root = "/bucket/run/tensorboard"
+    for key, data in ((f"{root}/{'x' * 300}", b"1"), (f"{root}/events.out.tfevents.1", b"events")):
+        fs.pipe_file(key, data)
+    target = tmp_path / "tb"
+    target.mkdir()
+    copied = sync(fs, root, target)
+    assert "events.out.tfevents.1" in copied
+    assert (target / "events.out.tfevents.1").read_bytes() == b"events"
+    assert f"{'x' * 300}" not in copied
+    assert not list(target.rglob("*.partial"))

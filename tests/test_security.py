@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.harness import STACKS, Run, run_stack
@@ -34,7 +36,7 @@ esac
 '''
 
 
-@pytest.mark.parametrize("signame", ["SIGHUP", "SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("signame", ["SIGHUP", "SIGTERM", "SIGINT", "SIGQUIT"])
 def test_logs_follow_removes_its_kubeconfig_copy_on_every_signal(tmp_path, signame) -> None:
     """`logs --follow` writes the stack's kubeconfig (a credential) to a 0600 temporary file;
     a closed terminal, `kill` or Ctrl-C must not leave it behind."""
@@ -159,3 +161,17 @@ def test_the_efa_installer_runs_only_when_signed_by_the_key_whose_fingerprint_we
     tarball.write_bytes(b"installer, altered")
     assert subprocess.run([str(script), str(keys), ours, str(tmp_path / f"{ours}.sig"),
                            str(tarball)], capture_output=True, timeout=60).returncode == 1
+
+
+def test_the_reserved_add_on_namespaces_are_the_ones_the_stack_creates() -> None:
+    """The settings rule's list (infra/settings cannot import workloads/) matches the constants
+    of the add-ons that create those namespaces."""
+    from infra.dcgm import GPU_OPERATOR_NAMESPACE
+    from infra.settings.security_rules import ADDON_NAMESPACES
+    from workloads.kueue import NAMESPACE as KUEUE_NAMESPACE
+
+    jobset = (Path(__file__).resolve().parent.parent / "workloads" / "manifests")
+    assert all("namespace: jobset-system" in f.read_text() for f in jobset.glob("jobset-*.yaml"))
+    for name in (KUEUE_NAMESPACE, GPU_OPERATOR_NAMESPACE, "jobset-system", "network-operator",
+                 "kubeflow"):
+        assert name in ADDON_NAMESPACES

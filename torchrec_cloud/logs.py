@@ -10,7 +10,10 @@ the JobSet's Indexed Job, or replica index 0 of a PyTorchJob.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -93,6 +96,31 @@ def run(args: argparse.Namespace) -> int:
             print(f"logs: no rank 0 pod among {len(pods)} pods; try --all", file=sys.stderr)
             return 1
         try:
-            return subprocess.run(command).returncode
+            return run_kubectl(command)
         except KeyboardInterrupt:  # --follow ends with Ctrl-C
             return 0
+
+
+def run_kubectl(command: list[str]) -> int:
+    """kubectl in a process group of its own, ended with everything it started (an exec
+    credential plugin) however this command ends (Ctrl-C, SIGTERM, SIGHUP): Popen.kill() ends the
+    direct child only, and a survivor keeps the terminal's pipes and the kubeconfig's reader."""
+    # A signal during the spawn would leave a kubectl no `finally` knows: held until it is bound.
+    held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        process = subprocess.Popen(command, start_new_session=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+    try:
+        return process.wait()
+    finally:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()

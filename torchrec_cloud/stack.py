@@ -128,7 +128,7 @@ def read_outputs(stack: str, outputs_file: str | None = None) -> Outputs:
 # Signals that end a command in a terminal: a closed terminal (SIGHUP), `kill` or a session
 # manager (SIGTERM). Python's default for them ends the process without running `finally`, which
 # left the kubeconfig copy (a credential) in the temporary folder.
-ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 @contextlib.contextmanager

@@ -62,16 +62,20 @@ def sync(fs: Any, root: str, target: Path) -> list[str]:
             print(f"tensorboard: refused {path}: {error}", file=sys.stderr)
             continue
         size = info.get("size")
-        if local.exists() and size is not None and local.stat().st_size == size:
-            continue
-        local.parent.mkdir(parents=True, exist_ok=True)
         partial = local.with_name(f".{local.name}.partial")
         try:
+            if local.exists() and size is not None and local.stat().st_size == size:
+                continue
+            local.parent.mkdir(parents=True, exist_ok=True)
             fs.get_file(path, str(partial))
-        except BaseException:  # Ctrl-C, SIGTERM (see serve) or a failed download: no leftovers
+            os.replace(partial, local)
+        except OSError as error:  # a name too long, a file where a folder is due: this key only
+            partial.unlink(missing_ok=True)
+            print(f"tensorboard: not copied {path}: {error}", file=sys.stderr)
+            continue
+        except BaseException:  # Ctrl-C, SIGTERM (see serve): no leftovers
             partial.unlink(missing_ok=True)
             raise
-        os.replace(partial, local)
         copied.append(relative)
     return copied
 

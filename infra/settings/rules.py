@@ -39,9 +39,9 @@ from infra.settings.model import (
     Settings,
     SpotShortagePolicy,
 )
-from trainer.prepare.shuffle import (DAY_BYTES_PER_ROW as SHUFFLE_DAY_BYTES_PER_ROW,
-                                     PERMUTATION_BYTES_PER_ROW as SHUFFLE_PERMUTATION_BYTES_PER_ROW,
-                                     memory_bytes as shuffle_memory_bytes)
+from trainer.prepare.shuffle_size import (DAY_BYTES_PER_ROW as SHUFFLE_DAY_BYTES_PER_ROW,
+                                          PERMUTATION_BYTES_PER_ROW as SHUFFLE_PERMUTATION_BYTES_PER_ROW,
+                                          memory_bytes as shuffle_memory_bytes)
 from trainer.prepare import (CRITEO_1TB_ROWS, CRITEO_1TB_TRAINING_ROWS, CRITEO_KAGGLE_ROWS, WORKER_MEMORY_GIB,
                              default_workers, estimated_hours, read_bytes_per_sample)
 

@@ -7,6 +7,7 @@ and the command that fixes it, as every rule in rules.py does."""
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 import re
 from collections.abc import Iterator
 
@@ -21,11 +22,20 @@ BROADEST_API_PREFIX = {4: 16, 6: 48}
 # cluster has (default): the stack's `Namespace` would fail with AlreadyExists after the cluster
 # is paid for, and a job there shares its service accounts and quotas with the cluster's own.
 RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# Namespaces the stack's own add-ons create (workloads/kueue.py NAMESPACE, the vendored JobSet
+# manifests, infra/dcgm.py GPU_OPERATOR_NAMESPACE, Azure's network operator, the training
+# operator in infra/webhooks.py; tests/test_security.py holds them to those constants), and
+# Kubernetes' own `kube-` prefix: a job there collides with them after the cluster is paid for.
+ADDON_NAMESPACES = ("kueue-system", "jobset-system", "gpu-operator", "network-operator",
+                    "kubeflow")
 # Paths the container runtime or the pod spec itself mounts: a second volume there is refused
 # by the API server (duplicate mount path) or hides what the runtime put there.
 RUNTIME_PATHS = ("/tmp", "/dev", "/dev/shm", "/proc", "/sys", "/etc", "/run", "/var/run",
                  "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var/lib/kubelet")
 RUNTIME_TREES = ("/dev", "/proc", "/sys", "/run", "/var/run")  # nothing of ours goes below them
+# The trainer image's own folders (trainer/Dockerfile: WORKDIR /app on PYTHONPATH, the base
+# image's Python under /opt, HOME=/home/trainer): a volume there hides the trainer from itself.
+IMAGE_PATHS = ("/app", "/opt", "/home", "/root")
 KEEP_MAX = 1000  # newest checkpoints kept: more is a typo (1e12), each one costs a full save
 # Tag rules: AWS (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html: key
 # 1-128, value 0-256, `aws:` reserved), GCP labels (https://cloud.google.com/compute/docs/
@@ -56,10 +66,12 @@ def api_access_is_not_most_of_the_internet(s: Settings) -> Iterator[Problem]:
 
 
 def job_namespace_is_its_own(s: Settings) -> Iterator[Problem]:
-    if s.job.namespace in RESERVED_NAMESPACES:
+    taken = (*RESERVED_NAMESPACES, *ADDON_NAMESPACES)
+    if s.job.namespace in taken or s.job.namespace.startswith("kube-"):
         yield Problem("job.namespace", s.job.namespace,
-                      f"a namespace of the job's own, not {', '.join(RESERVED_NAMESPACES)} "
-                      "(the stack creates it; those exist in every cluster): "
+                      f"a namespace of the job's own, not {', '.join(taken)} or kube-* "
+                      "(the stack creates it; those exist in every cluster or hold the "
+                      "stack's add-ons): "
                       "`pulumi config set --path job.namespace torchrec`")
 
 
@@ -72,9 +84,16 @@ def job_service_account_is_its_own(s: Settings) -> Iterator[Problem]:
 
 
 def mount_path_is_not_the_runtime_s(s: Settings) -> Iterator[Problem]:
-    path = s.shared_file_system.mount_path.rstrip("/") or "/"
-    owned = next((p for p in RUNTIME_PATHS if path == p or (
-        p in RUNTIME_TREES and path.startswith(p + "/"))), None)
+    raw = s.shared_file_system.mount_path
+    if ".." in raw.split("/") or "//" in raw:
+        yield Problem("sharedFileSystem.mountPath", raw,
+                      "a plain absolute path without '..' or '//' (the runtime resolves them: "
+                      "/mnt/../etc is /etc): "
+                      "`pulumi config set --path sharedFileSystem.mountPath /mnt/shared`")
+        return
+    path = posixpath.normpath(raw) if raw.startswith("/") else raw.rstrip("/") or "/"
+    owned = next((p for p in (*RUNTIME_PATHS, *IMAGE_PATHS) if path == p or (
+        p in (*RUNTIME_TREES, *IMAGE_PATHS) and path.startswith(p + "/"))), None)
     if owned:
         yield Problem("sharedFileSystem.mountPath", s.shared_file_system.mount_path,
                       f"a folder of its own, not {path if path == owned else f'{path} (in {owned})'} "
