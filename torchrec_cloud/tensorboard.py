@@ -14,6 +14,7 @@ and exits.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -61,6 +62,9 @@ def sync(fs: Any, root: str, target: Path) -> list[str]:
         except UnsafeKey as error:
             print(f"tensorboard: refused {path}: {error}", file=sys.stderr)
             continue
+        except OSError as error:  # a name this file system cannot hold
+            print(f"tensorboard: not copied {path}: {error}", file=sys.stderr)
+            continue
         size = info.get("size")
         partial = local.with_name(f".{local.name}.partial")
         try:
@@ -70,7 +74,8 @@ def sync(fs: Any, root: str, target: Path) -> list[str]:
             fs.get_file(path, str(partial))
             os.replace(partial, local)
         except OSError as error:  # a name too long, a file where a folder is due: this key only
-            partial.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
             print(f"tensorboard: not copied {path}: {error}", file=sys.stderr)
             continue
         except BaseException:  # Ctrl-C, SIGTERM (see serve): no leftovers
