@@ -170,7 +170,7 @@ def test_aws_installs_the_table_versions_for_its_minor(minor: str, warnings: lis
                 == choose("aws-efa-k8s-device-plugin", minor).row.version)
     image = releases["cluster-autoscaler"]["values"]["image"]
     assert image["tag"] == choose("cluster-autoscaler", minor).row.version
-    assert _jobset_url(run).endswith(f"/{choose('jobset', minor).row.version}/manifests.yaml")
+    assert _jobset_url(run).endswith(f"/jobset-{choose('jobset', minor).row.version}.yaml")
     beyond = sorted(a for a in CLOUD_ADDONS[Cloud.AWS] if choose(a, minor).beyond_table)
     for addon in beyond:
         if addon != "training-operator":  # installed only for job.kind pytorchjob
@@ -186,7 +186,7 @@ def test_azure_installs_the_table_versions_for_its_minor(minor: str, warnings: l
     if "network-operator" in releases:
         assert (releases["network-operator"]["version"]
                 == choose("network-operator", minor).row.version)
-    assert _jobset_url(run).endswith(f"/{choose('jobset', minor).row.version}/manifests.yaml")
+    assert _jobset_url(run).endswith(f"/jobset-{choose('jobset', minor).row.version}.yaml")
     assert not any(w.startswith(("gpu-operator ", "network-operator ")) for w in warnings)
 
 
@@ -198,7 +198,7 @@ def test_gcp_installs_the_table_versions_for_its_minor(minor: str, machine: str,
     run = _run(Cloud.GCP, minor, monkeypatch,
                gpuPools={"onDemand": {"machineType": machine}, "spot": {"machineType": machine}},
                interconnect={"placement": False, "fabric": True})
-    assert _jobset_url(run).endswith(f"/{choose('jobset', minor).row.version}/manifests.yaml")
+    assert _jobset_url(run).endswith(f"/jobset-{choose('jobset', minor).row.version}.yaml")
     installers = [d for d in run.of_type("kubernetes:apps/v1:DaemonSet") if "installer" in d.name]
     assert len(installers) == 1  # GPUDirect-TCPX on A3 High, -TCPXO on A3 Mega
     for installer in installers:

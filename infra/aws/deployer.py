@@ -175,6 +175,10 @@ INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
     "aws:index/getCallerIdentity:getCallerIdentity": ("sts:GetCallerIdentity",),
     "aws:s3/getBucket:getBucket": ("s3:ListBucket",),
     "aws:s3/getBuckets:getBuckets": ("s3:ListAllMyBuckets",),
+    # The kept bucket's owner tag (infra/store_owner.py) and the job pool's vCPU quota
+    # (infra/quotas.py), both read before any resource.
+    "aws:resourcegroupstaggingapi/getResources:getResources": ("tag:GetResources",),
+    "aws:servicequotas/getServiceQuota:getServiceQuota": ("servicequotas:GetServiceQuota",),
 }
 
 # Conditions keep the two IAM actions that reach beyond this stack's own resources narrow.
