@@ -148,3 +148,13 @@ def test_sigterm_removes_the_kubeconfig_copy(tmp_path):
         gate.set()
     assert code == 128 + signal.SIGTERM  # 143, as a shell reports a command SIGTERM ended
     assert not list(temp.glob("kubeconfig-aws-*"))
+
+
+def test_a_missing_module_is_named_with_the_install_that_brings_it():
+    """`plan` needs torchrec, which only the trainer's install brings: pointing at
+    requirements-dev.txt (1.8 GB) would not help (new-user walkthrough)."""
+    from torchrec_cloud.__main__ import missing_module_hint
+
+    assert "make train" in missing_module_hint("torchrec")
+    assert "make train" in missing_module_hint("torch.distributed")
+    assert "requirements-dev.txt" in missing_module_hint("pulumi_kubernetes")

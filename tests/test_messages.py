@@ -42,6 +42,17 @@ def test_more_nodes_than_maxnodes_gets_both_commands():
     message = problems("aws", job={"nodes": 64})["job.nodes"]
     assert "`pulumi config set --path job.nodes 2`" in message
     assert "`pulumi config set --path gpuPools.onDemand.maxNodes 64`" in message
+    assert "`torchrec-cloud doctor`" in message  # the stack is named where it is shown
+
+
+def test_the_doctor_command_in_a_message_names_the_stack():
+    from infra.settings.errors import for_stack, use_stack
+
+    use_stack("aws")
+    try:
+        assert for_stack("(quota: `torchrec-cloud doctor`)") == "(quota: `torchrec-cloud doctor --stack aws`)"
+    finally:
+        use_stack(None)
 
 
 def test_recipe_mlperf_beside_batch_size_gets_the_remove_command():
@@ -62,4 +73,5 @@ def test_an_azure_spot_cap_below_the_list_price_is_refused(cap: float, refused: 
     assert ("gpuPools.spot.maxPrice" in found) == refused
     if refused:
         assert "spot list price" in found["gpuPools.spot.maxPrice"]
-        assert "--path gpuPools.spot.maxPrice -1`" in found["gpuPools.spot.maxPrice"]
+        # `-1` after `--`: the Pulumi CLI reads a bare -1 as a flag (pulumi/pulumi#892)
+        assert "--path gpuPools.spot.maxPrice -- -1`" in found["gpuPools.spot.maxPrice"]

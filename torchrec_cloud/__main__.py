@@ -50,6 +50,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(modules[args.command].run(args))
 
 
+# torch and torchrec come with the trainer's install (`make train`: trainer/requirements-*.txt),
+# not with requirements-dev.txt; everything else a verb needs comes with requirements-dev.txt.
+TRAINER_MODULES = ("torch", "torchrec", "fbgemm_gpu")
+
+
+def missing_module_hint(name: str) -> str:
+    """What to install for a module this venv lacks, named by the install that brings it."""
+    if name.split(".")[0] in TRAINER_MODULES:
+        return (f"this command needs {name!r} (torch and torchrec, the trainer's planner): "
+                "`make train` installs them into .venv (CPU-only torch: make train "
+                "PIP_EXTRA=\"--extra-index-url https://download.pytorch.org/whl/cpu\")")
+    return (f"this command needs {name!r}, which the light install of `make check` leaves out: "
+            ".venv/bin/pip install -r requirements-dev.txt (or `make status STACK=<stack>`, "
+            "which installs it)")
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -70,9 +86,7 @@ def guarded(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130  # 128 + SIGINT, as a shell reports it
     except ModuleNotFoundError as error:  # a venv from `make check`: requirements-check.txt only
-        print(f"torchrec-cloud: this command needs {error.name!r}, which the light install of "
-              "`make check` leaves out: .venv/bin/pip install -r requirements-dev.txt (or `make "
-              "status STACK=<stack>`, which installs it)", file=sys.stderr)
+        print(f"torchrec-cloud: {missing_module_hint(error.name or '')}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)

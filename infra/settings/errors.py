@@ -13,7 +13,8 @@ NOT_SET = "(not set)"
 PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 # A fix command in a message, not yet naming its stack (a mention of the command alone,
 # "`pulumi config set` without `--path`", is no command to paste).
-CONFIG_COMMAND = re.compile(r"\bpulumi config (?:set|rm)\b(?! --stack)(?!`)")
+CONFIG_COMMAND = re.compile(
+    r"\bpulumi config (?:set|rm)\b(?! --stack)(?!`)|\btorchrec-cloud doctor\b(?! --stack)")
 
 # The stack whose file the messages' commands edit. Rules write their messages without it
 # (they judge values, not stacks); it is added where a problem is shown, so a pasted command
@@ -72,8 +73,12 @@ def config_path(loc: tuple[str | int, ...] | list[str | int]) -> str:
 
 
 def set_command(path: str, value: Any) -> str:
-    """The command that sets one value, shell-quoted as a user pastes it."""
-    return f"pulumi config set --path {shlex.quote(path)} {shlex.quote(str(value))}"
+    """The command that sets one value, shell-quoted as a user pastes it; a value that starts
+    with '-' (a spot maxPrice of -1) after `--`, or the CLI reads it as a flag
+    (pulumi/pulumi#892)."""
+    text = str(value)
+    end_of_flags = "-- " if text.startswith("-") else ""
+    return f"pulumi config set --path {shlex.quote(path)} {end_of_flags}{shlex.quote(text)}"
 
 
 def rename_commands(bad: str, good: str, value: Any) -> str:
