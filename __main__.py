@@ -11,7 +11,7 @@ from infra.naming import resource_prefix
 from infra.preemption import estimated_save
 from infra.previous_run import read_previous_run
 from infra.settings import load_settings, with_kubernetes_minor
-from workloads import TrainingJob, TrainingJobArgs
+from workloads.component import TrainingJob, TrainingJobArgs
 from workloads.flags import checkpoint_dir
 
 settings = load_settings()  # a bad stack file stops here, before any resource exists

@@ -1798,7 +1798,7 @@ BIG_SPOT_TABLES = {"job": {"pool": "spot", "trainerArgs": {
 def test_the_save_rule_judges_the_build_the_job_is_budgeted_for():
     # "1.35" alone counts as its newest build (120 s); a build before 1.35.0-gke.1171000, or a
     # 1.34 node, gives 30 s, which the job's stop budget follows: the rule must judge that one.
-    from infra.settings.rules import spot_save_fits_the_notice
+    from infra.settings.cost_rules import spot_save_fits_the_notice
 
     settings = stack_settings({**BIG_SPOT_TABLES, "kubernetes": {"version": "1.35"}})
     assert list(spot_save_fits_the_notice(settings)) == []

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from infra.catalog import Cloud, find_machine
-from infra.settings import rules
+from infra.settings import cost_rules, rules
 from infra.settings import SettingsError, settings_from_mapping
 from infra.settings.model import Settings
 from tests.harness import (
@@ -468,7 +468,7 @@ def test_tables_the_gpus_cannot_hold_are_refused_naming_the_nodes_that_fit() -> 
     # The MLPerf recipe on the shipped stack's machine and node count fits.
     values = with_overrides("aws", {"job": {"trainerArgs": {"recipe": "mlperf"}}})
     values.pop("dataset", None)
-    assert not list(rules.tables_fit_the_gpus(settings_from_mapping(values)))
+    assert not list(cost_rules.tables_fit_the_gpus(settings_from_mapping(values)))
 
 
 def test_tables_no_node_count_can_hold_are_blamed_on_the_table_flag() -> None:
@@ -485,7 +485,7 @@ def test_tables_no_node_count_can_hold_are_blamed_on_the_table_flag() -> None:
 
 
 def test_gigabytes_are_shown_with_separators_and_no_trailing_zero() -> None:
-    assert [rules.gb(b) for b in (135_450e9, 4.25e9, 34.4e9, 2e9)] == [
+    assert [cost_rules.gb(b) for b in (135_450e9, 4.25e9, 34.4e9, 2e9)] == [
         "135,450 GB", "4.2 GB", "34.4 GB", "2 GB"]
 
 

@@ -69,7 +69,7 @@ def run_workload(flavour: str, job: Job, checkpoints: Checkpoints = Checkpoints(
                  dataset: Dataset = Dataset(), interconnect: Any = None,
                  system_pool: Any = None) -> WorkloadRun:
     """A program that is just a fake cluster and the TrainingJob, under the harness's mocks."""
-    from workloads import TrainingJob, TrainingJobArgs
+    from workloads.component import TrainingJob, TrainingJobArgs
 
     pulumi.runtime.settings.set_root_resource(None)
     asyncio.set_event_loop(asyncio.new_event_loop())

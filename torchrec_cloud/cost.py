@@ -115,7 +115,7 @@ def _time(text: str) -> datetime | None:
 
 def run(args: argparse.Namespace, opener: BucketOpener | None = None) -> int:
     from torchrec_cloud.pools import now_utc
-    from torchrec_cloud.status import cluster_created
+    from torchrec_cloud.cluster_age import cluster_created
     from workloads.why import Kubectl
 
     try:

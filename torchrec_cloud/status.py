@@ -11,7 +11,6 @@ curves and summary (trainer/report.py, when present) to out/status/<stack>/.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from urllib.parse import quote
 from torchrec_cloud import pools as pool_view
 from torchrec_cloud import progress as progress_view
 from torchrec_cloud import restarts as restart_view
+from torchrec_cloud.cluster_age import cluster_created
 from torchrec_cloud.gpu_metrics import read_gpu_utilisation
 from torchrec_cloud.logs import container_of, rank0
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
@@ -33,7 +33,6 @@ from workloads.why import ApiError, Kubectl, NotFound, Reader, read_view
 
 OUT_DIR = Path("out/status")
 LOG_TAIL_LINES = 500  # rank 0's recent lines hold several metric records (log_every steps each)
-DEFAULT_NAMESPACE_PATH = "/api/v1/namespaces/default"  # its age is the cluster's
 BucketOpener = Callable[[str], tuple[Any, str]]
 
 
@@ -226,16 +225,6 @@ def _shared_file_system_checkpoints(outputs: Outputs, records: list[dict[str, An
         lines.append(f"newest checkpoint save started: step {step:,} (from {source}; it "
                      "completes in the background)")
     return lines
-
-
-def cluster_created(read: Reader) -> datetime | None:
-    """When the cluster was made: the `default` namespace's creationTimestamp (the API server
-    creates it at bootstrap, and it cannot be deleted). None when it cannot be read."""
-    try:
-        namespace = json.loads(read(DEFAULT_NAMESPACE_PATH))
-    except (NotFound, ApiError, OSError, ValueError, subprocess.TimeoutExpired):
-        return None
-    return pool_view.parse_time(((namespace or {}).get("metadata") or {}).get("creationTimestamp"))
 
 
 def spend_section(view: ClusterView, outputs: Outputs, read: Reader, now: datetime) -> list[str]:

@@ -29,7 +29,7 @@ from infra.gcp.versions import (NODE_BASIS_OUTPUT, SETTINGS_OUTPUT, check_featur
                                 node_versions, settings_fingerprint)
 from infra.settings.errors import SettingsError
 from infra.settings.model import Filestore
-from infra.settings.rules import spot_save_fits_the_notice
+from infra.settings.cost_rules import spot_save_fits_the_notice
 
 TYPE_TOKEN = "torchrec-cloud:gcp:GpuCluster"
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"

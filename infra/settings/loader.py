@@ -16,7 +16,8 @@ from infra.settings.defaults import with_cloud_defaults
 from infra.settings.errors import (CONFIG_NAMESPACE, Problem, SettingsError, config_path,
                                    rename_commands, set_command, shown, use_stack)
 from infra.settings.model import Settings
-from infra.settings.rules import FS_KIND_BY_CLOUD, check_all
+from infra.settings.all_rules import check_all
+from infra.settings.rules import FS_KIND_BY_CLOUD
 
 TOP_LEVEL_KEYS = tuple(
     field.alias or name for name, field in Settings.model_fields.items()

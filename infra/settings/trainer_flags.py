@@ -20,6 +20,7 @@ from typing import Any
 
 from infra.settings.errors import Problem, rename_commands
 from infra.settings.model import Settings, TrainerArgValue
+from infra.settings.stack_flags import TRAINER_FLAG, WORKLOAD_OWNED_FLAGS
 from trainer.config import TrainConfig, build_parser, closest_flag, recipe_defaults
 
 # A line of TrainConfig's ValueError: "--flag=<repr of value>: what is allowed".
@@ -181,7 +182,6 @@ def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks
 def trainer_args_fit_the_trainer(s: Settings) -> Iterator[Problem]:
     """Names, types, choices, ranges and combinations of job.trainerArgs, as the trainer
     judges them; flags the stack owns or misshapen names are left to trainer_args_are_flags."""
-    from infra.settings.rules import TRAINER_FLAG, WORKLOAD_OWNED_FLAGS
     actions = _actions(build_parser())
     args = {key: value for key, value in s.job.trainer_args.items()
             if key not in WORKLOAD_OWNED_FLAGS and TRAINER_FLAG.match(key)}

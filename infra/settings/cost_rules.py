@@ -1,0 +1,238 @@
+"""The rules that need a price or a size estimate: a checkpoint save against the spot notice,
+the tables against GPU memory, the file system against the GPUs' reading, the spend ceiling.
+
+They sit above the figures they use (infra/estimate.py prices, infra/preemption.py checkpoint
+sizes), which themselves read the settings and the shared rules (infra/settings/rules.py): so the
+figures never import a rule that imports them back. infra/settings/all_rules.py collects these
+with the shared ones into the one list `check_all` runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from infra.cadence import SAVE_SHARE, cadence
+from infra.catalog import find_machine
+from infra.estimate import job_hourly_usd, job_most_hourly, planned_throughput
+from infra.preemption import (TABLE_FLAGS, estimated_save, largest_rank_bytes,
+                              shared_file_system_mb_s, stop_budget)
+from infra.settings.errors import Problem, set_command
+from infra.settings.model import PoolChoice, Settings
+from infra.settings.rules import Rule, _training_rows
+from infra.settings.trainer_flags import parsed_trainer_args
+from trainer.prepare import read_bytes_per_sample
+
+
+def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
+                              ) -> Iterator[Problem]:
+    """On spot, one checkpoint save (every byte over the store's write throughput, and the
+    fullest rank's bytes under the trainer's sharding rule, trainer/sizing.py, over one
+    stream's, infra/catalog.py) must fit the trainer's save deadline inside the cloud's notice.
+
+    `node_version`: the version the job's nodes run, where the cloud knows it and it decides the
+    notice (GKE: infra/gcp/component.py checks again with the value the job's stop budget
+    uses); without it, kubernetes.version, a minor, which counts as its newest build."""
+    if s.job.pool != PoolChoice.SPOT or not s.checkpoints.enabled or _table_args(s) is None:
+        return
+    estimate = estimated_save(s)
+    budget = stop_budget(s.cloud, True, s.job.termination_grace_seconds,
+                         node_version or s.kubernetes.version)
+    if estimate.seconds <= budget.save_deadline_seconds:
+        return
+    yield Problem(
+        "job.trainerArgs", f"{gb(estimate.bytes)} of tables and optimizer state",
+        f"one checkpoint save takes about {estimate.seconds:.0f} s (the fullest rank writes "
+        f"{gb(estimate.largest_rank_bytes)}; {estimate.store}, "
+        f"{estimate.mb_per_second:,.0f} MB/s) but a {s.cloud.value} spot node's "
+        f"{budget.notice.notice_seconds} s notice leaves the trainer "
+        f"{budget.save_deadline_seconds} s; use smaller tables, more nodes "
+        "(job.nodes: each node writes its share), faster checkpoint storage "
+        "(checkpoints.location / the shared file system's throughput), or job.pool: onDemand")
+
+
+
+
+def checkpoint_cadence_leaves_training_its_time(s: Settings) -> Iterator[Problem]:
+    """A cadence set by hand must leave at least one save's time / SAVE_SHARE between saves
+    (infra/cadence.py): shorter, saves are written back to back beside training, and the
+    trainer skips each one due while the previous is still written."""
+    c = s.checkpoints
+    if not c.enabled or (c.every_steps is None and c.every_seconds is None) \
+            or _table_args(s) is None:
+        return
+    found = cadence(s)
+    save = (f"one save takes ~{found.save_seconds:,.0f} s ({gb(found.save.bytes)}, the fullest "
+            f"rank {gb(found.save.largest_rank_bytes)}; {found.save.store})")
+    least_steps = found.least_steps()
+    if c.every_steps is not None and least_steps is not None and c.every_steps < least_steps:
+        interval = c.every_steps / (found.steps_per_second or 1)
+        yield Problem(
+            "checkpoints.everySteps", c.every_steps,
+            f"{save}; at the planned {found.steps_per_second:,.1f} steps/s, {c.every_steps:,} "
+            f"steps leave {interval:,.0f} s between saves, so a save would be written "
+            f"{min(found.save_seconds / interval, 1):.0%} of the time (one due while another is "
+            f"written is skipped); at least {least_steps:,} steps keep it under "
+            f"{SAVE_SHARE:.0%}: `pulumi config set --path checkpoints.everySteps {least_steps}`, "
+            "or `pulumi config rm --path checkpoints.everySteps` to have it derived")
+    least_seconds = int(math.ceil(found.least_interval_seconds))
+    if (s.job.pool == PoolChoice.SPOT and c.every_seconds
+            and c.every_seconds < least_seconds):
+        yield Problem(
+            "checkpoints.everySeconds", c.every_seconds,
+            f"{save}; every {c.every_seconds:,} s a save would be written "
+            f"{min(found.save_seconds / c.every_seconds, 1):.0%} of the time; at least "
+            f"{least_seconds:,} s keep it under {SAVE_SHARE:.0%}: `pulumi config set --path "
+            f"checkpoints.everySeconds {least_seconds}`, or `pulumi config rm --path "
+            "checkpoints.everySeconds` to have it derived")
+
+
+# torchrec's planner keeps this share of each GPU for dense weights, activations and the
+# allocator (trainer/planning.py RESERVED_FRACTION, FixedPercentageStorageReservation).
+PLANNER_RESERVED_FRACTION = 0.2
+MOST_NODES_SUGGESTED = 64
+
+
+def _table_args(s: Settings) -> dict[str, object] | None:
+    """The trainer flags as the trainer converts them, or None where one the table sizes need
+    was refused: its own rule names it, and sizes from anything else would be made up."""
+    args = parsed_trainer_args(s.job.trainer_args)
+    if any(flag in s.job.trainer_args and flag not in args for flag in TABLE_FLAGS):
+        return None
+    return args
+
+
+def gb(nbytes: float) -> str:
+    """Decimal gigabytes as a reader takes them in: thousands separated, no trailing `.0`
+    (135,450 GB, 4.2 GB)."""
+    return f"{nbytes / 1e9:,.1f}".removesuffix(".0") + " GB"
+
+
+# The flags that size the tables, the one that decides first: a per-feature list overrides
+# num_embeddings (trainer/config.py), a recipe brings its own tables.
+TABLE_SIZE_FLAGS = ("num_embeddings_per_feature", "num_embeddings", "embedding_dim", "recipe")
+
+
+def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
+    """The fullest rank's tables and optimizer state (a bound under the trainer's sharding
+    rule, trainer/sizing.py, checked against torchrec's own plan in tests/trainer/test_plan.py)
+    must fit a GPU's memory less the planner's reservation, or the job fails when it plans,
+    after the nodes are paid for. `.venv/bin/python -m torchrec_cloud plan` shows the plan itself.
+
+    Blamed on job.nodes where a node count up to MOST_NODES_SUGGESTED holds the tables (the
+    tables are fine, the gang is small); otherwise on the table flag the user set (100 billion
+    rows are the mistake, not 2 nodes)."""
+    gpu = find_machine(s.cloud, s.job_pool.machine_type)
+    args = _table_args(s)
+    # an unknown machine or a refused table flag is named by its own rule
+    if gpu is None or not gpu.gpu_memory_gib or args is None:
+        return
+    usable = gpu.gpu_memory_gib * 2**30 * (1 - PLANNER_RESERVED_FRACTION)
+    per_node = s.job.processes_per_node
+
+    def fullest(nodes: int) -> int:
+        return largest_rank_bytes(args, nodes * per_node, per_node)
+
+    held = fullest(s.job.nodes)
+    if held <= usable:
+        return
+    enough = next((n for n in range(s.job.nodes + 1, MOST_NODES_SUGGESTED + 1)
+                   if fullest(n) <= usable), None)
+    holds = (f"the fullest rank would hold about {gb(held)} of tables and optimizer state, "
+             f"more than {gb(usable)} usable of a {gpu.gpu_memory_gib} GiB GPU ({gpu.name}, "
+             f"less the planner's {PLANNER_RESERVED_FRACTION:.0%})")
+    plan = "(`.venv/bin/python -m torchrec_cloud plan` shows the plan)"
+    table_flag = next((f for f in TABLE_SIZE_FLAGS if f in s.job.trainer_args), None)
+    if enough is None and table_flag is not None:
+        yield Problem(
+            f"job.trainerArgs.{table_flag}", s.job.trainer_args[table_flag],
+            f"tables the GPUs can hold: with job.nodes = {s.job.nodes}, {holds}, and no "
+            f"job.nodes up to {MOST_NODES_SUGGESTED} fits; use smaller tables (fewer rows or "
+            f"a smaller embedding_dim) or a machine with more GPU memory {plan}")
+        return
+    more = (f"job.nodes: {enough} fits" if enough else
+            f"no job.nodes up to {MOST_NODES_SUGGESTED} fits")
+    tables = f" of job.trainerArgs.{table_flag}" if table_flag else ""
+    yield Problem(
+        "job.nodes", s.job.nodes,
+        f"enough GPUs for the tables{tables}: {holds}; {more}, or pick a machine with more "
+        f"GPU memory or smaller tables {plan}")
+
+
+
+def materialized_multi_hot_keeps_up_with_the_gpus(s: Settings) -> Iterator[Problem]:
+    """Materialized multi-hot days are read whole every epoch (MLPerf's: 912 bytes a sample,
+    3.83 TB); drawn on the fly the trainer reads the one-hot days (160 bytes, 0.67 TB). When the
+    file system's throughput cannot feed the GPUs at the planned rate, reading bounds the run:
+    on-the-fly it is (the reference's own alternative)."""
+    prepare = s.dataset.prepare
+    if not (prepare.enabled and prepare.multi_hot_sizes and prepare.multi_hot.value == "materialize"):
+        return
+    training = _training_rows(prepare)
+
+    try:
+        plan = planned_throughput(s)
+        have_mb_s, how = shared_file_system_mb_s(s.shared_file_system)
+    except (KeyError, ValueError, TypeError):  # a machine or size another rule names
+        return
+    if plan is None or training is None or have_mb_s <= 0:
+        return
+    rows = training[0]
+    samples_s = plan.samples_per_s_per_gpu * s.job.nodes * s.job.processes_per_node
+    materialized, on_the_fly = (read_bytes_per_sample(prepare.multi_hot_sizes),
+                                read_bytes_per_sample(None))
+    need_mb_s = samples_s * materialized / 1e6
+    if have_mb_s >= need_mb_s:
+        return
+    hours = rows / samples_s / 3600
+    read_h = rows * materialized / (have_mb_s * 1e6) / 3600
+    fly_h = rows * on_the_fly / (have_mb_s * 1e6) / 3600
+    yield Problem("dataset.prepare.multiHot", prepare.multi_hot.value,
+                  f"reading materialized multi-hot days ({materialized} bytes a sample, "
+                  f"{rows * materialized / 1e12:.2f} TB an epoch) at the file system's "
+                  f"{have_mb_s:,.0f} MB/s ({how}) takes {read_h:.1f} h an epoch, where the GPUs "
+                  f"need {hours:.1f} h at the planned {samples_s / 1e6:.2f}M samples/s "
+                  f"({need_mb_s:,.0f} MB/s): `{set_command('dataset.prepare.multiHot', 'onTheFly')}` "
+                  f"(one-hot days, {on_the_fly} bytes a sample, {rows * on_the_fly / 1e12:.2f} TB "
+                  f"and {fly_h:.1f} h of reading an epoch; the trainer draws the same ids as "
+                  "MLPerf's reference alternative), or a file system with more throughput")
+
+
+# --- job.maxHourlyUsd: the spend ceiling (infra/estimate.py) ----------------------------------
+def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
+    """Judged at the most the job's pools may cost an hour (each GPU pool the job can use and
+    the system pool at its maxNodes, spot nodes at the most a spot price may reach: on-demand,
+    or Azure's maxPrice), not at the job's own size: the autoscaler's bounds are what the stack
+    lets the bill reach. A GPU pool the job never uses is left out (infra/estimate.py
+    job_most_hourly). The message gives both figures and the pools behind the first."""
+    ceiling = s.job.max_hourly_usd
+    if ceiling is None:
+        return
+
+    try:
+        # Only the pools the job can use: a spot job's idle on-demand pool never grows for it.
+        most = job_most_hourly(s)
+        job = job_hourly_usd(s)
+    except (KeyError, ValueError, TypeError):  # a machine, size or flag another rule names
+        return
+    total = most.total() or 0.0
+    if total <= ceiling:
+        return
+    pools = "; ".join(f"{line.item}: {line.detail}" for line in most.lines
+                      if "pool" in line.item or "nodes" in line.item)
+    yield Problem(
+        "job.maxHourlyUsd", ceiling,
+        f"the stack may cost up to USD {total:,.2f} an hour with every pool at its maxNodes "
+        f"that the job can use ({pools}; with the file system, network and control plane), "
+        "above this ceiling; the "
+        f"job itself on {s.job.nodes} {s.job.pool.value} node(s) costs USD {job:,.2f} an hour. "
+        "Lower gpuPools.onDemand.maxNodes / gpuPools.spot.maxNodes (or gpuPools.spot.enabled: "
+        "false), job.nodes or the machine type, or raise job.maxHourlyUsd")
+
+
+
+COST_RULES: tuple[Rule, ...] = (spot_save_fits_the_notice,
+                                checkpoint_cadence_leaves_training_its_time,
+                                tables_fit_the_gpus,
+                                materialized_multi_hot_keeps_up_with_the_gpus,
+                                hourly_cost_fits_the_ceiling)
