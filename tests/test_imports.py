@@ -12,6 +12,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torchrec_cloud", "workloads", "infra", "trainer")
+# The floors, top to bottom (docs/architecture.md draws them): a module may import its own floor
+# and the floors below it, never one above.
+FLOORS = PACKAGES
+
+
+def allowed_directions() -> set[tuple[str, str]]:
+    """Every (from floor, to floor) pair an import may cross: downwards only."""
+    return {(upper, lower) for i, upper in enumerate(FLOORS) for lower in FLOORS[i + 1:]}
+
+
+def floor_arrows() -> set[tuple[str, str]]:
+    """The (from floor, to floor) pairs the code's imports cross."""
+    return {(module.split(".")[0], target.split(".")[0])
+            for module, targets in import_graph().items() for target in targets
+            if module.split(".")[0] != target.split(".")[0]}
 
 
 @cache
@@ -135,3 +150,11 @@ def test_the_project_s_modules_form_no_import_circle() -> None:
     shown = "\n  ".join(" <-> ".join(circle) for circle in found)
     assert not found, ("modules that import each other (directly or round a circle); move the "
                        f"shared piece into a module below both:\n  {shown}")
+
+
+def test_no_import_climbs_a_floor() -> None:
+    climbing = sorted(f"{module} imports {target}" for module, targets in import_graph().items()
+                      for target in targets
+                      if module.split(".")[0] != target.split(".")[0]
+                      and (module.split(".")[0], target.split(".")[0]) not in allowed_directions())
+    assert not climbing, "imports that climb a floor:\n  " + "\n  ".join(climbing)
