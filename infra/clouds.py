@@ -13,9 +13,9 @@ from infra.previous_run import PreviousRun
 from infra.settings.model import Settings
 
 COMPONENTS = {
-    Cloud.AWS: ("infra.aws", "AwsGpuCluster"),
-    Cloud.AZURE: ("infra.azure", "AzureGpuCluster"),
-    Cloud.GCP: ("infra.gcp", "GcpGpuCluster"),
+    Cloud.AWS: ("infra.aws.component", "AwsGpuCluster"),
+    Cloud.AZURE: ("infra.azure.component", "AzureGpuCluster"),
+    Cloud.GCP: ("infra.gcp.component", "GcpGpuCluster"),
 }
 
 # Each cloud's module that asks it which Kubernetes versions it creates today

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import infra.contract as contract
+from tests.test_imports import FLOORS, allowed_directions, floor_arrows
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_PATH = ROOT / "docs" / "architecture.md"
@@ -142,3 +143,50 @@ def test_the_trainer_imports_nothing_above_it() -> None:
              for path in files for module in sorted(imports_of(path))
              if under(module, ABOVE_THE_TRAINER)]
     assert not wrong, "trainer/ reaches above itself:\n  " + "\n  ".join(wrong)
+
+
+HOUSE_HEADING = "## The house: floors and arrows"
+TABLE_HEADING = "## To change X, open Y"
+MERMAID = re.compile(r"```mermaid\n(.*?)```", re.S)
+ARROW = re.compile(r"^\s*(\w+)\s*-->\s*(\w+)\s*$", re.M)
+# The common changes the table must answer (issue 34), each by the words of its first cell.
+CHANGES = ("add a GPU machine", "a cloud rule (AKS / EKS / GKE)", "a rule every cloud shares",
+           "a stack-owned trainer flag", "a waiting reason", "a command-line verb", "a cloud")
+
+
+def section(heading: str) -> str:
+    assert heading in DOC, f"docs/architecture.md lost its {heading!r} section"
+    return DOC.split(heading, 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_diagram_draws_exactly_the_floors_and_arrows_the_import_test_allows() -> None:
+    [diagram] = MERMAID.findall(section(HOUSE_HEADING))
+    assert diagram.lstrip().startswith("flowchart"), "the diagram is not a Mermaid flowchart"
+    drawn = set(ARROW.findall(diagram))
+    assert {floor for arrow in drawn for floor in arrow} == set(FLOORS)
+    assert drawn == allowed_directions(), (
+        f"drawn but not allowed: {sorted(drawn - allowed_directions())}; "
+        f"allowed but not drawn: {sorted(allowed_directions() - drawn)}")
+    # and the code crosses no floor the diagram does not draw
+    assert floor_arrows() <= drawn, sorted(floor_arrows() - drawn)
+
+
+def table_rows() -> dict[str, str]:
+    rows = [cells(line) for line in section(TABLE_HEADING).splitlines() if line.startswith("|")]
+    return {row[0]: row[1] for row in rows[2:]}  # past the header and delimiter rows
+
+
+def test_the_change_table_answers_every_common_change() -> None:
+    missing = [change for change in CHANGES if change not in table_rows()]
+    assert not missing, f"docs/architecture.md's table does not say where to: {missing}"
+
+
+def test_every_path_the_change_table_names_exists() -> None:
+    named = []
+    for change, where in table_rows().items():
+        paths = [(DOC_PATH.parent / target).resolve() for target in LINK.findall(where)]
+        assert paths, f"the row {change!r} names no file"
+        named += [(change, path) for path in paths]
+    gone = [f"{change}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
+            for change, path in named if not path.is_relative_to(ROOT) or not path.exists()]
+    assert not gone, "the table names files that do not exist:\n  " + "\n  ".join(gone)

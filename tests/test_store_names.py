@@ -140,7 +140,7 @@ def test_a_live_azure_stack_keeps_its_checkpoint_group_name() -> None:
     """A stack deployed before names carried the hash keeps its group: a new name would
     replace it (resourceGroupName is create-only)."""
     former = checkpoint_group_name(name_prefix(PROJECT, "production-b"))
-    from infra.azure import kept_store
+    from infra.azure.component import kept_store
     from infra.previous_run import PreviousRun
 
     previous = PreviousRun({"cloud": "azure", "checkpoint_resource_group": former})

@@ -1,5 +1,5 @@
-"""AWS: EKS with GPU managed node groups, EFA, FSx for Lustre and an S3 checkpoint bucket."""
+"""AWS: EKS with GPU managed node groups, EFA, FSx for Lustre and an S3 checkpoint bucket.
 
-from infra.aws.component import AwsGpuCluster
-
-__all__ = ["AwsGpuCluster"]
+The component is infra/aws/component.py (as in every cloud package); this file imports
+nothing, so a module of the package never imports back through it and no SDK loads with it.
+"""

@@ -1,7 +1,7 @@
 """Every rule a cloud API would enforce, checked in seconds before anything is created.
 
 Each rule is a small named function that looks at the whole, type-checked settings and returns
-the problems it finds (empty when all is well); `check_all` runs every rule and collects every
+the problems it finds (empty when all is well); all_rules.check_all runs every rule, collects every
 problem, so one run of `pulumi up` names everything to fix.
 """
 

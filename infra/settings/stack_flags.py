@@ -1,4 +1,4 @@
-"""The trainer flags the stack itself passes (workloads/flags.py), and what a flag's name looks like.
+"""The trainer flags the stack itself passes (workloads/flags.py), and the shape of a flag name.
 
 Below both the rules (trainerArgs may not set these: infra/settings/rules.py) and the trainer's
 own judgement of job.trainerArgs (infra/settings/trainer_flags.py), so neither imports the other

@@ -210,7 +210,7 @@ def test_the_gate_judges_an_injected_compute_time_never_the_clock(monkeypatch):
     def no_clock() -> float:
         raise AssertionError("the clock was read")
 
-    monkeypatch.setattr("trainer.fabric_gate.time.perf_counter", no_clock)
+    monkeypatch.setattr("trainer.gate.measure.time.perf_counter", no_clock)
     monkeypatch.setenv(TEST_DELAY_ENV, "1")
     cpu = torch.device("cpu")
     assert time_compute(cpu, 0) == TEST_COMPUTE_SECONDS
