@@ -845,6 +845,27 @@ def test_checkpoints_on_fsx_kept_on_destroy_leave_a_final_backup_the_next_up_res
     assert restored.inputs["skipFinalBackup"] is False  # and kept again on the next destroy
 
 
+def test_the_next_up_after_destroy_restores_the_final_backup_by_itself(monkeypatch) -> None:
+    """Checkpoints kept in an FSx final backup come back without the user looking it up (AWS
+    re-review B1): found by its tag, under this stack's prefix or the cut one of earlier
+    versions; several are refused with their ids; a live stack never looks."""
+    from tests.fakes import aws as aws_fake
+
+    on_fsx = {"checkpoints": {"location": "sharedFileSystem"}}
+    monkeypatch.setattr(aws_fake, "FINAL_BACKUPS", {FINAL_BACKUP: PREFIX,
+                                                    "backup-0aaaaaaaaaaaaaaa1": "someone-else"})
+    restored = run_stack("aws", overrides=on_fsx).one(FSX)
+    assert restored.inputs["backupId"] == FINAL_BACKUP
+    live = run_stack("aws", overrides=on_fsx, previous_outputs={"cloud": "aws"}).one(FSX)
+    assert "backupId" not in live.inputs  # a live stack's file system is never re-created
+    monkeypatch.setattr(aws_fake, "FINAL_BACKUPS", {FINAL_BACKUP: PREFIX,
+                                                    "backup-0bbbbbbbbbbbbbbb2": PREFIX})
+    refused = run_stack("aws", overrides=on_fsx, expect_error=True)
+    assert not [r for r in refused.resources if r.type.startswith("aws:")]  # no cloud resource
+    assert "backup-0bbbbbbbbbbbbbbb2" in str(refused.error) and FINAL_BACKUP in str(refused.error)
+    assert "sharedFileSystem.backupId" in str(refused.error)
+
+
 def test_checkpoints_in_s3_or_not_kept_take_no_final_fsx_backup(run: Run) -> None:
     assert run.one(FSX).inputs["skipFinalBackup"] is True  # checkpoints are in S3
     assert not run.one("aws:kms/key:Key").retain_on_delete  # no backup needs the key

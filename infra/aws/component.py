@@ -81,6 +81,12 @@ class AwsGpuCluster(pulumi.ComponentResource):
             lambda name: storage.bucket_tags(name, lookup), name_was_cut=prefix_was_cut())
         # The control plane's log group: a fixed name that a destroy keeps or EKS recreates
         # (infra/aws/cluster.py create_log_group); asked here, before any cloud resource.
+        # The final backup a destroy kept of checkpoints on FSx, found before any cloud resource.
+        keep_final_backup = (s.checkpoints.enabled and s.checkpoints.retain_on_destroy
+                             and s.checkpoints.location == CheckpointLocation.SHARED_FILE_SYSTEM)
+        restore_from = storage.backup_to_restore(
+            s.shared_file_system, args.previous.live, keep_final_backup,
+            lambda: storage.final_backups([prefix, name_prefix()], lookup))
         logs_exist = eks_cluster.log_group_exists(
             eks_cluster.control_plane_log_group_name(cluster_name), lookup)
 
@@ -106,8 +112,6 @@ class AwsGpuCluster(pulumi.ComponentResource):
         vpc_cidr = s.aws.vpc_cidr if s.aws else "10.0.0.0/16"
         net = network.create_network(prefix, vpc_cidr, zones.names, gpu_zone, cluster_name,
                                      s.region, aws_opts)
-        keep_final_backup = (s.checkpoints.enabled and s.checkpoints.retain_on_destroy
-                             and s.checkpoints.location == CheckpointLocation.SHARED_FILE_SYSTEM)
         key = eks_cluster.create_kms_key(prefix, aws_opts, keep_on_destroy=keep_final_backup)
         private_ids = [net.private_subnets[zone].id for zone in zones.names]
         logs = eks_cluster.create_log_group(cluster_name, s.checkpoints.retain_on_destroy,
@@ -253,7 +257,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         lustre, association = storage.create_lustre(
             prefix, fs_settings, net.private_subnets[gpu_zone].id, groups, key.arn,
             s.dataset.import_uri, aws_opts,
-            keep_final_backup=keep_final_backup)
+            keep_final_backup=keep_final_backup, restore_from=restore_from)
         bucket = storage.checkpoint_bucket(prefix, bucket_plan, s.checkpoints, s.job.name,
                                           aws_opts)
         job_role = identity.irsa_role(f"{prefix}-job", oidc_arn, oidc_issuer, s.job.namespace,

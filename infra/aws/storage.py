@@ -107,9 +107,51 @@ def final_backup_tags(prefix: str) -> dict[str, str]:
     return {FINAL_BACKUP_TAG: prefix, "Name": f"{prefix}-fsx-final"}
 
 
+class FinalBackupChoice(pulumi.RunError):
+    """Several final backups of this stack's file system: which one to restore is the user's."""
+
+
+def final_backups(prefixes: list[str], opts: pulumi.InvokeOptions) -> list[str]:
+    """The FSx backups a destroy kept for this stack (tagged FINAL_BACKUP_TAG with one of its
+    prefixes: the current one and the cut, unhashed one earlier versions used), by id, through
+    the Resource Groups Tagging API (tag:GetResources): pulumi-aws has no FSx backup lookup. A
+    refusal stops the run, as the bucket's does: restoring nothing would start from step 0."""
+    try:
+        found = aws.resourcegroupstaggingapi.get_resources(
+            resource_type_filters=["fsx:backup"],
+            tag_filters=[aws.resourcegroupstaggingapi.GetResourcesTagFilterArgs(
+                key=FINAL_BACKUP_TAG, values=sorted(set(prefixes)))], opts=opts)
+    except Exception as error:  # noqa: BLE001 (the engine reports invoke errors as text)
+        raise BucketCheckError(
+            f"could not list the file system's final backups ({error}); the checkpoints a destroy "
+            "kept may be in one. Nothing was created. The deployer needs tag:GetResources") from error
+    return sorted(m.resource_arn.rsplit("/", 1)[-1] for m in found.resource_tag_mapping_lists or [])
+
+
+def backup_to_restore(fs: FsxLustre, live: bool, kept: bool,
+                      find: Callable[[], list[str]]) -> str | None:
+    """The backup the file system starts from: sharedFileSystem.backupId when set; on a stack
+    with no resources (first run, or after destroy) whose checkpoints live on the file system
+    and are kept, the one final backup a destroy left (several: refused, naming them)."""
+    if fs.backup_id or live or not kept:
+        return fs.backup_id
+    found = find()
+    if len(found) > 1:
+        raise FinalBackupChoice(
+            f"{len(found)} final backups hold this stack's checkpoints ({', '.join(found)}): "
+            "choose one with `pulumi config set --path sharedFileSystem.backupId <backup-id>` "
+            "(the newest: aws fsx describe-backups --backup-ids " + " ".join(found) +
+            " --query 'sort_by(Backups, &CreationTime)[-1].BackupId'). Nothing was created.")
+    if found:
+        pulumi.log.info(f"the file system starts from {found[0]}, the final backup of this "
+                        "stack's last destroy (its checkpoints)")
+    return found[0] if found else None
+
+
 def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
                   groups: SecurityGroups, key_arn: pulumi.Input[str],
                   import_uri: str, opts: pulumi.ResourceOptions, keep_final_backup: bool = False,
+                  restore_from: str | None = None,
                   ) -> tuple[aws.fsx.LustreFileSystem, aws.fsx.DataRepositoryAssociation | None]:
     """The file system in the GPU zone; the dataset bucket linked when dataset.importUri is set.
 
@@ -142,7 +184,7 @@ def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
         auto_import_policy="NEW_CHANGED_DELETED" if linked_at_creation else None,
         skip_final_backup=not keep_final_backup if persistent else None,
         final_backup_tags=final_backup_tags(prefix) if persistent and keep_final_backup else None,
-        backup_id=fs.backup_id,
+        backup_id=restore_from or fs.backup_id,
         tags={"Name": f"{prefix}-fsx"},
         # CreateFileSystem checks the group's own Lustre rules: create it after them.
         opts=pulumi.ResourceOptions.merge(
