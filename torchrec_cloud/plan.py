@@ -82,7 +82,9 @@ class Advice:
     file_system: FileSystem
     shipped_file_system: FileSystem  # the stack file's (the same where it feeds the GPUs)
     shipped_step: ttt.Step
-    shipped_checkpoint_steps: int  # the stack's checkpoints.everySteps default
+    # the stack's checkpoints.everySteps default; None: derived from the save time
+    # (infra/cadence.py), so no shipped cadence stalls training
+    shipped_checkpoint_steps: Optional[int]
     node_start_seconds: float
     prepare: Dict[str, float]
     epochs_to_target: float
@@ -315,7 +317,8 @@ def render(a: Advice, tables: Any) -> str:
                      f"MB/s: {old.input_ms:.2f} ms a step, +{_h(extra)} an epoch "
                      f"(+{100 * extra / e.gpu_seconds:.0f}% over GPU-bound)")
     step_s = (s.gpu_ms + s.input_extra_ms) / 1e3
-    shipped_interval = a.shipped_checkpoint_steps * step_s
+    shipped_interval = (a.shipped_checkpoint_steps * step_s
+                        if a.shipped_checkpoint_steps is not None else math.inf)
     if shipped_interval < e.checkpoint_interval_seconds:
         share = ttt.checkpoint_share(e.checkpoint_save_seconds, e.checkpoint_stall_seconds,
                                      shipped_interval)

@@ -38,8 +38,8 @@ def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
     estimate = estimated_save(s)
     budget = stop_budget(s.cloud, True, s.job.termination_grace_seconds,
                          node_version or s.kubernetes.version)
-    if estimate.seconds <= budget.save_deadline_seconds:
-        return
+    if estimate.seconds <= budget.save_deadline_seconds or s.checkpoints.accept_preemption_loss:
+        return  # accepted: `check` prints what a preemption may lose (infra/cadence.py)
     yield Problem(
         "job.trainerArgs", f"{gb(estimate.bytes)} of tables and optimizer state",
         f"one checkpoint save takes about {estimate.seconds:.0f} s (the fullest rank writes "
@@ -48,7 +48,10 @@ def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
         f"{budget.notice.notice_seconds} s notice leaves the trainer "
         f"{budget.save_deadline_seconds} s; use smaller tables, more nodes "
         "(job.nodes: each node writes its share), faster checkpoint storage "
-        "(checkpoints.location / the shared file system's throughput), or job.pool: onDemand")
+        "(checkpoints.location / the shared file system's throughput), or job.pool: onDemand; "
+        "or accept that a preemption loses up to one checkpoint interval (checkpoints."
+        "everySeconds; `make check` prints it): "
+        f"`{set_command('checkpoints.acceptPreemptionLoss', 'true')}`")
 
 
 

@@ -352,6 +352,11 @@ class Checkpoints(Section):
         "save (0 = steps only): bounds the work a preemption without a final save loses. "
         "Unset: 600, or 10 x one save's time where that is longer.")
     keep: int = Field(3, ge=1, description="Newest complete checkpoints to keep.")
+    accept_preemption_loss: bool = Field(
+        False,
+        description="On a spot pool whose tables are too large to save within the cloud's "
+        "notice (MLPerf's 209 GB), run anyway: a preemption then loses up to one checkpoint "
+        "interval (everySeconds), which `make check` prints. False: such a stack is refused.")
 
 
 class CriteoFormat(str, Enum):
