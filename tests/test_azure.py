@@ -1829,10 +1829,10 @@ def test_a_bad_maintenance_window_is_refused(overrides: dict, path: str) -> None
 
 
 def test_gpu_pools_upgrade_in_place_without_a_surge_node(run: Run) -> None:
-    """On demand: one node at a time, no surge ND96. Spot: AKS refuses both settings (400) and
-    never surges a spot pool."""
+    """On demand: the whole pool at once (one gang restart), no surge ND96. Spot: AKS refuses
+    both settings (400) and never surges a spot pool."""
     pools = _pools(run)
-    assert pools["gpu"].inputs["upgradeSettings"] == {"maxSurge": "0", "maxUnavailable": "1"}
+    assert pools["gpu"].inputs["upgradeSettings"] == {"maxSurge": "0", "maxUnavailable": "2"}
     assert "upgradeSettings" not in pools["gpuspot"].inputs
 
 

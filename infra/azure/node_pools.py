@@ -33,13 +33,19 @@ SPOT_LABEL = ("kubernetes.azure.com/scalesetpriority", "spot")
 # delay. The eviction policy stays Delete: deallocated Spot nodes count against compute quota and
 # can break scaling and upgrades (https://learn.microsoft.com/azure/aks/spot-node-pool).
 SPOT_EVICTION_POLICY = aks.ScaleSetEvictionPolicy.DELETE
-# In-place upgrades of GPU pools: cordon and drain one node at a time, never a surge node, which
-# would be one more ND96 and its quota ("Using max unavailable for an in-place upgrade is
+# In-place upgrades of GPU pools: cordon and drain every node of the pool at once, never a surge
+# node, which would be one more ND96 and its quota ("Using max unavailable for an in-place upgrade is
 # recommended when obtaining additional quota or capacity is not possible for the upgrade
 # surge"; maxUnavailable > 0 lets maxSurge be 0; AKS's default is a surge node:
 # https://learn.microsoft.com/azure/aks/upgrade-aks-node-pools-rolling).
+# Every node at once (maxUnavailable = maxNodes), as EKS (MINIMAL) and GKE do here: one node at a
+# time restarts an N-node gang N times, each waiting for the next node's driver build.
 GPU_MAX_SURGE = "0"
-GPU_MAX_UNAVAILABLE = "1"
+
+
+def gpu_max_unavailable(max_nodes: int) -> str:
+    """The GPU pool's maxUnavailable: the whole pool (one gang restart an upgrade)."""
+    return str(max(1, max_nodes))
 POOL_LABEL = "torchrec-cloud/pool"
 GPU_RESOURCE = "nvidia.com/gpu"
 # Tag name prefixes the Azure cluster autoscaler reads (azure_util.go).
@@ -177,7 +183,7 @@ def create_gpu_pool(prefix: str, plan: PoolPlan, settings: Settings, cluster: ak
         # "... maxUnavailable" (hashicorp/terraform-provider-azurerm#31129) and upgrades them
         # without surge nodes anyway (https://learn.microsoft.com/azure/aks/spot-node-pool).
         upgrade_settings=None if plan.spot else aks.AgentPoolUpgradeSettingsArgs(
-            max_surge=GPU_MAX_SURGE, max_unavailable=GPU_MAX_UNAVAILABLE),
+            max_surge=GPU_MAX_SURGE, max_unavailable=gpu_max_unavailable(pool.max_nodes)),
         tags={**tags, **scale_from_zero_tags(plan, settings)},
         **spot,  # type: ignore[arg-type]
         opts=opts,

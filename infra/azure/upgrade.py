@@ -19,8 +19,8 @@ cluster and every GPU pool to the new minor, which AKS finds each one already ru
 and each pool's node count is declared as it runs (node_pools.declared_count). `pulumi refresh`
 first would show the same; it is not needed.
 
-The upgrade rolls every node of every pool; the GPU pools roll one node at a time with no surge
-node (maxSurge 0, maxUnavailable 1; spot pools never surge: infra/azure/node_pools.py), so it
+The upgrade rolls every node of every pool; the GPU pools roll all their nodes at once with no
+surge node (maxSurge 0, maxUnavailable = maxNodes; spot pools never surge: infra/azure/node_pools.py), so it
 needs no quota beyond the pools' maxNodes. A drained GPU node stops the gang: while GPU nodes
 run, the message says how to suspend the job first and resume it after.
 
