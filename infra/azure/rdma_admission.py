@@ -8,57 +8,25 @@ ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA since Kubernetes 
 https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/) denies a
 pod that requests or limits `rdma/ib` in any container or init container, bound to every
 namespace except the job's (`kubernetes.io/metadata.name`, which the API server sets to the
-namespace's name and nobody can change).
+namespace's name and nobody can change). The policy itself is infra/device_admission.py's, which
+AWS uses for EFA.
 """
 
 from __future__ import annotations
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from infra.azure.interconnect import RDMA_RESOURCE
+from infra.device_admission import no_device_expression, restrict_device
 
-POLICY_NAME = "rdma-ib-only-in-the-training-namespace"
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-ADMISSION = k8s.admissionregistration.v1
-# Every container that gets devices (ephemeral containers take no resources).
-CONTAINERS = ("object.spec.containers + "
-              "(has(object.spec.initContainers) ? object.spec.initContainers : [])")
-NO_RDMA = (f"!variables.containers.exists(c, has(c.resources) && "
-           f"((has(c.resources.requests) && '{RDMA_RESOURCE}' in c.resources.requests) || "
-           f"(has(c.resources.limits) && '{RDMA_RESOURCE}' in c.resources.limits)))")
+SHORT = "rdma-ib"
+POLICY_NAME = f"{SHORT}-only-in-the-training-namespace"
+NO_RDMA = no_device_expression(RDMA_RESOURCE)
 
 
 def restrict_rdma(prefix: str, job_namespace: str,
                   opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
     """The policy and its binding (Deny); the job waits for both."""
-    policy = ADMISSION.ValidatingAdmissionPolicy(
-        f"{prefix}-rdma-ib-policy",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=POLICY_NAME),
-        spec=ADMISSION.ValidatingAdmissionPolicySpecArgs(
-            failure_policy="Fail",
-            match_constraints=ADMISSION.MatchResourcesArgs(resource_rules=[
-                ADMISSION.NamedRuleWithOperationsArgs(
-                    api_groups=[""], api_versions=["v1"], operations=["CREATE"],
-                    resources=["pods"])]),
-            variables=[ADMISSION.VariableArgs(name="containers", expression=CONTAINERS)],
-            validations=[ADMISSION.ValidationArgs(
-                expression=NO_RDMA,
-                message_expression=(f"'{RDMA_RESOURCE} (every InfiniBand HCA of the node, "
-                                    f"outside network policy) is only for namespace "
-                                    f"{job_namespace}, not ' + namespaceObject.metadata.name"),
-                reason="Forbidden")]),
-        opts=opts)
-    binding = ADMISSION.ValidatingAdmissionPolicyBinding(
-        f"{prefix}-rdma-ib-policy-binding",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=POLICY_NAME),
-        spec=ADMISSION.ValidatingAdmissionPolicyBindingSpecArgs(
-            policy_name=POLICY_NAME,
-            validation_actions=["Deny"],
-            match_resources=ADMISSION.MatchResourcesArgs(
-                namespace_selector=k8s.meta.v1.LabelSelectorArgs(match_expressions=[
-                    k8s.meta.v1.LabelSelectorRequirementArgs(
-                        key=NAMESPACE_NAME_LABEL, operator="NotIn",
-                        values=[job_namespace])]))),
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[policy])))
-    return [policy, binding]
+    return restrict_device(prefix, SHORT, RDMA_RESOURCE,
+                           "every InfiniBand HCA of the node, outside network policy",
+                           job_namespace, opts)
