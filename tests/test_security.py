@@ -31,7 +31,7 @@ FAKE_KUBECTL = r'''#!/bin/sh
 echo "$2" > "$KUBECONFIG_SEEN"
 case "$*" in
   *" get --raw "*) printf '%s' '{"items": [{"metadata": {"name": "dlrm-node-0-0", "labels": {"batch.kubernetes.io/job-completion-index": "0"}}, "status": {"phase": "Running"}, "spec": {"containers": [{"name": "trainer"}]}}]}' ;;
-  *) echo "[train] step 1"; exec sleep 60 ;;
+  *) echo $$ >> "$KUBECTL_PIDS"; echo "[train] step 1"; exec sleep 60 ;;
 esac
 '''
 
@@ -60,7 +60,7 @@ def test_logs_follow_removes_its_kubeconfig_copy_on_every_signal(tmp_path, signa
     saved = tmp_path / "outputs.json"
     saved.write_text(json.dumps({"cloud": "aws", "job_name": "dlrm", "kubeconfig": "secret: 1\n"}))
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(temp),
-           "KUBECONFIG_SEEN": str(seen)}
+           "KUBECONFIG_SEEN": str(seen), "KUBECTL_PIDS": str(tmp_path / "kubectl.pids")}
     proc = subprocess.Popen([sys.executable, "-m", "torchrec_cloud", "logs", "--stack", "aws",
                              "--outputs", str(saved), "--follow"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -75,10 +75,27 @@ def test_logs_follow_removes_its_kubeconfig_copy_on_every_signal(tmp_path, signa
             proc.kill()
             proc.wait()
     assert not os.path.exists(copy), f"{signame} left {copy}"
-    started = time.monotonic()
-    _, errors = proc.communicate(timeout=30)  # kubectl, killed with it, held the pipes
+    # kubectl (`logs -f`, which holds the terminal) ends with the command: its pid is gone.
+    pids = [int(p) for p in (tmp_path / "kubectl.pids").read_text().split()]
+    deadline = time.monotonic() + 20
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in pids if _running(p)]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    _, errors = proc.communicate(timeout=30)
     assert "Traceback" not in errors
-    assert time.monotonic() - started < 20, "kubectl outlived the command"
+    assert not alive, f"kubectl {alive} outlived the command ({signame})"
+
+
+def _running(pid: int) -> bool:
+    """A process that exists and is not a zombie waiting for its parent."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_up_fetches_no_manifest_from_the_network(run: Run) -> None:
