@@ -110,9 +110,12 @@ def run_kubectl(command: list[str]) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         process = subprocess.Popen(command, start_new_session=True)
-    finally:
+    except BaseException:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+        raise
     try:
+        # A signal that came during the spawn is handled here, inside the cleanup's reach.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
         return process.wait()
     finally:
         if process.poll() is None:
