@@ -109,8 +109,12 @@ def summarize(records: List[dict]) -> Dict[str, Any]:
         out["restarts"] = starts - 1
     saved = sorted({r["step"] for r in records
                     if r.get("event") == "checkpoint" and isinstance(r.get("step"), int)})
+    skipped = sorted({r["step"] for r in records
+                      if r.get("event") == "checkpoint_skipped" and isinstance(r.get("step"), int)})
     if saved:
         out["checkpoints"] = {"saved": len(saved), "last_step": saved[-1], "steps": saved}
+        if skipped:  # due while the previous save was still being written (trainer/train.py)
+            out["checkpoints"]["skipped_steps"] = skipped
     return out
 
 

@@ -91,7 +91,11 @@ def test_make_train_ends_with_a_plot_a_summary_one_checkpoint_and_a_working_tens
     assert not re.search(r"\bnan\b", out.lower())  # neither the trainer's summary line nor the final figures
 
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("step-*")) == ["step-12"]
-    assert summary["checkpoints"]["steps"] == [4, 8, 12]
+    # Every due save is made, or said skipped when the one before is still being written (a
+    # slow disk: how long a save takes is the machine's, not the test's); the last is made.
+    kept = summary["checkpoints"]
+    assert sorted(kept["steps"] + kept.get("skipped_steps", [])) == [4, 8, 12]
+    assert kept["last_step"] == 12
     assert f"plot:        {os.path.relpath(run_dir / 'training.png', tmp_path)}" in out
     assert f"summary:     {os.path.relpath(run_dir / 'summary.json', tmp_path)}" in out
 

@@ -46,6 +46,17 @@ def test_summary_has_the_final_figures_and_only_metrics_that_exist():
     assert summary["checkpoints"] == {"saved": 2, "last_step": 30, "steps": [10, 30]}
 
 
+def test_a_save_skipped_while_the_previous_was_written_is_in_the_summary():
+    """A slow store makes the trainer skip a due save (trainer/train.py): the user reads which
+    steps were not saved, so the gap between checkpoints is not a mystery."""
+    records = [{"event": "start", "step": 0, "time": 0.0},
+               {"event": "checkpoint", "step": 4, "time": 1.0},
+               {"event": "checkpoint_skipped", "step": 8, "in_flight": 4, "time": 2.0},
+               {"event": "checkpoint", "step": 12, "time": 3.0}]
+    assert summarize(records)["checkpoints"] == {"saved": 2, "last_step": 12, "steps": [4, 12],
+                                                 "skipped_steps": [8]}
+
+
 def test_target_reached_is_reported_only_for_a_run_that_had_a_target():
     """trainer/train.py writes target_reached only with --validation_auroc: without a target
     it could only say false, which reads as a failed run."""
