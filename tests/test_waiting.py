@@ -222,6 +222,21 @@ def test_a_node_left_out_by_the_health_gate_is_named():
             "status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy-") in verdict.next_step
 
 
+def test_a_node_with_the_gates_pre_2026_11_taint_is_named_with_the_command_that_clears_it():
+    """A cluster made by an earlier release keeps nodes tainted `torchrec-cloud/unhealthy`: not a
+    status taint, so the autoscaler's template keeps it and the pool may never grow for the gang."""
+    old = fx.node("ip-10-0-1-7.ec2.internal", taints=[
+        {"key": "torchrec-cloud/unhealthy", "value": "fabric-gate", "effect": "NoSchedule"}])
+    message = ("0/3 nodes are available: 1 node(s) had untolerated taint "
+               "{torchrec-cloud/unhealthy: fabric-gate}, 2 Insufficient nvidia.com/gpu.")
+    verdict = explain(view(nodes=[*GKE_NODES, old], pods=pending(message=message)))
+    assert verdict.kind == Kind.NODE_LEFT_OUT
+    assert "autoscaler" in verdict.reason and "ip-10-0-1-7.ec2.internal" in verdict.reason
+    assert "kubectl taint nodes ip-10-0-1-7.ec2.internal torchrec-cloud/unhealthy-" \
+        in verdict.next_step
+    assert "kubectl delete node ip-10-0-1-7.ec2.internal" in verdict.next_step
+
+
 def test_image_pull_back_off_comes_before_capacity():
     pods = [fx.trainer_pod(0, node="n1", waiting=(
                 "trainer", "ImagePullBackOff",

@@ -29,6 +29,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 # upstream here is inferred from upstream, not documented by Google: if it did not, a pool at
 # maxNodes with a left-out node grows again once that empty node is scaled down, ~10 minutes).
 TAINT_KEY = "status-taint.cluster-autoscaler.kubernetes.io/torchrec-cloud-unhealthy"
+# The key releases before 2026-11 used: not a status taint, so the autoscaler copies it into the
+# pool's template and refuses to scale up for the gang. Nodes made then may still carry it; the
+# gate never writes it, `why`/`status` name it with the command that removes it.
+LEGACY_TAINT_KEYS = ("torchrec-cloud/unhealthy",)
 TAINT_VALUE = "fabric-gate"  # who left it out; a label value (63 chars, alnum - _ .)
 TAINT = {"key": TAINT_KEY, "value": TAINT_VALUE, "effect": "NoSchedule"}
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # the pod's projected volume

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.node_taint import TAINT_KEY
+from trainer.node_taint import LEGACY_TAINT_KEYS, TAINT_KEY
 from workloads.waiting.verdict import Kind, Verdict
 from workloads.waiting.view import ClusterView, Facts, conditions_of, name_of
 from workloads.watch import prepare_logs_command
@@ -151,6 +151,16 @@ def node_left_out(f: Facts) -> Verdict | None:
         return None
     for node in f.view.nodes:
         for taint in (node.get("spec") or {}).get("taints") or []:
+            if taint.get("key") in LEGACY_TAINT_KEYS:
+                key = taint["key"]
+                return Verdict(
+                    Kind.NODE_LEFT_OUT, f"node {name_of(node)} carries {key}, the health gate's "
+                    "taint before 2026-11: the autoscaler copies it into the pool's template and "
+                    "may add no node for the gang until it is gone",
+                    f"Node/{name_of(node)} taint {key}={taint.get('value', '')}:"
+                    f"{taint.get('effect', '')}",
+                    f"kubectl taint nodes {name_of(node)} {key}- (once repaired), or kubectl "
+                    f"delete node {name_of(node)} to have the pool replace it")
             if taint.get("key") == UNHEALTHY_TAINT:
                 return Verdict(
                     Kind.NODE_LEFT_OUT, f"node {name_of(node)} was left out by the health gate; "
