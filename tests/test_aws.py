@@ -1282,6 +1282,14 @@ def test_a_second_up_after_destroy_adopts_the_control_plane_log_group_left_behin
     assert second.waits_for(second.one(CLUSTER), group)
 
 
+def test_a_log_group_that_only_starts_like_the_control_planes_is_not_adopted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookup is by prefix (an absent group is an empty answer, not the singular data
+    source's "empty result" error): only the exact name is the control plane's."""
+    monkeypatch.setattr(aws_fake, "EXISTING_LOG_GROUPS", {CONTROL_PLANE_LOGS + "-2025"})
+    assert run_stack("aws").one(LOG_GROUP).import_id == ""
+
+
 def test_a_log_group_check_cloudwatch_refuses_stops_the_run_before_any_cloud_resource(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from tests import fakes
@@ -1290,7 +1298,7 @@ def test_a_log_group_check_cloudwatch_refuses_stops_the_run_before_any_cloud_res
         return {}, [("", "reading CloudWatch Logs Log Groups: AccessDeniedException: "
                          "not authorized to perform: logs:DescribeLogGroups")]
 
-    monkeypatch.setitem(fakes.CALLS, "aws:cloudwatch/getLogGroup:getLogGroup", denied)
+    monkeypatch.setitem(fakes.CALLS, "aws:cloudwatch/getLogGroups:getLogGroups", denied)
     refused = run_stack("aws", expect_error=True)
     assert "logs:DescribeLogGroups" in str(refused.error)
     assert not [r for r in refused.resources if r.type.startswith("aws:") and r.custom]

@@ -14,12 +14,6 @@ CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "sch
 # retention (kept, and billed, forever) unless it already exists
 # (https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html).
 LOG_RETENTION_DAYS = 90
-# The provider's "no such log group" (DescribeLogGroups finds none: terraform-provider-aws
-# internal/service/logs group.go findLogGroupByName -> tfresource.NewEmptyResultError, read by
-# the data source as "couldn't find resource").
-LOG_GROUP_NOT_FOUND = ("couldn't find resource", "ResourceNotFoundException")
-
-
 def control_plane_log_group_name(cluster_name: str) -> str:
     return f"/aws/eks/{cluster_name}/cluster"
 
@@ -29,20 +23,21 @@ class LogGroupCheckError(pulumi.RunError):
 
 
 def log_group_exists(name: str, opts: pulumi.InvokeOptions) -> bool:
-    """DescribeLogGroups through the provider's log group data source: True when the group
-    exists, False only on "not found"; any other answer (AccessDenied, throttling) stops the
-    run before any cloud resource, as `create` of an existing group would fail later with
+    """DescribeLogGroups by name prefix (the provider's plural data source): an absent group
+    is an empty list, never an error. The singular data source answers an absent group with
+    the error "reading CloudWatch Logs Log Group (<name>): empty result" (terraform-provider-aws
+    internal/service/logs group.go findLogGroupByName -> tfresource.NewEmptyResultError), text a
+    program can only guess at. Any error here (AccessDenied, throttling) stops the run before
+    any cloud resource, as `create` of an existing group would fail later with
     ResourceAlreadyExistsException after the network is paid for."""
     try:
-        aws.cloudwatch.get_log_group(name=name, opts=opts)
-    except Exception as error:  # noqa: BLE001 (the provider reports every answer as an error)
-        if any(marker in str(error) for marker in LOG_GROUP_NOT_FOUND):
-            return False
+        found = aws.cloudwatch.get_log_groups(log_group_name_prefix=name, opts=opts)
+    except Exception as error:  # noqa: BLE001 (the provider reports every failure as an error)
         raise LogGroupCheckError(
             f"could not tell whether the log group {name} exists ({error}). Nothing was "
             "created. The deployer needs logs:DescribeLogGroups (infra/aws/deployer-policy.json)"
         ) from error
-    return True
+    return name in (found.log_group_names or [])
 
 
 def create_log_group(cluster_name: str, retain: bool, exists: bool,

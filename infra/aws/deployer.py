@@ -160,7 +160,7 @@ RESOURCE_ACTIONS: dict[str, tuple[str, ...]] = {
 
 # Lookups (invoke tokens) -> the read they make.
 INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
-    "aws:cloudwatch/getLogGroup:getLogGroup": ("logs:DescribeLogGroups",),
+    "aws:cloudwatch/getLogGroups:getLogGroups": ("logs:DescribeLogGroups",),
     "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": (
         "ec2:DescribeInstanceTypeOfferings",),
     "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation": (
@@ -178,7 +178,10 @@ INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
     # The kept bucket's owner tag (infra/store_owner.py) and the job pool's vCPU quota
     # (infra/quotas.py), both read before any resource.
     "aws:resourcegroupstaggingapi/getResources:getResources": ("tag:GetResources",),
-    "aws:servicequotas/getServiceQuota:getServiceQuota": ("servicequotas:GetServiceQuota",),
+    # The data source reads the default quota first, then the applied one (terraform-provider-aws
+    # internal/service/servicequotas/service_quota_data_source.go).
+    "aws:servicequotas/getServiceQuota:getServiceQuota": (
+        "servicequotas:GetAWSDefaultServiceQuota", "servicequotas:GetServiceQuota"),
 }
 
 # Conditions keep the two IAM actions that reach beyond this stack's own resources narrow.

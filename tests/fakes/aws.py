@@ -334,13 +334,12 @@ def _list_buckets(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
 EXISTING_LOG_GROUPS: set[str] = set()
 
 
-def _get_log_group(args: pulumi.runtime.MockCallArgs) -> Any:
-    name = args.args["name"]
-    if name not in EXISTING_LOG_GROUPS:
-        return not_found(f"CloudWatch Logs Log Group ({name})")
-    return {"id": name, "name": name, "arn": f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{name}",
-            "creationTime": 1735689600000, "dataProtectionStatus": "", "kmsKeyId": "",
-            "logGroupClass": "STANDARD", "retentionInDays": 0, "tags": {}}
+def _get_log_groups(args: pulumi.runtime.MockCallArgs) -> Any:
+    """DescribeLogGroups by prefix, as the plural data source answers: a list, empty when none."""
+    prefix = args.args.get("logGroupNamePrefix", "")
+    names = sorted(n for n in EXISTING_LOG_GROUPS if n.startswith(prefix))
+    return {"id": REGION, "logGroupNamePrefix": prefix, "logGroupNames": names,
+            "arns": [f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{n}" for n in names]}
 
 
 OUTPUTS: dict[str, Any] = {
@@ -370,7 +369,7 @@ CALLS: dict[str, Any] = {
     "aws:s3/getBuckets:getBuckets": _list_buckets,
     "aws:resourcegroupstaggingapi/getResources:getResources": _tagged_resources,
     "aws:eks/getAddonVersion:getAddonVersion": _addon_version,
-    "aws:cloudwatch/getLogGroup:getLogGroup": _get_log_group,
+    "aws:cloudwatch/getLogGroups:getLogGroups": _get_log_groups,
     "aws:servicequotas/getServiceQuota:getServiceQuota": lambda args: _service_quota(args),
 }
 
