@@ -866,6 +866,42 @@ def test_the_next_up_after_destroy_restores_the_final_backup_by_itself(monkeypat
     assert "sharedFileSystem.backupId" in str(refused.error)
 
 
+def test_every_destroy_up_cycle_restores_the_newest_final_backup_and_never_another_stacks(
+        monkeypatch) -> None:
+    """AWS review B1: a restored backup is not consumed, so after the second destroy two final
+    backups carry the stack's tag. The newest is the one no other was made from (each file
+    system's final backup names its source); a pinned backupId the last destroy superseded is
+    refused (it would resume from older checkpoints); a backup another stack owns is never
+    restored, even under a prefix both stacks' names cut to (security review C1)."""
+    from tests.fakes import aws as aws_fake
+
+    on_fsx = {"checkpoints": {"location": "sharedFileSystem"}}
+    first = run_stack("aws", overrides=on_fsx).one(FSX)
+    owner = first.inputs["finalBackupTags"]["torchrec-cloud-stack"]
+    assert owner == "torchrec-cloud/aws" and "torchrec-cloud/restored-from" not in \
+        first.inputs["finalBackupTags"]
+    # First destroy: backup A. The next up restores A, and its file system's final backup says so.
+    ours = {"torchrec-cloud/final-backup-of": PREFIX, "torchrec-cloud-stack": owner}
+    monkeypatch.setattr(aws_fake, "FINAL_BACKUPS", {"backup-0aaaaaaaaaaaaaaa1": ours})
+    second = run_stack("aws", overrides=on_fsx).one(FSX)
+    assert second.inputs["backupId"] == "backup-0aaaaaaaaaaaaaaa1"
+    assert second.inputs["finalBackupTags"]["torchrec-cloud/restored-from"] == \
+        "backup-0aaaaaaaaaaaaaaa1"
+    # Second destroy: backup B made from A; A is still there. The third up restores B, not A,
+    # and not a backup of another stack tagged with the same prefix.
+    monkeypatch.setattr(aws_fake, "FINAL_BACKUPS", {
+        "backup-0aaaaaaaaaaaaaaa1": ours,
+        "backup-0bbbbbbbbbbbbbbb2": {**ours, "torchrec-cloud/restored-from": "backup-0aaaaaaaaaaaaaaa1"},
+        "backup-0ccccccccccccccc3": {**ours, "torchrec-cloud-stack": "torchrec-cloud/aws-other"}})
+    assert run_stack("aws", overrides=on_fsx).one(FSX).inputs["backupId"] == "backup-0bbbbbbbbbbbbbbb2"
+    # A backupId pinned at A (as the old several-backups message asked) is now stale: refused.
+    refused = run_stack("aws", overrides={**on_fsx, "sharedFileSystem": {
+        "backupId": "backup-0aaaaaaaaaaaaaaa1"}}, expect_error=True)
+    assert not [r for r in refused.resources if r.type.startswith("aws:")]
+    assert "backup-0bbbbbbbbbbbbbbb2" in str(refused.error)
+    assert "pulumi config rm --path sharedFileSystem.backupId" in str(refused.error)
+
+
 def test_checkpoints_in_s3_or_not_kept_take_no_final_fsx_backup(run: Run) -> None:
     assert run.one(FSX).inputs["skipFinalBackup"] is True  # checkpoints are in S3
     assert not run.one("aws:kms/key:Key").retain_on_delete  # no backup needs the key

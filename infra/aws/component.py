@@ -85,7 +85,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
         keep_final_backup = (s.checkpoints.enabled and s.checkpoints.retain_on_destroy
                              and s.checkpoints.location == CheckpointLocation.SHARED_FILE_SYSTEM)
         restore_from = storage.backup_to_restore(
-            s.shared_file_system, args.previous.live, keep_final_backup,
+            s.shared_file_system, args.previous.live, keep_final_backup, prefix,
             lambda: storage.final_backups([prefix, name_prefix()], lookup))
         logs_exist = eks_cluster.log_group_exists(
             eks_cluster.control_plane_log_group_name(cluster_name), lookup)

@@ -4,7 +4,7 @@ found again by the next `pulumi up` of the same stack)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -99,22 +99,41 @@ def create_security_groups(prefix: str, vpc_id: pulumi.Input[str],
 
 
 # The final backup's tags: which stack's checkpoints it holds, so `aws fsx describe-backups`
-# finds it for sharedFileSystem.backupId (docs/aws.md, Clean up).
+# finds it for sharedFileSystem.backupId (docs/aws.md, Clean up); the stack that owns it (a cut,
+# unhashed prefix of an earlier version may be another stack's: infra/store_owner.py); and the
+# backup the file system was itself made from, so the newest of a chain of destroy/up cycles is
+# the one no other backup was made from.
 FINAL_BACKUP_TAG = "torchrec-cloud/final-backup-of"
+RESTORED_FROM_TAG = "torchrec-cloud/restored-from"
 
 
-def final_backup_tags(prefix: str) -> dict[str, str]:
-    return {FINAL_BACKUP_TAG: prefix, "Name": f"{prefix}-fsx-final"}
+def final_backup_tags(prefix: str, restored_from: str | None = None) -> dict[str, str]:
+    tags = {FINAL_BACKUP_TAG: prefix, "Name": f"{prefix}-fsx-final", **owner_tags()}
+    if restored_from:
+        tags[RESTORED_FROM_TAG] = restored_from
+    return tags
+
+
+@dataclass(frozen=True)
+class FinalBackup:
+    """An FSx backup a destroy kept, with its tags (tag:GetResources answers both)."""
+
+    id: str
+    tags: Mapping[str, str]
+
+    @property
+    def restored_from(self) -> str | None:
+        return self.tags.get(RESTORED_FROM_TAG)
 
 
 class FinalBackupChoice(pulumi.RunError):
     """Several final backups of this stack's file system: which one to restore is the user's."""
 
 
-def final_backups(prefixes: list[str], opts: pulumi.InvokeOptions) -> list[str]:
+def final_backups(prefixes: list[str], opts: pulumi.InvokeOptions) -> list[FinalBackup]:
     """The FSx backups a destroy kept for this stack (tagged FINAL_BACKUP_TAG with one of its
-    prefixes: the current one and the cut, unhashed one earlier versions used), by id, through
-    the Resource Groups Tagging API (tag:GetResources): pulumi-aws has no FSx backup lookup. A
+    prefixes: the current one and the cut, unhashed one earlier versions used), through the
+    Resource Groups Tagging API (tag:GetResources): pulumi-aws has no FSx backup lookup. A
     refusal stops the run, as the bucket's does: restoring nothing would start from step 0."""
     try:
         found = aws.resourcegroupstaggingapi.get_resources(
@@ -125,27 +144,53 @@ def final_backups(prefixes: list[str], opts: pulumi.InvokeOptions) -> list[str]:
         raise BucketCheckError(
             f"could not list the file system's final backups ({error}); the checkpoints a destroy "
             "kept may be in one. Nothing was created. The deployer needs tag:GetResources") from error
-    return sorted(m.resource_arn.rsplit("/", 1)[-1] for m in found.resource_tag_mapping_lists or [])
+    return sorted((FinalBackup(m.resource_arn.rsplit("/", 1)[-1], dict(m.tags or {}))
+                   for m in found.resource_tag_mapping_lists or []), key=lambda b: b.id)
 
 
-def backup_to_restore(fs: FsxLustre, live: bool, kept: bool,
-                      find: Callable[[], list[str]]) -> str | None:
-    """The backup the file system starts from: sharedFileSystem.backupId when set; on a stack
-    with no resources (first run, or after destroy) whose checkpoints live on the file system
-    and are kept, the one final backup a destroy left (several: refused, naming them)."""
-    if fs.backup_id or live or not kept:
+def _ours(backup: FinalBackup, prefix: str) -> bool:
+    """Owned by this stack: tagged so, or, made before the owner tag, under this stack's own
+    (hashed) prefix; one under the cut prefix alone may be another stack's whose name starts
+    the same (infra/store_owner.py)."""
+    owner = backup.tags.get(OWNER_KEY)
+    if owner is not None:
+        return owner == owner_value()
+    return backup.tags.get(FINAL_BACKUP_TAG) == prefix
+
+
+def backup_to_restore(fs: FsxLustre, live: bool, kept: bool, prefix: str,
+                      find: Callable[[], list[FinalBackup]]) -> str | None:
+    """The backup the file system starts from: on a live stack, or with checkpoints not kept on
+    the file system, sharedFileSystem.backupId as set; after a destroy (no resources), this
+    stack's newest final backup: the one no other final backup of this stack was made from.
+    Refused, before any resource: several such (which to restore is the user's), and a
+    backupId the last destroy has since superseded (restoring it would go back to older
+    checkpoints)."""
+    if live or not kept:
         return fs.backup_id
-    found = find()
-    if len(found) > 1:
+    ours = [b for b in find() if _ours(b, prefix)]
+    superseded = {b.restored_from for b in ours if b.restored_from}
+    if fs.backup_id:
+        newer = [b.id for b in ours if b.restored_from == fs.backup_id]
+        if newer:
+            raise FinalBackupChoice(
+                f"sharedFileSystem.backupId {fs.backup_id} is older than {', '.join(newer)}, the "
+                "final backup the last destroy kept of the file system made from it: restoring "
+                f"{fs.backup_id} would resume from older checkpoints. `pulumi config rm --path "
+                "sharedFileSystem.backupId` to restore the newest by itself, or set it to "
+                f"{newer[0]}. Nothing was created.")
+        return fs.backup_id
+    newest = [b.id for b in ours if b.id not in superseded]
+    if len(newest) > 1:
         raise FinalBackupChoice(
-            f"{len(found)} final backups hold this stack's checkpoints ({', '.join(found)}): "
+            f"{len(newest)} final backups hold this stack's checkpoints ({', '.join(newest)}): "
             "choose one with `pulumi config set --path sharedFileSystem.backupId <backup-id>` "
-            "(the newest: aws fsx describe-backups --backup-ids " + " ".join(found) +
+            "(the newest: aws fsx describe-backups --backup-ids " + " ".join(newest) +
             " --query 'sort_by(Backups, &CreationTime)[-1].BackupId'). Nothing was created.")
-    if found:
-        pulumi.log.info(f"the file system starts from {found[0]}, the final backup of this "
+    if newest:
+        pulumi.log.info(f"the file system starts from {newest[0]}, the final backup of this "
                         "stack's last destroy (its checkpoints)")
-    return found[0] if found else None
+    return newest[0] if newest else None
 
 
 def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
@@ -183,7 +228,8 @@ def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
         import_path=import_uri if linked_at_creation else None,
         auto_import_policy="NEW_CHANGED_DELETED" if linked_at_creation else None,
         skip_final_backup=not keep_final_backup if persistent else None,
-        final_backup_tags=final_backup_tags(prefix) if persistent and keep_final_backup else None,
+        final_backup_tags=(final_backup_tags(prefix, restore_from or fs.backup_id)
+                           if persistent and keep_final_backup else None),
         backup_id=restore_from or fs.backup_id,
         tags={"Name": f"{prefix}-fsx"},
         # CreateFileSystem checks the group's own Lustre rules: create it after them.

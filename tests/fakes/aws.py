@@ -294,17 +294,20 @@ def _get_bucket(args: pulumi.runtime.MockCallArgs) -> Any:
 BUCKET_TAGS: dict[str, dict[str, str]] = {}
 
 
-# FSx backups a destroy kept: backup id -> the final-backup tag's value (the stack's prefix).
-FINAL_BACKUPS: dict[str, str] = {}
+# FSx backups a destroy kept: backup id -> the final-backup tag's value (the stack's prefix),
+# or -> all of the backup's tags (a test of the owner and restored-from tags).
+FINAL_BACKUPS: dict[str, str | dict[str, str]] = {}
 
 
 def _tagged_resources(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     if "fsx:backup" in (args.args.get("resourceTypeFilters") or []):
         (wanted,) = args.args["tagFilters"]
+        tagged = {backup: tags if isinstance(tags, dict) else {wanted["key"]: tags}
+                  for backup, tags in FINAL_BACKUPS.items()}
         found = [{"resourceArn": f"arn:aws:fsx:{REGION}:123456789012:backup/{backup}",
-                  "complianceDetails": [], "tags": {wanted["key"]: prefix}}
-                 for backup, prefix in sorted(FINAL_BACKUPS.items())
-                 if prefix in (wanted.get("values") or [])]
+                  "complianceDetails": [], "tags": tags}
+                 for backup, tags in sorted(tagged.items())
+                 if tags.get(wanted["key"]) in (wanted.get("values") or [])]
         return {"id": REGION, "resourceTypeFilters": ["fsx:backup"],
                 "resourceTagMappingLists": found}
     arns = list(args.args.get("resourceArnLists") or [])
