@@ -201,10 +201,12 @@ def test_the_autoscaler_keeps_a_new_nd_node_until_its_drivers_are_built(run: Run
     assert budget == 45
     profile = run.one(CLUSTER).inputs["autoScalerProfile"]
     # The SDK's names; the provider writes ARM's scale-down-unready-time etc.
-    for key in ("scaleDownUnreadyTime", "maxNodeProvisionTime"):
-        minutes = int(profile[key].removesuffix("m"))
-        assert profile[key] == f"{minutes}m" and minutes > budget, (key, profile[key])
-        assert minutes > 20 and minutes > 15  # past AKS's defaults
+    unready = int(profile["scaleDownUnreadyTime"].removesuffix("m"))
+    assert profile["scaleDownUnreadyTime"] == f"{unready}m" and unready > budget > 20
+    # Registration only (a building node is unready, kept above): past AKS's 15m for ND's boot,
+    # but short, so a spot VM that never registers does not hold the pool for the whole budget.
+    provision = int(profile["maxNodeProvisionTime"].removesuffix("m"))
+    assert 15 < provision < budget
     assert profile["scaleDownUnneededTime"] == "10m"
     # Cluster-wide: any scale-up pauses all scale-down this long. AKS's 10m, so idle GPU nodes
     # go about 10 minutes after the job ends, not an hour after some pool's last scale-up.

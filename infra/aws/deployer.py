@@ -145,7 +145,9 @@ RESOURCE_ACTIONS: dict[str, tuple[str, ...]] = {
         "eks:AssociateAccessPolicy", "eks:DisassociateAccessPolicy",
         "eks:ListAssociatedAccessPolicies", "iam:CreateOpenIDConnectProvider",
         "iam:DeleteOpenIDConnectProvider", "iam:GetOpenIDConnectProvider",
-        "iam:TagOpenIDConnectProvider", *_ROLE, "iam:AttachRolePolicy",
+        "iam:TagOpenIDConnectProvider", "iam:UntagOpenIDConnectProvider",
+        # pulumi-eks recomputes the issuer's thumbprint each run (cluster.ts thumbprintLists).
+        "iam:UpdateOpenIDConnectProviderThumbprint", *_ROLE, "iam:AttachRolePolicy",
         "iam:DetachRolePolicy", "iam:PassRole", "iam:CreateServiceLinkedRole",
         "kms:DescribeKey", "kms:CreateGrant", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
         "ec2:DescribeSecurityGroups"),

@@ -54,6 +54,14 @@ SCALE_DOWN_UNNEEDED_TIME = "10m"
 # (GPUs included) that much longer; a node still building its drivers needs no such pause, it is
 # unready and kept by scaleDownUnreadyTime (autoscaler_profile).
 SCALE_DOWN_DELAY_AFTER_ADD = "10m"
+# How long a scale-up may wait for its VM to register before the autoscaler calls it failed and
+# backs off. Registration only: a registered ND node whose drivers are still building counts as
+# unready (its GPUs are not allocatable: processors/customresources/gpu_processor.go) and is
+# kept by scaleDownUnreadyTime. Longer would only delay seeing a VM that never registers (a spot
+# allocation failure: the Azure provider reports a failed provisioning as a running instance
+# unless fast delete is on, cloudprovider/azure/azure_scale_set.go), so a returning spot pool
+# would resume that much later. ND boots and joins in about 10 minutes; AKS's default is 15m.
+MAX_NODE_PROVISION_TIME = "25m"
 
 
 def node_ready_budget_minutes(settings: Settings) -> int:
@@ -79,8 +87,10 @@ def autoscaler_profile(settings: Settings) -> aks.ManagedClusterPropertiesAutoSc
     profile reference, https://learn.microsoft.com/azure/aks/cluster-autoscaler, "Cluster
     autoscaler profile settings"; ManagedClusterPropertiesAutoScalerProfile in the 2025-09-01
     API: values are minutes written "<n>m"). Each is set from the node-ready budget:
-    - scaleDownUnreadyTime, maxNodeProvisionTime: the budget, so a node whose drivers are still
-      building is neither removed nor counted as a failed scale-up;
+    - scaleDownUnreadyTime: the budget, so a node whose drivers are still building is not
+      removed;
+    - maxNodeProvisionTime: 25m, registration only (MAX_NODE_PROVISION_TIME), so a VM that
+      never registers (a spot allocation failure) holds the pool no longer than needed;
     - scaleDownDelayAfterAdd: 10m, AKS's default: it pauses scale-down for the whole cluster
       after any scale-up, so a longer one would keep idle GPU nodes that much longer;
     - okTotalUnreadyCount: every GPU node the pools may reach, so a whole gang building its
@@ -94,7 +104,7 @@ def autoscaler_profile(settings: Settings) -> aks.ManagedClusterPropertiesAutoSc
     gpu_nodes = sum(pool.max_nodes for pool in settings.enabled_gpu_pools)
     return aks.ManagedClusterPropertiesAutoScalerProfileArgs(
         scale_down_unready_time=budget,
-        max_node_provision_time=budget,
+        max_node_provision_time=MAX_NODE_PROVISION_TIME,
         scale_down_delay_after_add=SCALE_DOWN_DELAY_AFTER_ADD,
         scale_down_unneeded_time=SCALE_DOWN_UNNEEDED_TIME,
         ok_total_unready_count=str(max(gpu_nodes, 3)),

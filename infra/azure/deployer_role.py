@@ -84,6 +84,12 @@ PROGRAM_READS: tuple[str, ...] = (
     "Microsoft.ContainerService/locations/*/read",
     "Microsoft.Compute/skus/read",
     "Microsoft.NetApp/locations/*/read",
+    # Polling a long-running create or delete reads its operation under the location
+    # (Azure-AsyncOperation / Location headers, e.g. Microsoft.Network/locations/operations/read:
+    # AuthorizationFailed without it, Azure/azure-xplat-cli#2051).
+    "Microsoft.Network/locations/*/read",
+    "Microsoft.Storage/locations/*/read",
+    "Microsoft.Compute/locations/*/read",
 )
 JOINS: tuple[str, ...] = (
     "Microsoft.Network/virtualNetworks/subnets/join/action",

@@ -84,8 +84,8 @@ def check_changes(args: GpuClusterArgs, live: LiveCluster | None) -> None:
             "channel only together with every node pool, in one request Pulumi cannot send "
             "for node pools declared as their own resources "
             "(NotAllAgentPoolOrchestratorVersionSpecifiedAndUnchanged). Upgrade it as `az aks "
-            f"upgrade` does: `{upgrade}` (control plane, then every pool; GPU nodes one at a "
-            f"time with no surge node, so no quota beyond maxNodes), then `{pulumi_command('up')}`"
+            f"upgrade` does: `{upgrade}` (control plane, then every pool; a GPU pool's nodes all "
+            f"at once with no surge node, so no quota beyond maxNodes), then `{pulumi_command('up')}`"
             f" again with this setting: it records {release.minor} in the stack's state by "
             "updating the cluster and its pools in place to the version they already run, so "
             "no node rolls and every pool keeps the node count it runs." + suspend_first(
