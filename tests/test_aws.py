@@ -1181,10 +1181,20 @@ def test_a_gpu_node_may_take_the_catalogs_ready_budget_and_returning_capacity_is
     # Neither a scale-up timeout nor an "unready" removal before the budget is spent ...
     assert args["max-node-provision-time"] == f"{budget}m"
     assert args["scale-down-unready-time"] == f"{budget}m"
+    assert args["max-node-startup-time"] == f"{budget}m"  # registered -> GPUs advertised
     assert budget >= 30  # the defaults (15m, 20m) were shorter
     # ... and after a failed scale-up (no capacity) a retry within 5 minutes, not 30.
     assert args["initial-node-group-backoff-duration"] == "1m"
     assert args["max-node-group-backoff-duration"] == "5m"
+
+
+def test_the_startup_time_flag_goes_only_to_autoscaler_images_that_take_it() -> None:
+    """An unknown flag stops the autoscaler binary: before 1.35 it is left out."""
+    from infra.aws.autoscaler import startup_time_flag
+
+    assert startup_time_flag("v1.34.5", 30) == {}
+    assert startup_time_flag("v1.35.2", 30) == {"max-node-startup-time": "30m"}
+    assert startup_time_flag("v1.36.1", 45) == {"max-node-startup-time": "45m"}
 
 
 def test_the_autoscaler_role_resizes_only_this_clusters_groups(run: Run) -> None:

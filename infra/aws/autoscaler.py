@@ -134,6 +134,20 @@ BACKOFF_INITIAL_MINUTES = 1
 BACKOFF_MAX_MINUTES = 5
 
 
+# `--max-node-startup-time` (registered -> Ready; 15 minutes hard-coded before) is a flag from
+# the 1.35 images on (cluster-autoscaler/config/flags/flags.go); an older binary refuses an
+# unknown flag and would not start.
+STARTUP_TIME_FLAG_FROM = (1, 35)
+
+
+def startup_time_flag(tag: str, minutes: int) -> dict[str, str]:
+    """The flag when the image takes it: a GPU node still advertising no GPUs past the startup
+    time stops counting as upcoming, and the autoscaler may add a second node for the gang."""
+    major, minor = (int(part) for part in tag.lstrip("v").split(".")[:2])
+    return ({"max-node-startup-time": f"{minutes}m"}
+            if (major, minor) >= STARTUP_TIME_FLAG_FROM else {})
+
+
 def values(cluster_name: str, region: str, kubernetes_version: str,
            role_arn: pulumi.Input[str], node_selector: Mapping[str, str],
            node_ready_minutes: int = 30) -> dict:
@@ -187,6 +201,7 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
             "status-taint": UNHEALTHY_TAINT,
             "max-node-provision-time": f"{node_ready_minutes}m",
             "scale-down-unready-time": f"{node_ready_minutes}m",
+            **startup_time_flag(image_tag(kubernetes_version), node_ready_minutes),
             "initial-node-group-backoff-duration": f"{BACKOFF_INITIAL_MINUTES}m",
             "max-node-group-backoff-duration": f"{BACKOFF_MAX_MINUTES}m",
             "v": 1,  # Helm merges this over the chart's extraArgs (logtostderr, stderrthreshold stay)
