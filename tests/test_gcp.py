@@ -1127,6 +1127,9 @@ def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
     assert "--fabric_gate=enforce" in container["args"]
     assert sidecar["startupProbe"]["exec"]["command"][:2] == ["/bin/sh", "-c"]
     assert "test -S /run/tcpx/queue_ids_by_gpu" in sidecar["startupProbe"]["exec"]["command"][2]
+    # ... and the trainer waits for the plugin installer too (GCP review C2: NCCL on sockets).
+    assert "test -e /usr/local/nvidia/lib64/libnccl-net.so" in \
+        sidecar["startupProbe"]["exec"]["command"][2]
     namespace = a3_run.one("kubernetes:core/v1:Namespace").inputs["metadata"]["labels"]
     assert namespace["pod-security.kubernetes.io/enforce"] == "privileged"
 
@@ -1142,7 +1145,8 @@ def test_a3_mega_pod_carries_the_tcpxo_sidecar_with_its_startup_probe(a3_mega_ru
     assert sidecar["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21"
     assert "/fts/entrypoint_rxdm_container.sh --num_hops=2" in sidecar["args"][0]
     assert sorted(sidecar["securityContext"]["capabilities"]["add"]) == ["NET_ADMIN", "NET_BIND_SERVICE"]
-    assert sidecar["startupProbe"]["exec"]["command"] == ["cat", "/run/health-check"]
+    assert sidecar["startupProbe"]["exec"]["command"] == [
+        "/bin/sh", "-c", "cat /run/health-check && test -e /usr/local/nvidia/lib64/libnccl-net.so"]
     assert {"name": "HEALTH_CHECK_LOG_FILE", "value": "/run/health-check"} in sidecar["env"]
     container = trainer(pod)
     assert {"name": "aperture-devices", "mountPath": "/dev/aperture_devices"} in container["volumeMounts"]

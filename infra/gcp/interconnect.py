@@ -149,6 +149,12 @@ TCPXO_ENV = {
 # The TCPX rxdm's last sockets, present once it serves the plugin (rxdm_sidecar).
 TCPX_RXDM_SOCKETS = ("rx_rule_manager", "rx_rule_uninstall", "queue_ids_by_gpu")
 TCPX_RXDM_READY = " && ".join(f"test -S /run/tcpx/{name}" for name in TCPX_RXDM_SOCKETS)
+# Nothing else orders the trainer after the NCCL plugin installer DaemonSet: on a fresh node
+# (the first `up`, every spot replacement) NCCL could start before the installer has copied
+# libnccl-net.so, fall back to sockets, and the enforcing gate would taint a healthy node for its
+# transport. The sidecar's startup probe (which holds the trainer back) also waits for the file;
+# both sidecars see the installer's folder (TCPX at NVIDIA_LIB64, TCPXO under /usr/local/nvidia).
+NCCL_PLUGIN_READY = f"test -e {NVIDIA_LIB64}/libnccl-net.so"
 
 GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + ("/dev/nvidiactl", "/dev/nvidia-uvm")
 
@@ -343,7 +349,8 @@ def rxdm_sidecar(direct: GpuDirect) -> core.ContainerArgs:
             # references have no probe (they run the rxdm as an ordinary container beside
             # NCCL); the budget is TCPXO's (below), 2 minutes.
             startup_probe=core.ProbeArgs(
-                exec_=core.ExecActionArgs(command=["/bin/sh", "-c", TCPX_RXDM_READY]),
+                exec_=core.ExecActionArgs(command=["/bin/sh", "-c",
+                                                   f"{TCPX_RXDM_READY} && {NCCL_PLUGIN_READY}"]),
                 initial_delay_seconds=1, period_seconds=5, timeout_seconds=1,
                 success_threshold=1, failure_threshold=24),
         )
@@ -372,7 +379,8 @@ def rxdm_sidecar(direct: GpuDirect) -> core.ContainerArgs:
         # restart the sidecar with back-off and hold the pod in its start-up phase, where no
         # failure rule sees it; 24 tries give it 2 minutes.
         startup_probe=core.ProbeArgs(
-            exec_=core.ExecActionArgs(command=["cat", "/run/health-check"]),
+            exec_=core.ExecActionArgs(command=["/bin/sh", "-c",
+                                               f"cat /run/health-check && {NCCL_PLUGIN_READY}"]),
             initial_delay_seconds=1, period_seconds=5, timeout_seconds=1,
             success_threshold=1, failure_threshold=24),
     )
