@@ -93,3 +93,13 @@ def test_one_key_the_laptop_cannot_hold_does_not_stop_the_other_copies(tmp_path)
     assert (target / "events.out.tfevents.1").read_bytes() == b"events"
     assert f"{'x' * 300}" not in copied
     assert not list(target.rglob("*.partial"))
+
+
+@pytest.mark.parametrize("stack", ["../../escaped", "/tmp/abs", "org/proj/aws", ".."])
+def test_status_writes_its_report_inside_out_whatever_the_stack_is_called(tmp_path, stack):
+    """`status --out DIR --stack S` keeps its PNG and summary in DIR/<one folder> (security
+    review D3: `--stack ../../x` with `--outputs` wrote two levels above DIR)."""
+    from torchrec_cloud.status import report_dir
+
+    folder = report_dir(str(tmp_path), stack)
+    assert folder.parent == tmp_path and folder.name not in ("", ".", "..")

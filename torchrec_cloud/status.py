@@ -25,8 +25,8 @@ from torchrec_cloud import restarts as restart_view
 from torchrec_cloud.cluster_age import cluster_created
 from torchrec_cloud.gpu_metrics import read_gpu_utilisation
 from torchrec_cloud.logs import container_of, rank0
-from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
-                                  open_bucket, read_outputs)
+from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, file_name,
+                                  kubeconfig_file, open_bucket, read_outputs)
 from workloads.names import JobNames
 from workloads.waiting import ClusterView, Kind, explain
 from workloads.why import ApiError, Kubectl, NotFound, Reader, read_view
@@ -338,6 +338,12 @@ def report(outputs: Outputs, read: Reader, now: datetime,
     return head + "\n" + body + "\n"
 
 
+def report_dir(out: str, stack: str) -> Path:
+    """Where the report's PNG and summary go: one folder per stack inside `out`, whatever the
+    stack's name (`org/proj/aws`, `../../x`: never a path that climbs or nests)."""
+    return Path(out) / file_name(stack)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         outputs = read_outputs(args.stack, args.outputs)
@@ -347,6 +353,6 @@ def run(args: argparse.Namespace) -> int:
     now = (datetime.fromisoformat(args.now.replace("Z", "+00:00")) if args.now
            else pool_view.now_utc())
     with kubeconfig_file(outputs, args.kubeconfig) as kubeconfig:
-        text = report(outputs, Kubectl(kubeconfig), now, out_dir=Path(args.out) / args.stack)
+        text = report(outputs, Kubectl(kubeconfig), now, out_dir=report_dir(args.out, args.stack))
     sys.stdout.write(text)
     return 0
