@@ -1801,11 +1801,35 @@ def test_a_capacity_block_group_with_nodes_waits_for_zero_before_it_upgrades(
     advice = [w for w in warnings_logged if "Capacity Block" in w]
     if nodes:
         assert _group(run, "gpu")["version"] == "1.34"
+        # ... and its launch template version: a changed template would fail the run (review C2).
+        assert _group(run, "gpu")["launchTemplate"]["version"] == aws_fake.LIVE_TEMPLATE_VERSION
         (line,) = advice
         assert "pulumi config set --path job.suspend true" in line
         assert "pulumi config set --path job.suspend false" in line
     else:
         assert _group(run, "gpu")["version"] == "1.35" and advice == []
+        assert _group(run, "gpu")["launchTemplate"]["version"] != aws_fake.LIVE_TEMPLATE_VERSION
+
+
+def test_a_capacity_block_group_with_nodes_keeps_its_template_version_on_a_same_version_run(
+        first_run: Run, monkeypatch: pytest.MonkeyPatch, warnings_logged: list[str]) -> None:
+    """No upgrade, but the template may change (a program upgrade, a new setting): the group
+    with nodes stays on its live template version and the user is told how to move it."""
+    from infra.aws.node_groups import gpu_node_group_name, gpu_pool_plan
+    from infra.settings.model import CapacityReservation, NodePool
+
+    plan = gpu_pool_plan("onDemand", NodePool(machine_type="p4d.24xlarge", min_nodes=0,
+                                              desired_nodes=0, max_nodes=2, name="gpu"),
+                         machine(Cloud.AWS, "p4d.24xlarge"), spot=False, fabric=True,
+                         placement=True, reservation=CapacityReservation(
+                             id=aws_fake.CAPACITY_BLOCK_ID, capacity_block=True))
+    monkeypatch.setattr(aws_fake, "LIVE_CLUSTERS", {CLUSTER_NAME: "1.35"})
+    monkeypatch.setattr(aws_fake, "LIVE_NODE_GROUPS", {gpu_node_group_name(PREFIX, plan): ("1.35", 2)})
+    run = run_stack("aws", overrides={**CAPACITY_BLOCK, "kubernetes": {"version": "1.35"}},
+                    previous_outputs=_later_run(first_run, kubernetes_version="1.35"))
+    assert _group(run, "gpu")["launchTemplate"]["version"] == aws_fake.LIVE_TEMPLATE_VERSION
+    (line,) = [w for w in warnings_logged if "Capacity Block" in w]
+    assert "launch template version 3" in line and "job.suspend true" in line
 
 
 def _addon_versions(run: Run) -> dict[str, str]:

@@ -97,7 +97,9 @@ class AwsGpuCluster(pulumi.ComponentResource):
             for key, pool in s.gpu_pools_by_key.items()]
         # A Capacity Block group with nodes keeps its version until it is empty (EKS updates it
         # only at 0 nodes: infra/aws/node_groups.py capacity_block_version).
+        # Its launch template version is held the same way (capacity_block_template_hold).
         group_versions: dict[str, str] = {}
+        held_templates: dict[str, str | None] = {}
         for plan in plans:
             if plan.capacity_type == "CAPACITY_BLOCK" and args.previous.live:
                 live = node_groups.live_group(
@@ -105,8 +107,17 @@ class AwsGpuCluster(pulumi.ComponentResource):
                 version, advice = node_groups.capacity_block_version(
                     plan, s.kubernetes.version, live)
                 group_versions[plan.key] = version
+                held_templates[plan.key] = node_groups.capacity_block_template_hold(plan, live)
                 if advice:
                     pulumi.log.warn(advice)
+                elif held_templates[plan.key]:
+                    pulumi.log.warn(
+                        f"GPU pool {plan.pool.name} (Capacity Block) keeps launch template "
+                        f"version {held_templates[plan.key]} on this run while it has nodes: "
+                        "EKS changes a Capacity Block group only at 0 nodes. A changed template "
+                        "reaches its nodes after `pulumi config set --path job.suspend true && "
+                        "pulumi up`, the group at 0 nodes, `pulumi up` again, then `pulumi "
+                        "config set --path job.suspend false && pulumi up`")
 
         # --- network, key, control plane ---------------------------------------------------
         vpc_cidr = s.aws.vpc_cidr if s.aws else "10.0.0.0/16"
@@ -178,7 +189,8 @@ class AwsGpuCluster(pulumi.ComponentResource):
                 prefix, cluster, plan, node_role.arn, net.private_subnets[gpu_zone].id,
                 gpu_zone, gpu_node_sgs, instance_tags, group_version, aws_opts, node_opts,
                 reservation_placement_group=(reserved_placement if plan.reservation is not None
-                                             else None))
+                                             else None),
+                held_template_version=held_templates.get(plan.key))
             gpu_groups.append(group)
             # Scale from zero for GPU + EFA pods (infra/aws/autoscaler.py), and the launch
             # tags of the nodes launched from now on (a tag edit replaces no node).

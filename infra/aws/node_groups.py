@@ -286,9 +286,10 @@ def _reservation(plan: NodeGroupPlan) -> tuple[
             plan.pool.machine.name)
 
 
-def _template_ref(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTemplateArgs:
+def _template_ref(template: aws.ec2.LaunchTemplate, held_version: str | None = None
+                  ) -> aws.eks.NodeGroupLaunchTemplateArgs:
     return aws.eks.NodeGroupLaunchTemplateArgs(
-        id=template.id, version=template.latest_version.apply(str))
+        id=template.id, version=held_version or template.latest_version.apply(str))
 
 
 def system_node_group(prefix: str, cluster: eks.Cluster, pool: NodePool,
@@ -424,6 +425,7 @@ class LiveGroup:
 
     version: str
     desired: int
+    template_version: str | None = None  # the launch template version its nodes run
 
 
 def live_group(cluster_name: str, name: str, opts: pulumi.InvokeOptions) -> LiveGroup | None:
@@ -434,8 +436,22 @@ def live_group(cluster_name: str, name: str, opts: pulumi.InvokeOptions) -> Live
     except Exception:  # noqa: BLE001 (no such group, or no answer: nothing to hold)
         return None
     sizes = found.scaling_configs or []
+    templates = found.launch_templates or []
     return LiveGroup(version=found.version or "",
-                     desired=int(sizes[0].desired_size) if sizes else 0)
+                     desired=int(sizes[0].desired_size) if sizes else 0,
+                     template_version=str(templates[0].version) if templates and
+                     templates[0].version else None)
+
+
+def capacity_block_template_hold(plan: NodeGroupPlan, live: LiveGroup | None) -> str | None:
+    """The launch template version a Capacity Block group with nodes keeps on this run: EKS
+    updates such a group only at 0 nodes, and a new template version (a program upgrade, a
+    changed setting) would fail `pulumi up` half way with GPU nodes running. The template itself
+    still gets its new version; the group moves to it on the run after it is empty (the advice
+    of capacity_block_version says how). None: the group follows the newest version."""
+    if plan.capacity_type != "CAPACITY_BLOCK" or live is None or live.desired == 0:
+        return None
+    return live.template_version
 
 
 def capacity_block_version(plan: NodeGroupPlan, target: str,
@@ -467,6 +483,7 @@ def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
                    kubernetes_version: str,
                    resource_opts: pulumi.ResourceOptions, opts: pulumi.ResourceOptions,
                    reservation_placement_group: pulumi.Input[str] | None = None,
+                   held_template_version: str | None = None,
                    ) -> tuple[eks.ManagedNodeGroup, aws.ec2.PlacementGroup | None]:
     """One GPU group in the GPU zone's private subnet, in its own cluster placement group, or,
     on a capacity reservation, in the reservation's (`reservation_placement_group`, from
@@ -505,6 +522,6 @@ def gpu_node_group(prefix: str, cluster: eks.Cluster, plan: NodeGroupPlan,
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value,
                                                effect=EKS_EFFECT[t.effect])
                     for t in pool.taints],
-            launch_template=_template_ref(template)),
+            launch_template=_template_ref(template, held_template_version)),
         opts=opts)
     return group, placement_group

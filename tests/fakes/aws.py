@@ -108,7 +108,12 @@ def _node_group(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         "arn": f"arn:aws:eks:{REGION}:{ACCOUNT}:nodegroup/{args.args['clusterName']}/{name}/x",
         "resources": [{"autoscalingGroups": [{"name": auto_scaling_group_name(name)}],
                        "remoteAccessSecurityGroupId": ""}],
+        "launchTemplates": [{"id": "lt-0123456789abcdef0", "name": f"{name}-template",
+                             "version": LIVE_TEMPLATE_VERSION}] if version else [],
     }
+
+
+LIVE_TEMPLATE_VERSION = "3"  # the launch template version a live group's nodes run
 
 
 # us-east-1 as one account sees it: names are per-account aliases of the zone ids.
