@@ -25,7 +25,7 @@ from infra.preemption import stop_budget
 from infra.settings import Settings, SettingsError
 from infra.settings.errors import Problem, use_stack
 from infra.settings.loader import project_values, settings_and_problems
-from infra.settings.model import CheckpointLocation, JobKind, PoolChoice
+from infra.settings.model import CheckpointLocation, Job, JobKind, PoolChoice
 from torchrec_cloud.encrypted import encrypted_places, with_stand_ins
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
                                   read_outputs)
@@ -140,6 +140,27 @@ def render(settings: Settings, outputs: Outputs, base: dict[str, Any],
     return submitted.objects(base, s)
 
 
+def dry_run_needs(stack: str, namespace: str, job_name: str, reason: str) -> str:
+    """Why `--dry-run` cannot render from the stack file alone, and how to render offline."""
+    return (f"submit --dry-run renders the job from two live things the stack file does not "
+            f"hold: the stack's outputs (the checkpoint store `pulumi up` named, the job's "
+            f"namespace and Kueue queue) and the stack's own JobSet, whose pod template carries "
+            f"the trainer image `pulumi up` built (unless job.image), the job identity's service "
+            f"account, the shared file system's volume and the fabric devices; a submitted job "
+            f"copies them so that it runs as the stack's job does. Here: {reason}. Offline: "
+            f"`pulumi stack output --json --show-secrets --stack {stack} > outputs.json` and "
+            f"`kubectl get jobset -n {namespace} {job_name} -o json > base.json` where the "
+            f"cluster answers, then `torchrec-cloud submit --stack {stack} --outputs outputs.json "
+            f"--base base.json --name ... --dry-run`")
+
+
+def _own_job_name(stack_file: Path) -> str:
+    """The stack's own job's name, as its stack file sets it (job.name, else the default)."""
+    config = read_stack_file(stack_file, project_name(ROOT / "Pulumi.yaml"))
+    name = (project_values(config.config).get("job") or {}).get("name")
+    return str(name or Job.model_fields["name"].default)
+
+
 def _read_base(args: argparse.Namespace, outputs: Outputs, read: Any) -> dict[str, Any]:
     if args.base:
         return json.loads(args.base.read_text(encoding="utf-8"))
@@ -178,7 +199,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         outputs = read_outputs(args.stack, args.outputs)
     except StackError as error:
-        print(f"submit: {error}", file=sys.stderr)
+        print(f"submit: {error}" if not args.dry_run else
+              dry_run_needs(args.stack, settings.job.namespace, _own_job_name(stack_file),
+                            f"the outputs could not be read ({error})"), file=sys.stderr)
         return 2
     if args.name == outputs.job_name:
         print(f"submit: --name {args.name} is the stack's own job; choose another name",
@@ -195,7 +218,10 @@ def run(args: argparse.Namespace) -> int:
                   f"{args.stack}` creates it", file=sys.stderr)
             return 1
         except (ApiError, OSError) as error:
-            print(f"submit: {unreachable(args.stack, str(error)) or error}", file=sys.stderr)
+            reason = unreachable(args.stack, str(error)) or str(error)
+            print(dry_run_needs(args.stack, outputs.job_namespace, outputs.job_name,
+                                f"the JobSet could not be read: {reason}")
+                  if args.dry_run and not args.base else f"submit: {reason}", file=sys.stderr)
             return 1
         except BaseJobError as error:
             print(f"submit: {error}", file=sys.stderr)
