@@ -158,3 +158,21 @@ def test_a_missing_module_is_named_with_the_install_that_brings_it():
     assert "make train" in missing_module_hint("torchrec")
     assert "make train" in missing_module_hint("torch.distributed")
     assert "requirements-dev.txt" in missing_module_hint("pulumi_kubernetes")
+
+
+def test_every_verb_that_takes_a_stack_gives_the_one_unknown_stack_message():
+    """status (make status), logs, list, cost, submit and doctor: the same words from one place
+    (torchrec_cloud/stack_file.py unknown_stack), with the near name to use."""
+    from torchrec_cloud.stack_file import unknown_stack
+
+    expected = unknown_stack("awz", ROOT)
+    assert expected and "did you mean --stack aws?" in expected
+    messages = {}
+    for argv in (["status"], ["logs"], ["list"], ["cost"], ["submit", "--name", "x", "--dry-run"],
+                 ["doctor"]):
+        err = io.StringIO()
+        with redirect_stdout(io.StringIO()), redirect_stderr(err):
+            code = main([*argv, "--stack", "awz"])
+        assert code == 2, (argv, err.getvalue())
+        messages[argv[0]] = err.getvalue().strip().split(": ", 1)[1]
+    assert set(messages.values()) == {expected}, messages

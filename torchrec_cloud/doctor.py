@@ -274,8 +274,12 @@ def _settings(stack: str, path: Path) -> Settings:
 
 def run(args: argparse.Namespace) -> int:
     from infra.settings import SettingsError
-    from torchrec_cloud.stack_file import StackFileError
+    from torchrec_cloud.stack_file import StackFileError, unknown_stack
 
+    unknown = None if args.stack_file else unknown_stack(args.stack, Path(__file__).resolve().parent.parent)
+    if unknown:
+        print(f"doctor: {unknown}", file=sys.stderr)
+        return 2
     path = args.stack_file or Path(__file__).resolve().parent.parent / f"Pulumi.{args.stack}.yaml"
     try:
         settings = _settings(args.stack, path)

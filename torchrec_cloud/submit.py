@@ -29,7 +29,8 @@ from infra.settings.model import CheckpointLocation, Job, JobKind, PoolChoice
 from torchrec_cloud.encrypted import encrypted_places, with_stand_ins
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
                                   read_outputs)
-from torchrec_cloud.stack_file import StackFileError, project_name, read_stack_file
+from torchrec_cloud.stack_file import (StackFileError, project_name, read_stack_file,
+                                      unknown_stack)
 
 ROOT = Path(__file__).resolve().parent.parent
 POOLS = {"spot": PoolChoice.SPOT, "onDemand": PoolChoice.ON_DEMAND}
@@ -180,6 +181,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"submit: --priority {args.priority}: the stack makes "
               f"{', '.join(kueue.PRIORITY_CLASSES)} (Kueue WorkloadPriorityClasses "
               f"{', '.join(map(kueue.priority_class_name, kueue.PRIORITY_CLASSES))})", file=sys.stderr)
+        return 2
+    unknown = None if args.stack_file else unknown_stack(args.stack, ROOT)
+    if unknown:
+        print(f"submit: {unknown}", file=sys.stderr)
         return 2
     stack_file = args.stack_file or ROOT / f"Pulumi.{args.stack}.yaml"
     flags = parse_trainer_flags(args.trainer_flags)
