@@ -315,3 +315,36 @@ def test_dry_run_without_a_cluster_says_which_live_objects_it_needs_why_and_how_
     code, out, err = cli(*submit_args(tmp_path, base, "--name", "offline-3", "--dry-run"))
     assert code == 0, err
     assert [o["kind"] for o in yaml.safe_load_all(out)] == ["Service", "NetworkPolicy", "JobSet"]
+
+
+def test_submitted_service_and_policy_are_the_stacks_own_rendering_in_the_base_jobsets_namespace(
+        tmp_path, base_jobset):
+    """One path: the Service and NetworkPolicy of a submitted job are what workloads/service.py
+    and workloads/network_policy.py give the stack's own job under `pulumi up`, for its name;
+    and a job.namespace edited in the stack file since the last `pulumi up` does not move a
+    submitted job out of the namespace of the base JobSet and its Kueue queue."""
+    from tests.test_workloads import run_workload
+
+    own = run_workload("aws", Job(trainer_args={"batch_size": 2048}))
+    (service,) = own.run.of_type("kubernetes:core/v1:Service")
+    (policy,) = [p for p in own.run.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+                 if "prepare" not in p.inputs["metadata"]["name"]]  # not the preparation's
+    stack_path = stack_file(tmp_path)
+    stack_path.write_text(stack_path.read_text() + "  torchrec-cloud:job: {namespace: edited-ns}\n")
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(base_jobset))
+    code, out, err = cli("submit", "--stack", "aws", "--stack-file", str(stack_path),
+                         "--outputs", str(outputs_file(tmp_path)), "--base", str(base),
+                         "--name", STACK_JOB + "-b", "--dry-run")
+    assert code == 0, err
+    submitted_service, submitted_policy, jobset = yaml.safe_load_all(out)
+    assert {o["metadata"]["namespace"] for o in (submitted_service, submitted_policy, jobset)} \
+        == {base_jobset["metadata"]["namespace"]} == {NS}
+
+    def renamed(obj: dict[str, Any]) -> dict[str, Any]:
+        """The stack's own object's spec with the submitted job's selector."""
+        text = json.dumps(manifest_of(obj)["spec"], sort_keys=True)
+        return json.loads(text.replace(f'"{STACK_JOB}"', f'"{STACK_JOB}-b"'))
+
+    assert submitted_service["spec"] == renamed(service)
+    assert submitted_policy["spec"] == renamed(policy)

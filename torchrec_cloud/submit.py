@@ -124,7 +124,10 @@ def render(settings: Settings, outputs: Outputs, base: dict[str, Any],
            priority: str | None, kubernetes_version: str | None = None) -> list[dict[str, Any]]:
     from workloads import kueue, submitted
 
-    job = settings.job
+    # The base JobSet's namespace, where the stack's Kueue LocalQueue is: a job.namespace edited
+    # in the stack file since the last `pulumi up` must not move a submitted job away from it.
+    namespace = (base.get("metadata") or {}).get("namespace") or outputs.job_namespace
+    job = settings.job.model_copy(update={"namespace": namespace})
     pool = settings.job_pool
     spot = job.pool == PoolChoice.SPOT
     machine = find_machine(settings.cloud, pool.machine_type)
@@ -217,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
             base = _read_base(args, outputs, Kubectl(kubeconfig))
             objects = render(settings, outputs, base, args.priority,
                              outputs.kubernetes_version or None)
+            namespace = objects[-1]["metadata"]["namespace"]
         except NotFound:
             print(f"submit: the stack's job {outputs.job_namespace}/{outputs.job_name} is not on "
                   f"the cluster (its JobSet is the base of a submitted job): `pulumi up --stack "
@@ -242,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"submit: {unreachable(args.stack, str(error)) or error}", file=sys.stderr)
             return 1
     job = settings.job
-    print(f"submitted {job.namespace}/{job.name}: {job.nodes} nodes on pool {job.pool.value}"
+    print(f"submitted {namespace}/{job.name}: {job.nodes} nodes on pool {job.pool.value}"
           f"{f', priority {args.priority}' if args.priority else ''}, queued through "
           f"{outputs.job_name}'s Kueue queue; store {_bucket_root(outputs)}/{job.name}/\n"
           f"  torchrec-cloud list --stack {args.stack}   torchrec-cloud cancel --stack "
