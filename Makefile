@@ -20,7 +20,14 @@ $(VENV)/.check-installed: requirements-check.txt
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-check.txt
 	touch $@
 
-$(VENV)/.infra-installed: requirements.txt requirements-check.txt requirements-dev.txt
+# `make status` / `make doctor` install only what the commands on a stack need
+# (requirements-cli.txt: the checking set, the bucket's libraries, boto3, matplotlib).
+$(VENV)/.cli-installed: requirements-cli.txt requirements-check.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-cli.txt
+	touch $@
+
+$(VENV)/.infra-installed: requirements.txt requirements-check.txt requirements-cli.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
 	touch $@
@@ -55,12 +62,12 @@ check: $(VENV)/.check-installed
 
 ## A deployed stack from this machine: nodes, the gang and why it waits, progress, checkpoints,
 ## spend. Needs the stack's outputs (Pulumi CLI, logged in) and kubectl. STACK=aws|azure|gcp.
-status: $(VENV)/.infra-installed
+status: $(VENV)/.cli-installed
 	@test -n "$(STACK)" || { echo "usage: make status STACK=aws|azure|gcp"; exit 2; }
 	@$(BIN)/python -m torchrec_cloud status --stack $(STACK)
 
 ## Before `pulumi up`: the tools, your sign-in, your address and the quotas the pools need.
-doctor: $(VENV)/.infra-installed
+doctor: $(VENV)/.cli-installed
 	@test -n "$(STACK)" || { echo "usage: make doctor STACK=aws|azure|gcp"; exit 2; }
 	@$(BIN)/python -m torchrec_cloud doctor --stack $(STACK)
 

@@ -25,6 +25,7 @@ from pulumi.runtime.proto import resource_pb2
 
 from infra.previous_run import READ_STACK_OUTPUTS
 from tests.fakes import azure as azure_fakes
+from tests.fakes import gcp as gcp_fakes
 from tests.fakes import fake_call, fake_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -300,7 +301,8 @@ def run_stack(stack: str, overrides: dict[str, Any] | None = None,
     try:
         with unittest.mock.patch("infra.azure.acr_login.post_form", azure_fakes.acr_exchange), \
                 unittest.mock.patch("infra.azure.versions.get_json", azure_fakes.arm_get), \
-                unittest.mock.patch("infra.azure.kube_access.post_json", azure_fakes.access_review):
+                unittest.mock.patch("infra.azure.kube_access.post_json", azure_fakes.access_review), \
+                unittest.mock.patch("infra.gcp.quotas.get_json", gcp_fakes.compute_get):
             program()
     except BaseException as caught:  # noqa: BLE001 (the program's own error is the result)
         if not expect_error:

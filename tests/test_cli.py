@@ -158,3 +158,121 @@ def test_a_missing_module_is_named_with_the_install_that_brings_it():
     assert "make train" in missing_module_hint("torchrec")
     assert "make train" in missing_module_hint("torch.distributed")
     assert "requirements-dev.txt" in missing_module_hint("pulumi_kubernetes")
+
+
+def test_every_verb_that_takes_a_stack_gives_the_one_unknown_stack_message():
+    """status (make status), logs, list, cost, submit and doctor: the same words from one place
+    (torchrec_cloud/stack_file.py unknown_stack), with the near name to use."""
+    from torchrec_cloud.stack_file import unknown_stack
+
+    expected = unknown_stack("awz", ROOT)
+    assert expected and "did you mean --stack aws?" in expected
+    messages = {}
+    for argv in (["status"], ["logs"], ["list"], ["cost"], ["submit", "--name", "x", "--dry-run"],
+                 ["doctor"]):
+        err = io.StringIO()
+        with redirect_stdout(io.StringIO()), redirect_stderr(err):
+            code = main([*argv, "--stack", "awz"])
+        assert code == 2, (argv, err.getvalue())
+        messages[argv[0]] = err.getvalue().strip().split(": ", 1)[1]
+    assert set(messages.values()) == {expected}, messages
+
+
+def _requirement_closure(path: Path) -> set[str]:
+    """Every distribution a requirements file brings (its pins and their dependencies, as the
+    installed metadata says; extras not asked for are left out), normalised names."""
+    import importlib.metadata as metadata
+    import re
+
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    def pins(file: Path) -> list[str]:
+        found = []
+        for line in file.read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("-r "):
+                found += pins(file.parent / line[3:].strip())
+            elif line:
+                found.append(line)
+        return found
+
+    seen: set[str] = set()
+    todo = [Requirement(p) for p in pins(path)]
+    while todo:
+        req = todo.pop()
+        name = norm(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        for text in metadata.requires(req.name) or []:
+            dep = Requirement(text)
+            extras = set(req.extras) | {""}
+            if dep.marker and not any(dep.marker.evaluate({**default_environment(), "extra": e})
+                                      for e in extras):
+                continue
+            todo.append(dep)
+    return seen
+
+
+def test_status_and_doctor_import_nothing_beyond_requirements_cli(tmp_path):
+    """`make status` / `make doctor` install requirements-cli.txt only, not the 1.8 GB dev set:
+    status (telemetry in an s3:// store) and doctor (EC2 quotas through boto3) must run on it:
+    no pulumi, moto, torch; the report PNG is skipped with the install that adds it."""
+    import importlib.metadata as metadata
+    import re
+
+    allowed = _requirement_closure(ROOT / "requirements-cli.txt")
+    assert {"boto3", "s3fs", "gcsfs", "adlfs"} <= allowed and "matplotlib" not in allowed
+    assert not any(name.startswith("pulumi") or name in ("moto", "torch") for name in allowed)
+    script = (
+        "import sys, json, io, contextlib\n"
+        "from datetime import datetime, timezone\n"
+        "from pathlib import Path\n"
+        "from torchrec_cloud import status, doctor\n"
+        "from torchrec_cloud.stack import Outputs, open_bucket\n"
+        "from workloads.why import ApiError\n"
+        "out = Path(sys.argv[1])\n"
+        "outputs = Outputs.of('aws', {'cloud': 'aws', 'kubeconfig': '{}', 'job_name': 'dlrm',\n"
+        "    'job_namespace': 'torchrec', 'checkpoint_uri': 's3://bucket/dlrm'})\n"
+        "def read(path):\n"
+        "    raise ApiError('connection refused')\n"
+        "status.report(outputs, read, datetime(2026, 11, 26, tzinfo=timezone.utc),\n"
+        "              lambda uri: open_bucket('file://' + str(out)), out)\n"
+        "open_bucket('s3://bucket/dlrm', outputs)\n"
+        "import boto3\n"
+        "client = boto3.client('service-quotas', region_name='us-east-1',\n"
+        "                      aws_access_key_id='x', aws_secret_access_key='x')\n"
+        "doctor.report(doctor._settings('aws', Path(sys.argv[2])), 'aws', lambda c: (1, ''), lambda: None, lambda: client)\n"
+        "tops = sorted({m.split('.')[0] for m in sys.modules if not m.startswith('_')})\n"
+        "print(json.dumps([t for t in tops if t not in sys.stdlib_module_names]))\n")
+    stack = tmp_path / "Pulumi.aws.yaml"
+    stack.write_text((ROOT / "Pulumi.aws.yaml").read_text()
+                     + "  torchrec-cloud:kubernetes: {apiAccessCidrs: [81.2.69.142/32]}\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(stack)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=180,
+                          env={"PATH": "/usr/bin:/bin", "AWS_EC2_METADATA_DISABLED": "true",
+                               "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    modules = json.loads(done.stdout.strip().splitlines()[-1])
+    owners = metadata.packages_distributions()
+    ours = {"infra", "torchrec_cloud", "trainer", "workloads", "cython_runtime"}
+    outside = {m: owners.get(m, ["?"]) for m in modules if m not in ours and not any(
+        re.sub(r"[-_.]+", "-", d).lower() in allowed for d in owners.get(m, []))}
+    assert not outside, f"status/doctor imported {outside}, not in requirements-cli.txt"
+
+
+def test_status_without_matplotlib_says_the_report_is_skipped_and_how_to_add_it(tmp_path,
+                                                                              monkeypatch):
+    """requirements-cli.txt leaves matplotlib out (about 160 MB): status still runs, and says so."""
+    from torchrec_cloud import status
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as where it is not installed
+    line = status._write_report([{"step": 1, "loss": 0.5}], tmp_path)
+    assert line.startswith("report skipped: matplotlib is not installed here")
+    assert "requirements-cli.txt" in line and "pip install matplotlib==3.11.2" in line
+    dev = (ROOT / "requirements-dev.txt").read_text()
+    assert "matplotlib==3.11.2" in dev and "-r requirements-cli.txt" in dev

@@ -96,7 +96,7 @@ def test_azure_family_quota_from_the_sizes_sku_and_its_usage():
     assert not ready
     need = pool.max_nodes * 96
     assert f"short       Azure standardNDASv4_A100Family vCPUs ({s.region})" in text
-    assert f"0 free (limit 0, used 0) < {need}; request: az quota update --resource-name " \
+    assert f"0 free (limit 0, used 0) < {need} vCPUs; request: az quota update --resource-name " \
            f"standardNDASv4_A100Family --scope /subscriptions/0000-sub/providers/" \
            f"Microsoft.Compute/locations/{s.region} --limit-object value={need}" in text
     assert "ok          Azure spot (low-priority) vCPUs" in text
@@ -116,5 +116,7 @@ def test_gcp_regional_gpu_and_family_cpu_quotas():
     text = "\n".join(lines)
     assert not ready
     assert "short       GCP PREEMPTIBLE_NVIDIA_A100" in text
-    assert "free (limit 0) < 16 GPUs" in text and "console.cloud.google.com/iam-admin/quotas" in text
+    assert "0 free (limit 0, used 0) < 16 GPUs; request: PREEMPTIBLE_NVIDIA_A100_GPUS = 16 in " \
+        f"{s.region} at https://console.cloud.google.com/iam-admin/quotas" in text
+    assert "console.cloud.google.com/iam-admin/quotas" in text
     assert "ok          GCP A2_CPUS" in text

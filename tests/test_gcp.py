@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import subprocess
+import unittest.mock
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,9 @@ def _run_cluster_only(overrides: dict[str, Any] | None, expect_error: bool) -> R
 
     error: BaseException | None = None
     try:
-        program()
+        # Compute Engine's regions.get, as run_stack answers it (infra/gcp/quotas.py)
+        with unittest.mock.patch("infra.gcp.quotas.get_json", harness.gcp_fakes.compute_get):
+            program()
     except BaseException as caught:  # noqa: BLE001
         if not expect_error:
             raise

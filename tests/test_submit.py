@@ -291,3 +291,60 @@ def test_status_says_how_long_the_cluster_has_idled_and_what_that_cost(tmp_path,
     assert lines[1].startswith("idle for 24 h 00 min"), lines[1]
     assert "about USD 24.24 of fixed items" in lines[1]
     assert "pulumi destroy --stack aws" in lines[1]
+
+
+@needs_kubectl
+def test_dry_run_without_a_cluster_says_which_live_objects_it_needs_why_and_how_to_render_offline(
+        tmp_path, base_jobset):
+    # No cluster answers (the outputs' API server is a closed port) and no --base.
+    code, out, err = cli(*submit_args(tmp_path, None, "--name", "offline-1", "--dry-run"))
+    assert code == 1 and out == ""
+    assert "the trainer image `pulumi up` built" in err and "service account" in err
+    assert "the JobSet could not be read" in err
+    assert f"kubectl get jobset -n {NS} {STACK_JOB} -o json > base.json" in err
+    assert "--outputs outputs.json --base base.json --name ... --dry-run" in err
+    # No outputs either (no Pulumi CLI here): the same words, and the stack's own job's name.
+    code, out, err = cli("submit", "--stack", "aws", "--stack-file", str(stack_file(tmp_path)),
+                         "--name", "offline-2", "--dry-run")
+    assert code == 2 and out == ""
+    assert "the outputs could not be read (the Pulumi CLI is not installed" in err
+    assert f"kubectl get jobset -n {NS} {STACK_JOB} -o json > base.json" in err
+    # With both saved, it renders with no cluster at all.
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(base_jobset))
+    code, out, err = cli(*submit_args(tmp_path, base, "--name", "offline-3", "--dry-run"))
+    assert code == 0, err
+    assert [o["kind"] for o in yaml.safe_load_all(out)] == ["Service", "NetworkPolicy", "JobSet"]
+
+
+def test_submitted_service_and_policy_are_the_stacks_own_rendering_in_the_base_jobsets_namespace(
+        tmp_path, base_jobset):
+    """One path: the Service and NetworkPolicy of a submitted job are what workloads/service.py
+    and workloads/network_policy.py give the stack's own job under `pulumi up`, for its name;
+    and a job.namespace edited in the stack file since the last `pulumi up` does not move a
+    submitted job out of the namespace of the base JobSet and its Kueue queue."""
+    from tests.test_workloads import run_workload
+
+    own = run_workload("aws", Job(trainer_args={"batch_size": 2048}))
+    (service,) = own.run.of_type("kubernetes:core/v1:Service")
+    (policy,) = [p for p in own.run.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+                 if "prepare" not in p.inputs["metadata"]["name"]]  # not the preparation's
+    stack_path = stack_file(tmp_path)
+    stack_path.write_text(stack_path.read_text() + "  torchrec-cloud:job: {namespace: edited-ns}\n")
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(base_jobset))
+    code, out, err = cli("submit", "--stack", "aws", "--stack-file", str(stack_path),
+                         "--outputs", str(outputs_file(tmp_path)), "--base", str(base),
+                         "--name", STACK_JOB + "-b", "--dry-run")
+    assert code == 0, err
+    submitted_service, submitted_policy, jobset = yaml.safe_load_all(out)
+    assert {o["metadata"]["namespace"] for o in (submitted_service, submitted_policy, jobset)} \
+        == {base_jobset["metadata"]["namespace"]} == {NS}
+
+    def renamed(obj: dict[str, Any]) -> dict[str, Any]:
+        """The stack's own object's spec with the submitted job's selector."""
+        text = json.dumps(manifest_of(obj)["spec"], sort_keys=True)
+        return json.loads(text.replace(f'"{STACK_JOB}"', f'"{STACK_JOB}-b"'))
+
+    assert submitted_service["spec"] == renamed(service)
+    assert submitted_policy["spec"] == renamed(policy)

@@ -34,13 +34,15 @@ STACKS = tuple(cloud.value for cloud in Cloud)
 NEEDS_CREDENTIALS = {
     Cloud.AWS: "the Kubernetes minors EKS offers in the region (infra/aws/versions.py), zone "
                "names and ids and the GPU zone's offering of the machine (infra/aws/zones.py), "
-               "the capacity reservation (infra/aws/reservations.py)",
+               "the capacity reservation (infra/aws/reservations.py), the job's vCPU quota "
+               "(infra/aws/quotas.py)",
     Cloud.AZURE: "the Kubernetes minors AKS offers in the region (infra/azure/versions.py), the "
                  "VM sizes your subscription may use per zone (infra/azure/skus.py), "
                  "subscription features (infra/azure/features.py), NetApp Files capacity "
-                 "(infra/azure/netapp.py)",
+                 "(infra/azure/netapp.py), the job's vCPU quota (infra/azure/quotas.py)",
     Cloud.GCP: "the Kubernetes minors GKE's REGULAR channel offers (infra/gcp/versions.py), the "
-               "project itself and the checkpoint bucket (infra/gcp/component.py)",
+               "project itself and the checkpoint bucket (infra/gcp/component.py), the job's "
+               "GPU and CPU quotas in the region (infra/gcp/quotas.py)",
 }
 
 
@@ -215,9 +217,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"not checked without credentials: {NEEDS_CREDENTIALS[settings.cloud]} "
           "(`pulumi up` checks them before it creates anything)")
     stack = stack_name(args) or "<stack>"
-    upfront = ("`pulumi up` reads the job's pool's vCPU quota before any resource (quota.pending: "
-               "true lets it go ahead); " if settings.cloud == Cloud.AWS else
-               f"`pulumi up` on {settings.cloud.value} does not read them; ")
+    upfront = ("`pulumi up` reads the quota the job's nodes count against before any resource "
+               "(quota.pending: true lets it go ahead); ")
     print(f"quotas: not checked here; {upfront}`torchrec-cloud doctor --stack {stack}` reads every "
           "GPU pool's from the cloud's quota API against its maxNodes")
     return 0

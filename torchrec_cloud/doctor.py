@@ -28,15 +28,12 @@ from ipaddress import ip_address, ip_network
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from infra.catalog import Cloud, Machine, find_machine
-from infra.quotas import ec2_family, ec2_quota_code, ec2_request_command
+from infra.catalog import Cloud
+from infra.quotas import (Need, Reading, azure_family, azure_readings, ec2_family,
+                          ec2_quota_code, ec2_request_command, gcp_readings, pool_needs)
 from infra.settings import Settings
 
 MIN_PULUMI = (3, 174, 0)
-# GCP regional GPU quota metric per (GPU model, GPU memory GB) of infra/catalog.py's machines.
-GCP_GPU_METRICS = {("A100", 40): "NVIDIA_A100_GPUS", ("A100", 80): "NVIDIA_A100_80GB_GPUS",
-                   ("H100", 80): "NVIDIA_H100_GPUS", ("H200", 141): "NVIDIA_H200_GPUS"}
-GCP_MEGA = {"a3-megagpu-8g": "NVIDIA_H100_MEGA_GPUS"}
 IP_SERVICE = "https://checkip.amazonaws.com"
 
 Runner = Callable[[Sequence[str]], "tuple[int, str]"]
@@ -155,31 +152,11 @@ def address(settings: Settings, stack: str, fetch: Callable[[], str | None]) -> 
                    f"--path 'kubernetes.apiAccessCidrs[{len(cidrs)}]' {mine}/32")
 
 
-# --- quotas ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Need:
-    pool: str
-    spot: bool
-    machine: Machine
-    nodes: int
-
-    @property
-    def vcpus(self) -> int:
-        return self.machine.vcpus * self.nodes
-
-    @property
-    def gpus(self) -> int:
-        return self.machine.gpu_count * self.nodes
-
-
+# --- quotas: what each pool needs and the request commands are infra/quotas.py's, the same
+# words `pulumi up`'s check before any resource uses --------------------------------------------
 def needs(settings: Settings) -> list[Need]:
     """What each GPU pool at its maxNodes needs."""
-    found = []
-    for key, pool in settings.gpu_pools_by_key.items():
-        machine = find_machine(settings.cloud, pool.machine_type)
-        if machine is not None and pool.max_nodes > 0:
-            found.append(Need(pool.name, key.value == "spot", machine, pool.max_nodes))
-    return found
+    return pool_needs(settings)
 
 
 def _sum_need(items: list[Need], key: Callable[[Need], Any]) -> dict[Any, list[Need]]:
@@ -187,6 +164,13 @@ def _sum_need(items: list[Need], key: Callable[[Need], Any]) -> dict[Any, list[N
     for need in items:
         grouped.setdefault(key(need), []).append(need)
     return grouped
+
+
+def _finding(reading: Reading) -> Finding:
+    what = f"{reading.quota} for {reading.need.describe()}"
+    if reading.short:
+        return Finding("short", what, f"{reading.numbers()}; request: {reading.request}")
+    return Finding("ok", what, reading.numbers())
 
 
 def aws_quotas(settings: Settings, client: Any) -> list[Finding]:
@@ -211,49 +195,27 @@ def aws_quotas(settings: Settings, client: Any) -> list[Finding]:
 
 
 def azure_quotas(settings: Settings, run: Runner) -> list[Finding]:
-    found = []
     region = settings.region
     code, out = run(["az", "vm", "list-usage", "--location", region, "--output", "json"])
     if code != 0:
         return [Finding("not checked", f"Azure compute quotas ({region})", "az vm list-usage failed "
                         "(az login?)")]
-    usage = {u["name"]["value"]: u for u in json.loads(out or "[]")}
+    usages = json.loads(out or "[]")
     code, out = run(["az", "account", "show", "--output", "json"])
     subscription = json.loads(out or "{}").get("id", "") if code == 0 else ""
+    found = []
     for need in needs(settings):
-        if need.spot:
-            family, label = "lowPriorityCores", "spot (low-priority) vCPUs"
-        else:
+        family = ""
+        if not need.spot:
             code, out = run(["az", "vm", "list-skus", "--location", region, "--size",
                              need.machine.name, "--resource-type", "virtualMachines", "--output", "json"])
-            skus = json.loads(out or "[]") if code == 0 else []
-            family = next((s.get("family") for s in skus if s.get("name") == need.machine.name), None)
-            label = f"{family} vCPUs"
-            if family is None:
+            family = azure_family(json.loads(out or "[]") if code == 0 else [], need.machine.name) or ""
+            if not family:
                 found.append(Finding("not checked", f"{need.machine.name} quota family ({region})",
                                      "az vm list-skus did not list the size"))
                 continue
-        what = f"Azure {label} ({region}) for {need.pool} {need.nodes} x {need.machine.name}"
-        entry = usage.get(family)
-        if entry is None:
-            found.append(Finding("short", what, f"no quota {family} in the subscription: 0 < "
-                                 f"{need.vcpus}; request it in the portal (Quotas > Compute)"))
-            continue
-        free = int(entry["limit"]) - int(entry["currentValue"])
-        if free >= need.vcpus:
-            found.append(Finding("ok", what, f"{free} free (limit {entry['limit']}) >= {need.vcpus}"))
-        else:
-            scope = f"/subscriptions/{subscription or '<subscription id>'}/providers/Microsoft.Compute/locations/{region}"
-            found.append(Finding("short", what, f"{free} free (limit {entry['limit']}, used "
-                                 f"{entry['currentValue']}) < {need.vcpus}; request: az quota "
-                                 f"update --resource-name {family} --scope {scope} --limit-object "
-                                 f"value={int(entry['currentValue']) + need.vcpus} --resource-type "
-                                 f"{'lowPriority' if need.spot else 'dedicated'}"))
+        found.extend(_finding(r) for r in azure_readings(need, family, usages, subscription, region))
     return found
-
-
-def gcp_gpu_metric(machine: Machine) -> str | None:
-    return GCP_MEGA.get(machine.name) or GCP_GPU_METRICS.get((machine.gpu_model or "", machine.gpu_memory_gib or 0))
 
 
 def gcp_quotas(settings: Settings, run: Runner) -> list[Finding]:
@@ -264,31 +226,9 @@ def gcp_quotas(settings: Settings, run: Runner) -> list[Finding]:
     code, out = run(command)
     if code != 0:
         return [Finding("not checked", f"GCP quotas ({region})", f"{' '.join(command)} failed")]
-    quotas = {q["metric"]: q for q in json.loads(out or "{}").get("quotas", [])}
-    found = []
-    console = f"https://console.cloud.google.com/iam-admin/quotas?project={project or '<project>'}"
-    for need in needs(settings):
-        gpu = gcp_gpu_metric(need.machine)
-        family = f"{need.machine.name.split('-')[0].upper()}_CPUS"
-        cpu = family if family in quotas else "CPUS"
-        prefix = "PREEMPTIBLE_" if need.spot else ""
-        checks = [(f"{prefix}{gpu}" if gpu else None, need.gpus, "GPUs"), (cpu, need.vcpus, "vCPUs")]
-        for metric, amount, unit in checks:
-            what = f"GCP {metric or 'GPU quota'} ({region}) for {need.pool} {need.nodes} x {need.machine.name}"
-            if metric is None or metric not in quotas:
-                found.append(Finding("short" if metric else "not checked", what,
-                                     f"the region lists no {metric} quota: 0 < {amount} {unit}; "
-                                     f"request it: {console}" if metric else "no metric known"))
-                continue
-            q = quotas[metric]
-            free = float(q["limit"]) - float(q.get("usage", 0))
-            if free >= amount:
-                found.append(Finding("ok", what, f"{free:g} free >= {amount} {unit}"))
-            else:
-                found.append(Finding("short", what, f"{free:g} free (limit {q['limit']:g}) < {amount} "
-                                     f"{unit}; request {metric} = {float(q.get('usage', 0)) + amount:g} "
-                                     f"in {region}: {console}"))
-    return found
+    quotas = json.loads(out or "{}").get("quotas", [])
+    return [_finding(r) for need in needs(settings)
+            for r in gcp_readings(need, quotas, region, project)]
 
 
 def quotas(settings: Settings, run: Runner, aws_client: Callable[[], Any]) -> list[Finding]:
@@ -334,8 +274,12 @@ def _settings(stack: str, path: Path) -> Settings:
 
 def run(args: argparse.Namespace) -> int:
     from infra.settings import SettingsError
-    from torchrec_cloud.stack_file import StackFileError
+    from torchrec_cloud.stack_file import StackFileError, unknown_stack
 
+    unknown = None if args.stack_file else unknown_stack(args.stack, Path(__file__).resolve().parent.parent)
+    if unknown:
+        print(f"doctor: {unknown}", file=sys.stderr)
+        return 2
     path = args.stack_file or Path(__file__).resolve().parent.parent / f"Pulumi.{args.stack}.yaml"
     try:
         settings = _settings(args.stack, path)

@@ -98,10 +98,11 @@ def read_outputs(stack: str, outputs_file: str | None = None) -> Outputs:
     """The stack's outputs, from the file or from the user's Pulumi CLI; a stack this project
     has no file for is refused first (a typo would otherwise reach the Pulumi CLI or kubectl)."""
     if not outputs_file:
-        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
-        if stack not in known:
-            raise StackError(f"no stack {stack!r} in this project (its stacks: "
-                             f"{', '.join(known) or 'none'}; a stack is Pulumi.<stack>.yaml)")
+        from torchrec_cloud.stack_file import unknown_stack
+
+        unknown = unknown_stack(stack, PROJECT_ROOT)
+        if unknown:
+            raise StackError(unknown)
     if outputs_file:
         try:
             with open(outputs_file, encoding="utf-8") as f:

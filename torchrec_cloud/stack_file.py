@@ -30,6 +30,25 @@ from typing import Any
 import yaml
 
 
+def known_stacks(root: Path) -> list[str]:
+    """The stacks this project has a file for (Pulumi.<stack>.yaml)."""
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+
+
+def unknown_stack(stack: str, root: Path) -> str | None:
+    """The one message every verb (status, logs, submit, doctor, ...) gives for a stack this
+    project has no file for, before a typo reaches the Pulumi CLI or kubectl; None if it has."""
+    known = known_stacks(root)
+    if stack in known:
+        return None
+    close = difflib.get_close_matches(stack, known, n=1, cutoff=0.6)
+    hint = (f"; did you mean --stack {close[0]}?" if close else
+            f"; a new stack: copy one of them to Pulumi.{stack}.yaml, then `torchrec-cloud check "
+            f"--file Pulumi.{stack}.yaml`")
+    return (f"no stack {stack!r} in this project (its stacks: {', '.join(known) or 'none'}; a "
+            f"stack is Pulumi.<stack>.yaml){hint}")
+
+
 @dataclass
 class StackConfig:
     """The config of one stack file: `"<namespace>:<key>"` -> text, as the program sees it."""

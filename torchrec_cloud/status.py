@@ -297,6 +297,9 @@ def _write_report(records: list[dict[str, Any]], out_dir: Path) -> str:
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         png, summary = write_report(records, str(out_dir))
+    except ModuleNotFoundError as error:  # make status installs requirements-cli.txt: no plots
+        return (f"report skipped: {error.name} is not installed here (make status installs "
+                f"requirements-cli.txt only; `.venv/bin/pip install matplotlib==3.11.2` adds it)")
     except Exception as error:  # noqa: BLE001 (a plot must not hide the status)
         return f"report not written: {_one_line(error)}"
     return f"wrote {png} and {summary}"

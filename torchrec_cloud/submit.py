@@ -25,11 +25,12 @@ from infra.preemption import stop_budget
 from infra.settings import Settings, SettingsError
 from infra.settings.errors import Problem, use_stack
 from infra.settings.loader import project_values, settings_and_problems
-from infra.settings.model import CheckpointLocation, JobKind, PoolChoice
+from infra.settings.model import CheckpointLocation, Job, JobKind, PoolChoice
 from torchrec_cloud.encrypted import encrypted_places, with_stand_ins
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
                                   read_outputs)
-from torchrec_cloud.stack_file import StackFileError, project_name, read_stack_file
+from torchrec_cloud.stack_file import (StackFileError, project_name, read_stack_file,
+                                      unknown_stack)
 
 ROOT = Path(__file__).resolve().parent.parent
 POOLS = {"spot": PoolChoice.SPOT, "onDemand": PoolChoice.ON_DEMAND}
@@ -123,7 +124,10 @@ def render(settings: Settings, outputs: Outputs, base: dict[str, Any],
            priority: str | None, kubernetes_version: str | None = None) -> list[dict[str, Any]]:
     from workloads import kueue, submitted
 
-    job = settings.job
+    # The base JobSet's namespace, where the stack's Kueue LocalQueue is: a job.namespace edited
+    # in the stack file since the last `pulumi up` must not move a submitted job away from it.
+    namespace = (base.get("metadata") or {}).get("namespace") or outputs.job_namespace
+    job = settings.job.model_copy(update={"namespace": namespace})
     pool = settings.job_pool
     spot = job.pool == PoolChoice.SPOT
     machine = find_machine(settings.cloud, pool.machine_type)
@@ -138,6 +142,27 @@ def render(settings: Settings, outputs: Outputs, base: dict[str, Any],
         mount=settings.shared_file_system.mount_path,
         checkpoint_every_seconds=settings.checkpoints.every_seconds)
     return submitted.objects(base, s)
+
+
+def dry_run_needs(stack: str, namespace: str, job_name: str, reason: str) -> str:
+    """Why `--dry-run` cannot render from the stack file alone, and how to render offline."""
+    return (f"submit --dry-run renders the job from two live things the stack file does not "
+            f"hold: the stack's outputs (the checkpoint store `pulumi up` named, the job's "
+            f"namespace and Kueue queue) and the stack's own JobSet, whose pod template carries "
+            f"the trainer image `pulumi up` built (unless job.image), the job identity's service "
+            f"account, the shared file system's volume and the fabric devices; a submitted job "
+            f"copies them so that it runs as the stack's job does. Here: {reason}. Offline: "
+            f"`pulumi stack output --json --show-secrets --stack {stack} > outputs.json` and "
+            f"`kubectl get jobset -n {namespace} {job_name} -o json > base.json` where the "
+            f"cluster answers, then `torchrec-cloud submit --stack {stack} --outputs outputs.json "
+            f"--base base.json --name ... --dry-run`")
+
+
+def _own_job_name(stack_file: Path) -> str:
+    """The stack's own job's name, as its stack file sets it (job.name, else the default)."""
+    config = read_stack_file(stack_file, project_name(ROOT / "Pulumi.yaml"))
+    name = (project_values(config.config).get("job") or {}).get("name")
+    return str(name or Job.model_fields["name"].default)
 
 
 def _read_base(args: argparse.Namespace, outputs: Outputs, read: Any) -> dict[str, Any]:
@@ -160,6 +185,10 @@ def run(args: argparse.Namespace) -> int:
               f"{', '.join(kueue.PRIORITY_CLASSES)} (Kueue WorkloadPriorityClasses "
               f"{', '.join(map(kueue.priority_class_name, kueue.PRIORITY_CLASSES))})", file=sys.stderr)
         return 2
+    unknown = None if args.stack_file else unknown_stack(args.stack, ROOT)
+    if unknown:
+        print(f"submit: {unknown}", file=sys.stderr)
+        return 2
     stack_file = args.stack_file or ROOT / f"Pulumi.{args.stack}.yaml"
     flags = parse_trainer_flags(args.trainer_flags)
     try:
@@ -178,7 +207,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         outputs = read_outputs(args.stack, args.outputs)
     except StackError as error:
-        print(f"submit: {error}", file=sys.stderr)
+        print(f"submit: {error}" if not args.dry_run else
+              dry_run_needs(args.stack, settings.job.namespace, _own_job_name(stack_file),
+                            f"the outputs could not be read ({error})"), file=sys.stderr)
         return 2
     if args.name == outputs.job_name:
         print(f"submit: --name {args.name} is the stack's own job; choose another name",
@@ -189,13 +220,17 @@ def run(args: argparse.Namespace) -> int:
             base = _read_base(args, outputs, Kubectl(kubeconfig))
             objects = render(settings, outputs, base, args.priority,
                              outputs.kubernetes_version or None)
+            namespace = objects[-1]["metadata"]["namespace"]
         except NotFound:
             print(f"submit: the stack's job {outputs.job_namespace}/{outputs.job_name} is not on "
                   f"the cluster (its JobSet is the base of a submitted job): `pulumi up --stack "
                   f"{args.stack}` creates it", file=sys.stderr)
             return 1
         except (ApiError, OSError) as error:
-            print(f"submit: {unreachable(args.stack, str(error)) or error}", file=sys.stderr)
+            reason = unreachable(args.stack, str(error)) or str(error)
+            print(dry_run_needs(args.stack, outputs.job_namespace, outputs.job_name,
+                                f"the JobSet could not be read: {reason}")
+                  if args.dry_run and not args.base else f"submit: {reason}", file=sys.stderr)
             return 1
         except BaseJobError as error:
             print(f"submit: {error}", file=sys.stderr)
@@ -211,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"submit: {unreachable(args.stack, str(error)) or error}", file=sys.stderr)
             return 1
     job = settings.job
-    print(f"submitted {job.namespace}/{job.name}: {job.nodes} nodes on pool {job.pool.value}"
+    print(f"submitted {namespace}/{job.name}: {job.nodes} nodes on pool {job.pool.value}"
           f"{f', priority {args.priority}' if args.priority else ''}, queued through "
           f"{outputs.job_name}'s Kueue queue; store {_bucket_root(outputs)}/{job.name}/\n"
           f"  torchrec-cloud list --stack {args.stack}   torchrec-cloud cancel --stack "

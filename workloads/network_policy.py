@@ -4,6 +4,9 @@ stays open: object store, DNS, the registry and the fabric are outside the names
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -12,19 +15,29 @@ from workloads.names import JobNames
 networking = k8s.networking.v1
 
 
+def same_job_only_spec(names: JobNames) -> dict[str, Any]:
+    """The spec, as the API server takes it: the stack's job (`pulumi up`) and a submitted one
+    (`torchrec-cloud submit`, workloads/submitted.py) both render it here."""
+    selector = {"matchLabels": dict(names.selector)}
+    return {"podSelector": selector, "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [{"podSelector": selector}]}],
+            "egress": [{}]}  # one empty rule: all egress
+
+
+def same_job_only_manifest(names: JobNames, labels: Mapping[str, str]) -> dict[str, Any]:
+    """The whole object, for a job `pulumi up` does not own."""
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": names.network_policy, "namespace": names.namespace,
+                         "labels": dict(labels)},
+            "spec": same_job_only_spec(names)}
+
+
 def same_job_only(name: str, names: JobNames, opts: pulumi.ResourceOptions) -> networking.NetworkPolicy:
-    selector = k8s.meta.v1.LabelSelectorArgs(match_labels=names.selector)
     return networking.NetworkPolicy(
         name,
         metadata=k8s.meta.v1.ObjectMetaArgs(name=names.network_policy, namespace=names.namespace,
                                             labels=names.common_labels),
-        spec=networking.NetworkPolicySpecArgs(
-            pod_selector=selector,
-            policy_types=["Ingress", "Egress"],
-            ingress=[networking.NetworkPolicyIngressRuleArgs(
-                from_=[networking.NetworkPolicyPeerArgs(pod_selector=selector)])],
-            egress=[networking.NetworkPolicyEgressRuleArgs()],  # one empty rule: all egress
-        ),
+        spec=same_job_only_spec(names),
         opts=opts,
     )
 

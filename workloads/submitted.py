@@ -7,7 +7,8 @@ the stack's own job uses: the JobSet's spec (jobset.jobset_spec), the launcher's
 (command.job_command), the user's flags (flags.user_flags), the run folders
 (flags.run_folder_flags, pod.job_folders), the gate's per-size flags (flags.gang_gate_flags) and
 the stop budget of the pool it runs on (infra/preemption.py). Its own headless service and
-network policy mirror workloads/service.py and workloads/network_policy.py.
+network policy are rendered by workloads/service.py and workloads/network_policy.py, as the
+stack's are; it lands in the base JobSet's namespace, where the stack's Kueue queue is.
 
 A submitted job is not a Pulumi resource: `pulumi up` neither sees nor deletes it. Its labels
 say so (`app.kubernetes.io/managed-by: torchrec-cloud`, SUBMITTED_LABEL).
@@ -28,8 +29,10 @@ from workloads.command import job_command
 from workloads.flags import GANG_GATE_FLAGS, STACK_OWNED, gang_gate_flags, run_folder_flags, user_flags
 from workloads.jobset import API_VERSION, jobset_spec
 from workloads.kueue import PRIORITY_LABEL, queue_label
-from workloads.names import RENDEZVOUS_PORT, TRAINER_CONTAINER, JobNames
+from workloads.names import TRAINER_CONTAINER, JobNames
+from workloads.network_policy import same_job_only_manifest
 from workloads.pod import FOLDER_PREPARER, job_folders, preparer_script
+from workloads.service import service_manifest
 from workloads.spend import spend_env
 
 SUBMITTED_LABEL = "torchrec-cloud/submitted"  # "true" on every object `submit` creates
@@ -163,25 +166,13 @@ def job_set(base: Mapping[str, Any], s: Submission) -> dict[str, Any]:
 
 
 def headless_service(s: Submission) -> dict[str, Any]:
-    """As workloads/service.py: pod 0's stable name for the rendezvous."""
-    names = s.names
-    return {"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": names.service, "namespace": names.namespace, "labels": labels(s)},
-            "spec": {"clusterIP": "None", "selector": names.selector,
-                     "publishNotReadyAddresses": True,
-                     "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT,
-                                "targetPort": RENDEZVOUS_PORT, "protocol": "TCP"}]}}
+    """Pod 0's stable name for the rendezvous: workloads/service.py's, as the stack's job has it."""
+    return service_manifest(s.names, labels(s))
 
 
 def network_policy(s: Submission) -> dict[str, Any]:
-    """As workloads/network_policy.py same_job_only: only the job's own pods may connect."""
-    names = s.names
-    selector = {"matchLabels": names.selector}
-    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": {"name": names.network_policy, "namespace": names.namespace,
-                         "labels": labels(s)},
-            "spec": {"podSelector": selector, "policyTypes": ["Ingress", "Egress"],
-                     "ingress": [{"from": [{"podSelector": selector}]}], "egress": [{}]}}
+    """Only the job's own pods may connect: workloads/network_policy.py's, as the stack's job."""
+    return same_job_only_manifest(s.names, labels(s))
 
 
 def objects(base: Mapping[str, Any], s: Submission) -> list[dict[str, Any]]:

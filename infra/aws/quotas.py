@@ -2,9 +2,9 @@
 pool (Service Quotas' GetServiceQuota, through pulumi-aws's invoke) against the job's nodes.
 
 Without it a fresh account (P quota 0) deploys cleanly, pays for EKS, FSx and NAT, and Kueue
-requeues the gang without end. `quota.pending: true` lets it go ahead while an increase is on its
-way. The job's own pool only: a pool the job does not use may wait for its quota
-(`torchrec-cloud doctor` reports every pool's).
+requeues the gang without end. `quota.pending: true` lets it go ahead, with a warning, while an
+increase is on its way. The job's own pool only: a pool the job does not use may wait for its
+quota (`torchrec-cloud doctor` reports every pool's; the table is infra/quotas.py).
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.catalog import machine as machine_of
-from infra.quotas import ec2_family, ec2_quota_code, ec2_request_command
+from infra.quotas import (ec2_family, ec2_quota_code, ec2_request_command, pending_hint,
+                          pending_warning)
 from infra.settings import Settings, SettingsError
-from infra.settings.errors import Problem, set_command
+from infra.settings.errors import Problem
 
 
 def check_job_quota(s: Settings, provider: aws.Provider) -> None:
-    if s.quota.pending:
-        return
     spot = s.job.pool.value == "spot"
     machine = machine_of(s.cloud, s.job_pool.machine_type)
     code = ec2_quota_code(machine, spot)
@@ -30,9 +29,11 @@ def check_job_quota(s: Settings, provider: aws.Provider) -> None:
     if quota.value is not None and quota.value >= need:
         return
     have = 0 if quota.value is None else quota.value
-    raise SettingsError([Problem(
-        "job.nodes", s.job.nodes,
-        f"{s.job.nodes} x {machine.name} need {need} vCPUs of the account's "
-        f"{'spot' if spot else 'on-demand'} {ec2_family(machine).upper()} quota ({code} in "
-        f"{s.region}), which is {have:g}: request it with `{ec2_request_command(code, need, s.region)}`"
-        f", then `pulumi up` again; or, once requested, `{set_command('quota.pending', 'true')}`")])
+    refusal = (f"{s.job.nodes} x {machine.name} need {need} vCPUs of the account's "
+               f"{'spot' if spot else 'on-demand'} {ec2_family(machine).upper()} quota ({code} "
+               f"in {s.region}), which is {have:g}: request it with "
+               f"`{ec2_request_command(code, need, s.region)}`, then `pulumi up` again")
+    if s.quota.pending:
+        pulumi.log.warn(pending_warning(refusal))
+        return
+    raise SettingsError([Problem("job.nodes", s.job.nodes, f"{refusal}; {pending_hint()}")])

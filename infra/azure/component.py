@@ -29,6 +29,7 @@ from infra.azure.netapp import check_netapp_zones, create_netapp, shared_file_sy
 from infra.azure.network import create_network
 from infra.azure.node_pools import contract_pool, create_gpu_pool, plan_pools
 from infra.azure.registry import REGISTRY_MAX_LENGTH, create_trainer_image
+from infra.azure.quotas import check_job_quota
 from infra.azure.rdma_admission import restrict_rdma
 from infra.azure.skus import check_pool_zones
 from infra.azure.upgrade import check_changes
@@ -102,7 +103,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
                for pool in s.enabled_gpu_pools):
             # Before anything is registered: a subscription invoke with default credentials.
             require_registered(INFINIBAND_FEATURE, "interconnect.fabric", True)
-        check_pool_zones(s)  # each pool's VM size in its zones, for this subscription
+        skus = check_pool_zones(s)  # each pool's VM size in its zones, for this subscription
+        check_job_quota(s, skus)  # the job's nodes fit the subscription's vCPU quota
         if not args.previous.live:  # a live stack's volume exists: nothing to place
             check_netapp_zones(s)  # ANF can place the volume in the GPU zones
         prefix = args.name_prefix

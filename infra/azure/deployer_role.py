@@ -75,7 +75,7 @@ INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
     "azure-native:features:getSubscriptionFeatureRegistration": (
         "Microsoft.Features/featureProviders/subscriptionFeatureRegistrations/read",),
 }
-# The program's own ARM GETs (infra/azure/versions.py, skus.py, netapp.py) and what a create
+# The program's own ARM GETs (infra/azure/versions.py, skus.py, quotas.py, netapp.py) and what a create
 # needs beyond the type's own write: joining the subnet (AKS pools, ANF's delegated subnet) and
 # naming it in the storage account's service-endpoint rule; the audit setting's destination.
 PROGRAM_READS: tuple[str, ...] = (
@@ -83,6 +83,7 @@ PROGRAM_READS: tuple[str, ...] = (
     # read there, and nothing else.
     "Microsoft.ContainerService/locations/*/read",
     "Microsoft.Compute/skus/read",
+    "Microsoft.Compute/locations/usages/read",  # the quota check (infra/azure/quotas.py)
     "Microsoft.NetApp/locations/*/read",
     # Polling a long-running create or delete reads its operation under the location
     # (Azure-AsyncOperation / Location headers, e.g. Microsoft.Network/locations/operations/read:

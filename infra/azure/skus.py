@@ -110,9 +110,12 @@ def pool_zone_problems(settings: Settings, skus: list[dict[str, Any]]) -> list[P
     return problems
 
 
-def check_pool_zones(settings: Settings) -> None:
-    """Refuse, before any resource, a pool VM size this subscription cannot use in its zones."""
+def check_pool_zones(settings: Settings) -> list[dict[str, Any]]:
+    """Refuse, before any resource, a pool VM size this subscription cannot use in its zones.
+    Returns the SKU rows read (the quota check reads each size's quota family from them)."""
     subscription, token = versions.deployer_subscription_and_token()
-    problems = pool_zone_problems(settings, list_skus(subscription, settings.region, token))
+    skus = list_skus(subscription, settings.region, token)
+    problems = pool_zone_problems(settings, skus)
     if problems:
         raise SettingsError(problems)
+    return skus

@@ -21,6 +21,7 @@ from infra.gcp.interconnect import GPU_VPC_MTU, interconnect_spec
 from infra.gcp.kubeconfig import cluster_kubeconfig, kubernetes_provider
 from infra.gcp.network import GPU_NODE_TAG, create_gpu_networks, create_network
 from infra.gcp.node_pools import create_pools
+from infra.gcp.quotas import check_job_quota
 from infra.gcp.registry import create_trainer_image
 from infra.naming import stack_unique_prefix
 from infra.gcp.storage import (ADOPTED_OUTPUT, choose_bucket, create_checkpoint_bucket,
@@ -64,6 +65,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
         # Whether GCS has the checkpoint bucket: asked before anything is registered, so a
         # failed question stops the run with nothing made.
         bucket_choice = choose_bucket(project, stack_unique_prefix(), args.previous)
+        check_job_quota(s)  # the job's nodes fit the project's regional GPU and CPU quotas
         super().__init__(TYPE_TOKEN, name, None, opts)
 
         provider = gcp.Provider(

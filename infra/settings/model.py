@@ -691,7 +691,7 @@ NumberText = Annotated[str, Field(coerce_numbers_to_str=True)]
 
 
 class Quota(Section):
-    """GPU quota: `pulumi up` on AWS reads the account's vCPU quota for the job's pool (Service Quotas) before any resource and refuses a job whose nodes do not fit; `torchrec-cloud doctor` reads every pool's on every cloud."""  # noqa: E501 (one line: the docs/settings.md table row)
+    """GPU quota: `pulumi up` reads the quota the job's nodes count against before any resource (AWS Service Quotas' vCPUs, Azure Compute usages per VM family or Spot vCPUs, GCP regional GPU and CPU quotas) and refuses a job whose nodes do not fit, with the request command; `torchrec-cloud doctor` reads every pool's."""  # noqa: E501 (one line: the docs/settings.md table row)
 
     pending: bool = Field(
         False, description="true: an increase is requested and on its way, so `pulumi up` goes "

@@ -290,6 +290,15 @@ AKS_LISTING: dict[str, Any] = aks_listing(
 AKS_REQUESTS: list[tuple[str, str]] = []  # (url, token) of every listing request
 
 
+# Each catalog size's quota family, as Resource SKUs' `family` names it (`az vm list-skus`).
+VM_FAMILIES = {"Standard_ND96asr_v4": "standardNDASv4_A100Family",
+               "Standard_ND96amsr_A100_v4": "standardNDAMSv4_A100Family",
+               "Standard_ND96isr_H100_v5": "standardNDSH100v5Family",
+               "Standard_ND96isr_H200_v5": "standardNDSH200v5Family",
+               "Standard_NC24ads_A100_v4": "StandardNCADSA100v4Family",
+               "Standard_D4s_v5": "standardDSv5Family", "Standard_D8s_v5": "standardDSv5Family"}
+
+
 def vm_sku(name: str, zones: list[str], restricted_zones: list[str] = (),  # type: ignore[assignment]
            location: str = "eastus", whole_region: bool = False) -> dict[str, Any]:
     """One Resource SKUs row (api-version 2021-07-01, the shape `az vm list-skus` prints): the
@@ -305,7 +314,8 @@ def vm_sku(name: str, zones: list[str], restricted_zones: list[str] = (),  # typ
                              "restrictionInfo": {"locations": [location]},
                              "reasonCode": "NotAvailableForSubscription"})
     return {"resourceType": "virtualMachines", "name": name, "tier": "Standard",
-            "size": name.removeprefix("Standard_"), "locations": [location],
+            "size": name.removeprefix("Standard_"), "family": VM_FAMILIES.get(name, "standardFamily"),
+            "locations": [location],
             "locationInfo": [{"location": location, "zones": list(zones), "zoneDetails": []}],
             "capabilities": [], "restrictions": restrictions}
 
@@ -320,6 +330,20 @@ RESOURCE_SKUS: list[dict[str, Any]] = [
 
 
 SKU_REQUESTS: list[str] = []  # every Resource SKUs request
+
+
+def usage(name: str, limit: float, current: float = 0) -> dict[str, Any]:
+    """One Compute usages row (Usage_List, api-version 2024-07-01; `az vm list-usage` prints it)."""
+    return {"unit": "Count", "currentValue": current, "limit": limit,
+            "name": {"value": name, "localizedValue": name}}
+
+
+# The subscription's Compute quotas in the stack's region (tests set one to 0): room for every
+# catalog family, the regional total and Spot.
+COMPUTE_USAGES: dict[str, dict[str, Any]] = {
+    **{family: usage(family, 1000) for family in set(VM_FAMILIES.values())},
+    "cores": usage("cores", 2000), "lowPriorityCores": usage("lowPriorityCores", 1000)}
+USAGE_REQUESTS: list[str] = []  # every Compute usages request
 
 
 def region_info(available: list[str], unavailable: list[str] = ()  # type: ignore[assignment]
@@ -372,6 +396,9 @@ def arm_get(url: str, token: str) -> dict[str, Any]:
     if "/providers/Microsoft.Compute/skus?" in url and "api-version=2021-07-01" in url:
         SKU_REQUESTS.append(url)
         return {"value": RESOURCE_SKUS}
+    if "/providers/Microsoft.Compute/locations/" in url and "/usages?api-version=2024-07-01" in url:
+        USAGE_REQUESTS.append(url)
+        return {"value": list(COMPUTE_USAGES.values())}
     if "/providers/Microsoft.NetApp/locations/" in url and "/regionInfo?api-version=" in url:
         NETAPP_REQUESTS.append(url)
         return NETAPP_REGION_INFO

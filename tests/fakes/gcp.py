@@ -205,3 +205,32 @@ CALLS: dict[str, Any] = {
     "gcp:container/getCluster:getCluster": _get_cluster,
     "gcp:storage/getBucket:getBucket": _get_bucket,
 }
+
+
+# --- Compute Engine's regions.get (infra/gcp/quotas.get_json) -------------------------------
+def quota(metric: str, limit: float, usage: float = 0.0) -> dict[str, Any]:
+    """One entry of regions.get `quotas[]` (`gcloud compute regions describe` prints it)."""
+    return {"metric": metric, "limit": limit, "usage": usage}
+
+
+# The project's quotas in the stack's region (tests set one to 0): room for every catalog GPU,
+# on demand and Spot, and their machine families' CPUs.
+REGION_QUOTAS: dict[str, dict[str, Any]] = {
+    metric: quota(metric, 64.0) for gpu in
+    ("NVIDIA_A100_GPUS", "NVIDIA_A100_80GB_GPUS", "NVIDIA_H100_GPUS", "NVIDIA_H100_MEGA_GPUS",
+     "NVIDIA_H200_GPUS") for metric in (gpu, f"PREEMPTIBLE_{gpu}")}
+REGION_QUOTAS.update({m: quota(m, 2000.0) for m in ("CPUS", "A2_CPUS", "A3_CPUS", "E2_CPUS",
+                                                   "N2_CPUS")})
+REGION_REQUESTS: list[tuple[str, str]] = []  # (url, token) of every regions.get
+
+
+def compute_get(url: str, token: str) -> dict[str, Any]:
+    """Stands in for Compute Engine's regions.get, asked with getClientConfig's access token."""
+    if token != "ya29.fake-access-token":
+        raise AssertionError(f"Compute request {url} without the deployer's token")
+    prefix = f"https://compute.googleapis.com/compute/v1/projects/{FAKE_PROJECT}/regions/"
+    if not url.startswith(prefix):
+        raise AssertionError(f"unexpected Compute request {url}")
+    REGION_REQUESTS.append((url, token))
+    return {"kind": "compute#region", "name": url.removeprefix(prefix), "status": "UP",
+            "quotas": list(REGION_QUOTAS.values())}
