@@ -190,3 +190,17 @@ def test_every_path_the_change_table_names_exists() -> None:
     gone = [f"{change}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
             for change, path in named if not path.is_relative_to(ROOT) or not path.exists()]
     assert not gone, "the table names files that do not exist:\n  " + "\n  ".join(gone)
+
+
+def test_a_cloud_rule_is_opened_beside_its_cloud() -> None:
+    """"A new AKS rule" opens infra/azure/rules.py, not a file holding every cloud's rules; the
+    diagram's infra floor says each cloud package holds its rules."""
+    row = table_rows()["a cloud rule (AKS / EKS / GKE)"]
+    opened = {(DOC_PATH.parent / target).resolve().relative_to(ROOT).as_posix()
+              for target in LINK.findall(row)}
+    for cloud in ("aws", "azure", "gcp"):
+        assert f"infra/{cloud}/rules.py" in opened, f"the cloud rule row does not open {cloud}'s rules"
+    assert "infra/settings/rules.py" not in opened
+    infra_floor = next(line for line in MERMAID.findall(section(HOUSE_HEADING))[0].splitlines()
+                       if line.strip().startswith("infra["))
+    assert re.search(r"per cloud.*rules", infra_floor), infra_floor

@@ -97,7 +97,7 @@ def test_the_aks_fee_follows_the_tier_the_cluster_gets(lts: bool) -> None:
     assert control_plane_plan(s) == control_plane_tier(s).value
 
 
-# Each file system twice as large, in steps its service accepts (infra/settings/rules.py).
+# Each file system twice as large, in steps its service accepts (infra/<cloud>/rules.py).
 DOUBLED = {"aws": {"capacityGib": 4800}, "azure": {"poolSizeTib": 8},
            "gcp": {"capacityGib": 5120}}
 

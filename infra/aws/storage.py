@@ -210,7 +210,7 @@ def create_lustre(prefix: str, fs: FsxLustre, subnet_id: pulumi.Input[str],
     The setting is applied by `pulumi up` before any destroy reads it. sharedFileSystem.backupId
     creates the file system from such a backup; later changes to it are ignored, as a new
     backup id would replace the file system and its data. SCRATCH_2 takes no backups
-    (refused by infra/settings/rules.py fsx_checkpoints_survive_destroy).
+    (refused by infra/aws/rules.py fsx_checkpoints_survive_destroy).
     """
     persistent = fs.deployment_type != FsxDeploymentType.SCRATCH_2
     linked_at_creation = bool(import_uri) and fs.deployment_type != FsxDeploymentType.PERSISTENT_2

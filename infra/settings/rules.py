@@ -1,4 +1,6 @@
-"""Every rule a cloud API would enforce, checked in seconds before anything is created.
+"""Every rule a cloud API would enforce, checked in seconds before anything is created: here
+the rules every cloud shares; each cloud's own are beside its code (infra/aws/rules.py,
+infra/azure/rules.py, infra/gcp/rules.py), which imports this module, never the reverse.
 
 Each rule is a small named function that looks at the whole, type-checked settings and returns
 the problems it finds (empty when all is well); all_rules.check_all runs every rule, collects every
@@ -26,13 +28,8 @@ from infra.settings.model import (
     JOBSET_REPLICATED_JOB,
     PREPARE_JOB_SUFFIX,
     PULUMI_AUTONAME_SUFFIX,
-    CheckpointLocation,
     DatasetPrepare,
     JobKind,
-    Filestore,
-    FilestoreTier,
-    FsxDeploymentType,
-    FsxLustre,
     NodePool,
     PoolChoice,
     Settings,
@@ -49,12 +46,10 @@ Rule = Callable[[Settings], Iterator[Problem]]
 AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 # AWS zone ids, e.g. use1-az4 (https://docs.aws.amazon.com/ram/latest/userguide/working-with-az-ids.html).
 AWS_ZONE_ID = re.compile(r"^[a-z]{2,}[0-9]+-az[0-9]+$")
-# Capacity reservation ids, e.g. cr-02168da1478b509e0 (EKS User Guide, capacity-blocks-mng).
-CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]+$")
 RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 GKE_POOL_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 FS_KIND_BY_CLOUD = {Cloud.AWS: "fsx-lustre", Cloud.AZURE: "azure-netapp-files", Cloud.GCP: "filestore"}
-TIB = 1024
+TIB = 1024  # GiB in a TiB: the file system sizes (infra/azure/rules.py, infra/gcp/rules.py)
 
 
 def _pools(settings: Settings) -> Iterator[tuple[str, NodePool]]:
@@ -271,6 +266,11 @@ def placement_needs_one_zone(s: Settings) -> Iterator[Problem]:
                       "interconnect.placement: false")
 
 
+# What infra/gcp sets up end to end (infra/gcp/interconnect.py GPUDIRECT: VPCs, multi-networking,
+# plugin installer, device injector, rxdm sidecar, NCCL environment).
+GCP_FABRICS_SET_UP = {Interconnect.GPUDIRECT_TCPX, Interconnect.GPUDIRECT_TCPXO}
+
+
 def fabric_needs_a_machine_that_has_it(s: Settings) -> Iterator[Problem]:
     if not s.interconnect.fabric:
         return
@@ -399,26 +399,6 @@ def spot_needs_checkpoints(s: Settings) -> Iterator[Problem]:
                       "gpuPools.spot.enabled: false")
 
 
-def spot_price_is_azure_only(s: Settings) -> Iterator[Problem]:
-    price = s.gpu_pools.spot.max_price
-    if s.cloud != Cloud.AZURE and price != -1:
-        yield Problem("gpuPools.spot.maxPrice", price,
-                      "only Azure takes a spot price cap; leave it at -1 on "
-                      f"{s.cloud.value}")
-    elif price != -1 and price <= 0:
-        yield Problem("gpuPools.spot.maxPrice", price, "-1 (up to on-demand) or a price > 0")
-    elif price != -1 and s.gpu_pools.spot.enabled:
-        # Azure evicts (or never allocates) a spot VM whose price is above its maxPrice: a cap
-        # below the list spot price means the pool most likely never gets a node.
-        found = find_machine(s.cloud, s.gpu_pools.spot.machine_type)
-        if found is not None and found.spot_usd_per_hour and price < found.spot_usd_per_hour:
-            yield Problem("gpuPools.spot.maxPrice", price,
-                          f"below {found.name}'s spot list price {found.spot_usd_per_hour:g}/h "
-                          "(infra/catalog.py): Azure would allocate no node at this cap; "
-                          f"`{set_command('gpuPools.spot.maxPrice', -1)}` (up to on-demand) or "
-                          f"a cap of at least {found.spot_usd_per_hour:g}")
-
-
 def kubernetes_names_are_valid(s: Settings) -> Iterator[Problem]:
     for path, value in (("job.name", s.job.name), ("job.namespace", s.job.namespace),
                         ("job.serviceAccount", s.job.service_account)):
@@ -493,66 +473,6 @@ def file_system_matches_the_cloud(s: Settings) -> Iterator[Problem]:
                       f"{expected} on {s.cloud.value}")
 
 
-def fsx_lustre_sizes(s: Settings) -> Iterator[Problem]:
-    fs = s.shared_file_system
-    if not isinstance(fs, FsxLustre):
-        return
-    if fs.capacity_gib not in (1200, 2400) and (fs.capacity_gib <= 0 or fs.capacity_gib % 2400):
-        yield Problem("sharedFileSystem.capacityGib", fs.capacity_gib,
-                      f"{fs.deployment_type.value}: 1200, 2400, or a multiple of 2400 GiB")
-    allowed = {
-        FsxDeploymentType.PERSISTENT_2: {125, 250, 500, 1000},
-        FsxDeploymentType.PERSISTENT_1: {50, 100, 200},
-        FsxDeploymentType.SCRATCH_2: set(),
-    }[fs.deployment_type]
-    if allowed and fs.throughput_per_tib not in allowed:
-        yield Problem("sharedFileSystem.throughputPerTib", fs.throughput_per_tib,
-                      f"{fs.deployment_type.value}: one of {sorted(allowed)} MB/s per TiB")
-    elif not allowed and fs.throughput_per_tib is not None:
-        yield Problem("sharedFileSystem.throughputPerTib", fs.throughput_per_tib,
-                      "SCRATCH_2 has a fixed throughput: set it to null")
-
-
-def netapp_sizes(s: Settings) -> Iterator[Problem]:
-    fs = s.shared_file_system
-    if not isinstance(fs, AzureNetAppFiles):
-        return
-    if fs.pool_size_tib < 1:
-        yield Problem("sharedFileSystem.poolSizeTib", fs.pool_size_tib,
-                      "a capacity pool is at least 1 TiB, in whole TiB")
-    if not 50 <= fs.volume_size_gib <= 100 * TIB:
-        yield Problem("sharedFileSystem.volumeSizeGib", fs.volume_size_gib,
-                      "a volume is 50 GiB to 100 TiB (102400 GiB)")
-    elif fs.volume_size_gib > fs.pool_size_tib * TIB:
-        yield Problem("sharedFileSystem.volumeSizeGib", fs.volume_size_gib,
-                      f"at most the capacity pool's {fs.pool_size_tib * TIB} GiB")
-
-
-def filestore_sizes(s: Settings) -> Iterator[Problem]:
-    fs = s.shared_file_system
-    if not isinstance(fs, Filestore):
-        return
-    gib = fs.capacity_gib
-    tib = gib / TIB
-    if fs.tier in (FilestoreTier.ZONAL, FilestoreTier.REGIONAL):
-        small = 1 * TIB <= gib <= 9.75 * TIB and gib % 256 == 0
-        large = 10 * TIB <= gib <= 100 * TIB and gib % 2560 == 0
-        if not (small or large):
-            yield Problem("sharedFileSystem.capacityGib", gib,
-                          f"{fs.tier.value}: 1024-9984 GiB in 256 GiB steps, or "
-                          "10240-102400 GiB in 2560 GiB steps")
-        return
-    bounds = {
-        FilestoreTier.BASIC_HDD: (1.0, 63.9),
-        FilestoreTier.BASIC_SSD: (2.5, 63.9),
-        FilestoreTier.HIGH_SCALE_SSD: (10.0, 100.0),
-    }[fs.tier]
-    if not bounds[0] <= tib <= bounds[1]:
-        yield Problem("sharedFileSystem.capacityGib", gib,
-                      f"{fs.tier.value}: {bounds[0]}-{bounds[1]} TiB "
-                      f"({int(bounds[0] * TIB)}-{int(bounds[1] * TIB)} GiB)")
-
-
 def mount_paths_are_absolute(s: Settings) -> Iterator[Problem]:
     path = s.shared_file_system.mount_path
     if not path.startswith("/") or path == "/":
@@ -560,18 +480,6 @@ def mount_paths_are_absolute(s: Settings) -> Iterator[Problem]:
     if s.dataset.path.startswith("/") or ".." in s.dataset.path.split("/"):
         yield Problem("dataset.path", s.dataset.path,
                       "a path relative to the shared file system's mount, without '..'")
-
-
-def dataset_import_is_aws_s3(s: Settings) -> Iterator[Problem]:
-    uri = s.dataset.import_uri
-    if not uri:
-        return
-    if s.cloud != Cloud.AWS:
-        yield Problem("dataset.importUri", uri,
-                      f"only FSx for Lustre links a bucket; on {s.cloud.value} copy the data "
-                      "onto the file system and set dataset.path")
-    elif not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", uri):
-        yield Problem("dataset.importUri", uri, "an s3://bucket/prefix URI")
 
 
 def cloud_options_match(s: Settings) -> Iterator[Problem]:
@@ -596,210 +504,15 @@ RULES: tuple[Rule, ...] = (
     spot_shortage_fallback_fits,
     spot_shortage_wait_fits_one_node_join,
     spot_needs_checkpoints,
-    spot_price_is_azure_only,
     kubernetes_names_are_valid,
     trainer_args_are_flags,
     trainer_args_fit_the_trainer,
     mlperf_recipe_keeps_its_global_batch,
     file_system_matches_the_cloud,
-    fsx_lustre_sizes,
-    netapp_sizes,
-    filestore_sizes,
     mount_paths_are_absolute,
-    dataset_import_is_aws_s3,
     cloud_options_match,
     no_placeholders_left,
 )
-
-
-# --- GCP capacity: reservations, DWS flex-start, queued provisioning --------------------------
-# GKE's rules as cluster-toolkit's gke-node-pool enforces them (modules/compute/gke-node-pool/
-# main.tf preconditions): flex-start takes no reservation (NO_RESERVATION), is not spot, has no
-# static node count and no auto-repair; a specific reservation is named by its name; spot takes
-# no reservation. Flex-start VMs are created by the autoscaler when pods wait and run at most
-# seven days (https://cloud.google.com/kubernetes-engine/docs/concepts/dws); this stack creates
-# the pool empty. Queued provisioning adds nodes only for a ProvisioningRequest, made by Kueue
-# or by hand (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest).
-RESERVATION_NAME = re.compile(
-    r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-
-def gpu_capacity_options_fit_gcp(s: Settings) -> Iterator[Problem]:
-    pool, path = s.gpu_pools.on_demand, "gpuPools.onDemand"
-    chosen = {"reservation": pool.reservation is not None, "flexStart": pool.flex_start,
-              "queuedProvisioning": pool.queued_provisioning}
-    if s.cloud != Cloud.GCP:
-        for key, on in chosen.items():
-            if on:
-                yield Problem(f"{path}.{key}", getattr(pool, _snake(key)),
-                              f"GCP only; on {s.cloud.value} leave it unset")
-        return
-    if pool.queued_provisioning:
-        yield Problem(f"{path}.queuedProvisioning", True,
-                      "not supported: queued provisioning adds nodes only for a "
-                      "ProvisioningRequest (made by Kueue's ProvisioningRequest admission check), "
-                      "and this stack's JobSet or PyTorchJob makes none, so the job would wait "
-                      "for ever; use flexStart: true (the autoscaler asks DWS for the nodes)")
-    if pool.flex_start and pool.reservation is not None:
-        yield Problem(f"{path}.reservation", pool.reservation.model_dump(by_alias=True, mode="json"),
-                      "flex-start VMs take no reservation: set flexStart: false or drop "
-                      "the reservation")
-    if pool.flex_start and s.interconnect.placement:
-        # cluster-toolkit gke-node-pool (main.tf): "Compact placement with DWS Flex start is
-        # only supported for A3 Ultra, A4, and H4D machine types", and those through a Compute
-        # Engine workload policy, not the COMPACT type this stack sets.
-        yield Problem("interconnect.placement", True,
-                      "flex-start pools take no compact placement on GKE: set "
-                      "interconnect.placement: false with gpuPools.onDemand.flexStart: true")
-    if pool.flex_start and (pool.min_nodes, pool.desired_nodes) != (0, 0):
-        yield Problem(f"{path}.desiredNodes",
-                      {"minNodes": pool.min_nodes, "desiredNodes": pool.desired_nodes},
-                      "flex-start pools start empty and grow when the job's pods wait: "
-                      "minNodes 0 and desiredNodes 0 (maxNodes bounds them)")
-    reservation = pool.reservation
-    if (reservation is not None and s.interconnect.placement
-            and reservation.name.startswith("projects/")):
-        # Compact placement policies work "only with single-project reservations"; shared
-        # reservations are not supported (cloud.google.com/compute/docs/instances/
-        # define-instance-placement, restrictions); Google's reservation blueprints
-        # (cluster-toolkit examples/gke-a3-highgpu, gke-a3-megagpu) set no placement policy.
-        yield Problem(f"{path}.reservation.name", reservation.name,
-                      "a shared reservation (another project's) takes no compact placement: "
-                      "set interconnect.placement: false, or name a reservation of this project")
-    if reservation is not None:
-        if reservation.affinity.value == "specific" and not RESERVATION_NAME.match(reservation.name):
-            yield Problem(f"{path}.reservation.name", reservation.name,
-                          "a reservation name (lowercase letters, digits and '-', at most 63) "
-                          "or projects/<project>/reservations/<name>")
-        elif reservation.affinity.value == "any" and reservation.name:
-            yield Problem(f"{path}.reservation.name", reservation.name,
-                          "affinity any consumes whichever reservation matches: leave name "
-                          "empty, or set affinity: specific")
-
-
-def _snake(camel: str) -> str:
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)
-
-
-def on_demand_pool_can_be_bought(s: Settings) -> Iterator[Problem]:
-    """The catalog's on_demand_available: a machine sold only through reservations, flex-start
-    or spot cannot fill the on-demand pool from on-demand capacity."""
-    pool = s.gpu_pools.on_demand
-    found = find_machine(s.cloud, pool.machine_type)
-    if found is None or found.on_demand_available or pool.max_nodes == 0:
-        return
-    if pool.reservation is not None or pool.flex_start:
-        return
-    yield Problem("gpuPools.onDemand.machineType", pool.machine_type,
-                  f"{found.name} is not sold on demand; get it through a reservation "
-                  "(gpuPools.onDemand.reservation: {affinity: specific, name: <reservation>} or "
-                  "{affinity: any}), DWS flex-start (gpuPools.onDemand.flexStart: true) or spot "
-                  "(gpuPools.spot with job.pool: spot, and another machine for the on-demand pool)")
-
-
-RULES = (*RULES, gpu_capacity_options_fit_gcp, on_demand_pool_can_be_bought)
-
-
-
-
-# --- appended for issue 6 (GCP) ---------------------------------------------------------------
-# What infra/gcp sets up end to end (infra/gcp/interconnect.py GPUDIRECT: VPCs, multi-networking,
-# plugin installer, device injector, rxdm sidecar, NCCL environment).
-GCP_FABRICS_SET_UP = {Interconnect.GPUDIRECT_TCPX, Interconnect.GPUDIRECT_TCPXO}
-
-
-def gcp_fabric_is_one_this_program_sets_up(s: Settings) -> Iterator[Problem]:
-    """GPUDirect-RDMA (A3 Ultra, A4: RoCE NICs, the RDMA binary installer, DRANET or the RDMA
-    device plugin) is not set up by infra/gcp: its fabric would be claimed, not delivered."""
-    if s.cloud != Cloud.GCP or not s.interconnect.fabric:
-        return
-    for path, pool in _pools(s):
-        found = find_machine(s.cloud, pool.machine_type)
-        if (path.startswith("gpuPools") and found
-                and found.interconnect not in GCP_FABRICS_SET_UP | {Interconnect.NONE}):
-            yield Problem("interconnect.fabric", True,
-                          f"{path}.machineType {pool.machine_type} uses "
-                          f"{found.interconnect.value}, which this program does not set up; "
-                          f"`{set_command('interconnect.fabric', 'false')}` (NCCL over gVNIC, "
-                          "no fabric), or use "
-                          "a3-highgpu-8g (GPUDirect-TCPX) or a3-megagpu-8g (GPUDirect-TCPXO)")
-            return
-
-
-RULES = (*RULES, gcp_fabric_is_one_this_program_sets_up)
-
-
-def gcp_kept_checkpoints_are_in_the_bucket(s: Settings) -> Iterator[Problem]:
-    """retainOnDestroy keeps the bucket only: `pulumi destroy` deletes the Filestore instance
-    with its data, and this stack keeps no Filestore backup for the next `up` to restore from
-    (issue 33), so checkpoints kept on destroy must be in the bucket."""
-    c = s.checkpoints
-    if (s.cloud != Cloud.GCP or not c.enabled or not c.retain_on_destroy
-            or c.location != CheckpointLocation.SHARED_FILE_SYSTEM):
-        return
-    yield Problem("checkpoints.location", c.location.value,
-                  "objectStore with checkpoints.retainOnDestroy true: destroy deletes the "
-                  "Filestore instance and the checkpoints on it, and no Filestore backup is "
-                  f"kept on GCP (`{set_command('checkpoints.location', 'objectStore')}`), or "
-                  "checkpoints.retainOnDestroy false to accept that destroy deletes them")
-
-
-RULES = (*RULES, gcp_kept_checkpoints_are_in_the_bucket)
-
-# GKE application-layer secrets encryption takes a Cloud KMS key by its resource name, in the
-# cluster's location ("The key ring must be in the same location as the cluster",
-# https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets).
-KMS_KEY = re.compile(r"^projects/([a-z][-a-z0-9]{4,28}[a-z0-9]|[a-z0-9.-]+:[a-z][-a-z0-9]{4,28}"
-                     r"[a-z0-9])/locations/([a-z0-9-]+)/keyRings/([\w-]{1,63})/cryptoKeys/"
-                     r"([\w-]{1,63})$")
-
-
-def gcp_secrets_key_is_one_gke_takes(s: Settings) -> Iterator[Problem]:
-    key = s.gcp.secrets_kms_key if s.gcp is not None else None
-    if s.cloud != Cloud.GCP or key is None:
-        return
-    found = KMS_KEY.match(key)
-    path = "gcp.secretsKmsKey"
-    if found is None:
-        yield Problem(path, key, "a Cloud KMS key's resource name, projects/PROJECT/locations/"
-                      f"{s.region}/keyRings/RING/cryptoKeys/KEY (`gcloud kms keys list "
-                      f"--location {s.region} --keyring RING --format='value(name)'`)")
-    elif found.group(2) != s.region:
-        yield Problem(path, key, f"a key in the cluster's region {s.region} (this one is in "
-                      f"{found.group(2)}): GKE takes a key ring in the cluster's location")
-
-
-RULES = (*RULES, gcp_secrets_key_is_one_gke_takes)
-
-
-def extended_support_is_aws_only(s: Settings) -> Iterator[Problem]:
-    if s.cloud != Cloud.AWS and s.kubernetes.extended_support:
-        yield Problem("kubernetes.extendedSupport", True,
-                      f"only EKS has extended support; leave it false on {s.cloud.value}")
-
-
-def capacity_reservation_fits_the_pool(s: Settings) -> Iterator[Problem]:
-    """What EC2 checks when a node launches into a reservation, as far as the id and the
-    settings show it; the reservation's own zone, type and dates are checked when the program
-    runs (infra/aws/reservations.py)."""
-    reservation = s.aws.capacity_reservation if s.aws else None
-    if reservation is None:
-        return
-    if not CAPACITY_RESERVATION_ID.match(reservation.id):
-        yield Problem("aws.capacityReservation.id", reservation.id,
-                      "a reservation id like cr-0123456789abcdef0")
-
-
-def aws_gpu_groups_share_one_zone(s: Settings) -> Iterator[Problem]:
-    """infra/aws puts every GPU group and the (single-AZ) FSx file system in one zone; with
-    placement on, placement_needs_one_zone already says so."""
-    if s.cloud == Cloud.AWS and not s.interconnect.placement and len(set(s.gpu_zones)) != 1:
-        yield Problem("gpuZones", s.gpu_zones,
-                      "one zone on AWS: the GPU groups and FSx for Lustre (single-AZ) share it")
-
-
-RULES = (*RULES, extended_support_is_aws_only,
-         capacity_reservation_fits_the_pool, aws_gpu_groups_share_one_zone)
 
 
 # --- dataset.prepare: the preparation Job (workloads/prepare.py) ------------------------------
@@ -901,13 +614,6 @@ def _azure_source(s: Settings) -> Iterator[Problem]:
                       "only with a source naming its account, az://<container>@<account>"
                       ".blob.core.windows.net/<prefix>; az://<container>/... is in the stack's "
                       "own account")
-
-
-def prepare_source_resource_group_is_azure_only(s: Settings) -> Iterator[Problem]:
-    if s.cloud != Cloud.AZURE and s.dataset.prepare.source_resource_group:
-        yield Problem("dataset.prepare.sourceResourceGroup",
-                      s.dataset.prepare.source_resource_group,
-                      "Azure only (the resource group of an az:// source's storage account)")
 
 
 def prepare_multi_hot_sizes_are_criteo_features(s: Settings) -> Iterator[Problem]:
@@ -1068,7 +774,7 @@ def prepare_output_fits_the_file_system(s: Settings) -> Iterator[Problem]:
                       "onTheFly (one-hot on disk, about 0.7 TB; the trainer draws the extra ids)")
 
 
-RULES = (*RULES, prepare_has_an_output_and_a_source, prepare_source_resource_group_is_azure_only,
+RULES = (*RULES, prepare_has_an_output_and_a_source,
          prepare_multi_hot_sizes_are_criteo_features,
          prepare_days_fit_the_format, prepare_shuffles_criteo_1tb_days,
          prepare_owns_the_multi_hot_flags, prepare_fits_its_pool,
@@ -1118,75 +824,4 @@ def prepare_shuffle_fits_its_pod(s: Settings) -> Iterator[Problem]:
                   f"({where}): {fix}")
 
 
-
-
 RULES = (*RULES, prepare_shuffle_fits_its_pod)
-
-
-
-
-FSX_BACKUP_ID = re.compile(r"^backup-[0-9a-f]{8,17}$")
-
-
-def fsx_checkpoints_survive_destroy(s: Settings) -> Iterator[Problem]:
-    """Checkpoints on FSx for Lustre kept on destroy: `pulumi destroy` takes a final backup of
-    a persistent file system (infra/aws/storage.py); a SCRATCH_2 file system takes none
-    ("backups are not supported on scratch file systems",
-    https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html), so destroy
-    would delete the checkpoints that check says are kept."""
-    fs = s.shared_file_system
-    if not isinstance(fs, FsxLustre):
-        return
-    if fs.backup_id is not None and not FSX_BACKUP_ID.match(fs.backup_id):
-        yield Problem("sharedFileSystem.backupId", fs.backup_id,
-                      "an FSx backup id like backup-0123456789abcdef0 (aws fsx describe-backups)")
-    if (s.checkpoints.enabled and s.checkpoints.location == CheckpointLocation.SHARED_FILE_SYSTEM
-            and s.checkpoints.retain_on_destroy
-            and fs.deployment_type == FsxDeploymentType.SCRATCH_2):
-        yield Problem("sharedFileSystem.deploymentType", fs.deployment_type.value,
-                      "PERSISTENT_2 or PERSISTENT_1 while checkpoints.location is "
-                      "sharedFileSystem and checkpoints.retainOnDestroy is true: a SCRATCH_2 file "
-                      "system takes no backup, so `pulumi destroy` would delete the checkpoints. "
-                      "Or set checkpoints.location: objectStore (S3, kept on destroy)")
-    if (s.checkpoints.enabled and s.checkpoints.location == CheckpointLocation.SHARED_FILE_SYSTEM
-            and s.checkpoints.retain_on_destroy and s.dataset.import_uri
-            and fs.deployment_type == FsxDeploymentType.PERSISTENT_1):
-        # FSx backs up only file systems "not linked to a data repository"
-        # (https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html); a
-        # PERSISTENT_1 file system is linked at creation by its import path, so no final backup.
-        yield Problem("dataset.importUri", s.dataset.import_uri,
-                      "no S3 import on a PERSISTENT_1 file system while checkpoints.location is "
-                      "sharedFileSystem and checkpoints.retainOnDestroy is true: FSx takes no "
-                      "backup of a file system linked to S3, so `pulumi destroy` would delete the "
-                      "checkpoints. Use PERSISTENT_2 (`pulumi config set --path "
-                      "sharedFileSystem.deploymentType PERSISTENT_2`) or keep checkpoints in S3 "
-                      "(`pulumi config set --path checkpoints.location objectStore`)")
-
-
-RULES = (*RULES, fsx_checkpoints_survive_destroy)
-# --- Azure: checkpoints on ANF are not kept by destroy (issue 33) -----------------------------
-def netapp_checkpoints_are_not_kept_on_destroy(s: Settings) -> Iterator[Problem]:
-    """`pulumi destroy` deletes the Azure NetApp Files volume, and a volume's snapshots go with
-    it (https://learn.microsoft.com/azure/azure-netapp-files/snapshots-introduction: snapshots
-    live in the volume); only the checkpoint account is kept. So retainOnDestroy (the default)
-    cannot be honoured for checkpoints on the volume: said, instead of a `make check` that
-    promises what destroy then deletes."""
-    if (s.cloud != Cloud.AZURE or not s.checkpoints.enabled
-            or s.checkpoints.location != CheckpointLocation.SHARED_FILE_SYSTEM
-            or not s.checkpoints.retain_on_destroy):
-        return
-    yield Problem(
-        "checkpoints.location", s.checkpoints.location.value,
-        "checkpoints on the Azure NetApp Files volume are deleted by `pulumi destroy` with the "
-        "volume and its snapshots, while checkpoints.retainOnDestroy (true by default) asks to "
-        "keep them. Keep them in the storage account, which destroy leaves and which keeps 7 "
-        "days of deleted or overwritten versions: `pulumi config set --path checkpoints.location "
-        "objectStore`; or accept that destroy deletes them: `pulumi config set --path "
-        "checkpoints.retainOnDestroy false`")
-
-
-RULES = (*RULES, netapp_checkpoints_are_not_kept_on_destroy)
-# --- what hurts: broad API ranges, system namespaces, runtime paths, tags (security_rules.py) --
-from infra.settings.security_rules import SECURITY_RULES  # noqa: E402 (after RULES exists)
-
-RULES = (*RULES, *SECURITY_RULES)
