@@ -7,7 +7,8 @@ layers (FLOPs at the GPU's rated dense throughput, fp32 or TF32, plus the part o
 gradients' all-reduce the backward does not hide), and the input read (bytes per sample of the
 data form at the file system's read throughput; the loader reads ahead, so only the part above
 the GPU's step time adds). Per run: evaluations (forward passes over the validation set and the
-exact AUC), checkpoint stalls at the cadence below, start-up, preparation and what a spot
+exact AUC), checkpoint stalls at the cadence the stack derives (infra/cadence.py), start-up
+(the node, MLPerf's multi-hot lookup tables), the final save, preparation and what a spot
 preemption costs.
 """
 
