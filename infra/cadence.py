@@ -88,17 +88,25 @@ def steps_per_second(s: "Settings") -> float | None:
     return planned.samples_per_s_per_gpu * gpus / run_steps(s).global_batch
 
 
+def derived_every(save_seconds: float, rate: float | None) -> tuple[int, int]:
+    """Steps and seconds between saves so that one save of ``save_seconds`` is written at most
+    SAVE_SHARE of the time at ``rate`` steps a second (None: not planned, DEFAULT_EVERY_STEPS):
+    the stack's derived checkpoints.everySteps / everySeconds, and the sizing advisor's cadence
+    (torchrec_cloud/plan.py), one rule."""
+    least = save_seconds / SAVE_SHARE
+    steps = DEFAULT_EVERY_STEPS
+    if rate is not None:
+        steps = max(DEFAULT_EVERY_STEPS, round_up(least * rate, 100))
+    return steps, max(DEFAULT_EVERY_SECONDS, round_up(least, 60))
+
+
 def cadence(s: "Settings") -> Cadence:
     """The stack's cadence: checkpoints.everySteps / everySeconds where set, else derived from
     one save's time (infra/preemption.estimated_save) and the planned steps per second."""
     save = estimated_save(s)
     rate = steps_per_second(s)
-    least = save.seconds / SAVE_SHARE
     c = s.checkpoints
-    derived_steps = DEFAULT_EVERY_STEPS
-    if rate is not None:
-        derived_steps = max(DEFAULT_EVERY_STEPS, round_up(least * rate, 100))
-    derived_seconds = max(DEFAULT_EVERY_SECONDS, round_up(least, 60))
+    derived_steps, derived_seconds = derived_every(save.seconds, rate)
     return Cadence(save=save, steps_per_second=rate,
                    every_steps=c.every_steps if c.every_steps is not None else derived_steps,
                    every_seconds=(c.every_seconds if c.every_seconds is not None

@@ -113,12 +113,18 @@ def checkpoint_bytes(trainer_args: dict[str, object]) -> int:
     return table_bytes(*_tables(trainer_args))
 
 
-def largest_rank_bytes(trainer_args: dict[str, object], ranks: int, ranks_per_node: int) -> int:
-    """What the fullest rank writes under the trainer's sharding rule (a bound, torch-free:
-    trainer/sizing.py; tests/trainer/test_plan.py checks it against torchrec's real plan)."""
-    from trainer.sizing import largest_rank_checkpoint_bytes
+def largest_rank_bytes(trainer_args: dict[str, object], ranks: int, ranks_per_node: int,
+                       machine: str | None = None) -> int:
+    """What the fullest rank writes: torchrec's planner's own figure where it is recorded for
+    this machine type, node count and batch (the sizing advisor prints the same one), else a
+    bound under the trainer's sharding rule (torch-free: trainer/sizing.py)."""
+    from infra.settings.trainer_flags import trainer_flags_in_effect
+    from trainer.sizing import fullest_rank_checkpoint_bytes
 
-    return largest_rank_checkpoint_bytes(*_tables(trainer_args), ranks, ranks_per_node)
+    flags = trainer_flags_in_effect(trainer_args)  # type: ignore[arg-type]
+    batch = int(flags.get("global_batch_size") or 0) // max(ranks, 1) or int(flags["batch_size"])
+    return fullest_rank_checkpoint_bytes(*_tables(trainer_args), ranks, ranks_per_node,
+                                         machine, batch)
 
 
 def object_store_mb_s(cloud: Cloud | str, streams: int) -> tuple[float, str]:
@@ -152,12 +158,20 @@ def estimated_save(settings: "Settings") -> SaveEstimate:
     job = settings.job
     args = dict(job.trainer_args)
     ranks = job.nodes * job.processes_per_node
-    stream = None
+    fullest = largest_rank_bytes(args, ranks, job.processes_per_node,
+                                 settings.job_pool.machine_type)
     if settings.checkpoints.location == CheckpointLocation.OBJECT_STORE:
-        rate, how = object_store_mb_s(settings.cloud, ranks)
-        stream = min(checkpoint_store_speed(settings.cloud).object_store_mb_s_per_stream, rate)
-    else:
-        rate, how = shared_file_system_mb_s(settings.shared_file_system)
+        return object_store_save(settings.cloud, ranks, checkpoint_bytes(args), fullest)
+    rate, how = shared_file_system_mb_s(settings.shared_file_system)
     return SaveEstimate(bytes=checkpoint_bytes(args), mb_per_second=rate, store=how,
-                        largest_rank_bytes=largest_rank_bytes(args, ranks, job.processes_per_node),
-                        stream_mb_per_second=stream)
+                        largest_rank_bytes=fullest)
+
+
+def object_store_save(cloud: Cloud | str, ranks: int, total_bytes: int,
+                      fullest_rank_bytes: int) -> SaveEstimate:
+    """A save to the cloud's object store, every rank one stream: what the stack's cadence and
+    the sizing advisor (torchrec_cloud/plan.py) both time a save with."""
+    rate, how = object_store_mb_s(cloud, ranks)
+    stream = min(checkpoint_store_speed(cloud).object_store_mb_s_per_stream, rate)
+    return SaveEstimate(bytes=total_bytes, mb_per_second=rate, store=how,
+                        largest_rank_bytes=fullest_rank_bytes, stream_mb_per_second=stream)

@@ -179,22 +179,86 @@ def test_the_shipped_file_systems_cannot_feed_16_h100_and_the_advisor_names_the_
         assert change in render(a, MLPERF)
 
 
-def test_a_fixed_500_step_cadence_would_stall_training_and_the_stack_no_longer_ships_one(mlperf):
-    """checkpoints.everySteps 500 is a save every few seconds against a 154 s save (over 10x the
-    GPU-bound time in checkpoints); the stack now derives its cadence (infra/cadence.py), so the
-    advisor names no shipped cadence, and its own never queues a save behind another."""
+def test_the_stack_and_the_advisor_size_mlperfs_checkpoint_alike_on_each_2_x_h100(mlperf):
+    """One fullest-rank figure: what the stack's settings (`check`, the derived cadence, the
+    tables-fit rule) take for MLPerf on 2 x 8 H100 is torchrec's planner's own, byte for byte,
+    as the advisor prints it (15.4 GB), not the torch-free bound (18.2 GB); the checkpoint too."""
+    from infra.preemption import checkpoint_bytes as stack_checkpoint_bytes
+    from infra.preemption import largest_rank_bytes
+    from tests.test_checkpoint_cadence import MLPERF as STACK_MLPERF, _settings
+    from infra.cadence import cadence
+    from trainer.sizing import largest_rank_checkpoint_bytes
+
+    for cloud, name in H100_PAIRS.items():
+        a = mlperf[cloud]
+        fullest = largest_rank_bytes({"recipe": "mlperf"}, 16, 8, name)
+        assert fullest == round(a.fullest_rank_gb * 1e9)
+        assert stack_checkpoint_bytes({"recipe": "mlperf"}) == round(a.checkpoint_gb * 1e9)
+    bound = largest_rank_checkpoint_bytes(MLPERF_ROWS, 128, "exact_adagrad",
+                                          DATA_PARALLEL_MAX_MB, 16, 8)
+    assert round(bound / 1e9, 1) == 18.2  # what `check` said before
+    save = cadence(_settings(STACK_MLPERF)).save  # the stack file as `check` reads it
+    assert save.largest_rank_bytes == round(mlperf["aws"].fullest_rank_gb * 1e9)
+    assert save.bytes == round(mlperf["aws"].checkpoint_gb * 1e9)
+    assert save.seconds == pytest.approx(mlperf["aws"].save_seconds)
+
+
+def test_the_advisor_saves_at_the_cadence_the_stack_derives_and_prints_it(mlperf):
+    """One cadence: the advisor's checkpoints come every --checkpoint_every steps the stack
+    would give the trainer for the same job (infra/cadence.py, a save at most 10% of the time),
+    timed at the advisor's step; a fixed 500 steps (a 154 s save every few seconds) is gone."""
+    from infra.cadence import SAVE_SHARE, cadence, checkpoints_in_effect
+    from tests.test_checkpoint_cadence import MLPERF as STACK_MLPERF, _settings
+
+    aws = mlperf["aws"]
+    settings = _settings(STACK_MLPERF)
+    stack = cadence(settings)
+    assert aws.checkpoint_every_steps == stack.every_steps == checkpoints_in_effect(
+        settings).every_steps
+    assert aws.checkpoint_every_seconds == stack.every_seconds
+    assert aws.checkpoint_every_steps >= aws.save_seconds / SAVE_SHARE * stack.steps_per_second
     for cloud in H100_PAIRS:
         a = mlperf[cloud]
         e = a.epoch
         step_s = (e.step.gpu_ms + e.step.input_extra_ms) / 1e3
-        fixed_500 = 500 * step_s
-        assert fixed_500 < e.checkpoint_save_seconds
-        assert ttt.checkpoint_share(e.checkpoint_save_seconds, e.checkpoint_stall_seconds,
-                                    fixed_500) > 10
-        assert a.shipped_checkpoint_steps is None  # derived, not a fixed 500
-        assert e.checkpoint_interval_seconds >= e.checkpoint_save_seconds
+        assert e.checkpoint_interval_seconds == pytest.approx(a.checkpoint_every_steps * step_s)
+        assert e.checkpoint_interval_seconds > 500 * step_s and a.checkpoint_every_steps > 500
         assert e.checkpoint_seconds < 0.05 * e.gpu_seconds
-        assert "the shipped 500" not in render(a, MLPERF)
+        assert (f"checkpoints: every {a.checkpoint_every_steps:,} steps" in render(a, MLPERF))
+
+
+def test_start_up_draws_the_multi_hot_tables_and_the_run_ends_with_a_priced_save(mlperf):
+    """On the fly, MLPerf's 5.8 billion lookup-table ids (23 GB) are drawn at each pod's start:
+    start-up, and each preemption, pay for them; the preparation counts the shuffle's
+    permutation of 4.2 billion rows; the run's hours end with the final save."""
+    from trainer.prepare import (CRITEO_1TB_TRAINING_ROWS, MULTI_HOT_TABLE_IDS_PER_SECOND,
+                                 PERMUTATION_SECONDS_PER_ROW)
+    from trainer.recipe import MLPERF_MULTI_HOT_SIZES
+
+    ids = sum(r * (k - 1) for r, k in zip(MLPERF_ROWS, MLPERF_MULTI_HOT_SIZES))
+    assert ids * 4 == pytest.approx(23.1e9, rel=0.01)
+    for cloud in H100_PAIRS:
+        a = mlperf[cloud]
+        assert a.multi_hot_tables_seconds == pytest.approx(ids / MULTI_HOT_TABLE_IDS_PER_SECOND)
+        assert a.start_seconds == a.node_start_seconds + a.multi_hot_tables_seconds
+        assert a.prepare["permutation"] == pytest.approx(
+            CRITEO_1TB_TRAINING_ROWS * PERMUTATION_SECONDS_PER_ROW / 3600)
+        assert a.prepare["multi-hot"] == 0
+        assert a.run_hours == pytest.approx(
+            (a.node_start_seconds + a.multi_hot_tables_seconds + a.save_seconds) / 3600
+            + a.training_hours)
+        assert a.preemption_hours * 3600 == pytest.approx(
+            a.spot_interval_seconds / 2 + a.start_seconds + a.load_seconds)
+        assert "multi-hot lookup tables drawn on each node" in render(a, MLPERF)
+        assert "the final save after the target" in render(a, MLPERF)
+
+
+def test_materialized_multi_hot_draws_its_tables_once_in_the_preparation():
+    prep = ttt.prepare_hours(1000, 900, 160, 100.0, 100.0, 100.0, 0.5, 2e-3, 7200.0)
+    assert prep["multi-hot"] == pytest.approx(2 + 10 / 3600)
+    assert prep["permutation"] == pytest.approx(1.8 / 3600)
+    assert ttt.prepare_hours(1000, 900, 160, 100.0, 100.0, None, 0.5, 2e-3, 7200.0)[
+        "multi-hot"] == 0
 
 
 def test_dense_time_is_the_models_flops_at_the_rated_fp32_or_tf32_throughput():
@@ -208,12 +272,11 @@ def test_dense_time_is_the_models_flops_at_the_rated_fp32_or_tf32_throughput():
     assert ttt.dense_step_ms(4096, macs, 494.5) == pytest.approx(0.80, abs=0.01)
 
 
-def test_a_save_longer_than_its_interval_adds_its_excess_and_the_cadence_never_queues():
+def test_a_save_longer_than_its_interval_is_skipped_not_queued():
+    """The trainer skips a save due while the previous one is written: a save longer than the
+    interval stretches it, and only the stall of the saves written costs training time."""
     assert ttt.checkpoint_share(100, 2, 400) == pytest.approx(2 / 400)
-    assert ttt.checkpoint_share(500, 2, 400) == pytest.approx(102 / 400)
-    save = 154.0
-    interval = ttt.checkpoint_interval_seconds(save)
-    assert interval >= save and ttt.checkpoint_share(save, 1.5, interval) == pytest.approx(1.5 / interval)
+    assert ttt.checkpoint_share(500, 2, 400) == pytest.approx(2 / 500)
 
 
 def test_materialized_multi_hot_reads_almost_six_times_the_bytes_of_on_the_fly():

@@ -82,10 +82,14 @@ class Advice:
     file_system: FileSystem
     shipped_file_system: FileSystem  # the stack file's (the same where it feeds the GPUs)
     shipped_step: ttt.Step
-    # the stack's checkpoints.everySteps default; None: derived from the save time
-    # (infra/cadence.py), so no shipped cadence stalls training
-    shipped_checkpoint_steps: Optional[int]
+    # the cadence the stack derives for this job (infra/cadence.py: the same save estimate,
+    # at the stack's planned steps per second): --checkpoint_every, and on spot also a save
+    # every checkpoint_every_seconds
+    checkpoint_every_steps: int
+    checkpoint_every_seconds: int
+    stack_steps_per_second: Optional[float]  # the stack's planned rate the cadence is sized at
     node_start_seconds: float
+    multi_hot_tables_seconds: float  # drawn at each pod's start when on the fly; else 0
     prepare: Dict[str, float]
     epochs_to_target: float
     compare: Dict[str, float] = field(default_factory=dict)  # other rules' step estimates
@@ -109,14 +113,26 @@ class Advice:
         return sum(self.prepare.values())
 
     @property
+    def start_seconds(self) -> float:
+        """A pod's start: its node (image pull included), then the multi-hot lookup tables
+        where the ids are drawn on the fly."""
+        return self.node_start_seconds + self.multi_hot_tables_seconds
+
+    @property
+    def spot_interval_seconds(self) -> float:
+        """Seconds between saves on spot: by steps, or by time where that comes first."""
+        return min(self.epoch.checkpoint_interval_seconds, float(self.checkpoint_every_seconds))
+
+    @property
     def preemption_hours(self) -> float:
-        return ttt.preemption_loss_seconds(self.epoch.checkpoint_interval_seconds,
-                                           self.node_start_seconds, self.load_seconds) / 3600
+        return ttt.preemption_loss_seconds(self.spot_interval_seconds, self.start_seconds,
+                                           self.load_seconds) / 3600
 
     @property
     def run_hours(self) -> float:
-        """Node start, then training to the target (preparation apart: done once, reused)."""
-        return self.node_start_seconds / 3600 + self.training_hours
+        """Start-up, training to the target, then the final save (preparation apart: done
+        once, reused)."""
+        return (self.start_seconds + self.save_seconds) / 3600 + self.training_hours
 
     def usd(self, spot: bool = False) -> float:
         return self.run_hours * (self.spot_usd_per_hour if spot else self.usd_per_hour)
@@ -135,13 +151,14 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
     """Plan ``tables`` on ``nodes`` x ``machine_name`` and work out memory, the time-to-train
     part by part, and cost. Raises torchrec's PlannerError when the tables do not fit."""
     from infra.catalog import (GPU_FP32_DENSE_TFLOPS, GPU_SORT_KEYS_PER_S, GPU_TF32_DENSE_TFLOPS,
-                               HOST_STAGING_GB_S, checkpoint_store_speed, inter_host_gb_s_per_gpu,
+                               HOST_STAGING_GB_S, inter_host_gb_s_per_gpu,
                                gpu_nvlink_gb_s, machine as catalog_machine)
     from infra.estimate import dense_macs_per_sample
-    from infra.preemption import stop_budget
-    from infra.settings.model import Checkpoints
+    from infra.preemption import object_store_save, stop_budget
     from trainer import offline_plan, planning
-    from trainer.prepare import WRITE_MULTI_HOT_ROWS_PER_SECOND, default_workers, estimated_hours
+    from trainer.prepare import (CRITEO_1TB_ROWS, CRITEO_1TB_TRAINING_ROWS,
+                                 MULTI_HOT_TABLE_IDS_PER_SECOND, PERMUTATION_SECONDS_PER_ROW,
+                                 WRITE_MULTI_HOT_ROWS_PER_SECOND, default_workers, estimated_hours)
 
     flags = recipe_flags(recipe, trainer_args)
     optimizer = str(flags["optimizer"])
@@ -196,15 +213,14 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
         fs = faster_file_system(cloud, need)
         step = step_with(fs)
 
-    # Checkpoints: the fullest rank's write at one stream's speed (the save's bound), staged
-    # to host memory first (the stall); read back the same way on a resume.
-    speed = checkpoint_store_speed(cloud)
-    per_stream = speed.object_store_mb_s_per_stream
-    if speed.object_store_mb_s_per_account is not None:
-        per_stream = min(per_stream, speed.object_store_mb_s_per_account / ranks)
+    # Checkpoints: timed as the stack times them (infra/preemption.py: the whole checkpoint at
+    # the store's rate, the fullest rank at one stream's), staged to host memory first (the
+    # stall); read back the same way on a resume; saved at the cadence the stack derives.
     fullest = plan.fullest_rank_bytes
-    save = fullest / 1e6 / per_stream
+    save = object_store_save(cloud, ranks, plan.checkpoint_bytes, fullest).seconds
     stall = fullest / (HOST_STAGING_GB_S * 1e9)
+    stack = stack_cadence(cloud, m.name, nodes, recipe, trainer_args, m.gpu_count)
+    step_s = (step.gpu_ms + step.input_extra_ms) / 1e3
 
     # Evaluations: the validation set's forward passes (embeddings forward, a third of the
     # dense work) every 1/evals_per_epoch epoch, and the exact AUC on the GPU.
@@ -218,18 +234,22 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
     epoch = ttt.Epoch(steps=ttt.steps_per_epoch(global_batch), step=step, evaluations=evals,
                       evaluation_seconds=one_eval, auc_seconds=auc,
                       first_validation_read_seconds=validation_read,
-                      checkpoint_interval_seconds=ttt.checkpoint_interval_seconds(save),
+                      checkpoint_interval_seconds=stack.every_steps * step_s,
                       checkpoint_save_seconds=save, checkpoint_stall_seconds=stall)
 
-    # Preparation (once per data set) on one GPU node of the machine: 24 days.
-    from trainer.prepare import CRITEO_1TB_ROWS
-
+    # Preparation (once per data set) on one GPU node of the machine: 24 days. MLPerf's
+    # lookup tables: drawn once there when materialized, at each pod's start when on the fly.
     workers = default_workers(m.vcpus, int(m.memory_gib))
     materialize = data_form == "materialized" and bool(multi_hot)
+    tables_seconds = (ttt.multi_hot_tables_seconds(list(tables.rows), multi_hot,
+                                                   MULTI_HOT_TABLE_IDS_PER_SECOND)
+                      if multi_hot else 0.0)
     prepare = ttt.prepare_hours(
-        CRITEO_1TB_ROWS, 24, workers, ttt.ONE_HOT_BYTES, fs.read_mb_s, fs.write_mb_s,
+        CRITEO_1TB_ROWS, CRITEO_1TB_TRAINING_ROWS,
+        ttt.ONE_HOT_BYTES, fs.read_mb_s, fs.write_mb_s,
         WRITE_MULTI_HOT_ROWS_PER_SECOND if materialize else None,
-        estimated_hours(CRITEO_1TB_ROWS, 24, workers, False))
+        estimated_hours(CRITEO_1TB_ROWS, 24, workers, False), PERMUTATION_SECONDS_PER_ROW,
+        tables_seconds)
 
     return Advice(
         machine=m.name, cloud=m.cloud.value, nodes=nodes, ranks=ranks, optimizer=optimizer,
@@ -244,9 +264,41 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
         usd_per_hour=m.on_demand_usd_per_hour * nodes,
         spot_usd_per_hour=m.spot_usd_per_hour * nodes,
         epoch=epoch, file_system=fs, shipped_file_system=shipped[0], shipped_step=shipped[1],
-        shipped_checkpoint_steps=Checkpoints().every_steps,
+        checkpoint_every_steps=stack.every_steps, checkpoint_every_seconds=stack.every_seconds,
+        stack_steps_per_second=stack.steps_per_second,
         node_start_seconds=m.node_ready_minutes * 60.0,
+        multi_hot_tables_seconds=0.0 if materialize else tables_seconds,
         prepare=prepare, epochs_to_target=ttt.epochs_to_target(), compare=others)
+
+
+def stack_cadence(cloud: str, machine_name: str, nodes: int, recipe: str,
+                  trainer_args: Optional[Dict[str, Any]], gpus: int) -> Any:
+    """The checkpoint cadence the stack derives for this job (infra/cadence.py cadence): the
+    cloud's stack file with its GPU pools on ``machine_name`` and its job on ``nodes`` nodes
+    running ``recipe`` under ``trainer_args``, the cadence left to be derived."""
+    import yaml
+
+    from infra.cadence import cadence
+    from infra.settings.loader import PLACEHOLDERS, with_cloud_defaults
+    from infra.settings.model import Settings
+    from torchrec_cloud.file_systems import ROOT
+
+    data = yaml.safe_load((ROOT / f"Pulumi.{cloud}.yaml").read_text()) or {}
+    raw = {k.split(":", 1)[1]: v for k, v in (data.get("config") or {}).items()
+           if k.startswith("torchrec-cloud:")}
+    pool = {"machineType": machine_name, "minNodes": 0, "desiredNodes": 0, "maxNodes": nodes}
+    raw["gpuPools"] = {"onDemand": pool, "spot": dict(pool)}
+    raw["job"] = {**(raw.get("job") or {}), "nodes": nodes, "processesPerNode": gpus,
+                  "pool": "onDemand",
+                  "trainerArgs": {**({"recipe": recipe} if recipe else {}),
+                                  **(trainer_args or {})}}
+    checkpoints = dict(raw.get("checkpoints") or {})
+    checkpoints.pop("everySteps", None)
+    checkpoints.pop("everySeconds", None)
+    raw["checkpoints"] = checkpoints
+    for (section, key), value in PLACEHOLDERS.items():  # the user's own, unknown here
+        raw[str(section)] = {str(key): value, **(raw.get(str(section)) or {})}
+    return cadence(Settings.model_validate(with_cloud_defaults(raw)))
 
 
 def recommend(tables: Any, recipe: str = "mlperf", **kwargs: Any) -> Dict[str, Advice]:
@@ -316,37 +368,36 @@ def render(a: Advice, tables: Any) -> str:
                      f"{a.shipped_file_system.what} reads {a.shipped_file_system.read_mb_s:,.0f} "
                      f"MB/s: {old.input_ms:.2f} ms a step, +{_h(extra)} an epoch "
                      f"(+{100 * extra / e.gpu_seconds:.0f}% over GPU-bound)")
-    step_s = (s.gpu_ms + s.input_extra_ms) / 1e3
-    shipped_interval = (a.shipped_checkpoint_steps * step_s
-                        if a.shipped_checkpoint_steps is not None else math.inf)
-    if shipped_interval < e.checkpoint_interval_seconds:
-        share = ttt.checkpoint_share(e.checkpoint_save_seconds, e.checkpoint_stall_seconds,
-                                     shipped_interval)
-        every = math.ceil(e.checkpoint_interval_seconds / step_s / 1000) * 1000
-        lines.append(f"  assumed: checkpoints.everySteps {every:,} (a save every "
-                     f"{e.checkpoint_interval_seconds:.0f} s); the shipped "
-                     f"{a.shipped_checkpoint_steps} saves every {shipped_interval:.1f} s, each "
-                     f"{e.checkpoint_save_seconds:.0f} s long: +{_h(share * e.gpu_seconds)} an "
-                     f"epoch (+{100 * share:,.0f}% over GPU-bound)")
+    planned = (f" at its planned {a.stack_steps_per_second:,.0f} steps/s"
+               if a.stack_steps_per_second else "")
+    lines.append(
+        f"  checkpoints: every {a.checkpoint_every_steps:,} steps (the stack's derived "
+        f"checkpoints.everySteps{planned}; on spot also every {a.checkpoint_every_seconds:,} s), "
+        f"about {e.checkpoint_interval_seconds:.0f} s at this step: a save is written "
+        f"{min(1.0, a.save_seconds / e.checkpoint_interval_seconds):.0%} of the time; one due "
+        "while another is written is skipped")
     lines += [
         f"  one epoch: GPU-bound {_h(e.gpu_seconds)} (embeddings + dense), input "
         f"+{_h(e.input_seconds)}, evaluation +{_h(e.eval_seconds)} ({e.evaluations} x "
         f"{e.evaluation_seconds:.1f} s, AUC {e.auc_seconds:.2f} s each on the GPU), checkpoints "
-        f"+{_h(e.checkpoint_seconds)} (every {e.checkpoint_interval_seconds:.0f} s, "
-        f"{e.checkpoint_stall_seconds:.1f} s stall each) = {_h(e.seconds)}, "
+        f"+{_h(e.checkpoint_seconds)} ({e.checkpoint_stall_seconds:.1f} s stall each) = "
+        f"{_h(e.seconds)}, "
         f"+{100 * e.overhead:.0f}% over GPU-bound",
         f"  to the target (AUC 0.80275 at {target} epoch, MLPerf's reference runs): GPU-bound "
         f"{a.gpu_bound_hours:.2f} h, training {a.training_hours:.2f} h",
-        f"  start-up: up to {_h(a.node_start_seconds)} node start (image pull included); a "
-        f"resume loads the checkpoint in about {a.load_seconds:.0f} s",
+        f"  start-up: up to {_h(a.node_start_seconds)} node start (image pull included)"
+        + (f", then the multi-hot lookup tables drawn on each node in {_h(a.multi_hot_tables_seconds)}"
+           if a.multi_hot_tables_seconds else "")
+        + f"; a resume loads the checkpoint in about {a.load_seconds:.0f} s; the final save "
+        f"after the target {a.save_seconds:.0f} s",
         f"  preparation (once, on one {a.machine} of the GPU pool): "
         + ", ".join(f"{k} {v:.2f} h" for k, v in a.prepare.items())
         + f" = {a.prepare_hours:.2f} h",
         f"  spot preemption: about {a.preemption_hours:.2f} h lost each (half a checkpoint "
-        "interval, a new node's start, the load)",
+        "interval, a new pod's start, the load)",
         f"  cost of the GPU nodes: ${a.usd_per_hour:,.2f}/h on demand (${a.spot_usd_per_hour:,.2f}/h "
         "spot); to "
-        f"the target {a.run_hours:.2f} h with node start: ${a.usd():,.0f} on demand "
+        f"the target {a.run_hours:.2f} h with start-up and the final save: ${a.usd():,.0f} on demand "
         f"(${a.usd(spot=True):,.0f} spot, before preemptions); preparation ${a.prepare_usd():,.0f}",
     ]
     return "\n".join(lines)
@@ -356,7 +407,7 @@ def _json(a: Advice) -> Dict[str, Any]:
     out = asdict(a)
     out["epoch"].update(gpu_seconds=a.epoch.gpu_seconds, seconds=a.epoch.seconds,
                         overhead=a.epoch.overhead)
-    out.update(gpu_bound_hours=a.gpu_bound_hours, training_hours=a.training_hours,
+    out.update(start_seconds=a.start_seconds, gpu_bound_hours=a.gpu_bound_hours, training_hours=a.training_hours,
                prepare_hours=a.prepare_hours, run_hours=a.run_hours, usd=a.usd(),
                spot_usd=a.usd(spot=True), preemption_hours=a.preemption_hours)
     return out

@@ -7,7 +7,8 @@ layers (FLOPs at the GPU's rated dense throughput, fp32 or TF32, plus the part o
 gradients' all-reduce the backward does not hide), and the input read (bytes per sample of the
 data form at the file system's read throughput; the loader reads ahead, so only the part above
 the GPU's step time adds). Per run: evaluations (forward passes over the validation set and the
-exact AUC), checkpoint stalls at the cadence below, start-up, preparation and what a spot
+exact AUC), checkpoint stalls at the cadence the stack derives (infra/cadence.py), start-up
+(the node, MLPerf's multi-hot lookup tables), the final save, preparation and what a spot
 preemption costs.
 """
 
@@ -72,19 +73,12 @@ def auc_seconds(samples: int, sort_keys_per_s: float, gather_gb_s: float) -> flo
     return samples * 8 / (gather_gb_s * 1e9) + samples / sort_keys_per_s
 
 
-def checkpoint_interval_seconds(save_seconds: float) -> float:
-    """The advisor's checkpoint cadence: the save (in the background) takes at most half the
-    interval, so a save is never queued behind the previous one, and the work a preemption
-    loses stays as small as that allows. A stand-in: the stack derives its own cadence
-    (issue 30 item 4); a minute at least."""
-    return max(60.0, 2 * save_seconds)
-
-
 def checkpoint_share(save_seconds: float, stall_seconds: float, interval_seconds: float) -> float:
     """The share of training time checkpoints take: each save stalls training while it stages
-    its state to host memory (``stall_seconds``), plus whatever part of the background write
-    outlasts the interval (the next save waits for it)."""
-    return (stall_seconds + max(0.0, save_seconds - interval_seconds)) / interval_seconds
+    its state to host memory (``stall_seconds``); the write goes on in the background, and a
+    save falling due while the previous one is still being written is skipped, never queued
+    (trainer/checkpoint.py), so saves are at least one write apart."""
+    return stall_seconds / max(interval_seconds, save_seconds)
 
 
 @dataclass(frozen=True)
@@ -153,24 +147,39 @@ class Epoch:
         return self.seconds / self.gpu_seconds - 1
 
 
-def prepare_hours(rows: int, files: int, workers: int, one_hot_bytes: int, read_mb_s: float,
+def prepare_hours(rows: int, training_rows: int, one_hot_bytes: int, read_mb_s: float,
                   write_mb_s: float, multi_hot_rows_per_s: float | None,
-                  scan_write_hours: float) -> dict[str, float]:
+                  scan_write_hours: float, permutation_seconds_per_row: float,
+                  multi_hot_tables_seconds: float) -> dict[str, float]:
     """The preparation: the scan and write passes (trainer/prepare estimated_hours, given as
-    ``scan_write_hours``), the shuffle (every one-hot byte read from the days and written again
-    in its new order: bound by the file system), and, for materialized multi-hot, the multi-hot
-    days written one after the other after the shuffle at ``multi_hot_rows_per_s``."""
-    del files, workers  # in scan_write_hours already
+    ``scan_write_hours``), the shuffle's permutation of the training rows (drawn in one
+    process before any day is gathered), the shuffle itself (every one-hot byte read from the
+    days and written again in its new order: bound by the file system), and, for materialized
+    multi-hot, MLPerf's lookup tables drawn once and the multi-hot days written at
+    ``multi_hot_rows_per_s`` (None: drawn on the fly, at each pod's start instead)."""
+    permutation = training_rows * permutation_seconds_per_row / 3600
     shuffle = rows * one_hot_bytes * (1 / (read_mb_s * 1e6) + 1 / (write_mb_s * 1e6)) / 3600
-    multi_hot = rows / multi_hot_rows_per_s / 3600 if multi_hot_rows_per_s else 0.0
-    return {"scan and write": scan_write_hours, "shuffle": shuffle, "multi-hot": multi_hot}
+    multi_hot = (multi_hot_tables_seconds / 3600 + rows / multi_hot_rows_per_s / 3600
+                 if multi_hot_rows_per_s else 0.0)
+    return {"scan and write": scan_write_hours, "permutation": permutation, "shuffle": shuffle,
+            "multi-hot": multi_hot}
 
 
-def preemption_loss_seconds(interval_seconds: float, node_start_seconds: float,
+def multi_hot_tables_seconds(table_rows: list[int], multi_hot_sizes: list[int],
+                             ids_per_second: float) -> float:
+    """Drawing MLPerf's multi-hot lookup tables (trainer/data/multi_hot.py): ``size - 1`` ids a
+    row of each table (about 5.8 billion int32 ids, 23 GB, for MLPerf's sizes), in one process
+    on the reference's one random stream."""
+    ids = sum(r * max(0, k - 1) for r, k in zip(table_rows, multi_hot_sizes))
+    return ids / ids_per_second
+
+
+def preemption_loss_seconds(interval_seconds: float, start_seconds: float,
                             load_seconds: float) -> float:
     """What one spot preemption costs the run: half a checkpoint interval of work on average,
-    a replacement node's start and the checkpoint's load."""
-    return interval_seconds / 2 + node_start_seconds + load_seconds
+    a replacement pod's start (its node, and the multi-hot tables where they are drawn on the
+    fly) and the checkpoint's load."""
+    return interval_seconds / 2 + start_seconds + load_seconds
 
 
 def steps_per_epoch(global_batch: int) -> int:

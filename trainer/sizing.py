@@ -14,7 +14,7 @@ reshards what is sharded and loads whole what is replicated.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 FP32_BYTES = 4
 MB = 1_000_000
@@ -102,7 +102,7 @@ def largest_rank_checkpoint_bytes(rows: Sequence[int], dim: int, optimizer: str,
     an even share; a larger one is split at least over one node's ranks (table-row-wise), as
     torchrec's planner does for MLPerf's 40M-row tables. Replicated tables are spread by DCP's
     deduplication, which gives each to the rank with the least to write so far.
-    tests/trainer/test_plan.py checks it against the planner's real plan."""
+    Where the planner's own figure is recorded, fullest_rank_checkpoint_bytes uses that."""
     ranks = max(ranks, 1)
     per_node = max(1, min(ranks_per_node, ranks))
     sizes = [r * dim * FP32_BYTES + optimizer_state_bytes(r, dim, optimizer,
@@ -111,3 +111,53 @@ def largest_rank_checkpoint_bytes(rows: Sequence[int], dim: int, optimizer: str,
     even = sum(sizes) / ranks
     biggest_piece = max((s / per_node if s > even else s) for s in sizes) if sizes else 0
     return int(max(even, biggest_piece) + biggest_piece)
+
+
+@dataclass(frozen=True)
+class PlannedRank:
+    """The fullest rank of torchrec's own plan for one table set on one machine type, as the
+    sizing advisor (torchrec_cloud/plan.py, trainer/offline_plan.py) computes it: the planner
+    needs torch, which `make check` does not install, so the stack's settings read it here.
+    tests/test_plan.py plans each entry again and compares, byte for byte."""
+
+    machine: str
+    nodes: int
+    rows: Tuple[int, ...]
+    dim: int
+    optimizer: str
+    max_mb: float
+    batch_per_rank: int
+    fullest_bytes: int
+
+
+# MLPerf DLRM-DCNv2 (--recipe mlperf: exact Adagrad, 18 tables replicated, global batch 65,536)
+# on each cloud's 2 x 8 H100: the planner splits the five 40M-row tables table-row-wise over
+# one node's 8 ranks and puts three of them on one node (3 x 5.12 GB) beside an eighth of the
+# 590,152-row table: 15.4 GB, where the bound above says 18.2 GB.
+PLANNED_FULLEST_RANKS = tuple(
+    PlannedRank(machine, 2, tuple(MLPERF_ROWS), 128, "exact_adagrad", DATA_PARALLEL_MAX_MB,
+                MLPERF_GLOBAL_BATCH // 16, 15_435_539_456)
+    for machine in ("p5.48xlarge", "Standard_ND96isr_H100_v5", "a3-megagpu-8g"))
+
+
+def planned_fullest_rank_bytes(rows: Sequence[int], dim: int, optimizer: str, max_mb: float,
+                               machine: str, nodes: int, batch_per_rank: int) -> Optional[int]:
+    """torchrec's planner's own fullest rank where this shape was planned (PLANNED_FULLEST_RANKS)."""
+    for p in PLANNED_FULLEST_RANKS:
+        if (p.machine, p.nodes, p.rows, p.dim, p.optimizer, p.max_mb, p.batch_per_rank) == (
+                machine, nodes, tuple(rows), dim, optimizer, max_mb, batch_per_rank):
+            return p.fullest_bytes
+    return None
+
+
+def fullest_rank_checkpoint_bytes(rows: Sequence[int], dim: int, optimizer: str, max_mb: float,
+                                  ranks: int, ranks_per_node: int, machine: Optional[str] = None,
+                                  batch_per_rank: Optional[int] = None) -> int:
+    """What the fullest rank writes: the planner's own figure where it was recorded for this
+    machine, node count and batch (the advisor prints the same), else the bound above."""
+    if machine and batch_per_rank and ranks_per_node and ranks % ranks_per_node == 0:
+        planned = planned_fullest_rank_bytes(rows, dim, optimizer, max_mb, machine,
+                                             ranks // ranks_per_node, batch_per_rank)
+        if planned is not None:
+            return planned
+    return largest_rank_checkpoint_bytes(rows, dim, optimizer, max_mb, ranks, ranks_per_node)

@@ -118,7 +118,7 @@ TABLE_SIZE_FLAGS = ("num_embeddings_per_feature", "num_embeddings", "embedding_d
 
 def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
     """The fullest rank's tables and optimizer state (a bound under the trainer's sharding
-    rule, trainer/sizing.py, checked against torchrec's own plan in tests/trainer/test_plan.py)
+    rule, trainer/sizing.py, or torchrec's own plan where it is recorded there)
     must fit a GPU's memory less the planner's reservation, or the job fails when it plans,
     after the nodes are paid for. `.venv/bin/python -m torchrec_cloud plan` shows the plan itself.
 
@@ -134,7 +134,7 @@ def tables_fit_the_gpus(s: Settings) -> Iterator[Problem]:
     per_node = s.job.processes_per_node
 
     def fullest(nodes: int) -> int:
-        return largest_rank_bytes(args, nodes * per_node, per_node)
+        return largest_rank_bytes(args, nodes * per_node, per_node, gpu.name)
 
     held = fullest(s.job.nodes)
     if held <= usable:

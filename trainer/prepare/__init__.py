@@ -41,6 +41,11 @@ WRITE_MULTI_HOT_ROWS_PER_SECOND = 80_000  # one-hot and multi-hot files of a day
 # cache ran at 175k rows/s per worker (trainer/prepare/shuffle.py write_day, 2M rows, MLPerf's
 # hashes); a multi-hot day is written at 126k rows/s per worker (issue 30's measurement).
 PERMUTATION_SECONDS_PER_ROW = 164e-9
+# MLPerf's multi-hot lookup tables (trainer/prepare/multi_hot.py make_tables: numpy's
+# RandomState.randint, int32 written to .npy) drew 8.2M ids/s here (two tables of 1M rows,
+# sizes 101 and 28, 15.5 s on 2 shared cores): MLPerf's 5.8 billion ids, ~12 min, at each pod
+# start where the ids are drawn on the fly (torchrec_cloud/time_to_train.py prices it).
+MULTI_HOT_TABLE_IDS_PER_SECOND = 8_200_000
 SHUFFLE_ROWS_PER_SECOND = 175_000
 MULTI_HOT_ROWS_PER_SECOND = 126_000
 
