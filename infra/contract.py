@@ -80,6 +80,19 @@ class CheckpointStore:
 
 
 @dataclass(frozen=True)
+class PreparationIdentity:
+    """The dataset preparation's own cloud identity, on its own Kubernetes service account
+    (`job.serviceAccount` + "-prepare"): it reads the preparation's bucket source and nothing
+    else, no checkpoint write, no node rights. Empty (the default) when the source is a folder
+    on the shared file system: the preparation then gets no cloud identity at all."""
+
+    service_account_annotations: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    ready: Sequence[pulumi.Resource] = ()  # its federation and grants: the Job waits for them
+
+
+@dataclass(frozen=True)
 class InterconnectSpec:
     """What a pod needs to use the fabric: device resources, environment, capabilities, and
     (GKE GPUDirect) the pod-side pieces a fabric brings: annotations, host volumes, and the
@@ -147,6 +160,12 @@ class GpuCluster:
     # upgrades nodes after the control plane); pod settings derived from the version (the spot
     # stop budget) read it. None: the nodes run kubernetes_version.
     node_version: str | None = None
+    # Addresses no pod of the job may reach (CIDRs), e.g. AKS's instance metadata service;
+    # denied by a CiliumNetworkPolicy, so set only where Cilium enforces policy (AKS):
+    # workloads/network_policy.py deny_egress.
+    pod_egress_denied: Sequence[str] = ()
+    # The dataset preparation's identity (empty: none, its source is on the shared FS).
+    preparation: PreparationIdentity = field(default_factory=PreparationIdentity)
     # Stack outputs a cloud adds, e.g. Azure's derived globally unique names
     # ({"storage_account": ..., "registry": ...}), which the user's CLI commands need.
     exports: Mapping[str, pulumi.Input[str | bool | Mapping[str, str]]] = field(

@@ -15,7 +15,8 @@ import pulumi_kubernetes as k8s
 
 from infra.catalog import Cloud, machine
 from infra.contract import (CheckpointStore, CsiVolumeSource, GpuCluster, GpuPool,
-                            InterconnectSpec, NfsVolumeSource, SharedFileSystem, Taint)
+                            InterconnectSpec, NfsVolumeSource, PreparationIdentity,
+                            SharedFileSystem, Taint)
 from tests.fakes.common import FAKE_KUBECONFIG
 
 IMAGE = f"registry.example.com/torchrec/trainer:0123abcd@sha256:{'a' * 64}"
@@ -42,6 +43,11 @@ class Flavour:
     checkpoint_env: dict[str, str]
     interconnect: InterconnectSpec
     extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def prepare_annotations(self) -> dict[str, str]:
+        """The preparation's own identity, as each cloud names it for a bucket source."""
+        return {key: f"prepare-{value}" for key, value in self.annotations.items()}
 
 
 FLAVOURS: dict[str, Flavour] = {
@@ -104,6 +110,22 @@ def _gcp_a3(machine_type: str) -> Flavour:
 FLAVOURS["gcp-a3"] = _gcp_a3("a3-highgpu-8g")  # GPUDirect-TCPX
 FLAVOURS["gcp-a3-mega"] = _gcp_a3("a3-megagpu-8g")  # GPUDirect-TCPXO
 
+
+def _azure_infiniband() -> Flavour:
+    """AKS ND96asr_v4 with InfiniBand: the contract infra/azure hands over (rdma/ib, the raised
+    locked-memory limit), on the plain Azure flavour otherwise."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from infra.azure.interconnect import interconnect_spec
+
+    uses_fabric = SimpleNamespace(interconnect=SimpleNamespace(fabric=True))
+    return replace(FLAVOURS["azure"], interconnect=interconnect_spec(
+        uses_fabric, machine(Cloud.AZURE, "Standard_ND96asr_v4")))  # type: ignore[arg-type]
+
+
+FLAVOURS["azure-ib"] = _azure_infiniband()
+
 POOL_NAMES = {"onDemand": "gpu", "spot": "gpuspot"}
 
 
@@ -156,5 +178,8 @@ def fake_cluster(flavour_name: str) -> FakeCluster:
         interconnect=flavour.interconnect,
         trainer_image=IMAGE,
         ready=ready,
+        preparation=PreparationIdentity(
+            service_account_annotations=flavour.prepare_annotations,
+            pod_labels=flavour.pod_labels, env=flavour.checkpoint_env),
     )
     return FakeCluster(contract, tuple(ready_kinds), file_system_name, f"{flavour_name}-kubernetes")

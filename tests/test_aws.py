@@ -807,17 +807,36 @@ def test_a_dataset_bucket_is_linked_and_readable_by_the_job() -> None:
     assert not run.of_type("aws:ecr/repository:Repository")  # image given: nothing built
 
 
-def test_a_preparation_source_bucket_is_readable_by_the_job_beside_the_import_prefix() -> None:
+def test_a_preparation_source_bucket_is_read_by_the_preparation_s_own_role_only() -> None:
+    """The preparation's IRSA role trusts `torchrec/trainer-prepare` alone and reads its source
+    prefix, nothing else: no checkpoint bucket; the trainer's role keeps the import prefix and
+    does not read the raw source."""
     run = run_stack("aws", overrides={
         "dataset": {"importUri": "s3://criteo-data/terabyte", "path": "criteo/prepared",
                     "prepare": {"enabled": True, "source": "s3://raw-criteo/days/"}},
         "job": {"image": "registry.acme-ml.io/trainer:1"}})
-    policy = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "-job").inputs["policy"])
-    reads = {s["Resource"] for s in policy["Statement"] if s["Sid"].startswith("ReadDataset")}
-    assert reads == {"arn:aws:s3:::criteo-data/terabyte/*", "arn:aws:s3:::raw-criteo/days/*"}
-    listing = [s for s in policy["Statement"] if s["Sid"].startswith("ListDataset")]
-    assert {s["Condition"]["StringLike"]["s3:prefix"][1] for s in listing} == {"terabyte", "days"}
-    assert len({s["Sid"] for s in policy["Statement"]}) == len(policy["Statement"])
+    job = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "-job").inputs["policy"])
+    reads = {s["Resource"] for s in job["Statement"] if s["Sid"].startswith("ReadDataset")}
+    assert reads == {"arn:aws:s3:::criteo-data/terabyte/*"}
+    prepare = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "-prepare").inputs["policy"])
+    assert {a for s in prepare["Statement"] for a in [s["Action"]]} == {
+        "s3:ListBucket", "s3:GetObject"}
+    assert [s["Resource"] for s in prepare["Statement"] if s["Sid"] == "ReadDataset"] == [
+        "arn:aws:s3:::raw-criteo/days/*"]
+    listing = [s for s in prepare["Statement"] if s["Sid"] == "ListDataset"]
+    assert listing[0]["Condition"]["StringLike"]["s3:prefix"] == ["days/*", "days"]
+    trust = json.loads(run.one("aws:iam/role:Role", "-prepare").inputs["assumeRolePolicy"])
+    [condition] = [s["Condition"]["StringEquals"] for s in trust["Statement"]]
+    assert [v for k, v in condition.items() if k.endswith(":sub")] == [
+        "system:serviceaccount:torchrec:trainer-prepare"]
+
+
+def test_a_preparation_from_the_shared_file_system_gets_no_aws_role() -> None:
+    run = run_stack("aws", overrides={
+        "dataset": {"path": "criteo/prepared",
+                    "prepare": {"enabled": True, "source": "criteo/raw"}},
+        "job": {"image": "registry.acme-ml.io/trainer:1"}})
+    assert not [r for r in run.of_type("aws:iam/role:Role") if "-prepare" in r.name]
 
 
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"

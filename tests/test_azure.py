@@ -726,15 +726,25 @@ def test_blob_role_is_scoped_to_the_checkpoint_container_only(run: Run) -> None:
         f"{STORAGE_BLOB_DATA_CONTRIBUTOR}")
 
 
-def test_a_preparation_source_in_the_account_is_readable_by_the_job_and_waited_for() -> None:
-    """dataset.prepare reads az://<container>/<prefix> of the checkpoint account with the
-    job's identity: Storage Blob Data Reader on the account (the container comes later)."""
+def test_a_preparation_source_in_the_account_is_read_by_the_preparation_s_own_identity() -> None:
+    """dataset.prepare reads az://<container>/<prefix> of the checkpoint account with its own
+    identity, federated with `torchrec/trainer-prepare` only: Storage Blob Data Reader on the
+    account (the container comes later), and no write anywhere; the trainer gets no read."""
     run = run_stack("azure", overrides={"dataset": {"path": "criteo/prepared", "prepare": {
         "enabled": True, "source": "az://raw/criteo-1tb"}}})
-    role = _role(run, STORAGE_BLOB_DATA_READER, fake.TRAINER_PRINCIPAL_ID)
+    role = _role(run, STORAGE_BLOB_DATA_READER, fake.PREPARE_PRINCIPAL_ID)
     assert role.inputs["principalType"] == "ServicePrincipal"
     assert "/providers/Microsoft.Storage/storageAccounts/" in role.inputs["scope"]
     assert "/containers/" not in role.inputs["scope"]
+    assert [r for r in run.of_type(ROLE)
+            if r.inputs["principalId"] == fake.PREPARE_PRINCIPAL_ID] == [role]
+    assert not [r for r in run.of_type(ROLE)
+                if r.inputs["roleDefinitionId"].endswith(STORAGE_BLOB_DATA_READER)
+                and r.inputs["principalId"] == fake.TRAINER_PRINCIPAL_ID]
+    subjects = {r.inputs["subject"] for r in run.of_type(
+        "azure-native:managedidentity:FederatedIdentityCredential")}
+    assert subjects == {"system:serviceaccount:torchrec:trainer",
+                        "system:serviceaccount:torchrec:trainer-prepare"}
 
 
 def test_a_preparation_source_in_an_existing_account_is_readable_on_its_container() -> None:
@@ -743,7 +753,7 @@ def test_a_preparation_source_in_an_existing_account_is_readable_on_its_containe
     run = run_stack("azure", overrides={"dataset": {"path": "criteo/prepared", "prepare": {
         "enabled": True, "source": "az://raw@criteodata.blob.core.windows.net/criteo-1tb",
         "sourceResourceGroup": "data-rg"}}})
-    role = _role(run, STORAGE_BLOB_DATA_READER, fake.TRAINER_PRINCIPAL_ID)
+    role = _role(run, STORAGE_BLOB_DATA_READER, fake.PREPARE_PRINCIPAL_ID)
     assert role.inputs["scope"] == (
         f"/subscriptions/{fake.SUBSCRIPTION}/resourceGroups/data-rg/providers/"
         "Microsoft.Storage/storageAccounts/criteodata/blobServices/default/containers/raw")
@@ -1793,6 +1803,21 @@ def test_network_policies_are_enforced_by_cilium_on_the_overlay(run: Run) -> Non
     rules = [*policy.inputs["spec"].get("ingress", []), *policy.inputs["spec"].get("egress", [])]
     assert "ipBlock" not in json.dumps(rules)
     assert policy.inputs["spec"]["policyTypes"] == ["Ingress", "Egress"]
+
+
+def test_the_job_s_pods_cannot_reach_imds_and_keep_the_rest_of_their_egress(run: Run) -> None:
+    """IMDS (169.254.169.254) hands out the kubelet identity's tokens to any pod that asks;
+    nothing in the job needs it (workload identity uses its projected token). A Cilium deny
+    rule closes it to every pod of the job's namespace, before any of them starts; the
+    Kubernetes NetworkPolicy's egress stays open (its API-server and pod traffic untouched)."""
+    (deny,) = run.of_type("kubernetes:cilium.io/v2:CiliumNetworkPolicy")
+    assert deny.inputs["metadata"]["namespace"] == "torchrec"
+    assert deny.inputs["spec"] == {"endpointSelector": {},
+                                   "egressDeny": [{"toCIDR": ["169.254.169.254/32"]}]}
+    (jobset,) = run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
+    assert run.waits_for(jobset, deny)
+    (policy,) = run.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    assert policy.inputs["spec"]["egress"] == [{}]
 
 
 # --- upgrades that do not break training ----------------------------------------------------------

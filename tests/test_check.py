@@ -655,6 +655,26 @@ HURTFUL = [
      ["1 to 1000 newest checkpoints", "pulumi config set --stack aws --path checkpoints.keep 3"]),
     ("dataset-path-dot", "aws", {"dataset": {"path": "."}}, "dataset.path", "'.'",
      ["a folder under the mount, not the mount itself"]),
+    # 44 of the stack file's own + the shipped `project` tag: 45, past 50 less the 6 the stack
+    # and EKS put on a GPU instance themselves.
+    ("aws-tags-past-fifty-with-the-stack-s-own", "aws",
+     {"tags": {f"team{n}": "recs" for n in range(44)}}, "tags", "'45 tags'",
+     ["at most 44", "AWS takes 50 tags per resource", "up to 6 of their own",
+      "pulumi config rm --stack aws --path 'tags.<key>'"]),
+    ("gcp-labels-that-collide-once-mended", "gcp", {"tags": {"team_a": "recs", "team.a": "ads"}},
+     "tags.team_a", "'recs'", ["tags.team.a and tags.team_a are one GCP label", "'team_a'",
+                               "pulumi config rm --stack gcp --path 'tags.team_a'"]),
+    ("gcp-labels-that-differ-in-case", "gcp", {"tags": {"team": "recs", "Team": "ads"}},
+     "tags.team", "'recs'", ["tags.Team and tags.team are one GCP label"]),
+    ("image-not-an-image-reference", "aws", {"job": {"image": "ghcr.io/Acme/trainer:v1;id"}},
+     "job.image", "'ghcr.io/Acme/trainer:v1;id'",
+     ["an image reference as the registry takes it", "[@sha256:<64 hex>]",
+      "pulumi config set --stack aws --path job.image ghcr.io/acme/trainer@sha256:<digest>"]),
+    ("image-short-digest", "azure", {"job": {"image": "ghcr.io/acme/trainer@sha256:abc123"}},
+     "job.image", "'ghcr.io/acme/trainer@sha256:abc123'",
+     ["an image reference as the registry takes it"]),
+    ("image-with-scheme", "gcp", {"job": {"image": "https://ghcr.io/acme/trainer:1"}},
+     "job.image", "'https://ghcr.io/acme/trainer:1'", ["[registry[:port]/]name[:tag]"]),
 ]
 
 
@@ -673,7 +693,8 @@ def test_a_broad_api_range_is_taken_with_the_explicit_opt_in(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("image", ["python:latest", "ghcr.io/acme/trainer"])
+@pytest.mark.parametrize("image", ["python:latest", "ghcr.io/acme/trainer",
+                                   "ghcr.io/acme/trainer:v1.2"])
 def test_an_unpinned_image_is_warned_with_how_to_pin_it_by_digest(tmp_path: Path, image: str) -> None:
     result = check("--file", str(write_stack(tmp_path, "aws", {"job": {"image": image}})))
     assert result.returncode == 0, result.stderr
@@ -682,6 +703,28 @@ def test_an_unpinned_image_is_warned_with_how_to_pin_it_by_digest(tmp_path: Path
     pinned = check("--file", str(write_stack(tmp_path, "aws", {"job": {
         "image": "ghcr.io/acme/trainer@sha256:" + "a" * 64}})))
     assert "not pinned" not in pinned.stderr
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
+    """Nine anchors, each ten aliases of the one before: 10^9 values once expanded (a "billion
+    laughs"). `check` refuses the file from its node graph, naming the aliases, before any
+    value is built; unbounded, the expansion would take the machine's memory."""
+    lines = ["config:", "  torchrec-cloud:cloud: aws", "  torchrec-cloud:tags:",
+             "    a0: &a0 [" + ", ".join(["lol"] * 10) + "]"]
+    lines += [f"    a{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * 10) + "]" for n in range(1, 9)]
+    path = tmp_path / "Pulumi.aws.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    result = check("--file", str(path))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "YAML aliases (*name) expand to more than 100,000 values" in result.stderr
+    assert str(path) in result.stderr
+    # A few aliases, as people write them, are read as before.
+    fine = tmp_path / "fine" / "Pulumi.aws.yaml"
+    fine.parent.mkdir()
+    fine.write_text(yaml.safe_dump({"config": configured("aws")}, sort_keys=False)
+                    .replace("torchrec-cloud:tags:", "torchrec-cloud:tags: &shared", 1)
+                    + "  torchrec-cloud:tagsAgain: *shared\n")
+    assert "YAML aliases" not in check("--file", str(fine)).stderr
 
 
 def test_a_python_object_tag_and_a_qualified_stack_name_get_a_message_not_a_traceback(

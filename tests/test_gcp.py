@@ -699,12 +699,27 @@ def test_the_job_waits_for_the_iam_it_needs(contract, a3_contract):
     assert gcp.storage.BucketIAMMember in given_image
 
 
-def test_a_preparation_source_bucket_is_readable_by_the_job():
+def test_a_preparation_source_bucket_is_read_by_the_preparation_s_own_account_only():
+    """The source is read by `<prefix>-prep`, which only `torchrec/trainer-prepare` can act as;
+    the trainer's account gets no read there, and the preparation's no checkpoint write."""
     run = run_gcp({"dataset": {"path": "criteo/prepared", "prepare": {
         "enabled": True, "source": "gs://raw-criteo/days"}}})
     [read] = [m for m in run.of_type(BUCKET_MEMBER) if m.inputs["bucket"] == "raw-criteo"]
     assert read.inputs["role"] == "roles/storage.objectViewer"
-    assert read.inputs["member"].startswith("serviceAccount:") and "job" in read.inputs["member"]
+    assert read.inputs["member"].startswith("serviceAccount:") and "-prep@" in read.inputs["member"]
+    prep_member = read.inputs["member"]
+    assert [m for m in run.of_type(BUCKET_MEMBER) if m.inputs["member"] == prep_member] == [read]
+    bindings = {m.inputs["member"] for m in run.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+                if m.inputs["role"] == "roles/iam.workloadIdentityUser"}
+    assert "serviceAccount:torchrec-ci-01.svc.id.goog[torchrec/trainer-prepare]" in bindings
+    assert "serviceAccount:torchrec-ci-01.svc.id.goog[torchrec/trainer]" in bindings
+
+
+def test_a_preparation_from_the_shared_file_system_has_no_cloud_identity():
+    run = run_gcp({"dataset": {"path": "criteo/prepared", "prepare": {
+        "enabled": True, "source": "criteo/raw"}}})
+    assert not [a for a in run.of_type("gcp:serviceaccount/account:Account")
+                if "prep" in a.inputs["accountId"]]
 
 
 def test_a_given_image_builds_nothing(a3_run):
@@ -1091,7 +1106,13 @@ def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
     assert sidecar["name"] == "tcpx-daemon" and sidecar["restartPolicy"] == "Always"
     assert sidecar["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.15"
     assert sidecar["command"][:2] == ["/tcpgpudmarxd/build/app/tcpgpudmarxd", "--gpu_nic_preset"]
-    assert sidecar["securityContext"]["capabilities"] == {"add": ["NET_ADMIN"]}
+    # Google's rxdm holds the runtime's defaults plus NET_ADMIN; here the defaults less NET_RAW
+    # and MKNOD, as the trainer (root, as Google runs it).
+    from infra.gcp.interconnect import REFERENCE_DEFAULT_CAPABILITIES
+
+    assert sidecar["securityContext"]["capabilities"] == {
+        "drop": ["ALL"], "add": sorted({*REFERENCE_DEFAULT_CAPABILITIES, "NET_ADMIN"})}
+    assert sidecar["securityContext"]["runAsUser"] == 0
     assert sidecar["securityContext"]["privileged"] is False
     assert {m["mountPath"] for m in sidecar["volumeMounts"]} == {
         "/usr/local/nvidia/lib64", "/run/tcpx", "/hostsysfs", "/hostprocsysfs"}
@@ -1147,7 +1168,18 @@ def test_a3_mega_pod_carries_the_tcpxo_sidecar_with_its_startup_probe(a3_mega_ru
     assert sidecar["name"] == "tcpxo-daemon" and sidecar["restartPolicy"] == "Always"
     assert sidecar["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21"
     assert "/fts/entrypoint_rxdm_container.sh --num_hops=2" in sidecar["args"][0]
-    assert sorted(sidecar["securityContext"]["capabilities"]["add"]) == ["NET_ADMIN", "NET_BIND_SERVICE"]
+    from infra.gcp.interconnect import REFERENCE_DEFAULT_CAPABILITIES
+
+    # Google's (nccl-test-latest-autopilot.yaml): defaults + NET_ADMIN, NET_BIND_SERVICE; here
+    # the defaults less NET_RAW and MKNOD, and the node's lib64 alone, read-only.
+    rxdm_caps = sidecar["securityContext"]["capabilities"]
+    assert rxdm_caps["drop"] == ["ALL"] and {"NET_ADMIN", "NET_BIND_SERVICE"} <= set(rxdm_caps["add"])
+    assert set(rxdm_caps["add"]) == {*REFERENCE_DEFAULT_CAPABILITIES, "NET_ADMIN"}
+    assert {"name": "libraries", "mountPath": "/usr/local/nvidia/lib64", "readOnly": True} \
+        in sidecar["volumeMounts"]
+    host_paths = {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v}
+    assert host_paths == {"/home/kubernetes/bin/nvidia/lib64", "/sys", "/proc/sys",
+                          "/dev/aperture_devices"}
     assert sidecar["startupProbe"]["exec"]["command"] == [
         "/bin/sh", "-c", "cat /run/health-check && test -e /usr/local/nvidia/lib64/libnccl-net.so"]
     assert {"name": "HEALTH_CHECK_LOG_FILE", "value": "/run/health-check"} in sidecar["env"]
@@ -1161,8 +1193,6 @@ def test_a3_mega_pod_carries_the_tcpxo_sidecar_with_its_startup_probe(a3_mega_ru
     # Root as Google's TCPXO NCCL container, which keeps the runtime's default capabilities
     # (less NET_RAW and MKNOD here) and adds none; torch's NCCL 2.29.7, not the installer's
     # 2.28.7 (it lacks 8 symbols torch 2.13 links), checked by the gate.
-    from infra.gcp.interconnect import REFERENCE_DEFAULT_CAPABILITIES
-
     context = container["securityContext"]
     assert context["runAsUser"] == 0 and context["capabilities"] == {
         "drop": ["ALL"], "add": sorted(REFERENCE_DEFAULT_CAPABILITIES)}

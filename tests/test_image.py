@@ -150,7 +150,47 @@ def test_torch_fbgemm_torchrec_versions_are_unchanged() -> None:
     assert "--index-url https://download.pytorch.org/whl/cu128 fbgemm-gpu==1.8.0" in script
     assert "startswith('2.13.0')" in script
     torchrec = (ROOT / "trainer" / "requirements-torchrec.txt").read_text()
-    assert re.search(r"^torchrec==1\.8\.0$", torchrec, re.MULTILINE)
+    assert re.search(r"^torchrec==1\.8\.0 \\$", torchrec, re.MULTILINE)
+
+
+LOCK = ROOT / "trainer" / "requirements-image.lock"
+HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
+
+
+def locked(text: str) -> dict[str, tuple[str, list[str]]]:
+    """{name: (version, sha256 list)} of a hash-pinned requirements file."""
+    entries = re.split(r"\n(?=[A-Za-z0-9])", "\n".join(
+        line for line in text.splitlines() if not line.startswith("#")))
+    found = {}
+    for entry in filter(None, (e.strip() for e in entries)):
+        name, version = re.match(r"([A-Za-z0-9_.-]+)==(\S+)", entry).groups()
+        found[name.lower().replace("_", "-")] = (version, HASH.findall(entry))
+    return found
+
+
+def test_every_pypi_package_of_the_image_is_installed_by_hash() -> None:
+    """Supply chain (issue 33): pip installs the image's PyPI packages with --require-hashes
+    from a lock that resolves requirements-gpu.txt (each pin at its version), every entry with
+    the sha256 of its files: a compiled package one per Python the base image may carry. torch
+    is the base image's (never downloaded) and fbgemm-gpu comes from PyTorch's index, pinned by
+    version; torchrec is hashed too."""
+    script = " ".join(runs())
+    assert "pip install --require-hashes -r /tmp/req/requirements-image.lock" in script
+    assert "pip install --no-deps --require-hashes -r /tmp/req/requirements-torchrec.txt" in script
+    assert "requirements-gpu.txt" not in script  # the unhashed list is the lock's input only
+    lock = locked(LOCK.read_text())
+    wanted = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$",
+                             (ROOT / "trainer" / "requirements-gpu.txt").read_text(), re.MULTILINE))
+    for name, version in wanted.items():
+        if name == "torch":
+            assert "torch" not in lock  # the base image's: pip never downloads it
+            continue
+        assert lock[name.lower()][0] == version, name
+    assert all(hashes for _, hashes in lock.values()), [n for n, (_, h) in lock.items() if not h]
+    assert len(lock["numpy"][1]) >= 3  # cp311, cp312, cp313 wheels
+    assert {"botocore", "google-auth", "azure-identity", "portalocker"} <= set(lock)  # closure
+    torchrec = locked((ROOT / "trainer" / "requirements-torchrec.txt").read_text())
+    assert torchrec["torchrec"][0] == "1.8.0" and len(torchrec["torchrec"][1]) == 3
 
 
 def test_topology_files_are_vendored_with_their_source_and_copied_to_azures_paths() -> None:

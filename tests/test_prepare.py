@@ -277,11 +277,28 @@ def test_the_trainer_reads_the_prepared_folder_and_draws_multi_hot_only_on_the_f
     assert azure["multi_hot_distribution_type"] == "pareto"
 
 
-def test_the_job_reads_with_the_workload_identity_and_writes_the_shared_volume(runs):
+def test_the_job_reads_with_its_own_identity_not_the_trainer_s_and_writes_the_shared_volume(
+        runs):
+    """The preparation runs under `<job.serviceAccount>-prepare`, carrying the preparation's
+    own cloud identity (read the source), never the trainer's account (checkpoint write, node
+    patch): issue 33, least privilege."""
     for name, scenario in runs.items():
         pod = prepare_pod(scenario)
-        assert pod["serviceAccountName"] == scenario.pod_spec()["serviceAccountName"] == "trainer"
+        assert scenario.pod_spec()["serviceAccountName"] == "trainer"
+        assert pod["serviceAccountName"] == "trainer-prepare"
         assert pod["automountServiceAccountToken"] is False
+        accounts = {r.inputs["metadata"]["name"]: r.inputs["metadata"]
+                    for r in scenario.run.of_type("kubernetes:core/v1:ServiceAccount")}
+        assert accounts["trainer-prepare"]["annotations"] == FLAVOURS[name].prepare_annotations
+        assert accounts["trainer"]["annotations"] == FLAVOURS[name].annotations
+        # Nothing that lets it touch nodes is bound to it (the gate's binding names the trainer).
+        for kind in ("ClusterRoleBinding", "RoleBinding"):
+            for binding in scenario.run.of_type(f"kubernetes:rbac.authorization.k8s.io/v1:{kind}"):
+                subjects = {s["name"] for s in binding.inputs.get("subjects", [])}
+                assert "trainer-prepare" not in subjects
+        (own,) = [r for r in scenario.run.of_type("kubernetes:core/v1:ServiceAccount")
+                  if r.inputs["metadata"]["name"] == "trainer-prepare"]
+        assert scenario.run.waits_for(prepare_job(scenario), own)
         assert {"name": "shared-fs", "persistentVolumeClaim": {"claimName": "dlrm-shared-fs"}} \
             in pod["volumes"]
         assert {"name": "shared-fs", "mountPath": "/mnt/shared"} \

@@ -89,13 +89,54 @@ def _unknown_keys(path: Path, keys: list[str]) -> None:
                          "settings go under `config:`, as `pulumi config set` writes them)")
 
 
+# The most values a stack file may expand to once its aliases are followed. A stack file holds
+# a few hundred; a "billion laughs" file (each anchor a list of ten aliases of the one before)
+# composes in microseconds but expands to 10^9 values, which would take the memory of the
+# machine running `make check`. Composing keeps one node per anchor, so the expanded size is
+# counted on the node graph, without building it.
+MAX_EXPANDED_VALUES = 100_000
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """How many values `root` becomes once every alias is expanded, capped just past the bound
+    (memoised per node: an alias is the same node object as its anchor)."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node, depth: int) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if depth > 1000:  # a self-referencing anchor, or absurd nesting
+            return MAX_EXPANDED_VALUES + 1
+        sizes[id(node)] = MAX_EXPANDED_VALUES + 1  # until known: a cycle counts as too many
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = []
+        total = 1
+        for child in children:
+            total = min(total + size(child, depth + 1), MAX_EXPANDED_VALUES + 1)
+        sizes[id(node)] = total
+        return total
+
+    return size(root, 0)
+
+
 def _load(path: Path) -> yaml.Node | None:
     try:
-        return yaml.compose(path.read_text())
+        root = yaml.compose(path.read_text())
     except OSError as error:
         raise StackFileError(f"{path}: cannot be read ({error.strerror})") from None
     except yaml.YAMLError as error:
         raise StackFileError(f"{path}: not valid YAML: {error}") from None
+    if root is not None and _expanded_size(root) > MAX_EXPANDED_VALUES:
+        raise StackFileError(
+            f"{path}: its YAML aliases (*name) expand to more than {MAX_EXPANDED_VALUES:,} "
+            "values, far past any stack's settings (an alias bomb, or an alias of itself); "
+            "nothing was read: write the values out instead of repeating anchors "
+            "(`pulumi config set --path <setting> <value>` writes plain values)")
+    return root
 
 
 def _is_secret(value: Any) -> bool:

@@ -15,9 +15,8 @@ import pulumi
 from infra.contract import GpuCluster
 from infra.settings.model import Checkpoints, Dataset, Interconnect, Job, JobKind, NodePool
 from infra.preemption import SaveEstimate, stop_budget
-from workloads import (identity, jobset, kueue, network_policy, node_gate, prepare, pytorchjob,
-                       service,
-                       storage)
+from workloads import (identity, jobset, kueue, network_policy, node_gate, pod_security,
+                       prepare, pytorchjob, service, storage)
 from workloads.command import job_command, pytorchjob_command
 from workloads.flags import gate_leaves_out, trainer_flags
 from workloads.names import PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
@@ -72,7 +71,13 @@ class TrainingJob(pulumi.ComponentResource):
                                                 opts_for(ns, volume))
         headless = service.headless_service(f"{name}-rendezvous-service", names, opts_for(ns))
         policy = network_policy.same_job_only(f"{name}-network-policy", names, opts_for(ns))
-        before_job = [fs_ready, ns, account, volume, claim, headless, policy]
+        before_job = [fs_ready, ns, account, volume, claim, headless, policy,
+                      *pod_security.fabric_pod_security(f"{name}-fabric-pod-security", names,
+                                                        cluster, opts_for(ns))]
+        deny = network_policy.deny_egress(f"{name}-egress-deny", names,
+                                          cluster.pod_egress_denied, opts_for(ns))
+        if deny is not None:  # before any pod of the job, the preparation's included
+            before_job.append(deny)
         kube_api = gate_leaves_out(cluster, job, args.interconnect)  # it may leave a node out
         if kube_api:
             before_job += node_gate.node_gate_access(
@@ -85,9 +90,12 @@ class TrainingJob(pulumi.ComponentResource):
             # their main container (prepare.waiting_first).
             no_ingress = network_policy.prepare_no_ingress(f"{name}-prepare-network-policy",
                                                            names, opts_for(ns))
+            prepare_account = identity.prepare_service_account(
+                f"{name}-prepare-service-account", names, cluster, ns, opts_for(ns))
             preparation = prepare.prepare_job(
                 names, cluster, job, args.dataset, args.system_pool,
-                opts_for(fs_ready, ns, account, claim, no_ingress,
+                opts_for(fs_ready, ns, prepare_account, *cluster.preparation.ready, claim,
+                         no_ingress, *([deny] if deny is not None else []),
                          aliases=[pulumi.Alias(name=f"{name}-dataset-prepare")]))
             before_job.append(preparation)
             run_id = prepare.job_uid(preparation)

@@ -59,6 +59,15 @@ class JobNames:
         return f"{self.job}{PREPARE_JOB_SUFFIX}"
 
     @property
+    def prepare_service_account(self) -> str:
+        """The preparation's own service account (Job.prepare_service_account)."""
+        return f"{self.service_account}{PREPARE_JOB_SUFFIX}"
+
+    @property
+    def egress_deny_policy(self) -> str:
+        return f"{self.job}-egress-deny"
+
+    @property
     def prepare_network_policy(self) -> str:
         return f"{self.job}-prepare-no-ingress"
 

@@ -196,7 +196,7 @@ def _locked_down() -> core.SecurityContextArgs:
 
 
 def _environment(cluster: GpuCluster) -> list[core.EnvVarArgs]:
-    values = {**cluster.checkpoints.env, "HOME": "/tmp", "PYTHONUNBUFFERED": "1"}
+    values = {**cluster.preparation.env, "HOME": "/tmp", "PYTHONUNBUFFERED": "1"}
     run_id = core.EnvVarArgs(name=RUN_ID_ENV, value_from=core.EnvVarSourceArgs(
         field_ref=core.ObjectFieldSelectorArgs(
             field_path=f"metadata.labels['{CONTROLLER_UID_LABEL}']")))
@@ -235,11 +235,12 @@ def prepare_job(names: JobNames, cluster: GpuCluster, job: Job, dataset: Dataset
     )
     pod = core.PodTemplateSpecArgs(
         metadata=k8s.meta.v1.ObjectMetaArgs(
-            labels={**labels(names), **cluster.checkpoints.pod_labels}),
+            labels={**labels(names), **cluster.preparation.pod_labels}),
         spec=core.PodSpecArgs(
             init_containers=[folder_preparer(cluster, [output_dir(cluster, dataset)])],
             containers=[container],
-            service_account_name=names.service_account,  # the workload identity reads the bucket
+            # Its own account: reads the source bucket, if any; no checkpoint write, no nodes.
+            service_account_name=names.prepare_service_account,
             automount_service_account_token=False,
             enable_service_links=False,
             restart_policy="Never",  # required by podFailurePolicy

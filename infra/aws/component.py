@@ -280,6 +280,10 @@ class AwsGpuCluster(pulumi.ComponentResource):
                 lambda arn: identity.job_bucket_policy(arn, s.dataset.bucket_uris("s3"))),
             opts=pulumi.ResourceOptions.merge(aws_opts, pulumi.ResourceOptions(parent=job_role)))
 
+        preparation = identity.preparation_identity(
+            prefix, oidc_arn, oidc_issuer, s.job.namespace, s.job.prepare_service_account,
+            s.dataset.prepare_source_uris("s3"), s.region, aws_opts)
+
         image: pulumi.Input[str] = s.job.image or trainer_image(prefix, key.arn, self, aws_opts)
 
         job_machine = machine(Cloud.AWS, s.job_pool.machine_type)
@@ -314,6 +318,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
             pod_annotations={autoscaler.SAFE_TO_EVICT: "false"},
             kubernetes_version=args.release.version,
             exports={storage.ADOPTED_OUTPUT: bucket_plan.adopted},
+            preparation=preparation,
         )
         self.register_outputs({
             "clusterName": self.contract.name,

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_aws as aws
 
+from infra.contract import PreparationIdentity
 from infra.settings.model import uri_parts
 
 # AWS managed policies (arn:aws partition; GovCloud/China would need another partition).
@@ -78,8 +79,9 @@ def node_role(prefix: str, opts: pulumi.ResourceOptions) -> aws.iam.Role:
 
 
 def job_bucket_policy(bucket_arn: str, dataset_uris: Sequence[str]) -> str:
-    """Read/write the checkpoint bucket; read each dataset prefix (dataset.importUri, the
-    preparation's s3:// source: Dataset.bucket_uris)."""
+    """Read/write the checkpoint bucket; read each dataset prefix the trainer needs
+    (dataset.importUri: Dataset.bucket_uris). The preparation's source is not here: its own
+    role reads it (prepare_read_policy)."""
     statements: list[dict] = [
         {"Sid": "ListCheckpoints", "Effect": "Allow",
          "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
@@ -88,6 +90,20 @@ def job_bucket_policy(bucket_arn: str, dataset_uris: Sequence[str]) -> str:
                     "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
          "Resource": f"{bucket_arn}/*"},
     ]
+    return json.dumps({"Version": "2012-10-17",
+                       "Statement": statements + dataset_read_statements(dataset_uris)})
+
+
+def prepare_read_policy(source_uris: Sequence[str]) -> str:
+    """The dataset preparation's role: list and read its s3:// source prefix, nothing else (it
+    writes the shared file system, not a bucket)."""
+    return json.dumps({"Version": "2012-10-17",
+                       "Statement": dataset_read_statements(source_uris)})
+
+
+def dataset_read_statements(dataset_uris: Sequence[str]) -> list[dict]:
+    """List and read each `s3://bucket/prefix`, the listing narrowed to the prefix."""
+    statements: list[dict] = []
     for n, dataset_uri in enumerate(dataset_uris):
         bucket, key_prefix = uri_parts(dataset_uri)
         objects = f"arn:aws:s3:::{bucket}/{key_prefix}/*" if key_prefix else f"arn:aws:s3:::{bucket}/*"
@@ -98,4 +114,22 @@ def job_bucket_policy(bucket_arn: str, dataset_uris: Sequence[str]) -> str:
             listing["Condition"] = {"StringLike": {"s3:prefix": [f"{key_prefix}/*", key_prefix]}}
         statements += [listing, {"Sid": f"ReadDataset{suffix}", "Effect": "Allow",
                                  "Action": "s3:GetObject", "Resource": objects}]
-    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+    return statements
+
+
+def preparation_identity(prefix: str, oidc_provider_arn: pulumi.Input[str],
+                         oidc_issuer: pulumi.Input[str], namespace: str, service_account: str,
+                         source_uris: Sequence[str], region: str,
+                         opts: pulumi.ResourceOptions) -> PreparationIdentity:
+    """An IRSA role only the preparation's service account can assume, reading its s3://
+    source; none at all when the source is on the shared file system."""
+    if not source_uris:
+        return PreparationIdentity()
+    role = irsa_role(f"{prefix}-prepare", oidc_provider_arn, oidc_issuer, namespace,
+                     service_account, opts)
+    policy = aws.iam.RolePolicy(
+        f"{prefix}-prepare", role=role.name, policy=prepare_read_policy(source_uris),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=role)))
+    return PreparationIdentity(
+        service_account_annotations={"eks.amazonaws.com/role-arn": role.arn},
+        env={"AWS_REGION": region}, ready=[policy])

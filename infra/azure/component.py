@@ -45,6 +45,10 @@ from infra.settings.model import AzureNetAppFiles
 TYPE_TOKEN = "torchrec-cloud:azure:GpuCluster"
 # True when this stack's checkpoint store was found after a destroy and imported, not created.
 CHECKPOINT_ADOPTED_OUTPUT = "checkpoint_store_adopted"
+# The node's Instance Metadata Service: a pod that reaches it can ask for the kubelet
+# identity's tokens. Nothing in the job needs it (docs/azure.md "IMDS"): closed to the job's
+# pods by a Cilium deny rule (workloads/network_policy.py deny_egress).
+IMDS_CIDR = "169.254.169.254/32"
 
 
 def names_in(prefix: str, subscription: str) -> dict[str, str]:
@@ -197,7 +201,6 @@ class AzureGpuCluster(pulumi.ComponentResource):
         # a 403 there is a crash the JobSet counts.
         ready: list[pulumi.Resource] = [*pools.values(), *addons, *access, ckpt.credential,
                                         ckpt.role]
-        ready.extend(ckpt.dataset_reads)
         if s.job.image:
             trainer_image: pulumi.Input[str] = s.job.image
         else:
@@ -223,6 +226,8 @@ class AzureGpuCluster(pulumi.ComponentResource):
             gpu_pools=gpu_pools,
             shared_file_system=shared_file_system(anf, fs),
             checkpoints=checkpoint_store(ckpt, s),
+            preparation=ckpt.preparation,
+            pod_egress_denied=[IMDS_CIDR],  # docs/azure.md "IMDS"
             interconnect=interconnect_spec(s, job_machine),
             trainer_image=trainer_image,
             ready=ready,

@@ -45,7 +45,7 @@ import pulumi
 from pulumi_azure_native import authorization, managedidentity, resources, storage
 
 from infra.azure.identity import STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER, assign_role
-from infra.contract import CheckpointStore
+from infra.contract import CheckpointStore, PreparationIdentity
 from infra.settings.model import Settings
 from infra.settings.rules import AZURE_SOURCE_URI
 from infra.store_owner import OWNER_KEY, check_owner, owner_tags, owner_value
@@ -212,7 +212,9 @@ class Checkpoints:
     identity: managedidentity.UserAssignedIdentity
     credential: managedidentity.FederatedIdentityCredential
     role: authorization.RoleAssignment
-    dataset_reads: list[authorization.RoleAssignment]  # the preparation's az:// source
+    # The preparation's own identity, federation and read of its az:// source (none: the
+    # source is on the shared file system, and the preparation has no identity at all).
+    preparation: PreparationIdentity
     deployer_read: authorization.RoleAssignment  # the user's laptop reads the telemetry mirror
     recovery: storage.BlobServiceProperties  # versioning and soft delete (RECOVERY_DAYS)
     lifecycle: storage.ManagementPolicy  # previous versions expire after RECOVERY_DAYS
@@ -327,15 +329,8 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
         subscription_id=subscription_id,
         opts=opts,
     )
-    dataset_reads = [assign_role(
-        f"{prefix}-trainer-dataset-reader",
-        role=STORAGE_BLOB_DATA_READER,
-        principal_id=identity.principal_id,
-        principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
-        scope=scope,
-        subscription_id=subscription_id,
-        opts=opts,
-    ) for scope in dataset_read_scopes(settings, account.id, subscription_id)]
+    preparation = preparation_identity(prefix, settings, account, resource_group_name,
+                                       oidc_issuer_url, subscription_id, tags, opts)
     # Reader, not Contributor: the laptop only reads. The container, like the job's role. The
     # principal type as for the deployer's other grants (AKS admin, registry push): User or
     # ServicePrincipal, read off the deployer's token (deployer.deployer_principal_type).
@@ -350,7 +345,7 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
     )
     return Checkpoints(resource_group=group, account=account, container=container,
                        identity=identity, credential=credential, role=role,
-                       dataset_reads=dataset_reads, deployer_read=deployer_read,
+                       preparation=preparation, deployer_read=deployer_read,
                        recovery=recovery, lifecycle=lifecycle)
 
 
@@ -397,6 +392,48 @@ def protect_blobs(prefix: str, resource_group_name: pulumi.Input[str],
     return recovery, lifecycle
 
 
+def preparation_identity(prefix: str, settings: Settings, account: storage.StorageAccount,
+                         resource_group_name: pulumi.Input[str],
+                         oidc_issuer_url: pulumi.Input[str], subscription_id: pulumi.Input[str],
+                         tags: dict[str, str],
+                         opts: pulumi.ResourceOptions) -> PreparationIdentity:
+    """The preparation's own user-assigned identity, federated with its service account only
+    (Job.prepare_service_account), with Storage Blob Data Reader on its az:// source and no
+    role on the checkpoint container; nothing when the source is on the shared file system."""
+    scopes = dataset_read_scopes(settings, account.id, subscription_id)
+    if not scopes:
+        return PreparationIdentity()
+    identity = managedidentity.UserAssignedIdentity(
+        f"{prefix}-prepare-id", resource_group_name=resource_group_name,
+        resource_name_=f"{prefix}-prepare", tags=tags, opts=opts)
+    subject = (f"system:serviceaccount:{settings.job.namespace}:"
+               f"{settings.job.prepare_service_account}")
+    credential = managedidentity.FederatedIdentityCredential(
+        f"{prefix}-prepare-federation",
+        resource_group_name=resource_group_name,
+        resource_name_=identity.name,
+        federated_identity_credential_resource_name="prepare-service-account",
+        issuer=oidc_issuer_url,
+        subject=subject,
+        audiences=[TOKEN_EXCHANGE_AUDIENCE],
+        opts=opts,
+    )
+    reads = [assign_role(
+        f"{prefix}-prepare-dataset-reader",
+        role=STORAGE_BLOB_DATA_READER,
+        principal_id=identity.principal_id,
+        principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
+        scope=scope,
+        subscription_id=subscription_id,
+        opts=opts,
+    ) for scope in scopes]
+    return PreparationIdentity(
+        service_account_annotations={"azure.workload.identity/client-id": identity.client_id},
+        pod_labels={"azure.workload.identity/use": "true"},
+        env={"AZURE_STORAGE_ACCOUNT_NAME": account.name},
+        ready=[credential, *reads])
+
+
 def dataset_read_scopes(settings: Settings, stack_account_id: pulumi.Input[str],
                         subscription_id: pulumi.Input[str]) -> list[pulumi.Input[str]]:
     """Where the job's identity reads the preparation's az:// source (at most one scope).
@@ -409,7 +446,7 @@ def dataset_read_scopes(settings: Settings, stack_account_id: pulumi.Input[str],
     names and whose network rules admit the nodes. The account, not the container: the user
     creates that container after the account exists."""
     scopes: list[pulumi.Input[str]] = []
-    for uri in settings.dataset.bucket_uris("az"):
+    for uri in settings.dataset.prepare_source_uris("az"):
         match = AZURE_SOURCE_URI.match(uri)
         if match is None:  # the settings rules refuse it before any resource exists
             raise ValueError(f"dataset.prepare.source={uri!r} is no az:// source URI")

@@ -11,11 +11,11 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.catalog import Cloud, machine
-from infra.contract import CheckpointStore, GpuCluster, GpuClusterArgs
+from infra.contract import CheckpointStore, GpuCluster, GpuClusterArgs, PreparationIdentity
 from infra.gcp.cluster import create_cluster, gpu_zone
 from infra.gcp.filestore import create_filestore
 from infra.gcp.gpudirect import create_gpudirect_objects, gpu_nics_needed, gpudirect_in_use
-from infra.gcp.identity import (create_job_account, create_node_account,
+from infra.gcp.identity import (create_job_account, create_node_account, create_prepare_account,
                                 let_the_deployer_act_as)
 from infra.gcp.interconnect import GPU_VPC_MTU, interconnect_spec
 from infra.gcp.kubeconfig import cluster_kubeconfig, kubernetes_provider
@@ -96,9 +96,18 @@ class GcpGpuCluster(pulumi.ComponentResource):
             prefix, region, s.checkpoints, job_account, bucket_choice, s.job.name, child)
         # IAM the job needs before its first pod starts (IAM propagates in seconds to minutes;
         # a pod that starts first gets 403s and a restart it did not need).
-        grants: list[pulumi.Resource] = [
-            acts_as_job, writes_checkpoints,
-            *grant_dataset_reads(prefix, s.dataset.bucket_uris("gs"), job_account, child)]
+        grants: list[pulumi.Resource] = [acts_as_job, writes_checkpoints]
+        preparation = PreparationIdentity()  # a source on the shared file system: no identity
+        sources = s.dataset.prepare_source_uris("gs")
+        if sources:  # its own account, reading the source bucket only
+            prepare_account, acts_as_prepare = create_prepare_account(
+                prefix, project, s.job.namespace, s.job.prepare_service_account, [cluster],
+                child)
+            preparation = PreparationIdentity(
+                service_account_annotations={
+                    WORKLOAD_IDENTITY_ANNOTATION: prepare_account.email},
+                ready=[acts_as_prepare,
+                       *grant_dataset_reads(prefix, sources, prepare_account, child)])
         checkpoints = CheckpointStore(
             uri=pulumi.Output.concat("gs://", bucket.name, "/", s.job.name),
             bucket=bucket.name,
@@ -132,6 +141,7 @@ class GcpGpuCluster(pulumi.ComponentResource):
                 machine(Cloud.GCP, s.job_pool.machine_type), s.interconnect.fabric),
             trainer_image=image,
             ready=[*ready, *fabric_objects, *grants],
+            preparation=preparation,
             kubernetes_version=release.version,
             node_version=node_version,
             exports={"node_version": node_version,

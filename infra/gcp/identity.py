@@ -85,6 +85,28 @@ def create_job_account(prefix: str, project: str, namespace: str, service_accoun
     return account, binding
 
 
+def create_prepare_account(prefix: str, project: str, namespace: str, service_account: str,
+                           after: list[pulumi.Resource], opts: pulumi.ResourceOptions
+                           ) -> tuple[gcp.serviceaccount.Account, gcp.serviceaccount.IAMMember]:
+    """The dataset preparation's own identity, which only `<namespace>/<service_account>`
+    (Job.prepare_service_account) can act as: the caller grants it read on the source bucket
+    and nothing else, so the preparation cannot write checkpoints."""
+    account = gcp.serviceaccount.Account(
+        f"{prefix}-prepare",
+        account_id=account_id(prefix, "prep"),
+        display_name=f"{prefix} dataset preparation (workload identity)",
+        opts=opts,
+    )
+    binding = gcp.serviceaccount.IAMMember(
+        f"{prefix}-prepare-workload-identity",
+        service_account_id=account.name,
+        role="roles/iam.workloadIdentityUser",
+        member=kubernetes_member(project, namespace, service_account),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)),
+    )
+    return account, binding
+
+
 # The deployer acts as the node account only (iam.serviceAccounts.actAs, which creating a
 # cluster and node pools that run as it needs), not as every account of the project: a
 # project-wide Service Account User could act as the default compute account (Editor). The

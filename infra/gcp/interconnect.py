@@ -231,8 +231,11 @@ GPUDIRECT: dict[Interconnect, GpuDirect] = {
         # gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml: the NCCL container
         # keeps the defaults and adds nothing.
         trainer_capabilities=REFERENCE_DEFAULT_CAPABILITIES,
-        # enable-tcpxo-in-workload.py add_volumes.
-        host_volumes={"nvidia-install-dir-host": HOST_NVIDIA, "sys": "/sys",
+        # enable-tcpxo-in-workload.py add_volumes, but the node's NVIDIA lib64 alone, as
+        # Google's Autopilot reference mounts it into the rxdm (gpudirect-tcpxo/
+        # nccl-test-latest-autopilot.yaml: hostPath /home/kubernetes/bin/nvidia/lib64 at
+        # /usr/local/nvidia/lib64), not the whole install folder with its binaries.
+        host_volumes={"libraries": f"{HOST_NVIDIA}/lib64", "sys": "/sys",
                       "proc-sys": "/proc/sys", "aperture-devices": "/dev/aperture_devices"},
     ),
 }
@@ -289,11 +292,16 @@ def trainer_volume_mounts(direct: GpuDirect) -> list[core.VolumeMountArgs]:
 def _rxdm_security(capabilities: list[str]) -> core.SecurityContextArgs:
     """What the references give the rxdm (container-engine-accelerators
     gpudirect-tcpx/nccl-test-unprivileged-without-hostnetwork.yaml: NET_ADMIN;
-    gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml: NET_ADMIN and
-    NET_BIND_SERVICE): not privileged, root (it programs the NICs' flow steering through
-    /hostsysfs and /hostprocsysfs), a writable root file system (TCPXO's entrypoint chmods
-    itself and writes its health file under /run). The pod's RuntimeDefault seccomp profile
-    applies: GKE Autopilot, which imposes it, runs the same rxdm
+    gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml and
+    nccl-test-latest-autopilot.yaml: NET_ADMIN and NET_BIND_SERVICE, added to the runtime's
+    default set; no runAsUser, so the image's root), and nothing more: not privileged, root as
+    Google runs it (it programs the NICs' flow steering through /hostsysfs and
+    /hostprocsysfs), a writable root file system (TCPXO's entrypoint chmods itself and writes
+    its health file under /run). Of the runtime's defaults it keeps what the trainer keeps
+    (REFERENCE_DEFAULT_CAPABILITIES) and drops NET_RAW (raw sockets: packet spoofing on the
+    pod network; flow steering is ethtool/netlink under NET_ADMIN) and MKNOD (its GPU and
+    dma-buf devices come from the NRI injector's annotation, never a mknod). The pod's
+    RuntimeDefault seccomp profile applies: GKE Autopilot, which imposes it, runs the same rxdm
     (gpudirect-tcpxo/nccl-test-latest-autopilot.yaml)."""
     return core.SecurityContextArgs(
         privileged=False,
@@ -302,7 +310,8 @@ def _rxdm_security(capabilities: list[str]) -> core.SecurityContextArgs:
         run_as_group=0,
         run_as_non_root=False,
         read_only_root_filesystem=False,
-        capabilities=core.CapabilitiesArgs(add=capabilities),
+        capabilities=core.CapabilitiesArgs(
+            drop=["ALL"], add=sorted({*REFERENCE_DEFAULT_CAPABILITIES, *capabilities})),
     )
 
 
@@ -365,8 +374,10 @@ def rxdm_sidecar(direct: GpuDirect) -> core.ContainerArgs:
         args=["set -ex\nchmod 755 /fts/entrypoint_rxdm_container.sh\n"
               "/fts/entrypoint_rxdm_container.sh --num_hops=2\n"],
         security_context=_rxdm_security(["NET_ADMIN", "NET_BIND_SERVICE"]),
+        # The libraries only loaded (LD_LIBRARY_PATH), so read-only (the Autopilot reference's
+        # mount, above); /hostsysfs and /hostprocsysfs stay writable: it tunes the NICs there.
         volume_mounts=[
-            core.VolumeMountArgs(name="nvidia-install-dir-host", mount_path="/usr/local/nvidia"),
+            core.VolumeMountArgs(name="libraries", mount_path=NVIDIA_LIB64, read_only=True),
             core.VolumeMountArgs(name="sys", mount_path="/hostsysfs"),
             core.VolumeMountArgs(name="proc-sys", mount_path="/hostprocsysfs"),
         ],

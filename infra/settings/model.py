@@ -392,12 +392,13 @@ class DatasetPrepare(Section):
         "train.txt): s3://bucket/prefix (aws), gs://bucket/prefix (gcp), "
         "az://container@account.blob.core.windows.net/prefix (azure, an existing account; see "
         "sourceResourceGroup) or az://container/prefix (the stack's checkpoint account), read "
-        "with the job's workload identity; or a folder on the shared file system, relative to "
-        "its mount.")
+        "with the preparation's own workload identity (service account "
+        "<job.serviceAccount>-prepare, read-only on the source); or a folder on the shared file "
+        "system, relative to its mount (the preparation then has no cloud identity).")
     source_resource_group: str = Field(
         "", description="Azure, with an az://container@account... source: the account's resource "
-        "group in the stack's subscription; the stack grants the job's identity Storage Blob "
-        "Data Reader on that container.")
+        "group in the stack's subscription; the stack grants the preparation's identity Storage "
+        "Blob Data Reader on that container.")
     format: CriteoFormat = Field(
         CriteoFormat.CRITEO_1TB, description="criteo_1tb (24 day files) or criteo_kaggle "
         "(one train.txt).")
@@ -466,10 +467,17 @@ class Dataset(Section):
         return {"enabled": value} if isinstance(value, bool) else value
 
     def bucket_uris(self, scheme: str) -> list[str]:
-        """The `<scheme>://bucket/prefix` URIs the job's identity must read: AWS's importUri
-        and the preparation's source when it is in a bucket. Each cloud grants exactly these."""
-        uris = [self.import_uri, self.prepare.source if self.prepare.enabled else ""]
-        return list(dict.fromkeys(u for u in uris if u.startswith(f"{scheme}://")))
+        """The `<scheme>://bucket/prefix` URIs the trainer's identity must read: AWS's
+        importUri. The preparation's source is read by the preparation's own identity
+        (prepare_source_uris), never the trainer's."""
+        return [self.import_uri] if self.import_uri.startswith(f"{scheme}://") else []
+
+    def prepare_source_uris(self, scheme: str) -> list[str]:
+        """The preparation's source when it is in a `<scheme>://` bucket: all its own identity
+        reads. Empty for a folder on the shared file system: the preparation then has no cloud
+        identity at all."""
+        source = self.prepare.source if self.prepare.enabled else ""
+        return [source] if source.startswith(f"{scheme}://") else []
 
 
 def uri_parts(uri: str) -> tuple[str, str]:
@@ -565,6 +573,12 @@ class Job(Section):
         "scale to (each GPU pool the job can use and the system pool at its maxNodes, with the "
         "file system, network and control plane; infra/estimate.py) would cost more. Unset: no "
         "ceiling.")
+
+    @property
+    def prepare_service_account(self) -> str:
+        """The dataset preparation's own Kubernetes service account: its identity reads the
+        source and nothing else (no checkpoint write, no node rights)."""
+        return f"{self.service_account}{PREPARE_JOB_SUFFIX}"
 
 
 def _private_cidr(value: str) -> str:

@@ -44,6 +44,17 @@ KEEP_MAX = 1000  # newest checkpoints kept: more is a typo (1e12), each one cost
 # azure-resource-manager/management/tag-resources#limitations: name 1-512, value 0-256, no
 # < > % & \ ? / in names, `microsoft`, `azure`, `windows` prefixes reserved).
 AWS_TAG = re.compile(r"^[\w .:/=+\-@]*$", re.UNICODE)
+# At most 50 user tags per AWS resource; `aws:`-prefixed ones do not count
+# (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html, "Maximum tags per
+# resource"). The stack's tags go on every resource (the provider's default tags), beside the
+# most the program and EKS put on one resource themselves: a GPU instance carries the
+# interruption handler's tag (infra/aws/interruption.py managed_tag) and the five EKS puts on
+# a managed node group's instances (eks:cluster-name, eks:nodegroup-name,
+# kubernetes.io/cluster/<cluster>, k8s.io/cluster-autoscaler/enabled and
+# k8s.io/cluster-autoscaler/<cluster>; https://docs.aws.amazon.com/eks/latest/userguide/
+# managed-node-groups.html, "Managed node groups concepts").
+AWS_TAGS_PER_RESOURCE = 50
+AWS_OWN_TAGS = 1 + 5
 GCP_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 GCP_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 AZURE_TAG_NAME_FORBIDDEN = set('<>%&\\?/')
@@ -127,6 +138,71 @@ def tags_fit_the_cloud(s: Settings) -> Iterator[Problem]:
                           "set it again with a name and value the cloud takes")
 
 
+def aws_tags_fit_beside_the_stack_s_own(s: Settings) -> Iterator[Problem]:
+    room = AWS_TAGS_PER_RESOURCE - AWS_OWN_TAGS
+    if s.cloud == Cloud.AWS and len(s.tags) > room:
+        yield Problem("tags", f"{len(s.tags)} tags",
+                      f"at most {room}: AWS takes {AWS_TAGS_PER_RESOURCE} tags per resource and "
+                      f"the stack and EKS put up to {AWS_OWN_TAGS} of their own on a GPU "
+                      "instance; remove some with `pulumi config rm --path 'tags.<key>'`")
+
+
+def gcp_label(key: str) -> str:
+    """What a tag key becomes as a GCP label if it is mended: lower case, and every character
+    GCP refuses ('.', '/', ' ', ...) as '_'."""
+    return re.sub(r"[^a-z0-9_-]", "_", key.lower())
+
+
+def gcp_labels_do_not_collide(s: Settings) -> Iterator[Problem]:
+    """Two keys that read as one label once mended (team_a and team.a, Team and team): the
+    mended one would silently overwrite the other, so both are named."""
+    if s.cloud != Cloud.GCP:
+        return
+    by_label: dict[str, list[str]] = {}
+    for key in s.tags:
+        by_label.setdefault(gcp_label(key), []).append(key)
+    for label, keys in sorted(by_label.items()):
+        if len(keys) > 1:
+            named = " and ".join(f"tags.{k}" for k in sorted(keys))
+            yield Problem(f"tags.{sorted(keys)[-1]}", s.tags[sorted(keys)[-1]],
+                          f"{named} are one GCP label once made valid ({label!r}: labels take "
+                          "lowercase letters, digits, '_' and '-' only); keep one: "
+                          f"`pulumi config rm --path 'tags.{sorted(keys)[-1]}'`")
+
+
+# OCI image references as Docker and containerd parse them (distribution/reference
+# regexp.go, https://github.com/distribution/reference/blob/main/regexp.go):
+# [host[:port]/]path-component(/path-component)* [:tag] [@algorithm:hex].
+_ALNUM = r"[a-z0-9]+"
+_PATH_COMPONENT = rf"{_ALNUM}(?:(?:[._]|__|-+){_ALNUM})*"
+_HOST_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_HOST_COMPONENT}(?:\.{_HOST_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+IMAGE_REFERENCE = re.compile(
+    rf"^(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+IMAGE_NAME_MAX = 255  # the name part (before ':tag' and '@digest'), distribution/reference
+
+
+def job_image_is_an_image_reference(s: Settings) -> Iterator[Problem]:
+    image = s.job.image
+    if not image:
+        return
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[: len(name) - len(last) + last.index(":")]
+    if IMAGE_REFERENCE.match(image) and len(name) <= IMAGE_NAME_MAX:
+        if "@sha256:" not in image or re.search(r"@sha256:[0-9a-f]{64}$", image):
+            return
+    yield Problem("job.image", image,
+                  "an image reference as the registry takes it: [registry[:port]/]name[:tag]"
+                  "[@sha256:<64 hex>], the name in lowercase letters, digits and . _ - "
+                  "separators: `pulumi config set --path job.image "
+                  "ghcr.io/acme/trainer@sha256:<digest>` (`docker buildx imagetools inspect "
+                  "<image>` prints the digest), or leave it empty to build trainer/Dockerfile")
+
+
 def _tag_problem(cloud: Cloud, key: str, value: str) -> str:
     if cloud == Cloud.AWS:
         if not 1 <= len(key) <= 128 or len(value) > 256:
@@ -157,14 +233,15 @@ def unpinned_image_notice(s: Settings) -> str:
         return ""
     last = image.rsplit("/", 1)[-1]
     tag = last.split(":", 1)[1] if ":" in last else ""
-    if tag and tag != "latest":
-        return ""
-    return (f"job.image {image!r} is not pinned ({'`:latest`' if tag else 'no tag'}): each node "
-            "may pull a different image. Pin it by digest: `docker buildx imagetools inspect "
+    how = "`:latest`" if tag == "latest" else f"tag `:{tag}` only" if tag else "no tag"
+    return (f"job.image {image!r} is not pinned ({how}): a tag can be moved to another image, "
+            "so each node may pull different code. Pin it by digest: `docker buildx imagetools inspect "
             f"{image}` prints it; then `pulumi config set --path job.image "
             f"{image.split('@')[0]}@sha256:<digest>`")
 
 
 SECURITY_RULES = (api_access_is_not_most_of_the_internet, job_namespace_is_its_own,
                   job_service_account_is_its_own, mount_path_is_not_the_runtime_s,
-                  checkpoints_keep_is_bounded, dataset_path_is_a_folder, tags_fit_the_cloud)
+                  checkpoints_keep_is_bounded, dataset_path_is_a_folder, tags_fit_the_cloud,
+                  aws_tags_fit_beside_the_stack_s_own, gcp_labels_do_not_collide,
+                  job_image_is_an_image_reference)

@@ -17,6 +17,7 @@ DEPLOYER_OBJECT_ID = "22222222-2222-2222-2222-222222222222"
 KUBELET_OBJECT_ID = "33333333-3333-3333-3333-333333333333"
 TRAINER_CLIENT_ID = "44444444-4444-4444-4444-444444444444"
 TRAINER_PRINCIPAL_ID = "55555555-5555-5555-5555-555555555555"
+PREPARE_PRINCIPAL_ID = "56565656-5656-5656-5656-565656565656"  # the preparation's own identity
 OIDC_ISSUER = f"https://eastus.oic.prod-aks.azure.com/{TENANT}/abcdef/"
 ANF_MOUNT_IP = "10.1.128.4"
 CLUSTER_PRINCIPAL_ID = "88888888-8888-8888-8888-888888888888"
@@ -137,7 +138,8 @@ def _container(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
 def _identity(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     name = args.inputs.get("resourceName") or args.name
     return {"id": _arm_id(args, f"Microsoft.ManagedIdentity/userAssignedIdentities/{name}"),
-            "name": name, "clientId": TRAINER_CLIENT_ID, "principalId": TRAINER_PRINCIPAL_ID,
+            "name": name, "clientId": TRAINER_CLIENT_ID,
+            "principalId": PREPARE_PRINCIPAL_ID if name.endswith("-prepare") else TRAINER_PRINCIPAL_ID,
             "tenantId": TENANT}
 
 
