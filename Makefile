@@ -113,4 +113,4 @@ settings-docs: $(VENV)/.infra-installed
 	$(BIN)/python -m infra.settings.docs --write docs
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .pytest_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) .venv-pulumi .pytest_cache

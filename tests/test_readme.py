@@ -167,3 +167,17 @@ def test_the_readme_cost_table_is_what_the_estimate_says_for_the_shipped_stacks(
     assert cells[2] == f"USD {now.total():.2f}"
     assert cells[3] == f"about USD {now.total(spot=True):.2f}"
     assert cells[4] == f"about {run.hours:.2f} h, USD {run.usd:.0f}"
+
+
+def test_pulumi_gets_a_virtualenv_of_its_own_that_no_make_target_half_fills() -> None:
+    """New-user review A1: `make check` made .venv with the checking set only, Pulumi reused it
+    (it installs requirements.txt only into a virtualenv it creates), and `pulumi up` died on
+    `import pulumi`. Pulumi's folder is one no make target installs into."""
+    import yaml
+
+    options = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["runtime"]["options"]
+    makefile = (ROOT / "Makefile").read_text()
+    made = set(re.findall(r"^(?:VENV|CHECKOV_VENV) := (\S+)$", makefile, re.M))
+    assert made == {".venv", ".venv-checkov"}
+    assert options["toolchain"] == "pip" and options["virtualenv"] not in made
+    assert f"{options['virtualenv']}/" in (ROOT / ".gitignore").read_text().splitlines()
