@@ -161,7 +161,7 @@ MISTAKES = [
      {"job": {"nodes": 500, "maxHourlyUsd": 100}, "gpuPools": {"onDemand": {"maxNodes": 500}}},
      # the spot pool, which this on-demand job never uses, is not counted (job_most_hourly)
      "job.maxHourlyUsd", "100.0", ["the stack may cost up to USD 10,", "an hour with every pool at its maxNodes",
-                                   "500 x p4d.24xlarge on-demand", "raise job.maxHourlyUsd"]),
+                                   "500 x p4d.24xlarge on-demand", "pulumi config set --stack aws --path job.maxHourlyUsd"]),
     # The trainerArgs every stack file shipped before this check: each pod exited at once.
     ("trainer-combination", "azure",
      {"job": {"trainerArgs": {"batch_size": 2048, "embedding_dim": 128}}},

@@ -6,6 +6,8 @@ assert how the estimate is composed, so a price update changes no test."""
 
 from __future__ import annotations
 
+import math
+
 import json
 from typing import Any
 
@@ -154,7 +156,11 @@ def test_the_issue_s_500_node_stack_is_refused_above_its_ceiling() -> None:
     # Both figures, the pools behind the first, and the fix.
     assert f"{most:,.2f}" in problem.allowed and f"{job:,.2f}" in problem.allowed
     assert "500 x p4d.24xlarge" in problem.allowed
-    assert "maxNodes" in problem.allowed and "raise job.maxHourlyUsd" in problem.allowed
+    # Two commands that work as printed (new-user review B3: no value, no command, and a pool
+    # the job does not use was named): the ceiling rounded up, or the job's own pool's bound.
+    assert f"pulumi config set --path job.maxHourlyUsd {math.ceil(most)}" in problem.allowed
+    assert "pulumi config set --path gpuPools.onDemand.maxNodes 500" in problem.allowed
+    assert "gpuPools.spot" not in problem.allowed
     assert "job.maxHourlyUsd = 1000" in str(caught.value)
 
 

@@ -228,9 +228,12 @@ def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
         f"the stack may cost up to USD {total:,.2f} an hour with every pool at its maxNodes "
         f"that the job can use ({pools}; with the file system, network and control plane), "
         "above this ceiling; the "
-        f"job itself on {s.job.nodes} {s.job.pool.value} node(s) costs USD {job:,.2f} an hour. "
-        "Lower gpuPools.onDemand.maxNodes / gpuPools.spot.maxNodes (or gpuPools.spot.enabled: "
-        "false), job.nodes or the machine type, or raise job.maxHourlyUsd")
+        f"job itself on {s.job.nodes} {s.job.pool.value} node(s) costs USD {job:,.2f} an hour"
+        + (" (spot nodes are counted at the most a spot price may reach, the on-demand price, "
+           "or Azure's maxPrice)" if s.job.pool == PoolChoice.SPOT else "")
+        + f". Raise the ceiling: `{set_command('job.maxHourlyUsd', math.ceil(total))}`; or let "
+        f"the job's pool grow less: `{set_command(f'gpuPools.{s.job.pool.value}.maxNodes', s.job.nodes)}`"
+        " (the gang's own size)")
 
 
 
