@@ -740,3 +740,27 @@ def test_gke_pools_are_matched_to_the_autoscalers_groups_and_spot_is_read_from_g
     assert s.usd == pytest.approx(2 * (a2.spot_usd_per_hour + a2.on_demand_usd_per_hour
                                        + e2.on_demand_usd_per_hour))
     assert a2.spot_usd_per_hour < a2.on_demand_usd_per_hour and s.unpriced == []
+
+
+def test_tensorboard_without_tensorboard_installed_keeps_the_copy_and_says_how_to_add_it(
+        tmp_path, monkeypatch, capsys):
+    """New-user review B1: in the venv `make status` builds (requirements-cli.txt) the verb
+    copied the files, then died on `No module named 'tensorboard'`."""
+    import argparse
+    import importlib.util
+
+    from torchrec_cloud import tensorboard as tb
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tensorboard" else real(name, *a))
+    monkeypatch.setattr(tb, "read_outputs", lambda stack, path: object())
+    monkeypatch.setattr(tb, "sync_stack", lambda outputs, out: (tmp_path / "tb" / "aws", ["x"]))
+    monkeypatch.setattr(tb, "serve", lambda *a: pytest.fail("no TensorBoard to start"))
+    args = argparse.Namespace(stack="aws", outputs=None, out=str(tmp_path / "tb"),
+                              sync_only=False, port=0, sync_every=60)
+    assert tb.run(args) == 2
+    said = capsys.readouterr().err
+    assert "pip install tensorboard==2.21.0" in said and str(tmp_path / "tb" / "aws") in said
+    pins = (ROOT / "requirements-dev.txt").read_text().splitlines()
+    assert tb.TENSORBOARD_PIN in pins  # one viewer version

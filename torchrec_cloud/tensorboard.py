@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import os
 import signal
 import subprocess
@@ -146,6 +147,10 @@ def serve(command: list[str], resync: Callable[[], list[str]], every: float) -> 
                   file=sys.stderr)
 
 
+# The trainer's pin (trainer/requirements-cpu.txt, requirements-dev.txt): one viewer version.
+TENSORBOARD_PIN = "tensorboard==2.21.0"
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         outputs = read_outputs(args.stack, args.outputs)
@@ -159,6 +164,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(copied)} files copied to {target}")
     if args.sync_only:
         return 0
+    if importlib.util.find_spec("tensorboard") is None:
+        # `make status` / `make doctor` install requirements-cli.txt, which leaves TensorBoard
+        # out (its server and gRPC are most of a viewer's weight); the copy above is done.
+        print(f"tensorboard: TensorBoard is not installed here; the event files are in {target}. "
+              f"`{sys.executable} -m pip install {TENSORBOARD_PIN}` adds it (or view them with "
+              "any TensorBoard: `tensorboard --logdir " + str(target) + "`)", file=sys.stderr)
+        return 2
     command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(target),
                "--port", str(args.port)]
     print(" ".join(command))
