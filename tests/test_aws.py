@@ -906,6 +906,12 @@ def test_every_destroy_up_cycle_restores_the_newest_final_backup_and_never_anoth
     assert second.inputs["backupId"] == "backup-0aaaaaaaaaaaaaaa1"
     assert second.inputs["finalBackupTags"]["torchrec-cloud/restored-from"] == \
         "backup-0aaaaaaaaaaaaaaa1"
+    # Any later `up` of that live stack (a suspend, an upgrade) keeps the tag (AWS re-review N1:
+    # it was dropped, so the next destroy's backup looked unrelated and the third up refused).
+    second_run = run_stack("aws", overrides=on_fsx)
+    live = run_stack("aws", overrides=on_fsx, previous_outputs=second_run.outputs).one(FSX)
+    assert live.inputs["finalBackupTags"]["torchrec-cloud/restored-from"] == \
+        "backup-0aaaaaaaaaaaaaaa1"
     # Second destroy: backup B made from A; A is still there. The third up restores B, not A,
     # and not a backup of another stack tagged with the same prefix.
     monkeypatch.setattr(aws_fake, "FINAL_BACKUPS", {

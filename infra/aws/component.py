@@ -87,6 +87,11 @@ class AwsGpuCluster(pulumi.ComponentResource):
         restore_from = storage.backup_to_restore(
             s.shared_file_system, args.previous.live, keep_final_backup, prefix,
             lambda: storage.final_backups([prefix, name_prefix()], lookup))
+        if args.previous.live:
+            # The backup the live file system was made from, kept in its final backup's tags
+            # on every later run (a live run restores nothing, and an `up` without it would
+            # drop the restored-from tag: the next destroy's backup would look unrelated).
+            restore_from = args.previous.text(storage.RESTORED_FROM_OUTPUT) or restore_from
         logs_exist = eks_cluster.log_group_exists(
             eks_cluster.control_plane_log_group_name(cluster_name), lookup)
 
@@ -317,7 +322,9 @@ class AwsGpuCluster(pulumi.ComponentResource):
             ready=[*all_groups, *early_addons, *late_addons, *charts, job_policy],
             pod_annotations={autoscaler.SAFE_TO_EVICT: "false"},
             kubernetes_version=args.release.version,
-            exports={storage.ADOPTED_OUTPUT: bucket_plan.adopted},
+            exports={storage.ADOPTED_OUTPUT: bucket_plan.adopted,
+                     **({storage.RESTORED_FROM_OUTPUT: restore_from or fs_settings.backup_id}
+                        if keep_final_backup and (restore_from or fs_settings.backup_id) else {})},
             preparation=preparation,
         )
         self.register_outputs({

@@ -105,6 +105,8 @@ def create_security_groups(prefix: str, vpc_id: pulumi.Input[str],
 # the one no other backup was made from.
 FINAL_BACKUP_TAG = "torchrec-cloud/final-backup-of"
 RESTORED_FROM_TAG = "torchrec-cloud/restored-from"
+# The stack output that carries it from run to run of a live stack.
+RESTORED_FROM_OUTPUT = "file_system_restored_from"
 
 
 def final_backup_tags(prefix: str, restored_from: str | None = None) -> dict[str, str]:
