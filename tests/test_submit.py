@@ -348,3 +348,35 @@ def test_submitted_service_and_policy_are_the_stacks_own_rendering_in_the_base_j
 
     assert submitted_service["spec"] == renamed(service)
     assert submitted_policy["spec"] == renamed(policy)
+
+
+def spot_stack_file(tmp_path: Path) -> Path:
+    """The shipped AWS stack with its job on the spot pool, checkpoints.everySeconds unset."""
+    path = stack_file(tmp_path)
+    text = path.read_text()
+    assert "everySeconds" not in text
+    path.write_text(text.replace("    nodes: 2\n", "    nodes: 2\n    pool: spot\n"))
+    return path
+
+
+def test_a_job_submitted_to_a_spot_stack_without_every_seconds_gets_flags_the_trainer_accepts(
+        tmp_path, base_jobset):
+    """checkpoints.everySeconds unset (the default) on a spot stack: the submitted job saves by
+    time at the cadence the stack derives, and the trainer parses its command line."""
+    from infra.cadence import checkpoints_in_effect
+    from torchrec_cloud.submit import submission_settings
+    from trainer.config import config_from_flags
+
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(base_jobset))
+    path = spot_stack_file(tmp_path)
+    code, out, err = cli("submit", "--stack", "aws", "--stack-file", str(path), "--outputs",
+                         str(outputs_file(tmp_path)), "--base", str(base), "--name", "spot-1",
+                         "--dry-run")
+    assert code == 0, err
+    args = container(list(yaml.safe_load_all(out))[-1])["args"]
+    settings = submission_settings(path, "aws", "spot-1", None, None, {})
+    seconds = checkpoints_in_effect(settings).every_seconds
+    assert seconds and f"--checkpoint_every_seconds={seconds}" in args
+    config = config_from_flags(args, world_size=16)
+    assert config.checkpoint_every_seconds == seconds

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import yaml
 
+from infra.cadence import checkpoints_in_effect
 from infra.catalog import find_machine
 from infra.preemption import stop_budget
 from infra.settings import Settings, SettingsError
@@ -140,7 +141,7 @@ def render(settings: Settings, outputs: Outputs, base: dict[str, Any],
         checkpoints_on_shared_file_system=settings.checkpoints.location
         == CheckpointLocation.SHARED_FILE_SYSTEM,
         mount=settings.shared_file_system.mount_path,
-        checkpoint_every_seconds=settings.checkpoints.every_seconds)
+        checkpoint_every_seconds=checkpoints_in_effect(settings).every_seconds)
     return submitted.objects(base, s)
 
 
