@@ -380,3 +380,65 @@ def test_a_job_submitted_to_a_spot_stack_without_every_seconds_gets_flags_the_tr
     assert seconds and f"--checkpoint_every_seconds={seconds}" in args
     config = config_from_flags(args, world_size=16)
     assert config.checkpoint_every_seconds == seconds
+
+
+@pytest.fixture(scope="module")
+def spot_stacks() -> dict[int, Any]:
+    """The shipped AWS stack on the spot pool under `pulumi up` (the whole program under
+    mocks), as it renders with 2 nodes and with 1."""
+    from tests.harness import run_stack
+
+    return {nodes: run_stack("aws", overrides={"job": {"pool": "spot", "nodes": nodes}})
+            for nodes in (2, 1)}
+
+
+def _stack_jobset(run: Any) -> dict[str, Any]:
+    from tests.harness import JOBSET
+
+    (captured,) = run.of_type(JOBSET)
+    return manifest_of(captured)
+
+
+def _submitted_args(tmp_path: Path, run: Any, name: str, nodes: int | None) -> list[str]:
+    """What `submit --name NAME [--nodes K]` renders against the stack `run` made."""
+    from torchrec_cloud.stack import Outputs
+    from torchrec_cloud.submit import render, submission_settings
+
+    outputs = Outputs.of("aws", run.outputs)
+    settings = submission_settings(spot_stack_file(tmp_path), "aws", name, nodes, None, {})
+    objects = render(settings, outputs, _stack_jobset(run), None, outputs.kubernetes_version)
+    return container(objects[-1])["args"]
+
+
+def test_a_job_submitted_with_the_stacks_own_name_nodes_and_pool_gets_exactly_its_flags(
+        tmp_path, spot_stacks):
+    """One path: `submit` renders a job's stack flags with the function `pulumi up` renders the
+    stack's own job's with, so the same name, nodes and pool give the same command line."""
+    stack = spot_stacks[2]
+    own = container(_stack_jobset(stack))["args"]
+    assert _submitted_args(tmp_path, stack, stack.outputs["job_name"], None) == own
+
+
+def test_a_job_submitted_with_other_nodes_gets_the_write_share_and_cadence_for_its_nodes(
+        tmp_path, spot_stacks):
+    """One node submitted beside the 2-node stack: its flags are those `pulumi up` gives a
+    1-node job (its ranks' share of the store's throughput, the cadence derived for its
+    throughput and save, no fabric floor), not the 2-node job's copied."""
+    from infra.preemption import estimated_save
+    from torchrec_cloud.submit import submission_settings
+    from workloads.flags import write_mb_per_sec_per_rank
+
+    two, one = spot_stacks[2], spot_stacks[1]
+    submitted = _submitted_args(tmp_path, two, two.outputs["job_name"], 1)
+    assert submitted == container(_stack_jobset(one))["args"]
+
+    def value(args: list[str], flag: str) -> str:
+        (found,) = [a.split("=", 1)[1] for a in args if a.startswith(f"--{flag}=")]
+        return found
+
+    settings = submission_settings(spot_stack_file(tmp_path), "aws", "dlrm", 1, None, {})
+    share = write_mb_per_sec_per_rank("aws", settings.job, estimated_save(settings))
+    assert value(submitted, "checkpoint_write_mb_per_sec") == f"{share:g}"
+    stack_args = container(_stack_jobset(two))["args"]
+    assert value(submitted, "checkpoint_every") != value(stack_args, "checkpoint_every")
+    assert not any(a.startswith("--fabric_floor_gbps=") for a in submitted)  # one node: none
