@@ -167,3 +167,14 @@ def test_the_readme_cost_table_is_what_the_estimate_says_for_the_shipped_stacks(
     assert cells[2] == f"USD {now.total():.2f}"
     assert cells[3] == f"about USD {now.total(spot=True):.2f}"
     assert cells[4] == f"about {run.hours:.2f} h, USD {run.usd:.0f}"
+
+
+def test_the_readme_lists_exactly_the_verbs_of_the_command_line() -> None:
+    """The README's list of `torchrec-cloud`'s commands is COMMANDS in torchrec_cloud/__main__.py:
+    a verb added or removed there shows here."""
+    from torchrec_cloud.__main__ import COMMANDS
+
+    found = re.search(r"is your command line, `torchrec-cloud` \(([^)]*)\)", README)
+    assert found, "the README lost its list of torchrec-cloud's commands"
+    listed = re.findall(r"`([a-z]+)`", found.group(1))
+    assert sorted(listed) == sorted(COMMANDS), (sorted(listed), sorted(COMMANDS))

@@ -442,3 +442,19 @@ def test_a_job_submitted_with_other_nodes_gets_the_write_share_and_cadence_for_i
     stack_args = container(_stack_jobset(two))["args"]
     assert value(submitted, "checkpoint_every") != value(stack_args, "checkpoint_every")
     assert not any(a.startswith("--fabric_floor_gbps=") for a in submitted)  # one node: none
+
+
+def test_every_flag_stack_flags_passes_is_one_a_submitted_job_gets_for_itself():
+    """PER_JOB_FLAGS names every flag stack_flags may pass (checkpoints on, a dataset, spot), so
+    none of them is copied from the stack's JobSet into a job of another name or size."""
+    from infra.preemption import stop_budget
+    from infra.settings.model import Checkpoints, Dataset
+    from workloads.flags import PER_JOB_FLAGS, STACK_OWNED, stack_flags
+
+    job = Job(name="exp", nodes=1, pool=PoolChoice.SPOT)
+    flags = stack_flags(job, "s3://bucket/exp", "/mnt/shared", "aws", Checkpoints(),
+                        Dataset(path="criteo/prepared"), stop_budget("aws", True, 30), None)
+    names = {str(f)[2:].split("=", 1)[0] for f in flags}
+    assert names == set(PER_JOB_FLAGS) and names <= STACK_OWNED
+    assert "--checkpoint_dir=s3://bucket/exp" in flags
+    assert "--telemetry_dir=s3://bucket/exp/telemetry" in flags

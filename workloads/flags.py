@@ -2,7 +2,8 @@
 
 The stack owns where checkpoints, data and metrics live, because only it knows the bucket URI
 and the shared file system's mount path, and the figures the catalog knows of the machine; a
-user value for one of those flags is refused by the settings (infra/settings/rules.py).
+user value for one of those flags is refused by the settings, which keep the list
+(infra/settings/stack_flags.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from infra.catalog import (Cloud, Interconnect as FabricKind, Machine, gpu_hbm_g
 from infra.cadence import DEFAULT_EVERY_SECONDS, DEFAULT_EVERY_STEPS
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
-from infra.settings.rules import WORKLOAD_OWNED_FLAGS, gate_left_out_bound
+from infra.settings.rules import gate_left_out_bound
+from infra.settings.stack_flags import WORKLOAD_OWNED_FLAGS
 from infra.settings.trainer_flags import format_value  # one rendering, judged by the settings
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
                                   PoolChoice, TrainerArgValue)
@@ -25,7 +27,7 @@ from workloads.pod import job_pool
 from workloads.prepare import trainer_data_flags
 
 # Every flag stack_flags, planner_flags and fabric_gate_flags pass; the settings own the list
-# (infra/settings/rules.py), so a trainerArgs key the stack would drop is refused there first.
+# (infra/settings/stack_flags.py), so a trainerArgs key the stack would drop is refused there first.
 STACK_OWNED: frozenset[str] = frozenset(WORKLOAD_OWNED_FLAGS)
 # The gate's message sizes below its judged plateau size: latency-bound and mid sizes, reported.
 GATE_SMALLER_SIZES = (1 << 20, 128 << 20)
