@@ -7,6 +7,7 @@ infra/azure/quotas.py, infra/gcp/quotas.py). No cloud SDK here: the answers the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -14,13 +15,38 @@ from infra.catalog import Machine, find_machine
 from infra.settings.errors import set_command
 from infra.settings.model import PoolChoice, Settings
 
-# EC2 vCPU quotas (Service Quotas, service code ec2) by instance family: (on-demand, spot).
-# AWS "Amazon EC2 service quotas" (On-Demand Instance quotas, Spot Instance quotas): one quota
-# per family group, counted in vCPUs.
-EC2_QUOTAS = {
-    "p": ("L-417A185B", "L-7212CCBC"),  # Running On-Demand P instances / All P Spot Instance Requests
-    "g": ("L-DB2E81BA", "L-3819A6DF"),  # G and VT instances
-    "standard": ("L-1216C47A", "L-34B43A08"),  # A, C, D, H, I, M, R, T, Z instances
+
+@dataclass(frozen=True)
+class Ec2Quota:
+    """One EC2 vCPU quota of Service Quotas (service code ec2)."""
+
+    code: str
+    name: str  # as Service Quotas names it (what the console and a quota request show)
+    label: str  # the families it covers, in messages: "P", "P5"
+
+
+# EC2 vCPU quotas by instance family: (on-demand, spot), counted in vCPUs. The one table for
+# `doctor`, `pulumi up`'s check (infra/aws/quotas.py) and `why` (workloads/waiting/cloud_steps.py).
+# Spot: AWS EC2 User Guide, "Spot Instance quotas" (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+# using-spot-limits.html) lists "All P4, P3 and P2 Spot Instance Requests" and, apart from it,
+# "All P5 Spot Instance Requests" (P5, P5e, P5en). On-demand: its "On-Demand Instance quotas"
+# keep one "Running On-Demand P instances" quota for every P generation, P5 included (no P5
+# on-demand quota of its own exists in the Service Quotas catalogue). The guide gives names, not
+# codes: the codes are the catalogue's (`aws service-quotas list-service-quotas --service-code
+# ec2`); L-C4BD4855 for the P5 Spot quota is as public listings of that catalogue give it.
+_P_ON_DEMAND = Ec2Quota("L-417A185B", "Running On-Demand P instances", "P")
+_P4_P3_P2_SPOT = Ec2Quota("L-7212CCBC", "All P4, P3 and P2 Spot Instance Requests", "P4, P3 and P2")
+EC2_QUOTAS: dict[str, tuple[Ec2Quota, Ec2Quota]] = {
+    "p5": (_P_ON_DEMAND, Ec2Quota("L-C4BD4855", "All P5 Spot Instance Requests", "P5")),
+    "p4": (_P_ON_DEMAND, _P4_P3_P2_SPOT),
+    "p3": (_P_ON_DEMAND, _P4_P3_P2_SPOT),
+    "p2": (_P_ON_DEMAND, _P4_P3_P2_SPOT),
+    "g": (Ec2Quota("L-DB2E81BA", "Running On-Demand G and VT instances", "G and VT"),
+          Ec2Quota("L-3819A6DF", "All G and VT Spot Instance Requests", "G and VT")),
+    "standard": (Ec2Quota("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) "
+                          "instances", "Standard"),
+                 Ec2Quota("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance "
+                          "Requests", "Standard")),
 }
 # Azure: a dedicated VM counts against its size's family quota (Resource SKUs' `family`) and the
 # region's total ("cores"); a Spot VM against the regional low-priority quota only
@@ -102,13 +128,23 @@ class Reading:
 
 
 # --- AWS ------------------------------------------------------------------------------------
-def ec2_family(machine: Machine) -> str:
-    letter = machine.name[0].lower()
-    return letter if letter in EC2_QUOTAS else "standard"
+def ec2_family(machine: Machine | str) -> str:
+    """The key of EC2_QUOTAS a machine (or an instance type's name) counts under: its P
+    generation ("p4" for p4d, "p5" for p5en), "g" for G and VT, else "standard"."""
+    name = machine if isinstance(machine, str) else machine.name
+    prefix = name.split(".")[0].lower()
+    generation = re.match(r"p\d+", prefix)
+    if generation and generation.group(0) in EC2_QUOTAS:
+        return generation.group(0)
+    return "g" if prefix.startswith(("g", "vt")) else "standard"
 
 
-def ec2_quota_code(machine: Machine, spot: bool) -> str:
+def ec2_quota(machine: Machine | str, spot: bool) -> Ec2Quota:
     return EC2_QUOTAS[ec2_family(machine)][1 if spot else 0]
+
+
+def ec2_quota_code(machine: Machine | str, spot: bool) -> str:
+    return ec2_quota(machine, spot).code
 
 
 def ec2_request_command(code: str, vcpus: int, region: str) -> str:

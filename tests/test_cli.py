@@ -10,6 +10,9 @@ import sys
 import tomllib
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from torchrec_cloud.__main__ import main
 
@@ -158,6 +161,33 @@ def test_a_missing_module_is_named_with_the_install_that_brings_it():
     assert "make train" in missing_module_hint("torchrec")
     assert "make train" in missing_module_hint("torch.distributed")
     assert "requirements-dev.txt" in missing_module_hint("pulumi_kubernetes")
+
+
+@pytest.mark.parametrize("verb, module, install", [
+    ("status", "s3fs", "requirements-cli.txt"), ("doctor", "boto3", "requirements-cli.txt"),
+    ("check", "pydantic", "requirements-check.txt"), ("submit", "pulumi", "requirements-dev.txt")])
+def test_a_module_missing_for_a_verb_names_the_install_of_that_verb(monkeypatch, capsys, verb,
+                                                                    module, install):
+    """`make status` and `make doctor` install requirements-cli.txt, `make check`
+    requirements-check.txt: a module missing there is named with that set and its make target,
+    not the 1.8 GB dev set that `make status` never installs."""
+    import importlib
+
+    from torchrec_cloud import __main__ as cli
+
+    def missing(name: str) -> Any:
+        raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    assert cli.guarded([verb, "--stack", "aws"]) == 2
+    err = capsys.readouterr().err
+    assert f"pip install -r {install}" in err
+    others = {"requirements-check.txt", "requirements-cli.txt", "requirements-dev.txt"} - {install}
+    assert not any(other in err for other in others), err
+    if verb in ("status", "doctor", "check"):
+        assert f"make {verb} STACK=<stack>" in err
+    else:
+        assert "make status" not in err
 
 
 def test_every_verb_that_takes_a_stack_gives_the_one_unknown_stack_message():

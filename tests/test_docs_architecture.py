@@ -204,3 +204,26 @@ def test_a_cloud_rule_is_opened_beside_its_cloud() -> None:
     infra_floor = next(line for line in MERMAID.findall(section(HOUSE_HEADING))[0].splitlines()
                        if line.strip().startswith("infra["))
     assert re.search(r"per cloud.*rules", infra_floor), infra_floor
+
+
+def test_the_command_table_lists_exactly_the_verbs_of_the_command_line() -> None:
+    """The table of `torchrec-cloud <command>`s has one row per verb of COMMANDS in
+    torchrec_cloud/__main__.py: a verb added or removed there shows here."""
+    from torchrec_cloud.__main__ import COMMANDS
+
+    header = "| command | reads | says / does |"
+    assert header in DOC, "docs/architecture.md lost its command table"
+    table = DOC.split(header, 1)[1].split("\n\n", 1)[0]
+    rows = [cells(line) for line in table.strip().splitlines()[1:]]  # past the delimiter row
+    listed = [re.match(r"`([a-z]+)", row[0]).group(1) for row in rows]  # type: ignore[union-attr]
+    assert sorted(listed) == sorted(COMMANDS), (sorted(listed), sorted(COMMANDS))
+
+
+def test_a_stack_owned_flag_row_opens_every_file_a_new_flag_touches() -> None:
+    """A new stack-owned flag: the trainer's parser, the settings' list, its value; a per-job
+    one reaches submitted jobs through stack_flags, with no second derivation to edit."""
+    row = table_rows()["a stack-owned trainer flag"]
+    opened = {(DOC_PATH.parent / target).resolve().relative_to(ROOT).as_posix()
+              for target in LINK.findall(row)}
+    assert {"trainer/config.py", "infra/settings/stack_flags.py", "workloads/flags.py"} <= opened
+    assert "`stack_flags`" in row and "`PER_JOB_FLAGS`" in row

@@ -63,7 +63,7 @@ def test_aws_a_fresh_accounts_zero_p_quota_is_short_with_numbers_and_the_request
             "p4d.24xlarge (96 vCPUs)") in text
     assert ("aws service-quotas request-service-quota-increase --service-code ec2 --quota-code "
             "L-417A185B --desired-value 192 --region us-east-1") in text
-    assert "ok          EC2 spot P vCPUs (L-7212CCBC, us-east-1): 384 >= 192" in text
+    assert "ok          EC2 spot P4, P3 and P2 vCPUs (L-7212CCBC, us-east-1): 384 >= 192" in text
     assert text.endswith("1 to fix before `pulumi up --stack aws`")
 
 
@@ -120,3 +120,19 @@ def test_gcp_regional_gpu_and_family_cpu_quotas():
         f"{s.region} at https://console.cloud.google.com/iam-admin/quotas" in text
     assert "console.cloud.google.com/iam-admin/quotas" in text
     assert "ok          GCP A2_CPUS" in text
+
+
+def test_aws_a_p5_spot_pool_reads_the_p5_spot_quota_not_the_p4_p3_p2_one():
+    """P5 Spot is its own quota ("All P5 Spot Instance Requests", infra/quotas.py EC2_QUOTAS),
+    not P4/P3/P2's; on demand, every P generation counts against "Running On-Demand P
+    instances"."""
+    s = settings("aws", gpuPools={
+        "onDemand": {"machineType": "p4d.24xlarge", "minNodes": 0, "maxNodes": 2},
+        "spot": {"machineType": "p5.48xlarge", "minNodes": 0, "maxNodes": 2}})
+    run = runner({**TOOLS, "aws sts": json.dumps({"Account": "123456789012"})})
+    lines, _ = doctor.report(s, "aws", run, lambda: HOME,
+                             lambda: quota_client({"L-417A185B": 384.0, "L-C4BD4855": 384.0}))
+    text = "\n".join(lines)
+    assert "ok          EC2 spot P5 vCPUs (L-C4BD4855, us-east-1): 384 >= 384" in text, text
+    assert "L-7212CCBC" not in text
+    assert "ok          EC2 on-demand P vCPUs (L-417A185B, us-east-1): 384 >= 192" in text

@@ -143,3 +143,19 @@ def test_check_says_pulumi_up_reads_the_quota_on_every_cloud(stack, tmp_path):
     assert f"infra/{stack}/quotas.py" in out
     assert "`pulumi up` reads the quota the job's nodes count against before any resource" in out
     assert "does not read them" not in out
+
+
+def test_a_p5_spot_job_is_judged_by_the_p5_spot_quota(monkeypatch):
+    """P5 Spot is its own quota ("All P5 Spot Instance Requests", L-C4BD4855), apart from
+    P4/P3/P2's (L-7212CCBC): a P4 spot quota to spare does not let a P5 spot gang through."""
+    monkeypatch.setitem(fake_aws.SERVICE_QUOTAS, "L-C4BD4855", 0.0)
+    monkeypatch.setitem(fake_aws.SERVICE_QUOTAS, "L-7212CCBC", 1536.0)
+    run = run_stack("aws", overrides={"gpuPools": {"spot": {"machineType": "p5.48xlarge"}},
+                                      "job": {"pool": "spot"}}, expect_error=True)
+    assert isinstance(run.error, SettingsError), run.error
+    (problem,) = [p for p in run.error.problems if p.path == "job.nodes"]
+    assert "2 x p5.48xlarge need 384 vCPUs" in problem.allowed
+    assert ('spot P5 quota "All P5 Spot Instance Requests" (L-C4BD4855 in us-east-1), which is 0'
+            in problem.allowed), problem.allowed
+    assert "--quota-code L-C4BD4855 --desired-value 384" in problem.allowed
+    _no_cloud_resources(run)

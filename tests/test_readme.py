@@ -181,3 +181,12 @@ def test_pulumi_gets_a_virtualenv_of_its_own_that_no_make_target_half_fills() ->
     assert made == {".venv", ".venv-checkov"}
     assert options["toolchain"] == "pip" and options["virtualenv"] not in made
     assert f"{options['virtualenv']}/" in (ROOT / ".gitignore").read_text().splitlines()
+def test_the_readme_lists_exactly_the_verbs_of_the_command_line() -> None:
+    """The README's list of `torchrec-cloud`'s commands is COMMANDS in torchrec_cloud/__main__.py:
+    a verb added or removed there shows here."""
+    from torchrec_cloud.__main__ import COMMANDS
+
+    found = re.search(r"is your command line, `torchrec-cloud` \(([^)]*)\)", README)
+    assert found, "the README lost its list of torchrec-cloud's commands"
+    listed = re.findall(r"`([a-z]+)`", found.group(1))
+    assert sorted(listed) == sorted(COMMANDS), (sorted(listed), sorted(COMMANDS))

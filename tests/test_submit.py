@@ -348,3 +348,113 @@ def test_submitted_service_and_policy_are_the_stacks_own_rendering_in_the_base_j
 
     assert submitted_service["spec"] == renamed(service)
     assert submitted_policy["spec"] == renamed(policy)
+
+
+def spot_stack_file(tmp_path: Path) -> Path:
+    """The shipped AWS stack with its job on the spot pool, checkpoints.everySeconds unset."""
+    path = stack_file(tmp_path)
+    text = path.read_text()
+    assert "everySeconds" not in text
+    path.write_text(text.replace("    nodes: 2\n", "    nodes: 2\n    pool: spot\n"))
+    return path
+
+
+def test_a_job_submitted_to_a_spot_stack_without_every_seconds_gets_flags_the_trainer_accepts(
+        tmp_path, base_jobset):
+    """checkpoints.everySeconds unset (the default) on a spot stack: the submitted job saves by
+    time at the cadence the stack derives, and the trainer parses its command line."""
+    from infra.cadence import checkpoints_in_effect
+    from torchrec_cloud.submit import submission_settings
+    from trainer.config import config_from_flags
+
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(base_jobset))
+    path = spot_stack_file(tmp_path)
+    code, out, err = cli("submit", "--stack", "aws", "--stack-file", str(path), "--outputs",
+                         str(outputs_file(tmp_path)), "--base", str(base), "--name", "spot-1",
+                         "--dry-run")
+    assert code == 0, err
+    args = container(list(yaml.safe_load_all(out))[-1])["args"]
+    settings = submission_settings(path, "aws", "spot-1", None, None, {})
+    seconds = checkpoints_in_effect(settings).every_seconds
+    assert seconds and f"--checkpoint_every_seconds={seconds}" in args
+    config = config_from_flags(args, world_size=16)
+    assert config.checkpoint_every_seconds == seconds
+
+
+@pytest.fixture(scope="module")
+def spot_stacks() -> dict[int, Any]:
+    """The shipped AWS stack on the spot pool under `pulumi up` (the whole program under
+    mocks), as it renders with 2 nodes and with 1."""
+    from tests.harness import run_stack
+
+    return {nodes: run_stack("aws", overrides={"job": {"pool": "spot", "nodes": nodes}})
+            for nodes in (2, 1)}
+
+
+def _stack_jobset(run: Any) -> dict[str, Any]:
+    from tests.harness import JOBSET
+
+    (captured,) = run.of_type(JOBSET)
+    return manifest_of(captured)
+
+
+def _submitted_args(tmp_path: Path, run: Any, name: str, nodes: int | None) -> list[str]:
+    """What `submit --name NAME [--nodes K]` renders against the stack `run` made."""
+    from torchrec_cloud.stack import Outputs
+    from torchrec_cloud.submit import render, submission_settings
+
+    outputs = Outputs.of("aws", run.outputs)
+    settings = submission_settings(spot_stack_file(tmp_path), "aws", name, nodes, None, {})
+    objects = render(settings, outputs, _stack_jobset(run), None, outputs.kubernetes_version)
+    return container(objects[-1])["args"]
+
+
+def test_a_job_submitted_with_the_stacks_own_name_nodes_and_pool_gets_exactly_its_flags(
+        tmp_path, spot_stacks):
+    """One path: `submit` renders a job's stack flags with the function `pulumi up` renders the
+    stack's own job's with, so the same name, nodes and pool give the same command line."""
+    stack = spot_stacks[2]
+    own = container(_stack_jobset(stack))["args"]
+    assert _submitted_args(tmp_path, stack, stack.outputs["job_name"], None) == own
+
+
+def test_a_job_submitted_with_other_nodes_gets_the_write_share_and_cadence_for_its_nodes(
+        tmp_path, spot_stacks):
+    """One node submitted beside the 2-node stack: its flags are those `pulumi up` gives a
+    1-node job (its ranks' share of the store's throughput, the cadence derived for its
+    throughput and save, no fabric floor), not the 2-node job's copied."""
+    from infra.preemption import estimated_save
+    from torchrec_cloud.submit import submission_settings
+    from workloads.flags import write_mb_per_sec_per_rank
+
+    two, one = spot_stacks[2], spot_stacks[1]
+    submitted = _submitted_args(tmp_path, two, two.outputs["job_name"], 1)
+    assert submitted == container(_stack_jobset(one))["args"]
+
+    def value(args: list[str], flag: str) -> str:
+        (found,) = [a.split("=", 1)[1] for a in args if a.startswith(f"--{flag}=")]
+        return found
+
+    settings = submission_settings(spot_stack_file(tmp_path), "aws", "dlrm", 1, None, {})
+    share = write_mb_per_sec_per_rank("aws", settings.job, estimated_save(settings))
+    assert value(submitted, "checkpoint_write_mb_per_sec") == f"{share:g}"
+    stack_args = container(_stack_jobset(two))["args"]
+    assert value(submitted, "checkpoint_every") != value(stack_args, "checkpoint_every")
+    assert not any(a.startswith("--fabric_floor_gbps=") for a in submitted)  # one node: none
+
+
+def test_every_flag_stack_flags_passes_is_one_a_submitted_job_gets_for_itself():
+    """PER_JOB_FLAGS names every flag stack_flags may pass (checkpoints on, a dataset, spot), so
+    none of them is copied from the stack's JobSet into a job of another name or size."""
+    from infra.preemption import stop_budget
+    from infra.settings.model import Checkpoints, Dataset
+    from workloads.flags import PER_JOB_FLAGS, STACK_OWNED, stack_flags
+
+    job = Job(name="exp", nodes=1, pool=PoolChoice.SPOT)
+    flags = stack_flags(job, "s3://bucket/exp", "/mnt/shared", "aws", Checkpoints(),
+                        Dataset(path="criteo/prepared"), stop_budget("aws", True, 30), None)
+    names = {str(f)[2:].split("=", 1)[0] for f in flags}
+    assert names == set(PER_JOB_FLAGS) and names <= STACK_OWNED
+    assert "--checkpoint_dir=s3://bucket/exp" in flags
+    assert "--telemetry_dir=s3://bucket/exp/telemetry" in flags

@@ -388,19 +388,19 @@ def test_reservation_refusals_read_as_reservation(text):
     assert found is not None and found.refusal == Refusal.NO_RESERVATION
 
 
-@pytest.mark.parametrize("instance, quota", [
-    ("p5.48xlarge", "All P5 Spot Instance Requests"),
-    ("p4d.24xlarge", "All P4, P3 and P2 Spot Instance Requests"),
+@pytest.mark.parametrize("instance, quota, code, other", [
+    ("p5.48xlarge", "All P5 Spot Instance Requests", "L-C4BD4855", "L-7212CCBC"),
+    ("p4d.24xlarge", "All P4, P3 and P2 Spot Instance Requests", "L-7212CCBC", "L-C4BD4855"),
 ])
-def test_eks_spot_quota_is_named_by_instance_family(instance, quota):
+def test_eks_spot_quota_is_named_by_instance_family(instance, quota, code, other):
     text = (f"W1126 10:01:02.345678 1 auto_scaling_groups.go:555] ASG eks-gpu-spot-a1b2 scaling "
             f"failed with description: Launching a new EC2 instance. Status Reason: Could not "
             f"launch Spot Instances. MaxSpotInstanceCountExceeded - Max spot instance count "
             f"exceeded ({instance}). Launching EC2 instance failed.")
     verdict = explain(view(nodes=EKS_NODES, pods=pending(spot=True, cloud="aws"), autoscaler_log=text))
     assert verdict.kind == Kind.NO_QUOTA
-    assert f"QuotaName=='{quota}'" in verdict.next_step
-    assert "L-7212CCBC" not in verdict.next_step
+    assert f'"{quota}" ({code})' in verdict.next_step
+    assert f"--quota-code {code} " in verdict.next_step and other not in verdict.next_step
 
 
 def test_eks_spot_quota_family_from_the_pool_s_accelerator_label():

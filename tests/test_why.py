@@ -58,7 +58,8 @@ def test_a_pending_gang_on_eks_prints_no_quota_with_the_ec2_words(tmp_path):
     assert lines[0] == ("dlrm (torchrec): no quota: the cloud refused a new on-demand "
                         "GPU node because the account's quota is used up")
     assert lines[1].startswith("  evidence: W1126") and "vCPU limit of 0" in lines[1]
-    assert lines[2].startswith('  next step: request quota "Running On-Demand P instances": aws service-quotas')
+    assert lines[2].startswith('  next step: request quota "Running On-Demand P instances" (L-417A185B): '
+                               'aws service-quotas')
     assert "L-417A185B" in lines[2]
     # Kueue is not installed here: both API versions were asked, and their absence is no error.
     assert f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{fx.NS}/workloads" in api.requests

@@ -43,27 +43,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name in wanted:  # only the command being run is imported
             modules[name] = importlib.import_module(module_name)
             modules[name].add_arguments(sub)
-    given = list(argv) if argv is not None else sys.argv[1:]
-    if wanted and wanted[0] in modules and hasattr(modules[wanted[0]], "run_argv"):
-        return int(modules[wanted[0]].run_argv(given[1:]))  # a verb with its own parser
     args = parser.parse_args(argv)
     return int(modules[args.command].run(args))
 
 
-# torch and torchrec come with the trainer's install (`make train`: trainer/requirements-*.txt),
-# not with requirements-dev.txt; everything else a verb needs comes with requirements-dev.txt.
+# torch and torchrec come with the trainer's install (`make train`: trainer/requirements-*.txt).
 TRAINER_MODULES = ("torch", "torchrec", "fbgemm_gpu")
+# The install that brings every module a verb imports, and the make target that installs it:
+# `check` needs requirements-check.txt only, `status` and `doctor` requirements-cli.txt
+# (tests/test_cli.py asserts both); every other verb the full set, requirements-dev.txt.
+VERB_INSTALLS = {"check": ("requirements-check.txt", "make check STACK=<stack>"),
+                 "status": ("requirements-cli.txt", "make status STACK=<stack>"),
+                 "doctor": ("requirements-cli.txt", "make doctor STACK=<stack>")}
+FULL_INSTALL = "requirements-dev.txt"
 
 
-def missing_module_hint(name: str) -> str:
-    """What to install for a module this venv lacks, named by the install that brings it."""
+def missing_module_hint(name: str, verb: str | None = None) -> str:
+    """What to install for a module this venv lacks, named by the install that brings it for
+    this verb."""
     if name.split(".")[0] in TRAINER_MODULES:
         return (f"this command needs {name!r} (torch and torchrec, the trainer's planner): "
                 "`make train` installs them into .venv (CPU-only torch: make train "
                 "PIP_EXTRA=\"--extra-index-url https://download.pytorch.org/whl/cpu\")")
-    return (f"this command needs {name!r}, which the light install of `make check` leaves out: "
-            ".venv/bin/pip install -r requirements-dev.txt (or `make status STACK=<stack>`, "
-            "which installs it)")
+    requirements, target = VERB_INSTALLS.get(verb or "", (FULL_INSTALL, None))
+    hint = f"this command needs {name!r}: .venv/bin/pip install -r {requirements}"
+    return f"{hint} (or `{target}`, which installs it)" if target else hint
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -85,8 +89,9 @@ def guarded(argv: Sequence[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         return 130  # 128 + SIGINT, as a shell reports it
-    except ModuleNotFoundError as error:  # a venv from `make check`: requirements-check.txt only
-        print(f"torchrec-cloud: {missing_module_hint(error.name or '')}", file=sys.stderr)
+    except ModuleNotFoundError as error:  # a lighter venv: `make check`'s or `make status`'s
+        verb = (list(argv) if argv is not None else sys.argv[1:])[:1]
+        print(f"torchrec-cloud: {missing_module_hint(error.name or '', *verb)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from infra.catalog import Cloud
-from infra.quotas import (Need, Reading, azure_family, azure_readings, ec2_family,
-                          ec2_quota_code, ec2_request_command, gcp_readings, pool_needs)
+from infra.quotas import (Need, Reading, azure_family, azure_readings, ec2_quota,
+                          ec2_request_command, gcp_readings, pool_needs)
 from infra.settings import Settings
 
 MIN_PULUMI = (3, 174, 0)
@@ -176,10 +176,11 @@ def _finding(reading: Reading) -> Finding:
 def aws_quotas(settings: Settings, client: Any) -> list[Finding]:
     found = []
     region = settings.region
-    for (family, spot), group in _sum_need(needs(settings), lambda n: (ec2_family(n.machine), n.spot)).items():
-        code = ec2_quota_code(group[0].machine, spot)
+    # By quota, not family: P4 and P5 pools share the on-demand P quota, not the spot one.
+    for quota, group in _sum_need(needs(settings), lambda n: ec2_quota(n.machine, n.spot)).items():
+        code, spot = quota.code, group[0].spot
         need = sum(n.vcpus for n in group)
-        what = f"EC2 {'spot' if spot else 'on-demand'} {family.upper()} vCPUs ({code}, {region})"
+        what = f"EC2 {'spot' if spot else 'on-demand'} {quota.label} vCPUs ({code}, {region})"
         try:
             value = client.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]
         except Exception as error:  # noqa: BLE001 (botocore's ClientError, no credentials, ...)

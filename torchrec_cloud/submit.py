@@ -20,12 +20,13 @@ from typing import Any, Sequence
 
 import yaml
 
+from infra.cadence import checkpoints_in_effect
 from infra.catalog import find_machine
-from infra.preemption import stop_budget
+from infra.preemption import estimated_save, stop_budget
 from infra.settings import Settings, SettingsError
 from infra.settings.errors import Problem, use_stack
 from infra.settings.loader import project_values, settings_and_problems
-from infra.settings.model import CheckpointLocation, Job, JobKind, PoolChoice
+from infra.settings.model import Job, JobKind, PoolChoice
 from torchrec_cloud.encrypted import encrypted_places, with_stand_ins
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
                                   read_outputs)
@@ -133,14 +134,13 @@ def render(settings: Settings, outputs: Outputs, base: dict[str, Any],
     machine = find_machine(settings.cloud, pool.machine_type)
     assert machine is not None  # the settings' rules refuse an unknown machine
     budget = stop_budget(settings.cloud, spot, job.termination_grace_seconds, kubernetes_version)
+    # The settings carry this job's name, nodes and pool: its cadence and save are its own.
     s = submitted.Submission(
         job=job, stack=outputs.stack, queue=outputs.job_name, bucket_root=_bucket_root(outputs),
-        budget=budget, machine=machine, spot=spot,
-        priority=kueue.priority_class_name(priority) if priority else None,
-        checkpoints_on_shared_file_system=settings.checkpoints.location
-        == CheckpointLocation.SHARED_FILE_SYSTEM,
+        budget=budget, machine=machine, checkpoints=checkpoints_in_effect(settings),
+        dataset=settings.dataset, save_estimate=estimated_save(settings),
         mount=settings.shared_file_system.mount_path,
-        checkpoint_every_seconds=settings.checkpoints.every_seconds)
+        priority=kueue.priority_class_name(priority) if priority else None)
     return submitted.objects(base, s)
 
 

@@ -2,7 +2,8 @@
 
 The stack owns where checkpoints, data and metrics live, because only it knows the bucket URI
 and the shared file system's mount path, and the figures the catalog knows of the machine; a
-user value for one of those flags is refused by the settings (infra/settings/rules.py).
+user value for one of those flags is refused by the settings, which keep the list
+(infra/settings/stack_flags.py).
 """
 
 from __future__ import annotations
@@ -11,21 +12,22 @@ from collections.abc import Mapping
 
 import pulumi
 
-from infra.catalog import (Interconnect as FabricKind, Machine, gpu_hbm_gb_s, gpu_matmul_floor_tflops,
+from infra.catalog import (Cloud, Interconnect as FabricKind, Machine, gpu_hbm_gb_s, gpu_matmul_floor_tflops,
                            gpu_nvlink_gb_s, inter_host_gb_s_per_gpu)
 from infra.cadence import DEFAULT_EVERY_SECONDS, DEFAULT_EVERY_STEPS
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
-from infra.settings.rules import WORKLOAD_OWNED_FLAGS, gate_left_out_bound
+from infra.settings.rules import gate_left_out_bound
+from infra.settings.stack_flags import WORKLOAD_OWNED_FLAGS
 from infra.settings.trainer_flags import format_value  # one rendering, judged by the settings
 from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
-                                  TrainerArgValue)
+                                  PoolChoice, TrainerArgValue)
 from infra.telemetry import TELEMETRY_FOLDER  # where the trainer mirrors its metrics
 from workloads.pod import job_pool
 from workloads.prepare import trainer_data_flags
 
 # Every flag stack_flags, planner_flags and fabric_gate_flags pass; the settings own the list
-# (infra/settings/rules.py), so a trainerArgs key the stack would drop is refused there first.
+# (infra/settings/stack_flags.py), so a trainerArgs key the stack would drop is refused there first.
 STACK_OWNED: frozenset[str] = frozenset(WORKLOAD_OWNED_FLAGS)
 # The gate's message sizes below its judged plateau size: latency-bound and mid sizes, reported.
 GATE_SMALLER_SIZES = (1 << 20, 128 << 20)
@@ -37,18 +39,26 @@ def user_flags(trainer_args: Mapping[str, TrainerArgValue]) -> list[str]:
 
 
 def checkpoint_dir(cluster: GpuCluster, checkpoints: Checkpoints, job: Job) -> pulumi.Input[str]:
-    """The bucket URI (workload identity grants access) or a folder on the shared file system."""
+    """The stack's own job's checkpoint folder (its `checkpoint_dir` output)."""
+    return job_checkpoint_dir(cluster.checkpoints.uri, cluster.shared_file_system.mount_path,
+                              checkpoints, job.name)
+
+
+def job_checkpoint_dir(store: pulumi.Input[str], mount: str, checkpoints: Checkpoints,
+                       job_name: str) -> pulumi.Input[str]:
+    """The job's store in the bucket (workload identity grants access) or its folder on the
+    shared file system."""
     if checkpoints.location == CheckpointLocation.OBJECT_STORE:
-        return cluster.checkpoints.uri
-    return f"{cluster.shared_file_system.mount_path}/checkpoints/{job.name}"
+        return store
+    return f"{mount}/checkpoints/{job_name}"
 
 
-def write_mb_per_sec_per_rank(cluster: GpuCluster, job: Job,
+def write_mb_per_sec_per_rank(cloud: Cloud | str, job: Job,
                               save_estimate: SaveEstimate | None) -> float:
     """One rank's share of the checkpoint store's write throughput (infra/preemption.py)."""
     ranks = job.nodes * job.processes_per_node
     total = (save_estimate.mb_per_second if save_estimate is not None
-             else object_store_mb_s(cluster.cloud, ranks)[0])
+             else object_store_mb_s(cloud, ranks)[0])
     return round(total / ranks, 1)
 
 
@@ -56,14 +66,33 @@ def _or(value: int | None, default: int) -> int:
     return default if value is None else value
 
 
-def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset: Dataset,
-                budget: StopBudget, save_estimate: SaveEstimate | None) -> list[pulumi.Input[str]]:
-    mount = cluster.shared_file_system.mount_path
+def _concat(*parts: pulumi.Input[str]) -> pulumi.Input[str]:
+    """A plain string where every part is one (a submitted job's flags are plain objects)."""
+    if all(isinstance(p, str) for p in parts):
+        return "".join(parts)  # type: ignore[arg-type]
+    return pulumi.Output.concat(*parts)
+
+
+# Every flag stack_flags may pass: a submitted job gets each of them from stack_flags for its own
+# name, nodes and pool, none from the stack's JobSet (workloads/submitted.py).
+PER_JOB_FLAGS = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
+                 "keep_checkpoints", "save_deadline_seconds", "checkpoint_write_mb_per_sec",
+                 "dataset_path", "metrics_file", "tensorboard_dir", "telemetry_dir")
+
+
+def stack_flags(job: Job, store: pulumi.Input[str], mount: str, cloud: Cloud | str,
+                checkpoints: Checkpoints, dataset: Dataset, budget: StopBudget,
+                save_estimate: SaveEstimate | None) -> list[pulumi.Input[str]]:
+    """The flags the stack passes one job, from plain per-job values: the job (its name, nodes
+    and pool), its store (<bucket>/<job.name>), the cadence in effect for it
+    (infra/cadence.checkpoints_in_effect), its pool's stop budget and one save's estimate
+    (infra/preemption.estimated_save). The one path for the stack's own job under `pulumi up`
+    (trainer_flags) and a job submitted beside it (workloads/submitted.py)."""
     flags: list[pulumi.Input[str]] = []
     if checkpoints.enabled:
-        spot = job_pool(cluster, job).spot
+        spot = job.pool == PoolChoice.SPOT
         flags += [
-            pulumi.Output.concat("--checkpoint_dir=", checkpoint_dir(cluster, checkpoints, job)),
+            _concat("--checkpoint_dir=", job_checkpoint_dir(store, mount, checkpoints, job.name)),
             # The cadence in effect (infra/cadence.checkpoints_in_effect: derived from the
             # save's time where unset; its defaults where nothing was derived).
             f"--checkpoint_every={_or(checkpoints.every_steps, DEFAULT_EVERY_STEPS)}",
@@ -76,7 +105,7 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
             # Until a save in this run is measured, the SIGTERM decision uses the catalog's
             # figure for this store (infra/preemption.py).
             "--checkpoint_write_mb_per_sec="
-            f"{write_mb_per_sec_per_rank(cluster, job, save_estimate):g}",
+            f"{write_mb_per_sec_per_rank(cloud, job, save_estimate):g}",
         ]
     if dataset.path:
         flags.append(f"--dataset_path={mount}/{dataset.path.strip('/')}")
@@ -86,14 +115,13 @@ def stack_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset
         # A copy in the checkpoint bucket, which a laptop reads with the user's own credentials
         # (the shared file system is mounted in the cluster only); the job's identity may write
         # the whole bucket on every cloud, so the prefix needs no grant of its own.
-        pulumi.Output.concat("--telemetry_dir=", cluster.checkpoints.uri, "/", TELEMETRY_FOLDER),
+        _concat("--telemetry_dir=", store, "/", TELEMETRY_FOLDER),
     ]
     return flags
 
 
 def run_folder_flags(mount: str, job_name: str) -> list[str]:
-    """The job's own metrics and TensorBoard folders on the shared file system (a submitted
-    job gets its own from here too: workloads/submitted.py)."""
+    """The job's own metrics and TensorBoard folders on the shared file system."""
     return [f"--metrics_file={mount}/runs/{job_name}/metrics.jsonl",
             f"--tensorboard_dir={mount}/runs/{job_name}/tensorboard"]
 
@@ -136,7 +164,7 @@ def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect)
     matmul = gpu_matmul_floor_tflops(machine)
     if not gate_enforced(cluster, job, interconnect):
         # GPU health only: a bad GPU's node is left out on a stack without a fabric too.
-        return ["--fabric_gate=report", f"--fabric_max_nodes_left_out={gate_left_out_bound(job.nodes)}",
+        return ["--fabric_gate=report", *gang_gate_flags(machine, job.nodes, enforced=False),
                 *([f"--gpu_matmul_floor_tflops={matmul:g}"] if matmul else [])]
     rails = cluster.interconnect.fabric_rails
     # The NCCL of the image this program builds; a job.image of the user's brings its own torch
@@ -149,19 +177,19 @@ def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect)
     return [*flags, *gang_gate_flags(machine, job.nodes)]
 
 
-# The enforcing gate's flags that follow the node count: a submitted job of another size gets
-# them anew from this function (workloads/submitted.py), the rest of the stack's flags as they are.
+# The gate's flags that follow the node count: a submitted job of another size gets them anew
+# from gang_gate_flags (workloads/submitted.py), the rest of the gate's flags as the stack has them.
 GANG_GATE_FLAGS = ("fabric_max_nodes_left_out", "fabric_gate_sizes", "fabric_floor_gbps",
                    "fabric_all_to_all_floor_gbps")
 
 
-def gang_gate_flags(machine: Machine, nodes: int) -> list[str]:
-    """The bound on nodes left out and, across nodes, the floors for this node count at their
-    plateau size (one node: NVLink only, no fabric floor applies)."""
+def gang_gate_flags(machine: Machine, nodes: int, enforced: bool = True) -> list[str]:
+    """The bound on nodes left out and, where the gate enforces across nodes, the floors for
+    this node count at their plateau size (one node: NVLink only, no fabric floor applies)."""
     # When bandwidth misses the floor and no node stands out, the gate leaves out the whole
     # gang: the bound must allow that, or a 3+ node gang would fail for good at once.
     flags = [f"--fabric_max_nodes_left_out={gate_left_out_bound(nodes)}"]
-    if nodes < 2:
+    if not enforced or nodes < 2:
         return flags
     floor = machine.fabric_floor(nodes)  # infra/catalog.py: each floor with its source
     sizes = ",".join(str(s) for s in (*GATE_SMALLER_SIZES, floor.size))
@@ -175,6 +203,7 @@ def trainer_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, datas
                   interconnect: Interconnect) -> list[pulumi.Input[str]]:
     """User flags first, then the stack's (argparse keeps the last value of a repeated flag)."""
     return [*user_flags(job.trainer_args),
-            *stack_flags(cluster, job, checkpoints, dataset, budget, save_estimate),
+            *stack_flags(job, cluster.checkpoints.uri, cluster.shared_file_system.mount_path,
+                         cluster.cloud, checkpoints, dataset, budget, save_estimate),
             *planner_flags(cluster, job, interconnect),
             *fabric_gate_flags(cluster, job, interconnect)]

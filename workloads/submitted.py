@@ -4,9 +4,9 @@ The stack's own JobSet, as `pulumi up` rendered it (workloads/pod.py pod_templat
 from the cluster), is the base: its pod template carries the stack's image, identity, volumes,
 fabric and security settings. What belongs to one job is rendered again here by the functions
 the stack's own job uses: the JobSet's spec (jobset.jobset_spec), the launcher's command
-(command.job_command), the user's flags (flags.user_flags), the run folders
-(flags.run_folder_flags, pod.job_folders), the gate's per-size flags (flags.gang_gate_flags) and
-the stop budget of the pool it runs on (infra/preemption.py). Its own headless service and
+(command.job_command), the user's flags (flags.user_flags), the stack's per-job flags for its
+name, nodes and pool (flags.stack_flags: store, folders, cadence, write share, stop budget), the
+run folders (pod.job_folders) and the gate's per-size flags (flags.gang_gate_flags). Its own headless service and
 network policy are rendered by workloads/service.py and workloads/network_policy.py, as the
 stack's are; it lands in the base JobSet's namespace, where the stack's Kueue queue is.
 
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.catalog import Machine
-from infra.preemption import StopBudget
-from infra.settings.model import JOBSET_REPLICATED_JOB, Job
-from infra.telemetry import TELEMETRY_FOLDER
+from infra.preemption import SaveEstimate, StopBudget
+from infra.settings.model import JOBSET_REPLICATED_JOB, Checkpoints, Dataset, Job, PoolChoice
 from workloads.command import job_command
-from workloads.flags import GANG_GATE_FLAGS, STACK_OWNED, gang_gate_flags, run_folder_flags, user_flags
+from workloads.flags import (GANG_GATE_FLAGS, PER_JOB_FLAGS, STACK_OWNED, gang_gate_flags,
+                             stack_flags, user_flags)
 from workloads.jobset import API_VERSION, jobset_spec
 from workloads.kueue import PRIORITY_LABEL, queue_label
 from workloads.names import TRAINER_CONTAINER, JobNames
@@ -55,11 +55,15 @@ class Submission:
     bucket_root: str  # the checkpoint URI's parent: <scheme>://<bucket>
     budget: StopBudget  # of the pool it runs on
     machine: Machine
-    spot: bool
+    checkpoints: Checkpoints  # the cadence in effect for this job (infra/cadence.py)
+    dataset: Dataset
+    save_estimate: SaveEstimate | None  # one save of this job (infra/preemption.py)
+    mount: str  # the shared file system's mount path
     priority: str | None = None
-    checkpoints_on_shared_file_system: bool = False
-    mount: str = ""
-    checkpoint_every_seconds: int = 0  # checkpoints.everySeconds (on the spot pool only)
+
+    @property
+    def spot(self) -> bool:
+        return self.job.pool == PoolChoice.SPOT
 
     @property
     def names(self) -> JobNames:
@@ -84,28 +88,26 @@ def _flag_name(arg: str) -> str:
 
 
 def trainer_args(base_args: Sequence[str], s: Submission) -> list[str]:
-    """The user's flags, then the stack's as the base has them, with this job's own folders,
-    store, stop budget and gate sizes (argparse keeps the last value of a repeated flag)."""
-    stack = [a for a in base_args if _flag_name(a) in STACK_OWNED]
-    own: dict[str, str] = {}
-    mount = s.mount
-    for flag in run_folder_flags(mount, s.job.name):
-        own[_flag_name(flag)] = flag
-    own["telemetry_dir"] = f"--telemetry_dir={s.store}/{TELEMETRY_FOLDER}"
-    checkpoint_dir = (f"{mount}/checkpoints/{s.job.name}" if s.checkpoints_on_shared_file_system
-                      else s.store)
-    own["checkpoint_dir"] = f"--checkpoint_dir={checkpoint_dir}"
-    own["save_deadline_seconds"] = f"--save_deadline_seconds={s.budget.save_deadline_seconds}"
-    own["checkpoint_every_seconds"] = \
-        f"--checkpoint_every_seconds={s.checkpoint_every_seconds if s.spot else 0}"
-    enforced = "--fabric_gate=enforce" in stack
-    gate = {_flag_name(f): f for f in gang_gate_flags(s.machine, s.job.nodes)} if enforced else {}
-    kept: list[str] = []
-    for arg in stack:
+    """As the stack's own job orders them: the user's flags, the stack's per-job flags for this
+    job (flags.stack_flags, the one path), then the stack's cluster-wide flags as the base has
+    them (planner, fabric gate) with the gate's per-size flags anew for this job's nodes
+    (argparse keeps the last value of a repeated flag)."""
+    own = stack_flags(s.job, s.store, s.mount, s.machine.cloud, s.checkpoints, s.dataset,
+                      s.budget, s.save_estimate)
+    assert all(isinstance(flag, str) for flag in own)  # plain values in, plain flags out
+    gate_mode = next((a.split("=", 1)[1] for a in base_args if _flag_name(a) == "fabric_gate"), "")
+    gate = gang_gate_flags(s.machine, s.job.nodes, enforced=gate_mode == "enforce")
+    cluster_wide: list[str] = []
+    for arg in base_args:
         name = _flag_name(arg)
-        if name not in GANG_GATE_FLAGS:  # those anew for this size, below
-            kept.append(own.get(name, arg))  # only what the stack passes is replaced
-    return [*user_flags(s.job.trainer_args), *kept, *gate.values()]
+        if name not in STACK_OWNED or name in PER_JOB_FLAGS:
+            continue
+        if name in GANG_GATE_FLAGS:  # those anew for this size, where the stack's first one was
+            cluster_wide += gate
+            gate = []
+            continue
+        cluster_wide.append(arg)
+    return [*user_flags(s.job.trainer_args), *map(str, own), *cluster_wide]
 
 
 def pod_template(base_template: Mapping[str, Any], s: Submission) -> dict[str, Any]:

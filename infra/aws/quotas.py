@@ -13,8 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.catalog import machine as machine_of
-from infra.quotas import (ec2_family, ec2_quota_code, ec2_request_command, pending_hint,
-                          pending_warning)
+from infra.quotas import ec2_quota, ec2_request_command, pending_hint, pending_warning
 from infra.settings import Settings, SettingsError
 from infra.settings.errors import Problem
 
@@ -22,7 +21,8 @@ from infra.settings.errors import Problem
 def check_job_quota(s: Settings, provider: aws.Provider) -> None:
     spot = s.job.pool.value == "spot"
     machine = machine_of(s.cloud, s.job_pool.machine_type)
-    code = ec2_quota_code(machine, spot)
+    wanted = ec2_quota(machine, spot)  # P5 spot has its own quota (infra/quotas.py EC2_QUOTAS)
+    code = wanted.code
     quota = aws.servicequotas.get_service_quota(service_code="ec2", quota_code=code,
                                                 opts=pulumi.InvokeOptions(provider=provider))
     need = s.job.nodes * machine.vcpus
@@ -30,7 +30,7 @@ def check_job_quota(s: Settings, provider: aws.Provider) -> None:
         return
     have = 0 if quota.value is None else quota.value
     refusal = (f"{s.job.nodes} x {machine.name} need {need} vCPUs of the account's "
-               f"{'spot' if spot else 'on-demand'} {ec2_family(machine).upper()} quota ({code} "
+               f"{'spot' if spot else 'on-demand'} {wanted.label} quota \"{wanted.name}\" ({code} "
                f"in {s.region}), which is {have:g}: request it with "
                f"`{ec2_request_command(code, need, s.region)}`, then `pulumi up` again")
     if s.quota.pending:

@@ -1,23 +1,21 @@
 """What a user does about a cloud's refusal, per cloud: where AWS, Azure and GCP take a quota
-request (with the EC2 P-family quota names), how to see an EC2 capacity reservation's state, where
-Azure keeps the code behind a failed provisioning, and how to get around a stock-out; the texts
-that tell a refusal apart are workloads/cloud_errors.py's, this module only words the next step."""
+request (with the EC2 P-family quotas of infra/quotas.py), how to see an EC2 capacity
+reservation's state, where Azure keeps the code behind a failed provisioning, and how to get
+around a stock-out; the texts that tell a refusal apart are workloads/cloud_errors.py's, this
+module only words the next step."""
 
 from __future__ import annotations
 
 import re
 
+from infra.quotas import EC2_QUOTAS, Ec2Quota
 from workloads.waiting.view import ClusterView
 
-# EC2 Spot quotas by instance family (EC2 user guide, "Spot Instance quotas": "All P4, P3 and
-# P2 Spot Instance Requests", "All P5 Spot Instance Requests"); their codes are not in that guide,
-# so the step looks the code up by name. On-demand P instances share one quota, "Running
-# On-Demand P instances", L-417A185B (EC2 user guide, "On-Demand Instance quotas").
-AWS_SPOT_P_QUOTAS = {"p5": "All P5 Spot Instance Requests",
-                     "p4": "All P4, P3 and P2 Spot Instance Requests",
-                     "p3": "All P4, P3 and P2 Spot Instance Requests",
-                     "p2": "All P4, P3 and P2 Spot Instance Requests"}
-AWS_ON_DEMAND_P_QUOTA = ("Running On-Demand P instances", "L-417A185B")
+# EC2's P quotas, from the one table (infra/quotas.py EC2_QUOTAS, with its sources): Spot P5 has
+# its own quota, apart from P4, P3 and P2's; on-demand, one quota covers every P generation.
+AWS_SPOT_P_QUOTAS: dict[str, Ec2Quota] = {family: EC2_QUOTAS[family][1]
+                                          for family in ("p5", "p4", "p3", "p2")}
+AWS_ON_DEMAND_P_QUOTA: Ec2Quota = EC2_QUOTAS["p4"][0]
 _INSTANCE_TYPE = re.compile(r"\b(p\d)[a-z-]*\.\d*x?large\b", re.IGNORECASE)
 _GPU_FAMILY = {"h100": "p5", "h200": "p5", "a100": "p4", "v100": "p3", "k80": "p2"}
 
@@ -51,21 +49,17 @@ def quota_step(cloud: str | None, spot: bool, family: str | None = None,
     """Where each cloud takes a quota request (docs/aws.md, azure.md, gcp.md say how much);
     `vcpus`: the gang's need, when the machine and node count are known."""
     if cloud == "aws":
+        need = vcpus or "<vCPUs for job.nodes nodes>"
         if not spot:
-            name, code = AWS_ON_DEMAND_P_QUOTA
-            return (f"request quota \"{name}\": aws service-quotas request-service-quota-increase "
-                    f"--service-code ec2 --quota-code {code} --desired-value "
-                    f"{vcpus or '<vCPUs for job.nodes nodes>'} "
-                    "(https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
-        names = ([AWS_SPOT_P_QUOTAS[family]] if family in AWS_SPOT_P_QUOTAS
-                 else sorted(set(AWS_SPOT_P_QUOTAS.values())))
-        name = " or ".join(f"\"{n}\"" for n in names)
-        lookup = names[0] if len(names) == 1 else "<name>"
-        return (f"request quota {name}: its code is "
-                "aws service-quotas list-service-quotas --service-code ec2 --query "
-                f"\"Quotas[?QuotaName=='{lookup}'].QuotaCode\", then aws service-quotas "
-                "request-service-quota-increase --service-code ec2 --quota-code <code> "
-                f"--desired-value {vcpus or '<vCPUs for job.nodes nodes>'} "
+            quotas = [AWS_ON_DEMAND_P_QUOTA]
+        elif family in AWS_SPOT_P_QUOTAS:
+            quotas = [AWS_SPOT_P_QUOTAS[family]]
+        else:  # the family is not known: either Spot P quota may be the one
+            quotas = sorted(set(AWS_SPOT_P_QUOTAS.values()), key=lambda q: q.name)
+        named = " or ".join(f"\"{q.name}\" ({q.code})" for q in quotas)
+        code = quotas[0].code if len(quotas) == 1 else "<code>"
+        return (f"request quota {named}: aws service-quotas request-service-quota-increase "
+                f"--service-code ec2 --quota-code {code} --desired-value {need} "
                 "(https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas)")
     if cloud == "azure":
         return ("request quota: az vm list-usage --location <region> -o table shows the family; "
