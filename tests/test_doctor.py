@@ -136,3 +136,25 @@ def test_aws_a_p5_spot_pool_reads_the_p5_spot_quota_not_the_p4_p3_p2_one():
     assert "ok          EC2 spot P5 vCPUs (L-C4BD4855, us-east-1): 384 >= 384" in text, text
     assert "L-7212CCBC" not in text
     assert "ok          EC2 on-demand P vCPUs (L-417A185B, us-east-1): 384 >= 192" in text
+
+
+def test_gcp_sign_in_is_an_account_line_and_pulumis_credentials_are_checked_too():
+    """New-user review B2: with nobody signed in, gcloud's stderr warning was read as the account
+    ("ok gcloud sign-in: WARNING: ..."); Pulumi signs in with application-default credentials,
+    which were never asked about."""
+    s = settings("gcp")
+    warning = "WARNING: The following filter keys were not present in any resource : status\n"
+    nobody = runner({**TOOLS, "gcloud auth list": warning})
+    lines, ready = doctor.report(s, "gcp", nobody, lambda: HOME, lambda: None)
+    text = "\n".join(lines)
+    assert not ready and "ok          gcloud sign-in" not in text
+    assert "gcloud auth login && gcloud auth application-default login" in text
+    signed_in = runner({**TOOLS, "gcloud auth list": "me@example.com\n"})
+    text = "\n".join(doctor.report(s, "gcp", signed_in, lambda: HOME, lambda: None)[0])
+    assert "ok          gcloud sign-in" in text and "me@example.com" in text
+    # gcloud's own account alone is not enough: the application-default token is missing.
+    assert "gcloud auth application-default login (Pulumi signs in with these)" in text
+    both = runner({**TOOLS, "gcloud auth list": "me@example.com\n",
+                   "gcloud auth application-default print-access-token": "ya29.token\n"})
+    text = "\n".join(doctor.report(s, "gcp", both, lambda: HOME, lambda: None)[0])
+    assert "ok          gcloud application-default credentials" in text

@@ -129,10 +129,20 @@ def signed_in(settings: Settings, run: Runner) -> list[Finding]:
     code, out = run(["gcloud", "auth", "list", "--filter=status:ACTIVE", "--format=value(account)"])
     if code == 127:
         return [Finding("missing", "gcloud CLI", "https://cloud.google.com/sdk/docs/install")]
-    if code != 0 or not out.strip():
+    # Only an account line counts: with nobody signed in gcloud prints nothing on stdout and a
+    # warning on stderr ("WARNING: The following filter keys were not present ..."), which a
+    # reader of either stream would take for an account (new-user review B2).
+    accounts = [line.strip() for line in out.splitlines() if "@" in line and " " not in line.strip()]
+    if code != 0 or not accounts:
         return [Finding("missing", "gcloud sign-in", "gcloud auth login && gcloud auth "
                                                      "application-default login")]
-    return [Finding("ok", "gcloud sign-in", out.strip().splitlines()[0])]
+    found = [Finding("ok", "gcloud sign-in", accounts[0])]
+    # What Pulumi's Google provider uses: application-default credentials, not gcloud's own.
+    code, _ = run(["gcloud", "auth", "application-default", "print-access-token"])
+    found.append(Finding("ok", "gcloud application-default credentials") if code == 0 else
+                 Finding("missing", "gcloud application-default credentials",
+                         "gcloud auth application-default login (Pulumi signs in with these)"))
+    return found
 
 
 def address(settings: Settings, stack: str, fetch: Callable[[], str | None]) -> Finding:
