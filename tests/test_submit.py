@@ -158,12 +158,17 @@ def test_a_stack_owned_or_misspelt_flag_or_too_many_nodes_is_refused_before_anyt
     code, out, err = cli(*submit_args(tmp_path, base, "--name", "x1", "--dry-run", "--",
                                       "--checkpoint_dir=/tmp/mine"))
     assert code == 1 and out == ""
-    assert "job.trainerArgs.checkpoint_dir" in err and "set by the stack" in err
+    # Named as the user gave them to submit (new-user review B4), never with a `pulumi config`
+    # fix, which would edit the stack's own job and need `pulumi up`.
+    assert "-- --checkpoint_dir=/tmp/mine:" in err and "set by the stack" in err
     code, _, err = cli(*submit_args(tmp_path, base, "--name", "x2", "--dry-run", "--",
                                     "--learning_rat=0.1"))
     assert code == 1 and "did you mean 'learning_rate'" in err
     code, _, err = cli(*submit_args(tmp_path, base, "--name", "x3", "--nodes", "64", "--dry-run"))
-    assert code == 1 and "job.nodes" in err
+    assert code == 1 and "--nodes 64:" in err and "submit again with another value" in err
+    assert "pulumi config" not in err and "in the stack file" not in err
+    code, _, err = cli(*submit_args(tmp_path, base, "--name", "Bad_Name", "--dry-run"))
+    assert code == 1 and "--name Bad_Name:" in err and "pulumi config" not in err
     # the stack's queue admits to its job's pool (onDemand here) only
     code, _, err = cli(*submit_args(tmp_path, base, "--name", "x4", "--pool", "spot", "--dry-run"))
     assert code == 1 and "the stack's queue admits jobs to onDemand only" in err

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -114,6 +115,33 @@ def submission_settings(stack_file: Path, stack: str, name: str, nodes: int | No
     return settings
 
 
+# The settings submit's options stand for: a refusal names the option, not the stack file's
+# setting, and drops the `pulumi config` fix (that edits the stack's own job and needs `pulumi
+# up`, the thing submit is for).
+SUBMIT_OPTIONS = {"job.nodes": "--nodes", "job.name": "--name", "job.pool": "--pool"}
+_CONFIG_FIX = re.compile(r"(?:,? or |; |: |, )?(?:lower it |raise it |remove it |set it )?"
+                         r"(?:with )?`pulumi config (?:set|rm)[^`]*`")
+
+
+def as_submit_problems(problems: list[Problem]) -> str:
+    """Each problem as the option or trainer flag the user gave `submit`; a stack-file setting
+    (one submit did not change) keeps its own words."""
+    lines = []
+    for problem in problems:
+        if problem.path in SUBMIT_OPTIONS:
+            where = f"{SUBMIT_OPTIONS[problem.path]} {problem.value}"
+            again = "submit again with another value"
+        elif problem.path.startswith("job.trainerArgs."):
+            where = f"-- --{problem.path.removeprefix('job.trainerArgs.')}={problem.value}"
+            again = "submit again without it (or with another value)"
+        else:
+            lines.append(str(problem))
+            continue
+        allowed = _CONFIG_FIX.sub("", problem.allowed).strip().rstrip(",;:")
+        lines.append(f"  {where}: {allowed}; {again}")
+    return "\n".join(lines)
+
+
 def _bucket_root(outputs: Outputs) -> str:
     """<scheme>://<bucket>: the checkpoint URI is <bucket>/<stack's job name>."""
     uri = outputs.checkpoint_uri
@@ -198,7 +226,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"submit: {error}", file=sys.stderr)
         return 1
     except SettingsError as error:
-        print(f"submit: refused, nothing was created: {error}", file=sys.stderr)
+        print(f"submit: refused, nothing was created:\n{as_submit_problems(error.problems)}",
+              file=sys.stderr)
         return 1
     if settings.job.kind != JobKind.JOB_SET:
         print("submit: refused: the stack's job.kind is pytorchjob; submit queues JobSets "
