@@ -764,3 +764,16 @@ def test_tensorboard_without_tensorboard_installed_keeps_the_copy_and_says_how_t
     assert "pip install tensorboard==2.21.0" in said and str(tmp_path / "tb" / "aws") in said
     pins = (ROOT / "requirements-dev.txt").read_text().splitlines()
     assert tb.TENSORBOARD_PIN in pins  # one viewer version
+
+
+def test_the_unreachable_fix_adds_the_next_api_range_and_never_overwrites_one(tmp_path):
+    """New-user review C4: the command hard-coded apiAccessCidrs[1], overwriting the second
+    range of a stack that lists two."""
+    from torchrec_cloud.kube import api_ranges_in_stack_file, unreachable
+
+    (tmp_path / "Pulumi.two.yaml").write_text(
+        "config:\n  torchrec-cloud:kubernetes:\n    apiAccessCidrs: [81.2.69.142/32, 81.2.69.0/28]\n")
+    assert api_ranges_in_stack_file("two", tmp_path) == 2
+    assert api_ranges_in_stack_file("absent", tmp_path) == 1
+    said = unreachable("two", "dial tcp 1.2.3.4:443: i/o timeout", listed=2)
+    assert said is not None and "'kubernetes.apiAccessCidrs[2]'" in said

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any, Mapping
 
 from workloads.why import ApiError, NotFound
+
+ROOT = Path(__file__).resolve().parent.parent  # where the stack files are
 
 PLURALS = {"Service": "services", "NetworkPolicy": "networkpolicies", "JobSet": "jobsets",
            "Workload": "workloads"}
@@ -27,13 +30,28 @@ def collection_path(obj: Mapping[str, Any]) -> str:
     return f"{root}/namespaces/{namespace}/{PLURALS[obj['kind']]}"
 
 
-def unreachable(stack: str, stderr: str) -> str | None:
+def api_ranges_in_stack_file(stack: str, root: Path = ROOT) -> int:
+    """How many kubernetes.apiAccessCidrs the stack file lists (1 when it cannot tell: the
+    shipped files list one), so the printed command adds the next one, never overwrites one."""
+    import yaml
+
+    try:
+        data = yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text()) or {}
+        kubernetes = (data.get("config") or {}).get("torchrec-cloud:kubernetes") or {}
+        cidrs = kubernetes.get("apiAccessCidrs")
+        return len(cidrs) if isinstance(cidrs, list) else 1
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        return 1
+
+
+def unreachable(stack: str, stderr: str, listed: int | None = None) -> str | None:
     """The reason and the fix when kubectl could not reach the API server at all."""
     if not any(mark in stderr for mark in UNREACHABLE):
         return None
+    index = api_ranges_in_stack_file(stack) if listed is None else listed
     return (f"the cluster's API server did not answer. Either this machine's address is not in "
             f"kubernetes.apiAccessCidrs (add it: pulumi config set --stack {stack} --path "
-            f"'kubernetes.apiAccessCidrs[1]' \"$(curl -s https://checkip.amazonaws.com)/32\" && "
+            f"'kubernetes.apiAccessCidrs[{index}]' \"$(curl -s https://checkip.amazonaws.com)/32\" && "
             f"pulumi up --stack {stack}), or the cluster no longer exists (`pulumi stack output "
             f"--stack {stack}` shows none after `pulumi destroy`; `pulumi up --stack {stack}` "
             "makes it again)")
