@@ -309,7 +309,7 @@ def test_no_job_is_called_measured_every_plan_names_its_inputs() -> None:
 
 
 def test_a_plan_scales_by_matmul_peak_and_never_above_the_anchor_for_a_smaller_model() -> None:
-    from infra.catalog import GPU_BF16_DENSE_TFLOPS
+    from infra.catalog import gpu_model
     from infra.estimate import dense_macs_per_sample
 
     a100 = run_estimate(settings("aws", job=_bench_job(1))).throughput
@@ -321,7 +321,7 @@ def test_a_plan_scales_by_matmul_peak_and_never_above_the_anchor_for_a_smaller_m
                     "over_arch_layer_sizes": [1024, 1024, 512, 256, 1], "interaction": "dot"}
     h200 = run_estimate(settings("aws", gpuPools=H200_POOLS, job=_bench_job(
         1, **anchor_model))).throughput
-    ratio = GPU_BF16_DENSE_TFLOPS["H200"] / GPU_BF16_DENSE_TFLOPS["A100"]
+    ratio = gpu_model("H200", 141).bf16_dense_tflops / gpu_model("A100", 40).bf16_dense_tflops
     big = dense_macs_per_sample(128, [512, 256, 128], [1024, 1024, 512, 256, 1], "dot")
     small = dense_macs_per_sample(64, [512, 256, 64], [512, 512, 256, 1], "dot")
     assert h200 and h200.samples_per_s_per_gpu == pytest.approx(min(
