@@ -204,3 +204,20 @@ def test_a_cloud_rule_is_opened_beside_its_cloud() -> None:
     infra_floor = next(line for line in MERMAID.findall(section(HOUSE_HEADING))[0].splitlines()
                        if line.strip().startswith("infra["))
     assert re.search(r"per cloud.*rules", infra_floor), infra_floor
+
+
+def opened_by(change: str) -> set[str]:
+    return {(DOC_PATH.parent / target).resolve().relative_to(ROOT).as_posix()
+            for target in LINK.findall(table_rows()[change])}
+
+
+def test_a_waiting_reason_opens_its_name_its_evidence_its_order_and_its_fixtures() -> None:
+    """A new waiting reason touches `Kind` (verdict.py), an evidence module, `RULES` (decide.py,
+    the only order), and, for evidence not read yet, view.py, why.py's read_view and the
+    recorded objects the tests feed it."""
+    opened = opened_by("a waiting reason")
+    for path in ("workloads/waiting/verdict.py", "workloads/waiting/decide.py",
+                 "workloads/waiting/view.py", "workloads/why.py", "tests/waiting_fixtures.py"):
+        assert path in opened, f"the waiting reason row does not open {path}"
+    row = table_rows()["a waiting reason"]
+    assert "`RULES`" in row and "`Kind`" in row and "`read_view`" in row
