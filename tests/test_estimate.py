@@ -17,7 +17,8 @@ from infra.estimate import (job_most_hourly, standing_line, standing_usd_per_hou
     job_hourly_usd, most_hourly, run_estimate,
 )
 from infra.prices import AKS_TIER_HOUR, EKS_CLUSTER_HOUR, GKE_CLUSTER_HOUR
-from infra.settings import SettingsError, settings_from_mapping
+from infra.settings.errors import SettingsError
+from infra.settings.loader import settings_from_mapping
 from infra.settings.model import Settings
 from tests.harness import PROJECT, STACKS, stack_config
 

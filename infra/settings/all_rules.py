@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from functools import cache
 
+from infra.aws.rules import RULES as AWS_RULES
+from infra.azure.rules import RULES as AZURE_RULES
+from infra.gcp.rules import RULES as GCP_RULES
 from infra.settings.cost_rules import COST_RULES
 from infra.settings.errors import Problem
 from infra.settings.model import Settings
@@ -21,14 +24,7 @@ from infra.settings.security_rules import SECURITY_RULES
 
 @cache
 def every_rule() -> tuple[Rule, ...]:
-    """The rules in the order their problems are listed. The clouds' modules are imported here,
-    at first use: each imports modules of this package, so a program that imports one of them
-    first runs this package's __init__ (the loader, then this module) before that cloud's RULES
-    exists."""
-    from infra.aws.rules import RULES as AWS_RULES
-    from infra.azure.rules import RULES as AZURE_RULES
-    from infra.gcp.rules import RULES as GCP_RULES
-
+    """The rules in the order their problems are listed."""
     return (*SHARED_RULES, *AWS_RULES, *AZURE_RULES, *GCP_RULES, *SECURITY_RULES, *COST_RULES)
 
 
