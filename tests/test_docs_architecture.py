@@ -221,3 +221,12 @@ def test_a_waiting_reason_opens_its_name_its_evidence_its_order_and_its_fixtures
         assert path in opened, f"the waiting reason row does not open {path}"
     row = table_rows()["a waiting reason"]
     assert "`RULES`" in row and "`Kind`" in row and "`read_view`" in row
+
+
+def test_the_contract_links_each_cloud_s_shared_file_system_module() -> None:
+    """One file per shared file system in every cloud package: fsx.py, netapp.py, filestore.py."""
+    [row] = [line for line in contract_section().splitlines()
+             if line.startswith("| `shared_file_system` |")]
+    linked = {(DOC_PATH.parent / target).resolve().relative_to(ROOT).as_posix()
+              for target in LINK.findall(row)}
+    assert linked == {"infra/aws/fsx.py", "infra/azure/netapp.py", "infra/gcp/filestore.py"}
