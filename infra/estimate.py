@@ -466,7 +466,7 @@ def run_steps(s: Settings) -> Steps:
     if not prepare.enabled:
         return Steps(None, batch, "dataset.path's size is unknown before it is read: set "
                      "job.trainerArgs.max_steps for a run estimate")
-    from infra.settings.rules import prepare_days
+    from infra.settings.prepare_rules import prepare_days
     from trainer.prepare import CRITEO_1TB_ROWS, CRITEO_KAGGLE_ROWS
 
     if prepare.format.value == "criteo_1tb":
@@ -518,9 +518,9 @@ class RunEstimate:
 
 
 def _prepare(s: Settings) -> tuple[float, float]:
-    """(hours, extra USD an hour): the rules' preparation estimate (rules.prepare_hours), and
-    the GPU node it holds beside the job's on dataset.prepare.pool gpu."""
-    from infra.settings.rules import prepare_hours
+    """(hours, extra USD an hour): the rules' preparation estimate (prepare_rules.prepare_hours),
+    and the GPU node it holds beside the job's on dataset.prepare.pool gpu."""
+    from infra.settings.prepare_rules import prepare_hours
 
     estimate = prepare_hours(s)
     if estimate is None:

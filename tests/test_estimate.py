@@ -559,7 +559,7 @@ def test_the_idle_tail_is_the_autoscaler_s_own_setting() -> None:
 
 
 def test_a_preparation_on_the_gpu_pool_adds_its_hours_and_its_node() -> None:
-    from infra.settings.rules import prepare_hours
+    from infra.settings.prepare_rules import prepare_hours
 
     prepare = {"path": "criteo/1tb", "prepare": {"enabled": True, "source": "s3://raw/days",
                                                  "days": "0-3", "pool": "gpu"}}
