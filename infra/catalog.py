@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from infra.kubernetes_versions import version_key, version_reaches
+
 
 class Cloud(str, Enum):
     """The clouds this program deploys to."""
@@ -444,34 +446,6 @@ STOP_NOTICES: tuple[StopNotice, ...] = (
         )
     ),
 )
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    """'1.35.0-gke.1171000' -> (1, 35, 0, 1171000); '1.35' -> (1, 35); 'v1.33.4' -> (1, 33, 4).
-
-    The one parser of Kubernetes and GKE version strings in this project: the stop notices
-    below, the GKE version the program resolves (infra/gcp/versions.py) and the settings all
-    compare versions through it and `version_reaches`.
-    """
-    release, _, build = version.lstrip("v").partition("-gke.")
-    parts = [int("".join(ch for ch in part if ch.isdigit()) or 0) for part in release.split(".")]
-    return (*parts, int(build)) if build.isdigit() else tuple(parts)
-
-
-def version_reaches(version: str, minimum: str) -> bool:
-    """Whether `version` is at least `minimum`.
-
-    A version that names only a minor ('1.35') stands for the newest build of that minor: on
-    GKE a minor-only version makes GKE pick "the highest valid patch+gke.N patch in the 1.X
-    version" (Cluster.initialClusterVersion,
-    https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters),
-    so '1.35' reaches '1.35.0-gke.1171000'; the program passes the exact version GKE offers
-    (infra/gcp/versions.py) wherever it knows it.
-    """
-    have, need = version_key(version), version_key(minimum)
-    if len(have) <= 2 and have[:2] == need[:2]:
-        return True
-    return have >= need
 
 
 def stop_notice(cloud: Cloud | str, capacity: Capacity | str,

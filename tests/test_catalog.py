@@ -247,7 +247,7 @@ def test_gke_spot_notice_depends_on_the_kubernetes_version() -> None:
     ("v1.35.2", "1.35", True),
 ])
 def test_one_version_comparison_for_minors_and_gke_builds(version, minimum, reaches) -> None:
-    from infra.catalog import version_reaches
+    from infra.kubernetes_versions import version_reaches
 
     assert version_reaches(version, minimum) is reaches
 
