@@ -19,7 +19,7 @@ from infra.gcp.rules import RULES as GCP_RULES
 from infra.settings.cost_rules import COST_RULES
 from infra.settings.errors import Problem
 from infra.settings.model import Settings
-from infra.settings.prepare_rules import PREPARE_RULES
+from infra.settings.prepare_rules import RULES as PREPARE_RULES
 from infra.settings.rules import RULES as SHARED_RULES, Rule
 from infra.settings.security_rules import SECURITY_RULES
 
@@ -27,7 +27,8 @@ from infra.settings.security_rules import SECURITY_RULES
 @cache
 def every_rule() -> tuple[Rule, ...]:
     """The rules in the order their problems are listed."""
-    return (*SHARED_RULES, *PREPARE_RULES, *AWS_RULES, *AZURE_RULES, *GCP_RULES, *SECURITY_RULES, *COST_RULES)
+    return (*SHARED_RULES, *PREPARE_RULES, *AWS_RULES, *AZURE_RULES, *GCP_RULES, *SECURITY_RULES,
+            *COST_RULES)
 
 
 def check_all(settings: Settings) -> list[Problem]:

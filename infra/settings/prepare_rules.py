@@ -330,7 +330,7 @@ def prepare_shuffle_fits_its_pod(s: Settings) -> Iterator[Problem]:
                   f"({where}): {fix}")
 
 
-PREPARE_RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule, ...] = (
     prepare_has_an_output_and_a_source,
     prepare_multi_hot_sizes_are_criteo_features,
     prepare_days_fit_the_format,
