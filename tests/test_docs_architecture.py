@@ -230,3 +230,13 @@ def test_the_contract_links_each_cloud_s_shared_file_system_module() -> None:
     linked = {(DOC_PATH.parent / target).resolve().relative_to(ROOT).as_posix()
               for target in LINK.findall(row)}
     assert linked == {"infra/aws/fsx.py", "infra/azure/netapp.py", "infra/gcp/filestore.py"}
+
+
+def test_adding_a_gpu_machine_names_every_place_the_catalog_does_not_hold() -> None:
+    """The catalog, the one table kept by a name it gives (the EC2 Spot quota names), and the
+    generated pages `make settings-docs` rewrites from the catalog."""
+    row = table_rows()["add a GPU machine"]
+    opened = opened_by("add a GPU machine")
+    assert {"infra/catalog.py", "workloads/waiting/cloud_steps.py", "docs/interconnect.md",
+            "docs/spot.md"} <= opened
+    assert "`make settings-docs`" in row and "`AWS_SPOT_P_QUOTAS`" in row
