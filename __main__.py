@@ -10,7 +10,7 @@ from infra.estimate import estimate_output
 from infra.naming import resource_prefix
 from infra.preemption import estimated_save
 from infra.previous_run import read_previous_run
-from infra.settings import load_settings, with_kubernetes_minor
+from infra.settings.loader import load_settings, with_kubernetes_minor
 from workloads.component import TrainingJob, TrainingJobArgs
 from workloads.flags import checkpoint_dir
 

@@ -1,8 +1,14 @@
 """The one table of machine types: every fact about a GPU machine lives here.
 
-Nothing else in the project hard-codes a GPU count, a GPU memory size, an EFA interface count,
-an accelerator type name or a price: settings validation, node pools, pod resources, the NCCL
-environment and the cost estimate all read this table. Sources per entry are in
+Nothing else in the project hard-codes a GPU count, a GPU memory size, an EFA interface count or
+its RDMA and huge-page needs, an accelerator type name, a GPU quota metric, a GPU model's rated
+throughput and bandwidth or a price: settings validation, node pools, pod resources, the NCCL
+environment, the quota checks and the cost estimate all read this table (`Machine` per machine,
+`GpuModel` per GPU model and memory size). A GPU machine whose GPU model has no `GpuModel` entry,
+or that lacks a fact its cloud needs, is refused when this module loads (`Machine.__post_init__`).
+Tables kept elsewhere by a name the catalog gives (the EC2 Spot quota names per P family,
+workloads/waiting/cloud_steps.py) have a test that every catalog GPU machine has an entry
+(tests/test_catalog.py). Sources per entry are in
 docs/catalog-sources.md; prices are on-demand list prices in USD per hour in the reference
 regions (us-east-1, eastus, us-central1) and drift, so treat the cost outputs as estimates.
 Last checked 2026-11 (see the sources file for the date and what could not be verified).
@@ -12,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+from infra.kubernetes_versions import version_key, version_reaches
 
 
 class Cloud(str, Enum):
@@ -48,6 +56,52 @@ FABRIC_FLOOR_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
+class GpuModel:
+    """One GPU model at one memory size: the rated figures the gate, the estimate and the
+    sizing advisor plan from. Read from memory of NVIDIA's data sheets, not re-verified in a
+    stored copy (sources per figure below)."""
+
+    model: str  # Machine.gpu_model
+    memory_gib: int  # Machine.gpu_memory_gib
+    # Dense BF16 tensor-core peak, TFLOPS, without sparsity (A100: 312; H100 SXM and H200: 989.5).
+    bf16_dense_tflops: float
+    # Rated dense fp32 matmuls, TFLOPS per GPU, without sparsity: plain FP32 (CUDA cores: the
+    # trainer's default, --tf32 off) and TF32 tensor cores (--tf32 on). A100
+    # (nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/
+    # nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf: FP32 19.5, TF32 156 dense / 312
+    # sparse); H100 SXM (nvidia.com/en-us/data-center/h100/: FP32 67, TF32 989 "with sparsity",
+    # so 494.5 dense); H200 SXM (nvidia.com/en-us/data-center/h200/: the same 67 and 989). The
+    # sizing advisor (torchrec_cloud/plan.py) times the dense layers at these rates.
+    fp32_dense_tflops: float
+    tf32_dense_tflops: float
+    # GB/s (1e9 B/s), for the sharding planner. HBM: A100 40GB SXM 1,555; A100 80GB SXM 2,039;
+    # H100 SXM 3,350; H200 4,800. NVLink: total bidirectional per GPU (A100 600, H100/H200
+    # 900), the figure torchrec's own default (INTRA_NODE_BANDWIDTH, 600 GB/s for A100) is
+    # given in.
+    hbm_gb_s: float
+    nvlink_gb_s: float
+
+
+GPU_MODELS: tuple[GpuModel, ...] = (
+    GpuModel("A100", 40, bf16_dense_tflops=312.0, fp32_dense_tflops=19.5, tf32_dense_tflops=156.0,
+             hbm_gb_s=1555.0, nvlink_gb_s=600.0),
+    GpuModel("A100", 80, bf16_dense_tflops=312.0, fp32_dense_tflops=19.5, tf32_dense_tflops=156.0,
+             hbm_gb_s=2039.0, nvlink_gb_s=600.0),
+    GpuModel("H100", 80, bf16_dense_tflops=989.5, fp32_dense_tflops=67.0, tf32_dense_tflops=494.5,
+             hbm_gb_s=3350.0, nvlink_gb_s=900.0),
+    GpuModel("H200", 141, bf16_dense_tflops=989.5, fp32_dense_tflops=67.0,
+             tf32_dense_tflops=494.5, hbm_gb_s=4800.0, nvlink_gb_s=900.0),
+)
+_GPU_MODELS: dict[tuple[str | None, int], GpuModel] = {(g.model, g.memory_gib): g
+                                                       for g in GPU_MODELS}
+
+
+def gpu_model(model: str, memory_gib: int) -> GpuModel:
+    """The record of a GPU model at a memory size (a recorded run's GPU: ThroughputReference)."""
+    return _GPU_MODELS[(model, memory_gib)]
+
+
+@dataclass(frozen=True)
 class Machine:
     """One machine type and what it offers a training job."""
 
@@ -63,7 +117,17 @@ class Machine:
     gpu_memory_gib: int = 0
     interconnect: Interconnect = Interconnect.NONE
     efa_interfaces: int = 0  # interfaces a pod can request as vpc.amazonaws.com/efa
+    # EFA with RDMA read/write (GPUDirect RDMA): p4d/p4de and p5* (infra/aws/interconnect.py
+    # sets FI_EFA_USE_DEVICE_RDMA=1 on these).
+    efa_device_rdma: bool = False
+    # Whether the reference EKS manifests give this machine's pods 2 MiB huge pages for
+    # libfabric's bounce buffers (p5*: awsome-distributed-training's nccl-tests.yaml requests
+    # 5120Mi; its p4d/p4de examples none). Sources: infra/aws/interconnect.py.
+    efa_hugepages: bool = False
     gcp_accelerator_type: str | None = None  # nodeConfig.guestAccelerators[].type on GKE
+    # The regional GPU quota metric the machine's GPUs count against on Compute Engine
+    # (regions.get `quotas[].metric`; Spot: PREEMPTIBLE_<metric>): infra/quotas.py.
+    gcp_gpu_quota_metric: str | None = None
     # False where the vendor sells the machine only through reservations / capacity blocks /
     # Flex-start / Spot; on_demand_usd_per_hour is then the listed rate, not a buyable one.
     on_demand_available: bool = True
@@ -80,9 +144,31 @@ class Machine:
     # Sources per value: docs/catalog-sources.md ("Socket path").
     primary_nic_gbps: float | None = None
 
+    def __post_init__(self) -> None:
+        """A GPU machine without a fact its code path reads would silently lose a check or a
+        setting (no matmul floor, no quota check, no EFA device): refuse it when the catalog
+        loads, naming what to add."""
+        if not self.has_gpus:
+            return
+        missing = []
+        if (self.gpu_model, self.gpu_memory_gib) not in _GPU_MODELS:
+            missing.append(f"a GpuModel entry for ({self.gpu_model!r}, {self.gpu_memory_gib})")
+        if self.cloud == Cloud.GCP and not (self.gcp_accelerator_type and self.gcp_gpu_quota_metric):
+            missing.append("gcp_accelerator_type and gcp_gpu_quota_metric")
+        if self.interconnect == Interconnect.EFA and self.efa_interfaces <= 0:
+            missing.append("efa_interfaces (EFA machines)")
+        if missing:
+            raise ValueError(f"catalog machine {self.name}: add {', '.join(missing)} "
+                             "in infra/catalog.py")
+
     @property
     def has_gpus(self) -> bool:
         return self.gpu_count > 0
+
+    @property
+    def gpu(self) -> "GpuModel | None":
+        """The machine's GPU model record (rated throughput and bandwidth); None without GPUs."""
+        return _GPU_MODELS.get((self.gpu_model, self.gpu_memory_gib)) if self.has_gpus else None
 
     @property
     def fabric_transport(self) -> str:
@@ -135,21 +221,26 @@ MACHINES: tuple[Machine, ...] = (
     # Prices: us-east-1 Linux on-demand after the June 2025 P4/P5 price cut.
     _gpu(name="p4d.24xlarge", cloud=Cloud.AWS, gpu_model="A100", gpu_count=8, gpu_memory_gib=40,
          vcpus=96, memory_gib=1152, network_gbps=400, interconnect=Interconnect.EFA,
-         efa_interfaces=4, on_demand_usd_per_hour=21.96, typical_spot_discount=0.6),
+         efa_interfaces=4, efa_device_rdma=True, on_demand_usd_per_hour=21.96,
+         typical_spot_discount=0.6),
     _gpu(name="p4de.24xlarge", cloud=Cloud.AWS, gpu_model="A100", gpu_count=8, gpu_memory_gib=80,
          vcpus=96, memory_gib=1152, network_gbps=400, interconnect=Interconnect.EFA,
-         efa_interfaces=4, on_demand_usd_per_hour=27.45, typical_spot_discount=0.6),
+         efa_interfaces=4, efa_device_rdma=True, on_demand_usd_per_hour=27.45,
+         typical_spot_discount=0.6),
     _gpu(name="p5.48xlarge", cloud=Cloud.AWS, gpu_model="H100", gpu_count=8, gpu_memory_gib=80,
          vcpus=192, memory_gib=2048, network_gbps=3200, interconnect=Interconnect.EFA,
-         efa_interfaces=32, on_demand_usd_per_hour=55.04, typical_spot_discount=0.6),
+         efa_interfaces=32, efa_device_rdma=True, efa_hugepages=True,
+         on_demand_usd_per_hour=55.04, typical_spot_discount=0.6),
     # p5e: specs verified; the price is NOT verified (mostly sold through Capacity Blocks).
     _gpu(name="p5e.48xlarge", cloud=Cloud.AWS, gpu_model="H200", gpu_count=8, gpu_memory_gib=141,
          vcpus=192, memory_gib=2048, network_gbps=3200, interconnect=Interconnect.EFA,
-         efa_interfaces=32, on_demand_usd_per_hour=113.92, typical_spot_discount=0.5),
+         efa_interfaces=32, efa_device_rdma=True, efa_hugepages=True,
+         on_demand_usd_per_hour=113.92, typical_spot_discount=0.5),
     # p5en: EFAv3, 16 network cards (vs 32 on p5/p5e) for the same 3200 Gbps.
     _gpu(name="p5en.48xlarge", cloud=Cloud.AWS, gpu_model="H200", gpu_count=8, gpu_memory_gib=141,
          vcpus=192, memory_gib=2048, network_gbps=3200, interconnect=Interconnect.EFA,
-         efa_interfaces=16, on_demand_usd_per_hour=63.30, typical_spot_discount=0.55),
+         efa_interfaces=16, efa_device_rdma=True, efa_hugepages=True,
+         on_demand_usd_per_hour=63.30, typical_spot_discount=0.55),
     # Non-GPU, for system pools.
     Machine(name="m6i.xlarge", cloud=Cloud.AWS, vcpus=4, memory_gib=16, network_gbps=12.5,
             on_demand_usd_per_hour=0.192, typical_spot_discount=0.6),
@@ -190,17 +281,21 @@ MACHINES: tuple[Machine, ...] = (
     # types for A3 Ultra"; cluster-toolkit's A3 Ultra/A4 blueprints use hyperdisk-balanced).
     _gpu(name="a2-highgpu-8g", cloud=Cloud.GCP, gpu_model="A100", gpu_count=8, gpu_memory_gib=40,
          vcpus=96, memory_gib=680, network_gbps=100, gcp_accelerator_type="nvidia-tesla-a100",
+         gcp_gpu_quota_metric="NVIDIA_A100_GPUS",
          on_demand_usd_per_hour=29.39, typical_spot_discount=0.6),
     _gpu(name="a2-ultragpu-8g", cloud=Cloud.GCP, gpu_model="A100", gpu_count=8, gpu_memory_gib=80,
          vcpus=96, memory_gib=1360, network_gbps=100, gcp_accelerator_type="nvidia-a100-80gb",
+         gcp_gpu_quota_metric="NVIDIA_A100_80GB_GPUS",
          on_demand_usd_per_hour=40.22, typical_spot_discount=0.6, gcp_local_ssds=8),
     _gpu(name="a3-highgpu-8g", cloud=Cloud.GCP, gpu_model="H100", gpu_count=8, gpu_memory_gib=80,
          vcpus=208, memory_gib=1872, network_gbps=1000, interconnect=Interconnect.GPUDIRECT_TCPX,
-         gcp_accelerator_type="nvidia-h100-80gb", on_demand_usd_per_hour=88.25,
+         gcp_accelerator_type="nvidia-h100-80gb",
+         gcp_gpu_quota_metric="NVIDIA_H100_GPUS", on_demand_usd_per_hour=88.25,
          primary_nic_gbps=200, typical_spot_discount=0.6, gcp_local_ssds=16),
     _gpu(name="a3-megagpu-8g", cloud=Cloud.GCP, gpu_model="H100", gpu_count=8, gpu_memory_gib=80,
          vcpus=208, memory_gib=1872, network_gbps=1800,
          interconnect=Interconnect.GPUDIRECT_TCPXO, gcp_accelerator_type="nvidia-h100-mega-80gb",
+         gcp_gpu_quota_metric="NVIDIA_H100_MEGA_GPUS",
          on_demand_usd_per_hour=88.25, primary_nic_gbps=200, typical_spot_discount=0.6,
          gcp_local_ssds=16),
     # A3 Ultra: 8 x 400 Gbps CX-7 RDMA NICs + 2 x 200 Gbps gVNIC = 3600 Gbps. Google does not
@@ -208,6 +303,7 @@ MACHINES: tuple[Machine, ...] = (
     _gpu(name="a3-ultragpu-8g", cloud=Cloud.GCP, gpu_model="H200", gpu_count=8,
          gpu_memory_gib=141, vcpus=224, memory_gib=2952, network_gbps=3600,
          interconnect=Interconnect.RDMA, gcp_accelerator_type="nvidia-h200-141gb",
+         gcp_gpu_quota_metric="NVIDIA_H200_GPUS",
          on_demand_usd_per_hour=84.81, primary_nic_gbps=200, typical_spot_discount=0.4,
          on_demand_available=False,
          gcp_boot_disk_type="hyperdisk-balanced", gcp_local_ssds=32),
@@ -350,34 +446,6 @@ STOP_NOTICES: tuple[StopNotice, ...] = (
         )
     ),
 )
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    """'1.35.0-gke.1171000' -> (1, 35, 0, 1171000); '1.35' -> (1, 35); 'v1.33.4' -> (1, 33, 4).
-
-    The one parser of Kubernetes and GKE version strings in this project: the stop notices
-    below, the GKE version the program resolves (infra/gcp/versions.py) and the settings all
-    compare versions through it and `version_reaches`.
-    """
-    release, _, build = version.lstrip("v").partition("-gke.")
-    parts = [int("".join(ch for ch in part if ch.isdigit()) or 0) for part in release.split(".")]
-    return (*parts, int(build)) if build.isdigit() else tuple(parts)
-
-
-def version_reaches(version: str, minimum: str) -> bool:
-    """Whether `version` is at least `minimum`.
-
-    A version that names only a minor ('1.35') stands for the newest build of that minor: on
-    GKE a minor-only version makes GKE pick "the highest valid patch+gke.N patch in the 1.X
-    version" (Cluster.initialClusterVersion,
-    https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters),
-    so '1.35' reaches '1.35.0-gke.1171000'; the program passes the exact version GKE offers
-    (infra/gcp/versions.py) wherever it knows it.
-    """
-    have, need = version_key(version), version_key(minimum)
-    if len(have) <= 2 and have[:2] == need[:2]:
-        return True
-    return have >= need
 
 
 def stop_notice(cloud: Cloud | str, capacity: Capacity | str,
@@ -546,20 +614,7 @@ def fabric_floor(m: Machine, nodes: int) -> FabricFloor:
                                           f"{FABRIC_FLOOR_FRACTION:g} x the network's bound"))
 
 
-# --- GPU health: a matmul throughput floor per GPU model -----------------------------------
-# Dense BF16 tensor-core peak, TFLOPS, from NVIDIA's data sheets (A100: 312; H100 SXM and H200:
-# 989.5 without sparsity). Read from memory of the data sheets, not re-verified in a stored copy.
-GPU_BF16_DENSE_TFLOPS = {"A100": 312.0, "H100": 989.5, "H200": 989.5}
-# Rated dense throughput of fp32 matmuls, TFLOPS per GPU, without sparsity: plain FP32 (CUDA
-# cores: the trainer's default, --tf32 off) and TF32 tensor cores (--tf32 on). NVIDIA data
-# sheets: A100 (nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/
-# nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf: FP32 19.5, TF32 156 dense / 312 sparse);
-# H100 SXM (nvidia.com/en-us/data-center/h100/: FP32 67, TF32 989 "with sparsity", so 494.5
-# dense); H200 SXM (nvidia.com/en-us/data-center/h200/: the same 67 and 989 with sparsity).
-# Read from memory of the data sheets, not re-verified in a stored copy. The sizing advisor
-# (torchrec_cloud/plan.py) times the dense layers at these rates: a lower bound on their time.
-GPU_FP32_DENSE_TFLOPS = {"A100": 19.5, "H100": 67.0, "H200": 67.0}
-GPU_TF32_DENSE_TFLOPS = {"A100": 156.0, "H100": 494.5, "H200": 494.5}
+# --- GPU health and planning figures (the per-model ones are GpuModel's) ---------------------
 # Planning figures for an evaluation's exact AUC on the GPU (trainer/metrics.py: one sort of
 # the scores, then cumulative sums): keys sorted per second by torch.sort on an A100/H100-class
 # GPU, CONSERVATIVE (CUB's radix sort is several times faster on float keys); and the host
@@ -577,28 +632,19 @@ GPU_MATMUL_FLOOR_FRACTION = 0.4
 
 def gpu_matmul_floor_tflops(m: Machine) -> float:
     """The least BF16 matmul throughput (TFLOPS) the gate's GPU health check accepts per GPU
-    of machine `m`; 0 (no floor) for a GPU model without a data sheet figure here."""
-    peak = GPU_BF16_DENSE_TFLOPS.get(m.gpu_model or "", 0.0)
+    of machine `m`; 0 (no floor) for a machine without GPUs."""
+    peak = m.gpu.bf16_dense_tflops if m.gpu else 0.0
     return round(peak * GPU_MATMUL_FLOOR_FRACTION, 1)
 
 
-# --- Memory and NVLink bandwidth per GPU model, for the sharding planner (torchrec_cloud/plan.py)
-# GB/s (1e9 B/s). HBM: NVIDIA data sheets (A100 40GB SXM 1,555; A100 80GB SXM 2,039; H100 SXM
-# 3,350; H200 4,800). NVLink: total bidirectional per GPU (A100 600, H100/H200 900), the
-# figure torchrec's own default (INTRA_NODE_BANDWIDTH, 600 GB/s for A100) is given in. Read
-# from memory of the data sheets, not re-verified in a stored copy.
-GPU_HBM_GB_S = {("A100", 40): 1555.0, ("A100", 80): 2039.0, ("H100", 80): 3350.0,
-                ("H200", 141): 4800.0}
-GPU_NVLINK_GB_S = {"A100": 600.0, "H100": 900.0, "H200": 900.0}
-
-
+# --- Memory and NVLink bandwidth of a machine's GPUs, for the sharding planner (torchrec_cloud/plan.py)
 def gpu_hbm_gb_s(m: Machine) -> float | None:
-    return GPU_HBM_GB_S.get((m.gpu_model or "", m.gpu_memory_gib))
+    return m.gpu.hbm_gb_s if m.gpu else None
 
 
 def gpu_nvlink_gb_s(m: Machine) -> float | None:
     """None where the GPUs are not NVLink-connected (one GPU per machine)."""
-    return GPU_NVLINK_GB_S.get(m.gpu_model or "") if m.gpu_count > 1 else None
+    return m.gpu.nvlink_gb_s if m.gpu and m.gpu_count > 1 else None
 
 
 def fabric_in_use(m: Machine, fabric: bool) -> bool:

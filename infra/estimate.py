@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.catalog import (
-    GPU_BF16_DENSE_TFLOPS, SCALE_DOWN_UNNEEDED_MINUTES, THROUGHPUT_REFERENCES, Cloud, Machine,
+    SCALE_DOWN_UNNEEDED_MINUTES, THROUGHPUT_REFERENCES, Cloud, Machine, gpu_model,
     ThroughputReference, fabric_in_use, inter_host_gb_s_per_gpu, machine, throughput_reference,
 )
 from infra.prices import (
@@ -380,7 +380,7 @@ def _from_reference(r: ThroughputReference, peak: float, job_macs: int, gpu: str
     """A reference's samples/s per GPU times the GPUs' dense BF16 matmul peak ratio, times the
     ratio of dense work per sample where the job's model is larger (a smaller model is not
     taken as faster: per-step overheads, not FLOPs, bound small models)."""
-    gpu_ratio = peak / GPU_BF16_DENSE_TFLOPS[r.gpu_model]
+    gpu_ratio = peak / gpu_model(r.gpu_model, r.gpu_memory_gib).bf16_dense_tflops
     model_ratio = min(1.0, _reference_macs(r) / job_macs)
     rate = r.samples_per_s_per_gpu * gpu_ratio * model_ratio
     return rate, (f"{_anchor_text(r)} x {gpu_ratio:.2f} matmul peak ({gpu} / {r.gpu_model}) x "
@@ -399,12 +399,12 @@ def planned_throughput(s: Settings) -> Throughput | None:
       takes (inter_host_gb_s_per_gpu: the fabric, or the primary NIC with interconnect.fabric
       false) times network_efficiency (the 2-node public run's share), over the embedding
       all-to-all bytes a sample sends across nodes (all_to_all_bytes_per_sample).
-    The job's per-rank batch is named beside the anchor's, not scaled. None where the GPU's
-    matmul peak is not in the catalog."""
+    The job's per-rank batch is named beside the anchor's, not scaled. None for a machine
+    without GPUs (every GPU model's peak is in the catalog: GpuModel)."""
     gpu = machine(s.cloud, s.job_pool.machine_type)
-    peak = GPU_BF16_DENSE_TFLOPS.get(gpu.gpu_model or "")
-    if not gpu.has_gpus or peak is None:
+    if gpu.gpu is None:
         return None
+    peak = gpu.gpu.bf16_dense_tflops
     flags = _trainer_flags(s)
     job_macs = dense_macs_per_sample(int(flags["embedding_dim"]),
                                      [int(v) for v in flags["dense_arch_layer_sizes"]],
@@ -466,7 +466,7 @@ def run_steps(s: Settings) -> Steps:
     if not prepare.enabled:
         return Steps(None, batch, "dataset.path's size is unknown before it is read: set "
                      "job.trainerArgs.max_steps for a run estimate")
-    from infra.settings.rules import prepare_days
+    from infra.settings.prepare_rules import prepare_days
     from trainer.prepare import CRITEO_1TB_ROWS, CRITEO_KAGGLE_ROWS
 
     if prepare.format.value == "criteo_1tb":
@@ -518,9 +518,9 @@ class RunEstimate:
 
 
 def _prepare(s: Settings) -> tuple[float, float]:
-    """(hours, extra USD an hour): the rules' preparation estimate (rules.prepare_hours), and
-    the GPU node it holds beside the job's on dataset.prepare.pool gpu."""
-    from infra.settings.rules import prepare_hours
+    """(hours, extra USD an hour): the rules' preparation estimate (prepare_rules.prepare_hours),
+    and the GPU node it holds beside the job's on dataset.prepare.pool gpu."""
+    from infra.settings.prepare_rules import prepare_hours
 
     estimate = prepare_hours(s)
     if estimate is None:

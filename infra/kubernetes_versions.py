@@ -5,12 +5,43 @@ program runs (infra/azure/versions.py); this calendar only warns (`aks_advice`).
 EKS needs no table here: DescribeClusterVersions answers each minor's support status and the
 ends of its standard and extended support when the program runs (infra/aws/versions.py), so
 the dates never age in this repository.
+
+Also the one parser and comparison of Kubernetes and GKE version strings (`version_key`,
+`version_reaches`), used by the catalog's stop notices, infra/gcp/versions.py and the settings.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, timedelta
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """'1.35.0-gke.1171000' -> (1, 35, 0, 1171000); '1.35' -> (1, 35); 'v1.33.4' -> (1, 33, 4).
+
+    The one parser of Kubernetes and GKE version strings in this project: the stop notices
+    (infra/catalog.py), the GKE version the program resolves (infra/gcp/versions.py) and the
+    settings all compare versions through it and `version_reaches`.
+    """
+    release, _, build = version.lstrip("v").partition("-gke.")
+    parts = [int("".join(ch for ch in part if ch.isdigit()) or 0) for part in release.split(".")]
+    return (*parts, int(build)) if build.isdigit() else tuple(parts)
+
+
+def version_reaches(version: str, minimum: str) -> bool:
+    """Whether `version` is at least `minimum`.
+
+    A version that names only a minor ('1.35') stands for the newest build of that minor: on
+    GKE a minor-only version makes GKE pick "the highest valid patch+gke.N patch in the 1.X
+    version" (Cluster.initialClusterVersion,
+    https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters),
+    so '1.35' reaches '1.35.0-gke.1171000'; the program passes the exact version GKE offers
+    (infra/gcp/versions.py) wherever it knows it.
+    """
+    have, need = version_key(version), version_key(minimum)
+    if len(have) <= 2 and have[:2] == need[:2]:
+        return True
+    return have >= need
 
 
 # --- AKS: the calendar, for advice (what AKS creates is asked of AKS: infra/azure/versions.py) --

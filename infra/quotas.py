@@ -53,11 +53,8 @@ EC2_QUOTAS: dict[str, tuple[Ec2Quota, Ec2Quota]] = {
 # (learn.microsoft.com/azure/quotas/per-vm-quota-requests, .../spot-quota).
 AZURE_SPOT_QUOTA = "lowPriorityCores"
 AZURE_REGIONAL_QUOTA = "cores"
-# GCP regional GPU quota metric per (GPU model, GPU memory GiB) of infra/catalog.py's machines
-# (Compute Engine regions.get `quotas[].metric`; Spot/preemptible GPUs: PREEMPTIBLE_<metric>).
-GCP_GPU_METRICS = {("A100", 40): "NVIDIA_A100_GPUS", ("A100", 80): "NVIDIA_A100_80GB_GPUS",
-                   ("H100", 80): "NVIDIA_H100_GPUS", ("H200", 141): "NVIDIA_H200_GPUS"}
-GCP_MEGA = {"a3-megagpu-8g": "NVIDIA_H100_MEGA_GPUS"}
+# GCP: a machine's regional GPU quota metric is the catalog's Machine.gcp_gpu_quota_metric
+# (Spot/preemptible GPUs: PREEMPTIBLE_<metric>).
 
 
 @dataclass(frozen=True)
@@ -197,8 +194,7 @@ def azure_readings(need: Need, family: str, usages: Iterable[Mapping[str, Any]],
 
 # --- GCP ------------------------------------------------------------------------------------
 def gcp_gpu_metric(machine: Machine) -> str | None:
-    return GCP_MEGA.get(machine.name) or GCP_GPU_METRICS.get(
-        (machine.gpu_model or "", machine.gpu_memory_gib or 0))
+    return machine.gcp_gpu_quota_metric
 
 
 def gcp_console(project: str) -> str:

@@ -28,7 +28,7 @@ from infra.azure.identity import (ACR_PULL, ACR_PUSH, AKS_RBAC_CLUSTER_ADMIN,
                                   STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER)
 from infra.azure.network import plan_subnets
 from infra.catalog import Cloud, Interconnect, MACHINES, machine
-from infra.settings import SettingsError
+from infra.settings.errors import SettingsError
 from tests.fakes import azure as fake
 from tests.harness import (JOBSET, USER_API_CIDRS, Captured, Run, run_stack,
                            training_pod_template)

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+from dataclasses import replace
+
+from infra import quotas
 from infra.catalog import (
     MACHINES,
     Cloud,
     Interconnect,
+    Machine,
     find_machine,
+    gpu_hbm_gb_s,
+    gpu_matmul_floor_tflops,
     machine,
     machine_names,
 )
+from workloads.waiting import cloud_steps
 
 GPU_MACHINES = [m for m in MACHINES if m.has_gpus]
 
@@ -65,13 +72,53 @@ def test_only_efa_machines_request_efa_interfaces(m):
     assert m.efa_interfaces == 0
 
 
-@pytest.mark.parametrize(
-    ("name", "interfaces"),
-    [("p4d.24xlarge", 4), ("p4de.24xlarge", 4), ("p5.48xlarge", 32), ("p5e.48xlarge", 32),
-     ("p5en.48xlarge", 16)],
-)
-def test_efa_interface_counts_match_the_instance_network_cards(name, interfaces):
-    assert machine(Cloud.AWS, name).efa_interfaces == interfaces
+# A new GPU machine: what a maintainer would add for an AWS P6 (B200) without the rest.
+_B200 = dict(name="p6-b200.48xlarge", cloud=Cloud.AWS, gpu_model="B200", gpu_count=8,
+             gpu_memory_gib=179, vcpus=192, memory_gib=2048, network_gbps=3200,
+             interconnect=Interconnect.EFA, efa_interfaces=8, on_demand_usd_per_hour=113.93,
+             typical_spot_discount=0.5)
+
+
+def test_a_gpu_machine_whose_gpu_model_has_no_record_is_refused_when_the_catalog_loads():
+    """Without a GpuModel the gate would check no matmul floor and the estimate plan nothing."""
+    with pytest.raises(ValueError, match=r"p6-b200.48xlarge: add a GpuModel entry for \('B200', 179\)"):
+        Machine(**_B200)
+
+
+def test_a_gcp_gpu_machine_without_its_quota_metric_is_refused_when_the_catalog_loads():
+    """Without it `pulumi up` and doctor would skip the GPU quota check for the machine."""
+    a3 = machine(Cloud.GCP, "a3-highgpu-8g")
+    with pytest.raises(ValueError, match="gcp_gpu_quota_metric"):
+        replace(a3, gcp_gpu_quota_metric=None)
+
+
+@pytest.mark.parametrize("m", GPU_MACHINES, ids=_id)
+def test_every_gpu_machine_has_its_gpu_model_s_rated_figures(m):
+    assert m.gpu is not None and (m.gpu.model, m.gpu.memory_gib) == (m.gpu_model, m.gpu_memory_gib)
+    assert gpu_matmul_floor_tflops(m) > 0  # the gate's GPU health floor
+    assert gpu_hbm_gb_s(m) and m.gpu.fp32_dense_tflops and m.gpu.tf32_dense_tflops
+
+
+@pytest.mark.parametrize("m", [m for m in GPU_MACHINES if m.cloud is Cloud.GCP], ids=_id)
+def test_every_gcp_gpu_machine_names_its_gpu_quota_metric(m):
+    assert quotas.gcp_gpu_metric(m) == m.gcp_gpu_quota_metric
+    assert m.gcp_gpu_quota_metric.startswith("NVIDIA_") and m.gcp_gpu_quota_metric.endswith("_GPUS")
+
+
+@pytest.mark.parametrize("m", [m for m in GPU_MACHINES if m.cloud is Cloud.AWS], ids=_id)
+def test_every_aws_gpu_machine_s_p_family_has_a_spot_quota_name_and_a_gang_size(m):
+    """AWS_SPOT_P_QUOTAS is keyed by the P family the catalog's names give: a new family needs
+    its quota's name there, or the waiting message names every P quota."""
+    family = cloud_steps.instance_family(m.name)
+    assert family in cloud_steps.AWS_SPOT_P_QUOTAS
+    assert cloud_steps.gang_vcpus(family, 2) == 2 * m.vcpus
+
+
+def test_the_p_family_of_a_dashed_instance_type_is_its_p_generation():
+    """p6-b200.48xlarge counts against the P6 quotas; a suffix strip would give "p6-b200"."""
+    assert cloud_steps.instance_family("p6-b200.48xlarge") == "p6"
+    assert cloud_steps.aws_family(["Could not launch On-Demand Instances (p6-b200.48xlarge)"]) == "p6"
+    assert cloud_steps.instance_family("p5en.48xlarge") == "p5"
 
 
 def test_every_aws_gpu_machine_in_the_catalog_uses_efa():
@@ -200,7 +247,7 @@ def test_gke_spot_notice_depends_on_the_kubernetes_version() -> None:
     ("v1.35.2", "1.35", True),
 ])
 def test_one_version_comparison_for_minors_and_gke_builds(version, minimum, reaches) -> None:
-    from infra.catalog import version_reaches
+    from infra.kubernetes_versions import version_reaches
 
     assert version_reaches(version, minimum) is reaches
 

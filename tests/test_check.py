@@ -219,7 +219,7 @@ def test_the_shipped_stack_files_as_configured_pass_and_show_the_machines(
 
 def estimate_lines_for(path: Path) -> list[str]:
     from infra.estimate import estimate_lines
-    from infra.settings import settings_from_mapping
+    from infra.settings.loader import settings_from_mapping
     from infra.settings.loader import project_values
     from torchrec_cloud.stack_file import read_stack_file
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.cadence import SAVE_SHARE, cadence, checkpoints_in_effect
-from infra.settings import settings_from_mapping
+from infra.settings.loader import settings_from_mapping
 from tests import harness
 from tests.harness import PROJECT, run_stack, training_pod_template
 from tests.test_check import check, configured, write_stack

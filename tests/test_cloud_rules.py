@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from infra.settings import all_rules, cost_rules, security_rules
+from infra.settings import all_rules, cost_rules, prepare_rules, security_rules
 from infra.settings import rules as shared_rules
 from infra.settings.loader import settings_and_problems
 from tests.harness import PROJECT, stack_config
@@ -59,7 +59,7 @@ def test_loading_every_cloud_s_rules_loads_nothing_beyond_requirements_check() -
 def test_check_all_runs_every_rule_of_every_module_once() -> None:
     """A rule written in a cloud's module but left out of its RULES would never run; one listed
     in two places would say its problem twice."""
-    modules = [shared_rules, *map(importlib.import_module, CLOUD_RULES)]
+    modules = [shared_rules, prepare_rules, *map(importlib.import_module, CLOUD_RULES)]
     for module in modules:
         written = {name for name, obj in vars(module).items()
                    if inspect.isfunction(obj) and obj.__module__ == module.__name__

@@ -227,3 +227,37 @@ def test_a_stack_owned_flag_row_opens_every_file_a_new_flag_touches() -> None:
               for target in LINK.findall(row)}
     assert {"trainer/config.py", "infra/settings/stack_flags.py", "workloads/flags.py"} <= opened
     assert "`stack_flags`" in row and "`PER_JOB_FLAGS`" in row
+def opened_by(change: str) -> set[str]:
+    return {(DOC_PATH.parent / target).resolve().relative_to(ROOT).as_posix()
+            for target in LINK.findall(table_rows()[change])}
+
+
+def test_a_waiting_reason_opens_its_name_its_evidence_its_order_and_its_fixtures() -> None:
+    """A new waiting reason touches `Kind` (verdict.py), an evidence module, `RULES` (decide.py,
+    the only order), and, for evidence not read yet, view.py, why.py's read_view and the
+    recorded objects the tests feed it."""
+    opened = opened_by("a waiting reason")
+    for path in ("workloads/waiting/verdict.py", "workloads/waiting/decide.py",
+                 "workloads/waiting/view.py", "workloads/why.py", "tests/waiting_fixtures.py"):
+        assert path in opened, f"the waiting reason row does not open {path}"
+    row = table_rows()["a waiting reason"]
+    assert "`RULES`" in row and "`Kind`" in row and "`read_view`" in row
+
+
+def test_the_contract_links_each_cloud_s_shared_file_system_module() -> None:
+    """One file per shared file system in every cloud package: fsx.py, netapp.py, filestore.py."""
+    [row] = [line for line in contract_section().splitlines()
+             if line.startswith("| `shared_file_system` |")]
+    linked = {(DOC_PATH.parent / target).resolve().relative_to(ROOT).as_posix()
+              for target in LINK.findall(row)}
+    assert linked == {"infra/aws/fsx.py", "infra/azure/netapp.py", "infra/gcp/filestore.py"}
+
+
+def test_adding_a_gpu_machine_names_every_place_the_catalog_does_not_hold() -> None:
+    """The catalog, the one table kept by a name it gives (the EC2 Spot quota names), and the
+    generated pages `make settings-docs` rewrites from the catalog."""
+    row = table_rows()["add a GPU machine"]
+    opened = opened_by("add a GPU machine")
+    assert {"infra/catalog.py", "workloads/waiting/cloud_steps.py", "docs/interconnect.md",
+            "docs/spot.md"} <= opened
+    assert "`make settings-docs`" in row and "`AWS_SPOT_P_QUOTAS`" in row

@@ -19,7 +19,8 @@ from infra.estimate import (job_most_hourly, standing_line, standing_usd_per_hou
     job_hourly_usd, most_hourly, run_estimate,
 )
 from infra.prices import AKS_TIER_HOUR, EKS_CLUSTER_HOUR, GKE_CLUSTER_HOUR
-from infra.settings import SettingsError, settings_from_mapping
+from infra.settings.errors import SettingsError
+from infra.settings.loader import settings_from_mapping
 from infra.settings.model import Settings
 from tests.harness import PROJECT, STACKS, stack_config
 
@@ -315,7 +316,7 @@ def test_no_job_is_called_measured_every_plan_names_its_inputs() -> None:
 
 
 def test_a_plan_scales_by_matmul_peak_and_never_above_the_anchor_for_a_smaller_model() -> None:
-    from infra.catalog import GPU_BF16_DENSE_TFLOPS
+    from infra.catalog import gpu_model
     from infra.estimate import dense_macs_per_sample
 
     a100 = run_estimate(settings("aws", job=_bench_job(1))).throughput
@@ -327,7 +328,7 @@ def test_a_plan_scales_by_matmul_peak_and_never_above_the_anchor_for_a_smaller_m
                     "over_arch_layer_sizes": [1024, 1024, 512, 256, 1], "interaction": "dot"}
     h200 = run_estimate(settings("aws", gpuPools=H200_POOLS, job=_bench_job(
         1, **anchor_model))).throughput
-    ratio = GPU_BF16_DENSE_TFLOPS["H200"] / GPU_BF16_DENSE_TFLOPS["A100"]
+    ratio = gpu_model("H200", 141).bf16_dense_tflops / gpu_model("A100", 40).bf16_dense_tflops
     big = dense_macs_per_sample(128, [512, 256, 128], [1024, 1024, 512, 256, 1], "dot")
     small = dense_macs_per_sample(64, [512, 256, 64], [512, 512, 256, 1], "dot")
     assert h200 and h200.samples_per_s_per_gpu == pytest.approx(min(
@@ -564,7 +565,7 @@ def test_the_idle_tail_is_the_autoscaler_s_own_setting() -> None:
 
 
 def test_a_preparation_on_the_gpu_pool_adds_its_hours_and_its_node() -> None:
-    from infra.settings.rules import prepare_hours
+    from infra.settings.prepare_rules import prepare_hours
 
     prepare = {"path": "criteo/1tb", "prepare": {"enabled": True, "source": "s3://raw/days",
                                                  "days": "0-3", "pool": "gpu"}}

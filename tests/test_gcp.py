@@ -24,7 +24,7 @@ import yaml
 
 from infra.catalog import Cloud, machine
 from infra.gcp.network import secondary_ranges
-from infra.settings import SettingsError
+from infra.settings.errors import SettingsError
 from tests import harness
 from tests.harness import Run, run_stack, training_pod_template
 
@@ -51,7 +51,7 @@ def _run_cluster_only(overrides: dict[str, Any] | None, expect_error: bool) -> R
     from infra.contract import GpuClusterArgs
     from infra.naming import name_prefix
     from infra.previous_run import read_previous_run
-    from infra.settings import load_settings, with_kubernetes_minor
+    from infra.settings.loader import load_settings, with_kubernetes_minor
 
     pulumi.runtime.settings.set_root_resource(None)
     asyncio.set_event_loop(asyncio.new_event_loop())
@@ -102,7 +102,7 @@ def run_gcp(overrides: dict[str, Any] | None = None, expect_error: bool = False,
 
 def stack_settings(overrides: dict[str, Any] | None = None):
     """The settings the program sees for the gcp stack (with overrides)."""
-    from infra.settings import settings_from_mapping
+    from infra.settings.loader import settings_from_mapping
 
     config = harness.config_for("gcp", overrides)
     raw = {}

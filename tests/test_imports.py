@@ -2,7 +2,10 @@
 the modules below it, and a maintainer never has to load the whole house to move one room.
 
 Every import statement counts, those inside functions too (a lazy import is still an arrow);
-`from pkg import name` is an arrow to `pkg.name` when that is a module, else to `pkg`."""
+`from pkg import name` is an arrow to `pkg.name` when that is a module, else to `pkg`; and
+importing `a.b.c` runs the packages `a` and `a.b` first, so it is an arrow to each of them too
+(their `__init__.py` and whatever that imports), except to the importing module's own packages,
+which are loaded before it."""
 
 from __future__ import annotations
 
@@ -75,8 +78,16 @@ def arrows_of(module: str) -> set[str]:
                 target = child if child in known else _owner(source, known)
                 if target:
                     targets.add(target)
+    targets |= {parent for target in targets for parent in _packages_of(target, known)
+                if parent not in _packages_of(module, known)}
     targets.discard(module)
     return targets
+
+
+def _packages_of(name: str, known: dict[str, Path]) -> set[str]:
+    """The project packages Python runs before it runs `name`: a.b.c -> {a, a.b}."""
+    parts = name.split(".")
+    return {p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in known}
 
 
 @cache
@@ -135,12 +146,23 @@ def test_the_graph_reads_lazy_imports_and_submodules() -> None:
     graph = import_graph()
     assert len(graph) > 100, "the project's modules were not found"
     # infra/estimate.py reads the preparation hours inside a function: still an arrow
-    assert "infra.settings.rules" in graph["infra.estimate"]
+    assert "infra.settings.prepare_rules" in graph["infra.estimate"]
     # `from workloads import identity, ...`: arrows to the modules, not to the package
     assert {"workloads.identity", "workloads.jobset"} <= graph["workloads.component"]
     assert "workloads" not in graph["workloads.component"]
     # infra/clouds.py imports each cloud's component only by name, at run time: no arrow.
     assert not any(m.startswith("infra.aws") for m in graph["infra.clouds"])
+
+
+def test_importing_a_module_is_an_arrow_to_the_packages_above_it() -> None:
+    """`from infra.settings.errors import X` runs infra/settings/__init__.py first: when that
+    imported the loader (-> all_rules -> infra.aws.rules -> infra.settings.errors), this was a
+    circle Python hid by a half-loaded package; the reader must see it."""
+    graph = import_graph()
+    assert {"infra.settings", "infra.settings.errors"} <= graph["infra.aws.rules"]
+    assert "infra.settings" not in graph["infra.settings.loader"]  # its own package: loaded first
+    known = {"a": Path("a"), "a.b": Path("a/b"), "a.b.c": Path("a/b/c.py"), "x.y": Path("x/y.py")}
+    assert _packages_of("a.b.c", known) == {"a", "a.b"}
 
 
 def test_circles_finds_a_circle() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from infra.kubernetes_release import Offered, Release, choose_release, minor_of
-from infra.settings import SettingsError
+from infra.settings.errors import SettingsError
 
 TODAY = Offered(minors=("1.33", "1.34", "1.35"), default="1.34", where="EKS in us-east-1",
                 how_to_list="aws eks describe-cluster-versions")

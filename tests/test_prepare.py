@@ -18,7 +18,8 @@ import pytest
 from trainer.exit_codes import RESUME
 
 from infra.catalog import Cloud, machine
-from infra.settings import SettingsError, settings_from_mapping
+from infra.settings.errors import SettingsError
+from infra.settings.loader import settings_from_mapping
 from infra.settings.model import (Checkpoints, Dataset, DatasetPrepare, Job, JobKind,
                                   PoolChoice, SystemPool)
 from tests.fake_cluster import FLAVOURS, IMAGE

@@ -11,7 +11,7 @@ import pytest
 from infra.catalog import find_machine
 from infra.estimate import estimate_output
 from infra.kubernetes_release import minor_of
-from infra.settings import settings_from_mapping
+from infra.settings.loader import settings_from_mapping
 from tests.harness import PROJECT, STACKS, Run, run_stack, stack_config
 from tests.k8s_manifests import validate_manifests
 

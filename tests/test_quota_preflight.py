@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.settings import SettingsError
+from infra.settings.errors import SettingsError
 from tests.fakes import aws as fake_aws
 from tests.harness import run_stack
 

@@ -125,7 +125,7 @@ def _walk_through_stacks() -> list[dict[str, object]]:
 
 
 def test_the_real_data_walk_throughs_make_valid_stacks_with_the_published_sizes() -> None:
-    from infra.settings import settings_from_mapping
+    from infra.settings.loader import settings_from_mapping
     from tests.harness import USER_API_CIDRS
 
     suspended, one_hot, mlperf = _walk_through_stacks()
@@ -153,7 +153,7 @@ def test_the_readme_cost_table_is_what_the_estimate_says_for_the_shipped_stacks(
     """README's "What the default job does and costs" table cannot drift from infra/estimate.py:
     each row is the estimate of that cloud's stack file after the README's configure step."""
     from infra.estimate import hourly, run_estimate
-    from infra.settings import settings_from_mapping
+    from infra.settings.loader import settings_from_mapping
     from infra.settings.loader import project_values
     from tests.test_check import configured
 

@@ -14,7 +14,8 @@ import pytest
 
 from infra.catalog import Cloud, find_machine
 from infra.settings import cost_rules, rules
-from infra.settings import SettingsError, settings_from_mapping
+from infra.settings.errors import SettingsError
+from infra.settings.loader import settings_from_mapping
 from infra.settings.model import Settings
 from tests.harness import (
     PROJECT,

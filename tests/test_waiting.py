@@ -325,7 +325,7 @@ def test_a_gang_in_requeue_backoff_with_no_refusal_says_it_is_retried():
 
 @pytest.mark.parametrize("cloud", ["aws", "azure", "gcp"])
 def test_spot_is_read_from_the_rendered_placement_not_from_tolerations(cloud):
-    from workloads.waiting import _on_spot
+    from workloads.waiting.pods import on_spot as _on_spot
 
     def pod(pools, admitted):
         return fx.trainer_pod(0, placement=fx.rendered_spec(cloud, pools, admitted))

@@ -37,7 +37,7 @@ def stack_pools(cloud: str) -> dict[str, Any]:
     infra/gcp/node_pools.gpu_pool_labels (GKE spot pools carry the gke-spot label, no taint)."""
     from infra.catalog import Cloud, machine
     from infra.contract import GpuPool
-    from infra.settings import settings_from_mapping
+    from infra.settings.loader import settings_from_mapping
     from infra.settings.model import PoolChoice
     from tests.harness import PROJECT, stack_config
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from infra.catalog import Cloud, Machine, find_machine
 from infra.estimate import estimate_lines, standing_line
-from infra.settings import Settings, SettingsError
+from infra.settings.errors import SettingsError
+from infra.settings.model import Settings
 from infra.settings.errors import use_stack
 from infra.settings.loader import project_values, settings_and_problems
 from infra.settings.model import CheckpointLocation, NodePool, PoolChoice

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 from infra.catalog import Cloud
 from infra.quotas import (Need, Reading, azure_family, azure_readings, ec2_quota,
                           ec2_request_command, gcp_readings, pool_needs)
-from infra.settings import Settings
+from infra.settings.model import Settings
 
 MIN_PULUMI = (3, 174, 0)
 IP_SERVICE = "https://checkip.amazonaws.com"
@@ -272,7 +272,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(stack: str, path: Path) -> Settings:
-    from infra.settings import settings_from_mapping
+    from infra.settings.loader import settings_from_mapping
     from infra.settings.errors import use_stack
     from infra.settings.loader import project_values
     from torchrec_cloud.stack_file import project_name, read_stack_file
@@ -284,7 +284,7 @@ def _settings(stack: str, path: Path) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from infra.settings import SettingsError
+    from infra.settings.errors import SettingsError
     from torchrec_cloud.stack_file import StackFileError, unknown_stack
 
     unknown = None if args.stack_file else unknown_stack(args.stack, Path(__file__).resolve().parent.parent)

@@ -150,8 +150,7 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
            debug: bool = False) -> Advice:
     """Plan ``tables`` on ``nodes`` x ``machine_name`` and work out memory, the time-to-train
     part by part, and cost. Raises torchrec's PlannerError when the tables do not fit."""
-    from infra.catalog import (GPU_FP32_DENSE_TFLOPS, GPU_SORT_KEYS_PER_S, GPU_TF32_DENSE_TFLOPS,
-                               HOST_STAGING_GB_S, inter_host_gb_s_per_gpu,
+    from infra.catalog import (GPU_SORT_KEYS_PER_S, HOST_STAGING_GB_S, inter_host_gb_s_per_gpu,
                                gpu_nvlink_gb_s, machine as catalog_machine)
     from infra.estimate import dense_macs_per_sample
     from infra.preemption import object_store_save, stop_budget
@@ -190,8 +189,8 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
     macs = dense_macs_per_sample(tables.dim, dense["dense_arch_layer_sizes"],
                                  dense["over_arch_layer_sizes"], dense["interaction"],
                                  dense["dcn_num_layers"], dense["dcn_low_rank_dim"])
-    model = m.gpu_model or ""
-    tflops = (GPU_TF32_DENSE_TFLOPS if tf32 else GPU_FP32_DENSE_TFLOPS)[model]
+    assert m.gpu is not None, f"{m.name} has no GPUs"  # hardware_of divided by its GPUs already
+    tflops = m.gpu.tf32_dense_tflops if tf32 else m.gpu.fp32_dense_tflops
     link = inter_host_gb_s_per_gpu(m, True) if nodes > 1 else (gpu_nvlink_gb_s(m) or 0.0)
     multi_hot = list(flags.get("multi_hot_sizes") or [])
     bytes_per_sample = (ttt.materialized_bytes(multi_hot) if data_form == "materialized"

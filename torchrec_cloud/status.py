@@ -29,6 +29,7 @@ from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, file
                                   kubeconfig_file, open_bucket, read_outputs)
 from workloads.names import JobNames
 from workloads.waiting import ClusterView, Kind, explain
+from workloads.waiting.kueue import owned_workload
 from workloads.why import ApiError, Kubectl, NotFound, Reader, read_view
 
 OUT_DIR = Path("out/status")
@@ -153,11 +154,10 @@ def gang_section(view: ClusterView) -> list[str]:
 
 def _admission(view: ClusterView) -> str:
     """Kueue's Workload owned by the JobSet: Admitted=True with its ClusterQueue and flavor
-    (kueue.x-k8s.io Workload status.admission.clusterQueue, podSetAssignments[].flavors)."""
-    for wl in view.workloads:
-        owners = (wl.get("metadata") or {}).get("ownerReferences") or []
-        if not any(o.get("name") == view.job and o.get("kind") in ("JobSet", "PyTorchJob") for o in owners):
-            continue
+    (kueue.x-k8s.io Workload status.admission.clusterQueue, podSetAssignments[].flavors); which
+    Workload is the job's is the waiting module's answer (owned_workload)."""
+    wl = owned_workload(view)
+    if wl is not None:
         conditions = {c.get("type"): c for c in (wl.get("status") or {}).get("conditions") or []}
         admitted = conditions.get("Admitted") or {}
         if admitted.get("status") == "True":

@@ -24,7 +24,8 @@ import yaml
 from infra.cadence import checkpoints_in_effect
 from infra.catalog import find_machine
 from infra.preemption import estimated_save, stop_budget
-from infra.settings import Settings, SettingsError
+from infra.settings.errors import SettingsError
+from infra.settings.model import Settings
 from infra.settings.errors import Problem, use_stack
 from infra.settings.loader import project_values, settings_and_problems
 from infra.settings.model import Job, JobKind, PoolChoice

@@ -10,6 +10,7 @@ from infra.aws import (
     addons,
     autoscaler,
     cluster as eks_cluster,
+    fsx,
     identity,
     interruption,
     network,
@@ -84,14 +85,14 @@ class AwsGpuCluster(pulumi.ComponentResource):
         # The final backup a destroy kept of checkpoints on FSx, found before any cloud resource.
         keep_final_backup = (s.checkpoints.enabled and s.checkpoints.retain_on_destroy
                              and s.checkpoints.location == CheckpointLocation.SHARED_FILE_SYSTEM)
-        restore_from = storage.backup_to_restore(
+        restore_from = fsx.backup_to_restore(
             s.shared_file_system, args.previous.live, keep_final_backup, prefix,
-            lambda: storage.final_backups([prefix, name_prefix()], lookup))
+            lambda: fsx.final_backups([prefix, name_prefix()], lookup))
         if args.previous.live:
             # The backup the live file system was made from, kept in its final backup's tags
             # on every later run (a live run restores nothing, and an `up` without it would
             # drop the restored-from tag: the next destroy's backup would look unrelated).
-            restore_from = args.previous.text(storage.RESTORED_FROM_OUTPUT) or restore_from
+            restore_from = args.previous.text(fsx.RESTORED_FROM_OUTPUT) or restore_from
         logs_exist = eks_cluster.log_group_exists(
             eks_cluster.control_plane_log_group_name(cluster_name), lookup)
 
@@ -169,7 +170,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
 
         # --- node groups ---------------------------------------------------------------------
         # Lustre clients: the cluster security group, which every node carries.
-        groups = storage.create_security_groups(prefix, net.vpc.id,
+        groups = fsx.create_security_groups(prefix, net.vpc.id,
                                                 cluster.cluster_security_group_id, aws_opts)
         # Nodes join only with routes out (ECR, S3), the Lustre rules and (GPU) the EFA rules.
         node_opts = pulumi.ResourceOptions.merge(
@@ -271,7 +272,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
 
         # --- shared file system and checkpoints ----------------------------------------------
         fs_settings = s.shared_file_system
-        lustre, association = storage.create_lustre(
+        lustre, association = fsx.create_lustre(
             prefix, fs_settings, net.private_subnets[gpu_zone].id, groups, key.arn,
             s.dataset.import_uri, aws_opts,
             keep_final_backup=keep_final_backup, restore_from=restore_from)
@@ -301,12 +302,12 @@ class AwsGpuCluster(pulumi.ComponentResource):
             gpu_pools=pools,
             shared_file_system=SharedFileSystem(
                 source=CsiVolumeSource(
-                    driver=storage.FSX_CSI_DRIVER, volume_handle=lustre.id,
+                    driver=fsx.FSX_CSI_DRIVER, volume_handle=lustre.id,
                     volume_attributes={"dnsname": lustre.dns_name,
                                        "mountname": lustre.mount_name}),
                 capacity_gib=fs_settings.capacity_gib,
                 mount_path=fs_settings.mount_path,
-                mount_options=list(storage.FSX_MOUNT_OPTIONS),
+                mount_options=list(fsx.FSX_MOUNT_OPTIONS),
                 file_system_id=lustre.id,
                 ready=association or lustre,
             ),
@@ -323,7 +324,7 @@ class AwsGpuCluster(pulumi.ComponentResource):
             pod_annotations={autoscaler.SAFE_TO_EVICT: "false"},
             kubernetes_version=args.release.version,
             exports={storage.ADOPTED_OUTPUT: bucket_plan.adopted,
-                     **({storage.RESTORED_FROM_OUTPUT: restore_from or fs_settings.backup_id}
+                     **({fsx.RESTORED_FROM_OUTPUT: restore_from or fs_settings.backup_id}
                         if keep_final_backup and (restore_from or fs_settings.backup_id) else {})},
             preparation=preparation,
         )

@@ -29,8 +29,6 @@ from infra.contract import InterconnectSpec
 
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 GPU_RESOURCE = "nvidia.com/gpu"
-# Instance families whose EFA supports RDMA read/write (GPUDirect RDMA): p4d/p4de and p5*.
-RDMA_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en")
 # The network aws-ofi-nccl >= 1.12 registers (1.22.0 in the image). NCCL_NET must equal it.
 OFI_NETWORK = "Libfabric"
 OFI_PLUGIN = "ofi"  # NCCL loads libnccl-net-<this>.so / libnccl-tuner-<this>.so
@@ -45,19 +43,15 @@ OFI_PLUGIN = "ofi"  # NCCL loads libnccl-net-<this>.so / libnccl-tuner-<this>.so
 # twice that (p5.48xlarge 42242Mi, 3.test_cases/pytorch/mosaicml-composer/stable-diffusion;
 # p4de.24xlarge 21122Mi, 3.test_cases/megatron/nemo1.0/EKS). ADT's p5.48xlarge manifests request
 # 5120Mi per pod (micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml); its p4d/p4de examples
-# request none, so there libfabric is told not to use them.
+# request none, so there libfabric is told not to use them. Which machines: the catalog's
+# Machine.efa_hugepages.
 HUGEPAGES_RESOURCE = "hugepages-2Mi"
 HUGEPAGES_QUANTITY = "5120Mi"
 EFA_HUGEPAGE_MIB_PER_VCPU = 110  # efa-check.sh's floor for efa-config's reservation
-HUGEPAGES_FAMILIES = ("p5", "p5e", "p5en")
 
 
 def uses_efa(machine: Machine, fabric: bool) -> bool:
     return fabric and machine.interconnect == Interconnect.EFA and machine.efa_interfaces > 0
-
-
-def family(machine: Machine) -> str:
-    return machine.name.split(".")[0]
 
 
 def hugepages(machine: Machine) -> dict[str, str]:
@@ -66,7 +60,7 @@ def hugepages(machine: Machine) -> dict[str, str]:
     With huge pages in use, a fork() after EFA is up can fail with "Cannot allocate memory"
     (aws-ofi-nccl doc/efa-env-var.md): the trainer forks nothing after NCCL starts (its loader
     is a thread); a multi-process loader would have to start its workers before NCCL."""
-    if family(machine) in HUGEPAGES_FAMILIES:
+    if machine.efa_hugepages:
         return {HUGEPAGES_RESOURCE: HUGEPAGES_QUANTITY}
     return {}
 
@@ -106,7 +100,7 @@ def efa_env(machine: Machine) -> dict[str, str]:
         # huge-page fault kills the process (SIGBUS), and forked DataLoader workers fail with
         # "Cannot allocate memory" (aws-ofi-nccl doc/efa-env-var.md); a minor cost.
         env["FI_EFA_USE_HUGE_PAGE"] = "0"
-    if family(machine) in RDMA_FAMILIES:
+    if machine.efa_device_rdma:
         # GPUDirect RDMA over EFA. Not needed with libfabric >= 1.18 and aws-ofi-nccl >= 1.7
         # (doc/efa-env-var.md: "not harmful ... on p4/p5"); set so an older image still uses it.
         env["FI_EFA_USE_DEVICE_RDMA"] = "1"

@@ -14,7 +14,8 @@ import pulumi_aws as aws
 
 from infra.catalog import machine as machine_of
 from infra.quotas import ec2_quota, ec2_request_command, pending_hint, pending_warning
-from infra.settings import Settings, SettingsError
+from infra.settings.errors import SettingsError
+from infra.settings.model import Settings
 from infra.settings.errors import Problem
 
 

@@ -85,7 +85,7 @@ FSX_BACKUP_ID = re.compile(r"^backup-[0-9a-f]{8,17}$")
 
 def fsx_checkpoints_survive_destroy(s: Settings) -> Iterator[Problem]:
     """Checkpoints on FSx for Lustre kept on destroy: `pulumi destroy` takes a final backup of
-    a persistent file system (infra/aws/storage.py); a SCRATCH_2 file system takes none
+    a persistent file system (infra/aws/fsx.py); a SCRATCH_2 file system takes none
     ("backups are not supported on scratch file systems",
     https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html), so destroy
     would delete the checkpoints that check says are kept."""

@@ -47,7 +47,7 @@ from pulumi_azure_native import authorization, managedidentity, resources, stora
 from infra.azure.identity import STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER, assign_role
 from infra.contract import CheckpointStore, PreparationIdentity
 from infra.settings.model import Settings
-from infra.settings.rules import AZURE_SOURCE_URI
+from infra.settings.prepare_rules import AZURE_SOURCE_URI
 from infra.store_owner import OWNER_KEY, check_owner, owner_tags, owner_value
 
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.catalog import Capacity, Cloud, stop_notice, version_key, version_reaches
+from infra.catalog import Capacity, Cloud, stop_notice
+from infra.kubernetes_versions import version_key, version_reaches
 from infra.kubernetes_release import Offered, Release, minor_key, minor_of
 from infra.naming import stable_hash
 from infra.previous_run import PreviousRun

@@ -1,8 +1,7 @@
-"""Stack settings: one typed, validated object read once from the stack file."""
+"""Stack settings: one typed, validated object read once from the stack file.
 
-from infra.settings.errors import Problem, SettingsError
-from infra.settings.loader import load_settings, settings_from_mapping, with_kubernetes_minor
-from infra.settings.model import Settings
-
-__all__ = ["Problem", "Settings", "SettingsError", "load_settings", "settings_from_mapping",
-           "with_kubernetes_minor"]
+The model is model.py (`Settings`), the reader loader.py (`load_settings`,
+`settings_from_mapping`), the error errors.py (`SettingsError`, `Problem`); import each from
+its module. This file imports nothing, as the cloud packages' do, so importing any module of the
+package never runs the loader and the rules first (a circle through every cloud's rules).
+"""

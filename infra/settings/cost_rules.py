@@ -19,7 +19,8 @@ from infra.preemption import (TABLE_FLAGS, estimated_save, largest_rank_bytes,
                               shared_file_system_mb_s, stop_budget)
 from infra.settings.errors import Problem, set_command
 from infra.settings.model import PoolChoice, Settings
-from infra.settings.rules import Rule, _training_rows
+from infra.settings.prepare_rules import _training_rows
+from infra.settings.rules import Rule
 from infra.settings.trainer_flags import parsed_trainer_args
 from trainer.prepare import read_bytes_per_sample
 

@@ -1,5 +1,5 @@
 """The memory the preparation's shuffle needs, in one place and without numpy: the settings'
-rule refuses a pod with less (infra/settings/rules.py prepare_shuffle_fits_its_pod) on a laptop
+rule refuses a pod with less (infra/settings/prepare_rules.py prepare_shuffle_fits_its_pod) on a laptop
 whose `make check` installs only pydantic and PyYAML; trainer/prepare/shuffle.py does the work."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
 CHUNK_ROWS = 1 << 22  # output rows gathered at a time: about 2.5 GB of rows, indices and ids
 
 # The memory the shuffle needs, in one place (the settings' rule refuses a pod with less:
-# infra/settings/rules.py prepare_shuffle_fits_its_pod). Measured with tracemalloc on numpy 2.4
+# infra/settings/prepare_rules.py prepare_shuffle_fits_its_pod). Measured with tracemalloc on numpy 2.4
 # (1M-row chunks of MLPerf-sized ids, hashed): 585 bytes per row of a chunk at the gather's peak
 # (the rows sorted by day, concatenated and put back in order, the float32 round trip and the
 # modulo's int64 temporaries).

@@ -18,11 +18,9 @@ from workloads.waiting.cloud_steps import (AWS_ON_DEMAND_P_QUOTA, AWS_SPOT_P_QUO
                                            reservation_step)
 from workloads.waiting.decide import explain
 from workloads.waiting.kueue import EVICTED_DEACTIVATED, EVICTED_PODS_READY_TIMEOUT
-from workloads.waiting.pods import IMAGE_PULL_REASONS, SPOT_LABELS, UNHEALTHY_TAINT, on_spot
+from workloads.waiting.pods import IMAGE_PULL_REASONS, SPOT_LABELS, UNHEALTHY_TAINT
 from workloads.waiting.verdict import Kind, Verdict
 from workloads.waiting.view import ClusterView, Event
-
-_on_spot = on_spot  # the name tests/test_waiting.py imports from before the split
 
 __all__ = [
     "AUTOSCALER_STATUS", "AWS_ON_DEMAND_P_QUOTA", "AWS_SPOT_P_QUOTAS", "EVICTED_DEACTIVATED",

@@ -13,22 +13,37 @@ from workloads.waiting.view import ClusterView
 
 # EC2's P quotas, from the one table (infra/quotas.py EC2_QUOTAS, with its sources): Spot P5 has
 # its own quota, apart from P4, P3 and P2's; on-demand, one quota covers every P generation.
-AWS_SPOT_P_QUOTAS: dict[str, Ec2Quota] = {family: EC2_QUOTAS[family][1]
-                                          for family in ("p5", "p4", "p3", "p2")}
+AWS_SPOT_P_QUOTAS: dict[str, Ec2Quota] = {family: quotas[1] for family, quotas in EC2_QUOTAS.items()
+                                          if re.fullmatch(r"p\d+", family)}
 AWS_ON_DEMAND_P_QUOTA: Ec2Quota = EC2_QUOTAS["p4"][0]
-_INSTANCE_TYPE = re.compile(r"\b(p\d)[a-z-]*\.\d*x?large\b", re.IGNORECASE)
-_GPU_FAMILY = {"h100": "p5", "h200": "p5", "a100": "p4", "v100": "p3", "k80": "p2"}
+# The P family of an instance type: p4d.24xlarge, p5en.48xlarge, p6-b200.48xlarge.
+_INSTANCE_TYPE = re.compile(r"\b(p\d)[a-z0-9-]*\.\d*x?large\b", re.IGNORECASE)
+
+
+def instance_family(instance_type: str) -> str | None:
+    """The P family ("p4", "p5", "p6") of an EC2 instance type, as its Spot quota is named."""
+    m = _INSTANCE_TYPE.search(instance_type)
+    return m.group(1).lower() if m else None
+
+
+def _aws_gpu_machines() -> list:
+    from infra.catalog import MACHINES, Cloud
+
+    return [m for m in MACHINES if m.cloud == Cloud.AWS and m.has_gpus]
 
 
 def aws_family(texts: list[str]) -> str | None:
     """The P family ("p4", "p5") named by an instance type (p4d.24xlarge) or an accelerator label
-    value (k8s.amazonaws.com/accelerator=nvidia-a100) in any of `texts`."""
+    value (k8s.amazonaws.com/accelerator=nvidia-a100, the catalog's GPU model: infra/aws/
+    node_groups.py) in any of `texts`."""
     for text in texts:
-        if m := _INSTANCE_TYPE.search(text):
-            return m.group(1).lower()
+        if family := instance_family(text):
+            return family
+    by_gpu = {f"nvidia-{(m.gpu_model or '').lower()}": instance_family(m.name)
+              for m in _aws_gpu_machines()}
     for text in texts:
-        for gpu, family in _GPU_FAMILY.items():
-            if f"nvidia-{gpu}" in text.lower():
+        for label, family in by_gpu.items():
+            if re.search(rf"{re.escape(label)}\b", text.lower()):
                 return family
     return None
 
@@ -37,10 +52,7 @@ def gang_vcpus(family: str | None, nodes: int | None) -> int | None:
     """The vCPUs the whole gang needs: its nodes times the vCPUs of the P family's machines in
     infra/catalog.py (p4: 96, p5: 192), when every machine of the family has the same count;
     None when the family, the count or the node count is unknown."""
-    from infra.catalog import MACHINES
-
-    counts = {m.vcpus for m in MACHINES if family and m.cloud.value == "aws"
-              and m.name.split(".")[0].rstrip("denx") == family}
+    counts = {m.vcpus for m in _aws_gpu_machines() if family and instance_family(m.name) == family}
     return counts.pop() * nodes if nodes and len(counts) == 1 else None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from workloads.cloud_errors import Refusal
 from workloads.waiting.autoscaler import refusal, refusal_step, refusal_texts
 from workloads.waiting.verdict import Kind, Verdict
-from workloads.waiting.view import Facts, conditions_of, name_of
+from workloads.waiting.view import ClusterView, Facts, conditions_of, name_of
 
 # Where the words come from:
 # - Kueue (pkg/scheduler/flavorassigner/flavorassigner.go, apis/kueue/v1beta2/workload_types.go):
@@ -35,11 +35,13 @@ EVICTED_PODS_READY_TIMEOUT = "PodsReadyTimeout"
 EVICTED_DEACTIVATED = "Deactivated"  # a prefix: "DeactivatedDueTo<cause>"
 
 
-def owned_workload(f: Facts) -> dict[str, Any] | None:
+def owned_workload(view: ClusterView) -> dict[str, Any] | None:
+    """Kueue's Workload for the job: the one its JobSet (or PyTorchJob) owns; `status` reads it
+    too (torchrec_cloud/status.py)."""
     kinds = {"JobSet", "PyTorchJob"}
-    for wl in f.view.workloads:
+    for wl in view.workloads:
         for owner in wl.get("metadata", {}).get("ownerReferences") or []:
-            if owner.get("kind") in kinds and owner.get("name") == f.view.job:
+            if owner.get("kind") in kinds and owner.get("name") == view.job:
                 return wl
     return None
 
@@ -96,7 +98,7 @@ def _requeued(f: Facts, wl: dict[str, Any]) -> Verdict | None:
 
 
 def admission(f: Facts) -> Verdict | None:
-    wl = owned_workload(f)
+    wl = owned_workload(f.view)
     if wl is None:
         return None
     held = _held(f, wl) or _requeued(f, wl)

@@ -1,6 +1,7 @@
-"""The answer's shape: `Kind` lists every answer in the order `decide.explain` tries them (the
-first that applies wins), and `Verdict` carries one of them with its plain-language reason, the
-event, condition or object it came from, and the next step; every evidence module returns one."""
+"""The answer's shape: `Kind` names every answer (the order they are tried in is `RULES` in
+decide.py, not this list's), and `Verdict` carries one of them with its plain-language reason,
+the event, condition or object it came from, and the next step; every evidence module returns
+one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from enum import Enum
 
 
 class Kind(str, Enum):
-    """The answers, in the order they are tried (the first that applies wins)."""
+    """The answers a user can get (a new waiting reason adds its name here)."""
 
     NOT_FOUND = "not found"
     COMPLETED = "completed"
