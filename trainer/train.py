@@ -83,7 +83,7 @@ class AgreedBatches:
     Ranks agree once per ``chunk`` batches (one all-reduce of [missing batches, stop]),
     not once per batch: a SIGTERM is acted on within ``chunk`` steps, and the all-reduce
     stays off most steps. Batches are built ahead: a ``BatchStream`` (the train stream,
-    owned by the trainer for a whole epoch and left open here), or any iterator, then on a
+    owned by the trainer for a whole epoch, or an evaluation's; left open here), or any iterator, then on a
     background thread closed with this object."""
 
     def __init__(self, batches: Iterator[Batch], limit: int, stop: StopFlag,
