@@ -621,6 +621,12 @@ def fabric_floor(m: Machine, nodes: int) -> FabricFloor:
 # copy rate of a checkpoint's staging (device to pageable host memory), CONSERVATIVE.
 GPU_SORT_KEYS_PER_S = 1e9
 HOST_STAGING_GB_S = 10.0
+# PLANNING CONSTANT: CPU time to draw MLPerf's multi-hot ids on the fly (214 ids a sample,
+# trainer/data/multi_hot.py ``expand``) and build the batch's tensors, per sample on one core:
+# ~31 ms a 4,096-sample batch (TorchRec/MLPerf review); measured here (2 loaded cores,
+# OMP_NUM_THREADS=1, 500k-row tables, best of 7) 28.8 ms. The trainer spreads it over its
+# reader processes (trainer/data/loader.py readers_for); the advisor adds it to the input.
+MULTI_HOT_EXPAND_MS_PER_SAMPLE = 31.0 / 4096
 # Filestore read throughput per TiB provisioned (ZONAL and REGIONAL scale with capacity:
 # https://cloud.google.com/filestore/docs/service-tiers-zonal "260 MiB/s per 1 TiB" read,
 # 88 MiB/s write); other tiers: their write figure above, conservative.

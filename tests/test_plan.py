@@ -165,6 +165,28 @@ def test_mlperf_training_stays_within_1_5x_of_its_gpu_bound_time(mlperf, cloud):
     assert a.usd(spot=True) < a.usd()
 
 
+def test_drawing_multi_hot_on_the_fly_is_counted_on_the_readers_a_rank_gets(mlperf):
+    """MLPerf's 214 ids a sample drawn on the fly cost ~31 ms of CPU a 4,096-sample batch
+    (infra/catalog.py). A 2 x 8 H100 rank gets 8 readers (trainer/data/loader.py), 3.9 ms a
+    batch, counted in the step's input and in each evaluation's batches; with the 2 readers it
+    had, 15.5 ms a batch left the step input-bound, 1.9x its 8.3 ms GPU-bound time."""
+    from infra.catalog import MULTI_HOT_EXPAND_MS_PER_SAMPLE
+    from trainer.data.loader import multi_hot_readers
+
+    for cloud in H100_PAIRS:
+        a = mlperf[cloud]
+        s = a.epoch.step
+        assert a.readers == multi_hot_readers(machine(cloud, H100_PAIRS[cloud]).vcpus // 8) == 8
+        assert s.expand_ms == pytest.approx(4096 * MULTI_HOT_EXPAND_MS_PER_SAMPLE / 8)
+        assert s.input_ms == max(s.read_ms, s.expand_ms) and s.input_ms < s.gpu_ms
+        assert f"multi-hot drawn by 8 readers a rank in {s.expand_ms:.2f} ms" in render(a, MLPERF)
+        eval_batches = -(-ttt.VALIDATION_SAMPLES // 65536)
+        assert a.epoch.evaluation_seconds >= eval_batches * s.expand_ms / 1e3
+        two = ttt.Step(s.embeddings_ms, s.dense_ms, s.all_reduce_ms, s.read_ms,
+                       ttt.expand_step_ms(4096, MULTI_HOT_EXPAND_MS_PER_SAMPLE, 2), readers=2)
+        assert two.input_ms == pytest.approx(15.5) and two.input_ms > 1.6 * s.gpu_ms
+
+
 def test_the_shipped_file_systems_cannot_feed_16_h100_and_the_advisor_names_the_change(mlperf):
     """The stack files' file systems read on-the-fly MLPerf data slower than 16 H100 consume
     it: the advisor says which setting to change, per cloud, and plans with it."""

@@ -89,6 +89,7 @@ class Advice:
     checkpoint_every_seconds: int
     stack_steps_per_second: Optional[float]  # the stack's planned rate the cadence is sized at
     node_start_seconds: float
+    readers: int  # reader processes a rank (trainer/data/loader.py) drawing multi-hot ids
     multi_hot_tables_seconds: float  # drawn at each pod's start when on the fly; else 0
     prepare: Dict[str, float]
     epochs_to_target: float
@@ -150,11 +151,13 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
            debug: bool = False) -> Advice:
     """Plan ``tables`` on ``nodes`` x ``machine_name`` and work out memory, the time-to-train
     part by part, and cost. Raises torchrec's PlannerError when the tables do not fit."""
-    from infra.catalog import (GPU_SORT_KEYS_PER_S, HOST_STAGING_GB_S, inter_host_gb_s_per_gpu,
+    from infra.catalog import (GPU_SORT_KEYS_PER_S, HOST_STAGING_GB_S,
+                               MULTI_HOT_EXPAND_MS_PER_SAMPLE, inter_host_gb_s_per_gpu,
                                gpu_nvlink_gb_s, machine as catalog_machine)
     from infra.estimate import dense_macs_per_sample
     from infra.preemption import object_store_save, stop_budget
     from trainer import offline_plan, planning
+    from trainer.data.loader import multi_hot_readers
     from trainer.prepare import (CRITEO_1TB_ROWS, CRITEO_1TB_TRAINING_ROWS,
                                  MULTI_HOT_TABLE_IDS_PER_SECOND, PERMUTATION_SECONDS_PER_ROW,
                                  WRITE_MULTI_HOT_ROWS_PER_SECOND, default_workers, estimated_hours)
@@ -197,17 +200,24 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
                         and multi_hot else ttt.ONE_HOT_BYTES)
     fs = (FileSystem(read_mb_s, read_mb_s, f"{read_mb_s:g} MB/s (--read_mb_s)")
           if read_mb_s else file_system(cloud))
+    # Multi-hot drawn on the fly costs CPU per batch, on the readers the trainer gives a rank
+    # of this machine (trainer/data/loader.py); materialized ids are read, not drawn.
+    readers = multi_hot_readers(m.vcpus // m.gpu_count) if m.gpu_count else 0
+    expand_ms = (ttt.expand_step_ms(batch, MULTI_HOT_EXPAND_MS_PER_SAMPLE, readers)
+                 if multi_hot and data_form != "materialized" else 0.0)
 
     def step_with(fs_now: FileSystem) -> ttt.Step:
         return ttt.Step(embeddings_ms=plan.step_ms,
                         dense_ms=ttt.dense_step_ms(batch, macs, tflops),
                         all_reduce_ms=ttt.all_reduce_ms(plan.dense_parameters, ranks, link),
-                        input_ms=ttt.input_step_ms(bytes_per_sample, global_batch,
-                                                   fs_now.read_mb_s))
+                        read_ms=ttt.input_step_ms(bytes_per_sample, global_batch,
+                                                  fs_now.read_mb_s),
+                        expand_ms=expand_ms, readers=readers)
 
     step = step_with(fs)
     shipped = (fs, step)
-    if not read_mb_s and step.input_ms > step.gpu_ms * INPUT_HIDDEN:
+    # Only the read is the file system's to shorten: the expansion is the readers' CPU.
+    if not read_mb_s and step.read_ms > step.gpu_ms * INPUT_HIDDEN:
         need = bytes_per_sample * global_batch / (step.gpu_ms * INPUT_HIDDEN / 1e3) / 1e6
         fs = faster_file_system(cloud, need)
         step = step_with(fs)
@@ -222,10 +232,11 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
     step_s = (step.gpu_ms + step.input_extra_ms) / 1e3
 
     # Evaluations: the validation set's forward passes (embeddings forward, a third of the
-    # dense work) every 1/evals_per_epoch epoch, and the exact AUC on the GPU.
+    # dense work) every 1/evals_per_epoch epoch, and the exact AUC on the GPU. Its batches are
+    # drawn by the same readers, ahead: a batch takes the longer of its forward and its draw.
     evals = int(flags.get("evals_per_epoch") or 0)
     eval_steps = math.ceil(ttt.VALIDATION_SAMPLES / global_batch)
-    forward_ms = plan.forward_ms + step.dense_ms / 3
+    forward_ms = max(plan.forward_ms + step.dense_ms / 3, expand_ms)
     auc = ttt.auc_seconds(ttt.VALIDATION_SAMPLES, GPU_SORT_KEYS_PER_S, link or 1.0)
     one_eval = eval_steps * forward_ms / 1e3 + auc
     validation_read = ttt.VALIDATION_SAMPLES * bytes_per_sample / (fs.read_mb_s * 1e6) if evals else 0.0
@@ -265,7 +276,7 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
         epoch=epoch, file_system=fs, shipped_file_system=shipped[0], shipped_step=shipped[1],
         checkpoint_every_steps=stack.every_steps, checkpoint_every_seconds=stack.every_seconds,
         stack_steps_per_second=stack.steps_per_second,
-        node_start_seconds=m.node_ready_minutes * 60.0,
+        node_start_seconds=m.node_ready_minutes * 60.0, readers=readers,
         multi_hot_tables_seconds=0.0 if materialize else tables_seconds,
         prepare=prepare, epochs_to_target=ttt.epochs_to_target(), compare=others)
 
@@ -358,7 +369,10 @@ def render(a: Advice, tables: Any) -> str:
         f"{'TF32' if a.tf32 else 'FP32'} throughput; all-reduce {s.all_reduce_ms:.2f} ms, "
         f"{s.exposed_all_reduce_ms:.2f} ms not hidden by the backward",
         f"    input        {s.input_ms:6.2f} ms  {a.data_form} data at {a.file_system.read_mb_s:,.0f} "
-        f"MB/s ({a.file_system.what}), read ahead: adds {s.input_extra_ms:.2f} ms",
+        f"MB/s ({a.file_system.what})"
+        + (f", multi-hot drawn by {a.readers} readers a rank in {s.expand_ms:.2f} ms"
+           if s.expand_ms else "")
+        + f", read ahead: adds {s.input_extra_ms:.2f} ms",
     ]
     if a.file_system.change:
         old = a.shipped_step

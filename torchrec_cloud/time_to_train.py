@@ -5,8 +5,9 @@ torch, so every part can be tested and printed on its own (torchrec_cloud/plan.p
 Per training step: the embeddings (the planner's estimate for the slowest rank), the dense
 layers (FLOPs at the GPU's rated dense throughput, fp32 or TF32, plus the part of the dense
 gradients' all-reduce the backward does not hide), and the input read (bytes per sample of the
-data form at the file system's read throughput; the loader reads ahead, so only the part above
-the GPU's step time adds). Per run: evaluations (forward passes over the validation set and the
+data form at the file system's read throughput, plus drawing multi-hot ids on the fly on the
+rank's reader processes; the loader reads ahead, so only the part above the GPU's step time
+adds). Per run: evaluations (forward passes over the validation set and the
 exact AUC), checkpoint stalls at the cadence the stack derives (infra/cadence.py), start-up
 (the node, MLPerf's multi-hot lookup tables), the final save, preparation and what a spot
 preemption costs.
@@ -67,6 +68,12 @@ def input_step_ms(bytes_per_sample: int, global_batch: int, read_mb_s: float) ->
     return bytes_per_sample * global_batch / (read_mb_s * 1e6) * 1e3
 
 
+def expand_step_ms(batch_per_rank: int, ms_per_sample: float, readers: int) -> float:
+    """Drawing a rank's batch of multi-hot ids on the fly, spread over its reader processes
+    (none: the trainer's own thread does it)."""
+    return batch_per_rank * ms_per_sample / max(1, readers)
+
+
 def auc_seconds(samples: int, sort_keys_per_s: float, gather_gb_s: float) -> float:
     """The exact AUC on the GPU: scores and labels (8 bytes a sample) gathered to rank 0 over
     its network share, then one sort and cumulative sums (trainer/metrics.py)."""
@@ -88,7 +95,18 @@ class Step:
     embeddings_ms: float
     dense_ms: float  # forward + backward matmuls at the rated throughput
     all_reduce_ms: float  # the dense gradients' all-reduce
-    input_ms: float  # reading the step's samples from the shared file system
+    read_ms: float  # reading the step's samples from the shared file system
+    expand_ms: float = 0.0  # drawing its multi-hot ids on the fly (CPU, the rank's readers)
+    readers: int = 0  # the rank's reader processes (0: the trainer's own thread)
+
+    @property
+    def input_ms(self) -> float:
+        """Building the step's input: several readers overlap one's read (a wait on the file
+        system) with another's draw (CPU), so the longer of the two; one reader, or the
+        trainer's thread, does both in turn."""
+        if self.readers >= 2:
+            return max(self.read_ms, self.expand_ms)
+        return self.read_ms + self.expand_ms
 
     @property
     def exposed_all_reduce_ms(self) -> float:

@@ -164,8 +164,9 @@ class TrainConfig:
     data_workers: Optional[int] = _help(
         "Reader processes per rank building the --dataset_path batches ahead, in order (started "
         "from a forkserver, never forked from the trainer); 0 = one thread in the trainer "
-        "process. Default: 2 for TSV where the rank has 3 or more cores of its own, else 0; 0 for "
-        "memory-mapped .npy/.npz days (a slice costs less than handing a batch over; make "
+        "process; held-out batches come from the same readers. Default: with --multi_hot_sizes "
+        "(ids drawn on the fly) the rank's cores less 2, at most 8; 2 for TSV where the rank has "
+        "3 or more cores of its own, else 0; 0 for memory-mapped .npy/.npz days (a slice costs less than handing a batch over; make "
         "bench-data). Synthetic data: 0 unless set (one thread draws about 1M samples/s; a GPU "
         "at a large batch needs readers).", default=None)
     synthetic_steps_per_epoch: int = _help(

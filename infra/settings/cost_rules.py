@@ -18,7 +18,7 @@ from infra.estimate import job_hourly_usd, job_most_hourly, planned_throughput
 from infra.preemption import (TABLE_FLAGS, estimated_save, largest_rank_bytes,
                               shared_file_system_mb_s, stop_budget)
 from infra.settings.errors import Problem, set_command
-from infra.settings.model import PoolChoice, Settings
+from infra.settings.model import FsxLustre, PoolChoice, Settings
 from infra.settings.prepare_rules import _training_rows
 from infra.settings.rules import Rule
 from infra.settings.trainer_flags import parsed_trainer_args
@@ -202,6 +202,77 @@ def materialized_multi_hot_keeps_up_with_the_gpus(s: Settings) -> Iterator[Probl
                   "MLPerf's reference alternative), or a file system with more throughput")
 
 
+# FSx PERSISTENT_2's throughput tiers, MB/s per TiB (infra/aws/rules.py fsx_lustre_sizes refuses
+# any other): the one that feeds the GPUs is named.
+FSX_PERSISTENT_2_TIERS = (125, 250, 500, 1000)
+
+
+def on_the_fly_input_keeps_up_with_the_gpus(s: Settings) -> Iterator[Problem]:
+    """Multi-hot drawn on the fly (the mlperf recipe's --multi_hot_sizes, or
+    dataset.prepare.multiHot onTheFly) reads the one-hot days every epoch, 160 bytes a sample
+    (0.67 TB for Criteo 1TB): at the planned rate on 2 x p5.48xlarge (5.2M samples/s, 839 MB/s)
+    that is more than FSx at 250 MB/s/TiB on 2.34 TiB reads (586 MB/s), and the run would be
+    bound by its file system. The materialized form has its own rule (above)."""
+    prepare = s.dataset.prepare
+    if not s.dataset.path:
+        return  # synthetic data: nothing is read
+    materialize = prepare.enabled and prepare.multi_hot_sizes and \
+        prepare.multi_hot.value == "materialize"
+    on_the_fly = (prepare.enabled and bool(prepare.multi_hot_sizes) and not materialize) or \
+        bool(_multi_hot_flag(s))
+    if materialize or not on_the_fly:
+        return
+    try:
+        plan = planned_throughput(s)
+        have_mb_s, how = shared_file_system_mb_s(s.shared_file_system)
+    except (KeyError, ValueError, TypeError):  # a machine or size another rule names
+        return
+    if plan is None or have_mb_s <= 0:
+        return
+    per_sample = read_bytes_per_sample(None)
+    samples_s = plan.samples_per_s_per_gpu * s.job.nodes * s.job.processes_per_node
+    need_mb_s = samples_s * per_sample / 1e6
+    if have_mb_s >= need_mb_s:
+        return
+    fs = s.shared_file_system
+    reads = (f"drawing multi-hot ids on the fly reads the one-hot days ({per_sample} bytes a "
+             f"sample) at the planned {samples_s / 1e6:.2f}M samples/s (a rough plan): "
+             f"{need_mb_s:,.0f} MB/s, more than the file system's {have_mb_s:,.0f} MB/s ({how}); "
+             "the GPUs would wait for their input")
+    if isinstance(fs, FsxLustre) and fs.deployment_type.value == "PERSISTENT_2":
+        tib = fs.capacity_gib / 1024
+        tier = next((t for t in FSX_PERSISTENT_2_TIERS if t * tib >= need_mb_s), None)
+        if tier is not None:
+            yield Problem("sharedFileSystem.throughputPerTib", fs.throughput_per_tib,
+                          f"{reads}: `{set_command('sharedFileSystem.throughputPerTib', tier)}` "
+                          f"({tier * tib:,.0f} MB/s)")
+            return
+        capacity = 2400 * math.ceil(need_mb_s / (1000 * 2400 / 1024))
+        yield Problem("sharedFileSystem.capacityGib", fs.capacity_gib,
+                      f"{reads}: throughputPerTib 1000 and capacityGib {capacity} "
+                      f"(`{set_command('sharedFileSystem.throughputPerTib', 1000)}`, then "
+                      f"`{set_command('sharedFileSystem.capacityGib', capacity)}`)")
+        return
+    size = {"AzureNetAppFiles": "sharedFileSystem.volumeSizeGib",
+            "Filestore": "sharedFileSystem.capacityGib"}.get(type(fs).__name__,
+                                                             "sharedFileSystem.throughputPerTib")
+    current = getattr(fs, {"sharedFileSystem.volumeSizeGib": "volume_size_gib",
+                           "sharedFileSystem.capacityGib": "capacity_gib"}.get(size, "throughput_per_tib"), None)
+    yield Problem(size, current,
+                  f"{reads}: a file system of at least {need_mb_s:,.0f} MB/s (a larger size or a "
+                  "faster level; `.venv/bin/python -m torchrec_cloud plan` names the change)")
+
+
+def _multi_hot_flag(s: Settings) -> object:
+    """The job's --multi_hot_sizes in effect (the mlperf recipe sets it), or None."""
+    from infra.settings.trainer_flags import trainer_flags_in_effect
+
+    try:
+        return trainer_flags_in_effect(s.job.trainer_args).get("multi_hot_sizes")
+    except (KeyError, ValueError, TypeError):  # a flag another rule names
+        return None
+
+
 # --- job.maxHourlyUsd: the spend ceiling (infra/estimate.py) ----------------------------------
 def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
     """Judged at the most the job's pools may cost an hour (each GPU pool the job can use and
@@ -242,4 +313,5 @@ COST_RULES: tuple[Rule, ...] = (spot_save_fits_the_notice,
                                 checkpoint_cadence_leaves_training_its_time,
                                 tables_fit_the_gpus,
                                 materialized_multi_hot_keeps_up_with_the_gpus,
+                                on_the_fly_input_keeps_up_with_the_gpus,
                                 hourly_cost_fits_the_ceiling)

@@ -48,6 +48,10 @@ from trainer.data.source import BatchSource, make_source
 Item = Tuple[BatchTensors, int]  # a batch's tensors, malformed rows dropped since the last one
 Sent = Tuple[torch.Tensor, int]  # the same, packed into one shared-memory buffer
 READERS = 2  # per rank for TSV unless --data_workers says otherwise
+# Per rank at most, for multi-hot drawn on the fly: 8 readers at ~31 ms a 4,096-sample batch
+# build one in ~3.9 ms, under an H100's ~8.3 ms MLPerf step; more only add memory and start-up.
+MULTI_HOT_READERS = 8
+CORES_KEPT = 2  # a rank's own: the training loop and the thread assembling the batches
 AHEAD = 16  # batches built ahead per rank (as the old prefetch thread): smooths slow batches
 
 
@@ -90,8 +94,11 @@ def reader_context() -> multiprocessing.context.BaseContext:
 
 
 def cores_per_rank() -> int:
-    """The CPUs this process may run on, shared by the node's ranks (torchrun's
-    LOCAL_WORLD_SIZE)."""
+    """The CPUs this process may run on (its affinity mask: all of the node's in a pod without
+    the kubelet's static CPU manager), shared by the node's ranks (torchrun's
+    LOCAL_WORLD_SIZE): 24 on a p5.48xlarge (192 vCPUs, 8 ranks). The pod's CPU limit
+    (workloads/sizing.py: the node's vCPUs less its daemons' share) is a cgroup quota, not
+    read here: MULTI_HOT_READERS keeps readers well under it."""
     local_ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     return max(1, len(os.sched_getaffinity(0)) // local_ranks)
 
@@ -109,14 +116,24 @@ def readers_for(cfg: TrainConfig, source: BatchSource, cores: Optional[int] = No
         return cfg.data_workers
     if cfg.dataset_path is None:
         return 0
+    cores = cores or cores_per_rank()
     # Multi-hot drawn on the fly (--multi_hot_sizes over one-hot days) costs compute like TSV
     # parsing: expanding to MLPerf's 214 ids a sample and building the KJT took ~31 ms a
-    # 4,096-sample batch on one core here (TorchRec/MLPerf review), beside an H100 step of ~8 ms,
-    # so a GPU node's spare cores draw it in reader processes.
-    costly = getattr(source, "format", None) == "tsv" or bool(cfg.multi_hot_sizes)
-    if not costly:
+    # 4,096-sample batch on one core here (TorchRec/MLPerf review), beside an H100 step of
+    # ~8.3 ms: 2 readers (15 ms a batch) left 2 x p5 input-bound at 1.9x, so a GPU node's
+    # spare cores draw it (multi_hot_readers).
+    if cfg.multi_hot_sizes:
+        return multi_hot_readers(cores)
+    if getattr(source, "format", None) != "tsv":
         return 0
-    return READERS if (cores or cores_per_rank()) > READERS else 0
+    return READERS if cores > READERS else 0
+
+
+def multi_hot_readers(cores: int) -> int:
+    """Reader processes a rank with ``cores`` CPUs gives on-the-fly multi-hot: all but its own
+    CORES_KEPT, at most MULTI_HOT_READERS; none (the thread) where none is spare. The sizing
+    advisor (torchrec_cloud/plan.py) counts the same."""
+    return max(0, min(cores - CORES_KEPT, MULTI_HOT_READERS))
 
 
 class BatchStream(Iterator[Batch]):
