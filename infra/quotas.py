@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from infra.catalog import Machine, find_machine
 from infra.settings.errors import set_command
@@ -235,6 +235,23 @@ def preflight_refusal(reading: Reading, region: str) -> str:
 def pending_hint() -> str:
     """How to go ahead below the quota once an increase is on its way."""
     return f"or, once requested, `{set_command('quota.pending', 'true')}`"
+
+
+def refuse_or_go_ahead(s: Settings, refusals: list[str],
+                       warn: "Callable[[str], None]") -> None:
+    """`pulumi up`'s answer to the job's quota shortfalls, on every cloud: nothing when there
+    are none; with quota.pending, one warning each and go ahead; else refused before any
+    resource, naming job.nodes with each shortfall's request and the pending hint."""
+    if not refusals:
+        return
+    if s.quota.pending:
+        for refusal in refusals:
+            warn(pending_warning(refusal))
+        return
+    from infra.settings.errors import Problem, SettingsError
+
+    raise SettingsError([Problem("job.nodes", s.job.nodes, f"{'; '.join(refusals)}; "
+                                 f"{pending_hint()}")])
 
 
 def pending_warning(refusal: str) -> str:

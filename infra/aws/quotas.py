@@ -13,10 +13,8 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.catalog import machine as machine_of
-from infra.quotas import ec2_quota, ec2_request_command, pending_hint, pending_warning
-from infra.settings.errors import SettingsError
+from infra.quotas import ec2_quota, ec2_request_command, refuse_or_go_ahead
 from infra.settings.model import Settings
-from infra.settings.errors import Problem
 
 
 def check_job_quota(s: Settings, provider: aws.Provider) -> None:
@@ -34,7 +32,4 @@ def check_job_quota(s: Settings, provider: aws.Provider) -> None:
                f"{'spot' if spot else 'on-demand'} {wanted.label} quota \"{wanted.name}\" ({code} "
                f"in {s.region}), which is {have:g}: request it with "
                f"`{ec2_request_command(code, need, s.region)}`, then `pulumi up` again")
-    if s.quota.pending:
-        pulumi.log.warn(pending_warning(refusal))
-        return
-    raise SettingsError([Problem("job.nodes", s.job.nodes, f"{refusal}; {pending_hint()}")])
+    refuse_or_go_ahead(s, [refusal], pulumi.log.warn)

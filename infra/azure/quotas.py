@@ -22,9 +22,8 @@ import pulumi
 
 from infra.azure import versions
 from infra.azure.versions import ARM_ENDPOINT
-from infra.quotas import (azure_family, azure_readings, job_need, pending_hint, pending_warning,
-                          preflight_refusal)
-from infra.settings.errors import Problem, SettingsError
+from infra.quotas import (azure_family, azure_readings, job_need, preflight_refusal,
+                          refuse_or_go_ahead)
 from infra.settings.model import Settings
 
 API_VERSION = "2024-07-01"  # Compute's Usage_List (stable)
@@ -62,12 +61,4 @@ def check_job_quota(s: Settings, skus: list[dict[str, Any]]) -> None:
     usages = list_usages(subscription, s.region, token)
     short = [r for r in azure_readings(need, family or "", usages, subscription, s.region)
              if r.short]
-    if not short:
-        return
-    refusals = [preflight_refusal(r, s.region) for r in short]
-    if s.quota.pending:
-        for refusal in refusals:
-            pulumi.log.warn(pending_warning(refusal))
-        return
-    raise SettingsError([Problem("job.nodes", s.job.nodes, f"{'; '.join(refusals)}; "
-                                 f"{pending_hint()}")])
+    refuse_or_go_ahead(s, [preflight_refusal(r, s.region) for r in short], pulumi.log.warn)

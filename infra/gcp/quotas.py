@@ -24,7 +24,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.quotas import gcp_readings, job_need, pending_hint, pending_warning, preflight_refusal
+from infra.quotas import gcp_readings, job_need, preflight_refusal, refuse_or_go_ahead
 from infra.settings.errors import Problem, SettingsError, set_command
 from infra.settings.model import Settings
 
@@ -68,12 +68,4 @@ def check_job_quota(s: Settings) -> None:
         return  # an unknown machine or a missing gcp section is refused by the settings' rules
     quotas = region_quotas(s.gcp.project, s.region)
     short = [r for r in gcp_readings(need, quotas, s.region, s.gcp.project) if r.short]
-    if not short:
-        return
-    refusals = [preflight_refusal(r, s.region) for r in short]
-    if s.quota.pending:
-        for refusal in refusals:
-            pulumi.log.warn(pending_warning(refusal))
-        return
-    raise SettingsError([Problem("job.nodes", s.job.nodes, f"{'; '.join(refusals)}; "
-                                 f"{pending_hint()}")])
+    refuse_or_go_ahead(s, [preflight_refusal(r, s.region) for r in short], pulumi.log.warn)
