@@ -16,6 +16,7 @@ import pytest
 from trainer.node_taint import TAINT_KEY, TAINT_VALUE
 
 celpy = pytest.importorskip("celpy", reason="cel-python is in requirements-dev.txt")
+from tests import cel  # noqa: E402 (after the skip: it imports celpy)
 
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 GPU_LABELS = {"eks.amazonaws.com/nodegroup": "gpu"}  # tests/fake_cluster.py, flavour aws
@@ -41,14 +42,7 @@ def node(labels: dict[str, str] | None = None, taints: list[dict] | None = None)
 
 def refusals(spec: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The messages of the validations that fail (empty: admitted), as the API server judges."""
-    env = celpy.Environment()
-    activation = {"object": celpy.json_to_cel(new), "oldObject": celpy.json_to_cel(old)}
-    failed = []
-    for rule in spec["validations"]:
-        result = env.program(env.compile(rule["expression"])).evaluate(activation)
-        if result is not True and result != celpy.celtypes.BoolType(True):
-            failed.append(rule["message"])
-    return failed
+    return cel.refusals(spec, new, old)
 
 
 def changed(old: dict[str, Any], edit) -> dict[str, Any]:  # noqa: ANN001 (a function of the copy)

@@ -16,6 +16,7 @@ from infra.settings.model import Job
 from tests.test_workloads import WorkloadRun, run_workload
 
 celpy = pytest.importorskip("celpy", reason="cel-python is in requirements-dev.txt")
+from tests import cel  # noqa: E402 (after the skip: it imports celpy)
 
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
@@ -34,18 +35,7 @@ def policy_spec(scenario: WorkloadRun) -> dict[str, Any]:
 
 def refusals(spec: dict[str, Any], pod: dict[str, Any]) -> list[str]:
     """The messages of the validations that fail (empty: admitted), as the API server judges."""
-    env = celpy.Environment()
-    activation: dict[str, Any] = {"object": celpy.json_to_cel(pod)}
-    for variable in spec.get("variables", []):
-        value = env.program(env.compile(variable["expression"])).evaluate(activation)
-        activation["variables"] = celpy.celtypes.MapType({
-            celpy.celtypes.StringType(variable["name"]): value})
-    failed = []
-    for rule in spec["validations"]:
-        result = env.program(env.compile(rule["expression"])).evaluate(activation)
-        if result is not True and result != celpy.celtypes.BoolType(True):
-            failed.append(rule["message"])
-    return failed
+    return cel.refusals(spec, pod)
 
 
 def training_pod(scenario: WorkloadRun) -> dict[str, Any]:
