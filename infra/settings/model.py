@@ -23,7 +23,7 @@ from infra.catalog import Cloud
 
 
 # Every field that holds a number (int or float), by name: `true` is refused in them
-# (Section._no_true_for_a_number; tests/test_settings.py holds the list to the models).
+# (Section._no_true_for_a_number; tests/test_security.py holds the list to the models).
 NUMBER_FIELDS = (
     "backoff_limit", "capacity_gib", "cpu", "deadline_hours", "desired_nodes", "every_seconds",
     "every_steps", "frequency_threshold", "keep", "max_hourly_usd", "max_ind_range",
