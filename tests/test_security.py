@@ -256,3 +256,18 @@ def test_every_number_setting_refuses_true() -> None:
                 if kinds and kinds <= {int, float}:
                     numbers.add(name)
     assert numbers == set(model.NUMBER_FIELDS)
+
+
+def test_an_eks_pool_past_the_node_group_quota_goes_ahead_with_a_raise_asked_for() -> None:
+    """EKS's 450 nodes per managed node group is a quota that can be raised; AKS's and GKE's
+    1,000 are not."""
+    from infra.settings.loader import settings_and_problems
+    from tests.test_cloud_rules import stack_values
+
+    def refused(stack: str, pending: bool) -> bool:
+        _, problems = settings_and_problems(stack_values(stack, {
+            "gpuPools": {"onDemand": {"maxNodes": 1001}}, "quota": {"pending": pending}}))
+        return "gpuPools.onDemand.maxNodes" in [p.path for p in problems]
+
+    assert refused("aws", False) and not refused("aws", True)
+    assert refused("azure", True) and refused("gcp", True)

@@ -744,7 +744,9 @@ class Quota(Section):
 
     pending: bool = Field(
         False, description="true: an increase is requested and on its way, so `pulumi up` goes "
-        "ahead below the quota (the gang waits in Kueue until the nodes can start).")
+        "ahead below the quota (the gang waits in Kueue until the nodes can start); on AWS it "
+        "also lets a pool's maxNodes past EKS's 'Nodes per managed node group' quota (450 "
+        "unless raised).")
 
 
 class Settings(Section):

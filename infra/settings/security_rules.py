@@ -282,8 +282,14 @@ def tags_are_not_the_stack_s_own(s: Settings) -> Iterator[Problem]:
 
 
 def pools_fit_the_cloud_s_node_limit(s: Settings) -> Iterator[Problem]:
+    """AKS's and GKE's limits are fixed; EKS's is a quota that can be raised, so on AWS
+    `quota.pending: true` (the user says an increase is asked for) lets a larger pool through."""
+    if s.cloud == Cloud.AWS and s.quota.pending:
+        return
     most = POOL_NODES_MAX[s.cloud]
-    where = {Cloud.AWS: "EKS managed node group (the quota's default)",
+    where = {Cloud.AWS: "EKS managed node group (EKS's quota 'Nodes per managed node group', "
+                        "450 unless raised: with a raise asked for in Service Quotas, "
+                        "`pulumi config set --path quota.pending true`)",
              Cloud.AZURE: "AKS node pool", Cloud.GCP: "GKE node pool in a zone"}[s.cloud]
     pools = {"systemPool": s.system_pool, "gpuPools.onDemand": s.gpu_pools.on_demand,
              "gpuPools.spot": s.gpu_pools.spot}
