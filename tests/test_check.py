@@ -663,7 +663,7 @@ HURTFUL = [
       "pulumi config rm --stack aws --path 'tags.<key>'"]),
     ("gcp-labels-that-collide-once-mended", "gcp", {"tags": {"team_a": "recs", "team.a": "ads"}},
      "tags.team_a", "'recs'", ["tags.team.a and tags.team_a are one GCP label", "'team_a'",
-                               "pulumi config rm --stack gcp --path 'tags.team_a'"]),
+                               "pulumi config rm --stack gcp --path tags.team_a"]),
     ("gcp-labels-that-differ-in-case", "gcp", {"tags": {"team": "recs", "Team": "ads"}},
      "tags.team", "'recs'", ["tags.Team and tags.team are one GCP label"]),
     ("image-not-an-image-reference", "aws", {"job": {"image": "ghcr.io/Acme/trainer:v1;id"}},
@@ -675,6 +675,74 @@ HURTFUL = [
      ["an image reference as the registry takes it"]),
     ("image-with-scheme", "gcp", {"job": {"image": "https://ghcr.io/acme/trainer:1"}},
      "job.image", "'https://ghcr.io/acme/trainer:1'", ["[registry[:port]/]name[:tag]"]),
+    # Found by the independent review of issue 33.
+    ("namespace-gke-prometheus", "gcp", {"job": {"namespace": "gmp-system"}}, "job.namespace",
+     "'gmp-system'", ["not one gcp's managed add-ons create", "gmp-system, gmp-public, gke-*",
+                      "pulumi config set --stack gcp --path job.namespace torchrec"]),
+    ("namespace-gke-managed", "gcp", {"job": {"namespace": "gke-managed-system"}},
+     "job.namespace", "'gke-managed-system'", ["gke-*"]),
+    ("namespace-aks-calico", "azure", {"job": {"namespace": "tigera-operator"}}, "job.namespace",
+     "'tigera-operator'", ["not one azure's managed add-ons create", "aks-*"]),
+    ("namespace-aks-prefix", "azure", {"job": {"namespace": "aks-istio-system"}}, "job.namespace",
+     "'aks-istio-system'", ["calico-system, tigera-operator, app-routing-system, aks-*"]),
+    ("namespace-eks-amazon", "aws", {"job": {"namespace": "amazon-cloudwatch"}}, "job.namespace",
+     "'amazon-cloudwatch'", ["amazon-*, aws-*"]),
+    ("namespace-eks-aws", "aws", {"job": {"namespace": "aws-observability"}}, "job.namespace",
+     "'aws-observability'", ["not one aws's managed add-ons create"]),
+    ("mount-etc-ssl", "aws", {"sharedFileSystem": {"mountPath": "/etc/ssl"}},
+     "sharedFileSystem.mountPath", "'/etc/ssl'", ["not /etc/ssl (in /etc)"]),
+    ("mount-usr-local", "gcp", {"sharedFileSystem": {"mountPath": "/usr/local"}},
+     "sharedFileSystem.mountPath", "'/usr/local'", ["(in /usr)"]),
+    ("mount-var", "azure", {"sharedFileSystem": {"mountPath": "/var/data"}},
+     "sharedFileSystem.mountPath", "'/var/data'", ["(in /var)"]),
+    ("mount-lib64", "aws", {"sharedFileSystem": {"mountPath": "/lib64/x"}},
+     "sharedFileSystem.mountPath", "'/lib64/x'", ["(in /lib64)"]),
+    ("tag-owner-key", "aws", {"tags": {"torchrec-cloud-stack": "torchrec-cloud/other"}},
+     "tags.torchrec-cloud-stack", "'torchrec-cloud/other'",
+     ["the stack's own tag", "pulumi config rm --stack aws --path tags.torchrec-cloud-stack"]),
+    ("tag-own-prefix", "aws", {"tags": {"torchrec-cloud/pool": "gpu"}}, "tags.torchrec-cloud/pool",
+     "'gpu'", ["torchrec-cloud/* are the program's"]),
+    ("label-owner-key", "gcp", {"tags": {"torchrec-cloud-stack": "x"}},
+     "tags.torchrec-cloud-stack", "'x'", ["the stack's own tag"]),
+    ("api-ipv4-mapped-all-of-ipv4", "aws", {"kubernetes": {"apiAccessCidrs": ["::ffff:0.0.0.0/96"]}},
+     "kubernetes.apiAccessCidrs[0]", "'::ffff:0:0/96'",
+     ["a /0 of IPv4", "admits 4,294,967,296 addresses", "at most a /16"]),
+    ("api-ipv4-mapped-slash-8", "gcp", {"kubernetes": {"apiAccessCidrs": ["::ffff:81.0.0.0/104"]}},
+     "kubernetes.apiAccessCidrs[0]", "'::ffff:5100:0/104'", ["a /8 of IPv4", "at most a /16"]),
+    ("api-41-ranges-on-eks", "aws",
+     {"kubernetes": {"apiAccessCidrs": [f"81.2.{n}.0/24" for n in range(41)]}},
+     "kubernetes.apiAccessCidrs", "'41 ranges'",
+     ["at most 40", "pulumi config rm --stack aws --path 'kubernetes.apiAccessCidrs[<index>]'"]),
+    ("api-51-ranges-on-gke", "gcp",
+     {"kubernetes": {"apiAccessCidrs": [f"81.2.{n}.0/24" for n in range(51)]}},
+     "kubernetes.apiAccessCidrs", "'51 ranges'", ["at most 50"]),
+    ("api-201-ranges-on-aks", "azure",
+     {"kubernetes": {"apiAccessCidrs": [f"81.{n // 200}.{n % 200}.0/24" for n in range(201)]}},
+     "kubernetes.apiAccessCidrs", "'201 ranges'", ["at most 200"]),
+    # 33 of the stack file's own + the shipped `project` tag: 34, past 50 less the 17 that AKS
+    # and the stack put on a GPU pool's scale set; GCP: 54 + 1, past 64 less 10.
+    ("azure-tags-past-fifty-with-the-stack-s-own", "azure",
+     {"tags": {f"team{n}": "recs" for n in range(33)}}, "tags", "'34 tags'",
+     ["at most 33", "Azure takes 50 tags per resource", "up to 17 of their own",
+      "pulumi config rm --stack azure --path 'tags.<key>'"]),
+    ("gcp-labels-past-sixty-four-with-the-stack-s-own", "gcp",
+     {"tags": {f"team{n}": "recs" for n in range(54)}}, "tags", "'55 tags'",
+     ["at most 54", "GCP takes 64 labels per resource", "up to 10 of their own"]),
+    ("pool-max-nodes-1e12", "aws", {"gpuPools": {"onDemand": {"maxNodes": 1e12}}},
+     "gpuPools.onDemand.maxNodes", "1000000000000",
+     ["at most 450 nodes per EKS managed node group",
+      "pulumi config set --stack aws --path gpuPools.onDemand.maxNodes 450"]),
+    ("pool-max-nodes-aks", "azure", {"gpuPools": {"spot": {"maxNodes": 1001}}},
+     "gpuPools.spot.maxNodes", "1001", ["at most 1000 nodes per AKS node pool"]),
+    ("pool-max-nodes-gke", "gcp", {"systemPool": {"maxNodes": 1001}}, "systemPool.maxNodes",
+     "1001", ["at most 1000 nodes per GKE node pool in a zone"]),
+    ("keep-true", "aws", {"checkpoints": {"keep": True}}, "checkpoints.keep", "true",
+     ["an integer allowed, true/false given",
+      "pulumi config set --stack aws --path checkpoints.keep <integer>"]),
+    ("dataset-path-checkpoints", "aws", {"dataset": {"path": "checkpoints"}}, "dataset.path",
+     "'checkpoints'", ["apart from the job's own runs/ and checkpoints/"]),
+    ("dataset-path-under-runs", "gcp", {"dataset": {"path": "./runs/criteo"}}, "dataset.path",
+     "'./runs/criteo'", ["apart from the job's own runs/ and checkpoints/"]),
 ]
 
 
@@ -737,3 +805,44 @@ def test_a_python_object_tag_and_a_qualified_stack_name_get_a_message_not_a_trac
     assert not (tmp_path / "pwned").exists()
     result = check("--stack", "org/torchrec-cloud/aws")
     assert result.returncode != 0 and "Traceback" not in result.stderr and "--stack" in result.stderr
+
+
+def test_a_fix_command_keeps_a_hostile_tag_key_one_argument(tmp_path: Path) -> None:
+    """A tag key with a quote and a `;` is refused; the command the refusal prints, pasted into
+    a shell, removes that key and runs nothing else (each value is shell-quoted)."""
+    import shlex
+
+    key = "x'; touch pwned; '"
+    result = check("--file", str(write_stack(tmp_path, "aws", {"tags": {key: "v"}})))
+    assert result.returncode == 1, result.stderr
+    line = next(line for line in result.stderr.splitlines() if "pulumi config rm" in line)
+    command = line[line.index("`pulumi config rm") + 1:].split("` and", 1)[0]
+    assert shlex.split(command) == ["pulumi", "config", "rm", "--stack", "aws", "--path",
+                                    f"tags.{key}"]
+
+
+def test_a_stack_file_nested_too_deep_is_named_at_its_line(tmp_path: Path) -> None:
+    """5,000 nested `[`: PyYAML composes by recursion and ends in a RecursionError; `check`
+    names the line instead."""
+    path = tmp_path / "Pulumi.aws.yaml"
+    path.write_text("config:\n  torchrec-cloud:cloud: aws\n  torchrec-cloud:tags: "
+                    + "[" * 5000 + "]" * 5000 + "\n")
+    result = check("--file", str(path))
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    assert "RecursionError" not in result.stderr
+    assert f"{path}:3: nested too deep at line 3" in result.stderr
+
+
+def test_a_key_written_twice_is_refused_naming_the_key_and_both_lines(tmp_path: Path) -> None:
+    """The Pulumi CLI's YAML reader (yaml.v2, not strict) keeps the last of two equal keys and
+    drops the first without a word; `check` names both."""
+    text = yaml.safe_dump({"config": configured("aws")}, sort_keys=False)
+    text += "  torchrec-cloud:checkpoints:\n    keep: 3\n    everySeconds: 600\n    keep: 30\n"
+    path = tmp_path / "Pulumi.aws.yaml"
+    path.write_text(text)
+    lines = text.splitlines()
+    first = lines.index("    keep: 3") + 1
+    result = check("--file", str(path))
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    assert (f"{path}:{first + 2}: the key 'keep' is written twice in one map (lines {first} and "
+            f"{first + 2})") in result.stderr

@@ -145,6 +145,7 @@ def test_a_spot_job_runs_at_the_spot_rate() -> None:
 def test_the_issue_s_500_node_stack_is_refused_above_its_ceiling() -> None:
     """job.nodes 500 with maxNodes 500 (about USD 11,000 an hour on p4d) passed silently."""
     big = values("aws", job={"nodes": 500, "maxHourlyUsd": 1000},
+                 quota={"pending": True},  # past EKS's default 450 nodes per node group
                  gpuPools={"onDemand": {"machineType": "p4d.24xlarge", "maxNodes": 500},
                            "spot": {"machineType": "p4d.24xlarge", "maxNodes": 2}})
     with pytest.raises(SettingsError) as caught:

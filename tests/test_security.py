@@ -192,3 +192,82 @@ def test_the_reserved_add_on_namespaces_are_the_ones_the_stack_creates() -> None
     for name in (KUEUE_NAMESPACE, GPU_OPERATOR_NAMESPACE, "jobset-system", "network-operator",
                  "kubeflow"):
         assert name in ADDON_NAMESPACES
+
+
+def test_the_unpinned_image_notice_quotes_the_image_in_its_commands() -> None:
+    """`pulumi up` prints the notice for whatever job.image holds; pasted, its commands take
+    the image as one argument and run nothing else."""
+    import shlex
+
+    from infra.settings.loader import settings_and_problems
+    from infra.settings.security_rules import unpinned_image_notice
+    from tests.test_cloud_rules import stack_values
+
+    image = "x; touch pwned"
+    settings, _ = settings_and_problems(stack_values("aws", {"job": {"image": image}}))
+    assert settings is not None
+    notice = unpinned_image_notice(settings)
+    commands = notice.split("`")[1::2]
+    assert shlex.split(commands[0]) == ["docker", "buildx", "imagetools", "inspect", image]
+    assert shlex.split(commands[1])[-1] == f"{image}@sha256:<digest>"
+
+
+@pytest.mark.parametrize(("cidr", "refused"), [
+    ("::/80", True),  # holds ::ffff:0:0/96, all of IPv4
+    ("64:ff9b::/96", True),  # NAT64's well-known prefix: all of IPv4 (RFC 6052)
+    ("::ffff:81.2.69.0/120", False),  # a /24 of IPv4
+    ("2a00:1450:4001::/48", False),  # plain IPv6 at the limit
+])
+def test_ipv6_ranges_that_carry_ipv4_are_judged_by_the_ipv4_limit(cidr: str, refused: bool) -> None:
+    from infra.settings.loader import settings_and_problems
+    from tests.test_cloud_rules import stack_values
+
+    _, problems = settings_and_problems(stack_values("aws", {"kubernetes": {
+        "apiAccessCidrs": [cidr]}}))
+    paths = [p.path for p in problems]
+    assert ("kubernetes.apiAccessCidrs[0]" in paths) == refused, problems
+
+
+def test_the_reserved_tag_key_and_job_folders_are_the_program_s_own() -> None:
+    """The settings rules (which load without pulumi) repeat two facts of the program: the
+    owner tag of infra/store_owner.py and the job's folders of workloads/pod.py."""
+    from infra.settings.security_rules import JOB_FOLDERS, OWNER_TAG_KEY
+    from infra.store_owner import OWNER_KEY
+    from workloads.pod import job_folders
+
+    assert OWNER_TAG_KEY == OWNER_KEY
+    assert [f.split("/")[2] for f in job_folders("/m", "dlrm")] == list(JOB_FOLDERS)
+
+
+def test_every_number_setting_refuses_true() -> None:
+    """pydantic reads true as 1 in a number field; NUMBER_FIELDS names every int or float field
+    of the models, so each one refuses it."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from infra.settings import model
+
+    numbers = set()
+    for cls in vars(model).values():
+        if isinstance(cls, type) and issubclass(cls, BaseModel):
+            for name, field in cls.model_fields.items():
+                kinds = set(typing.get_args(field.annotation) or (field.annotation,)) - {type(None)}
+                if kinds and kinds <= {int, float}:
+                    numbers.add(name)
+    assert numbers == set(model.NUMBER_FIELDS)
+
+
+def test_an_eks_pool_past_the_node_group_quota_goes_ahead_with_a_raise_asked_for() -> None:
+    """EKS's 450 nodes per managed node group is a quota that can be raised; AKS's and GKE's
+    1,000 are not."""
+    from infra.settings.loader import settings_and_problems
+    from tests.test_cloud_rules import stack_values
+
+    def refused(stack: str, pending: bool) -> bool:
+        _, problems = settings_and_problems(stack_values(stack, {
+            "gpuPools": {"onDemand": {"maxNodes": 1001}}, "quota": {"pending": pending}}))
+        return "gpuPools.onDemand.maxNodes" in [p.path for p in problems]
+
+    assert refused("aws", False) and not refused("aws", True)
+    assert refused("azure", True) and refused("gcp", True)

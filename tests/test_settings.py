@@ -275,7 +275,7 @@ BAD: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("gcp-placeholder-project", "gcp", {"gcp": {"project": "my-gcp-project"}}, "gcp.project",
      "placeholder, not a real value; set your GCP project id (`gcloud config get-value project`"),
     ("placeholder-in-any-text", "aws", {"job": {"image": "<your-registry>/trainer:1"}},
-     "job.image", "pulumi config set --stack aws --path 'job.image' <value>"),
+     "job.image", "pulumi config set --stack aws --path job.image <value>"),
     ("job-kind", "gcp", {"job": {"kind": "MPIJob"}}, "job.kind", "'JobSet' or 'PyTorchJob'"),
     ("grace-period", "aws", {"job": {"terminationGraceSeconds": 5}},
      "job.terminationGraceSeconds", "greater than or equal to 30"),

@@ -335,7 +335,9 @@ def test_submitted_service_and_policy_are_the_stacks_own_rendering_in_the_base_j
     (policy,) = [p for p in own.run.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
                  if "prepare" not in p.inputs["metadata"]["name"]]  # not the preparation's
     stack_path = stack_file(tmp_path)
-    stack_path.write_text(stack_path.read_text() + "  torchrec-cloud:job: {namespace: edited-ns}\n")
+    edited = yaml.safe_load(stack_path.read_text())  # one key per map, as `pulumi config set` writes
+    edited["config"]["torchrec-cloud:job"] = {"namespace": "edited-ns"}
+    stack_path.write_text(yaml.safe_dump(edited, sort_keys=False))
     base = tmp_path / "base.json"
     base.write_text(json.dumps(base_jobset))
     code, out, err = cli("submit", "--stack", "aws", "--stack-file", str(stack_path),

@@ -123,13 +123,76 @@ def _expanded_size(root: yaml.Node) -> int:
     return size(root, 0)
 
 
+# The deepest nesting of maps and lists a stack file may have. Its settings go 5 deep; PyYAML
+# composes nested nodes by recursion, so thousands of `[` would end in a RecursionError. The
+# depth is counted on the scanner's tokens (no recursion) before anything is composed.
+MAX_NESTING = 100
+_OPENS = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken,
+          yaml.FlowMappingStartToken, yaml.FlowSequenceStartToken)
+_CLOSES = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+
+
+def _too_deep_at(text: str) -> int | None:
+    """The line where the nesting first passes MAX_NESTING, or None."""
+    depth = 0
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(token, _OPENS):
+            depth += 1
+            if depth > MAX_NESTING:
+                return token.start_mark.line + 1
+        elif isinstance(token, _CLOSES):
+            depth -= 1
+    return None
+
+
+def _duplicate_key(root: yaml.Node) -> tuple[str, int, int] | None:
+    """A key written twice in one map: (key, first line, second line). The Pulumi CLI reads the
+    stack file with gopkg.in/yaml.v2's `Unmarshal`, which is not strict ("UnmarshalStrict is
+    like Unmarshal except that ... mapping keys that are duplicates, will result in an error",
+    yaml.v2 yaml.go), so `pulumi up` would keep the last value and drop the first silently."""
+    seen: set[int] = set()
+    pending = [root]
+    found: list[tuple[str, int, int]] = []
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    line = key.start_mark.line + 1
+                    if (key.tag, key.value) in first:
+                        found.append((key.value, first[(key.tag, key.value)], line))
+                    first.setdefault((key.tag, key.value), line)
+                pending += [key, value]
+        elif isinstance(node, yaml.SequenceNode):
+            pending += node.value
+    return min(found, key=lambda dup: dup[2]) if found else None
+
+
 def _load(path: Path) -> yaml.Node | None:
     try:
-        root = yaml.compose(path.read_text())
+        text = path.read_text()
+        deep = _too_deep_at(text)
+        if deep is not None:
+            raise StackFileError(
+                f"{path}:{deep}: nested too deep at line {deep} (more than {MAX_NESTING} levels of "
+                "maps and lists; a stack file's settings go 5 deep): nothing was read; write the "
+                "value as `pulumi config set --path <setting> <value>` does")
+        root = yaml.compose(text)
     except OSError as error:
         raise StackFileError(f"{path}: cannot be read ({error.strerror})") from None
     except yaml.YAMLError as error:
         raise StackFileError(f"{path}: not valid YAML: {error}") from None
+    duplicate = _duplicate_key(root) if root is not None else None
+    if duplicate is not None:
+        key, first, second = duplicate
+        raise StackFileError(
+            f"{path}:{second}: the key {key!r} is written twice in one map (lines {first} and "
+            f"{second}); `pulumi up` would keep the value at line {second} and drop the other "
+            "without a word: delete the one you do not mean")
     if root is not None and _expanded_size(root) > MAX_EXPANDED_VALUES:
         raise StackFileError(
             f"{path}: its YAML aliases (*name) expand to more than {MAX_EXPANDED_VALUES:,} "

@@ -81,6 +81,12 @@ def set_command(path: str, value: Any) -> str:
     return f"pulumi config set --path {shlex.quote(path)} {end_of_flags}{shlex.quote(text)}"
 
 
+def rm_command(path: str) -> str:
+    """The command that removes one value, its path shell-quoted: a tag key holding `'` or `;`
+    stays one argument when the user pastes the command."""
+    return f"pulumi config rm --path {shlex.quote(path)}"
+
+
 def rename_commands(bad: str, good: str, value: Any) -> str:
     """The commands that move a value from a misspelt path to the one meant: `pulumi config rm
     --path` the old one, then set the new one with the same value (a map key by key)."""

@@ -11,12 +11,25 @@ from __future__ import annotations
 import ipaddress
 import re
 from enum import Enum
-from typing import Annotated, Literal, Union
+from types import UnionType
+from typing import Annotated, Literal, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo,
+                      field_validator)
+from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
 
 from infra.catalog import Cloud
+
+
+# Every field that holds a number (int or float), by name: `true` is refused in them
+# (Section._no_true_for_a_number; tests/test_security.py holds the list to the models).
+NUMBER_FIELDS = (
+    "backoff_limit", "capacity_gib", "cpu", "deadline_hours", "desired_nodes", "every_seconds",
+    "every_steps", "frequency_threshold", "keep", "max_hourly_usd", "max_ind_range",
+    "max_nodes", "max_price", "max_wait_minutes", "memory_gib", "min_nodes", "nodes",
+    "pool_size_tib", "processes_per_node", "termination_grace_seconds", "throughput_per_tib",
+    "volume_size_gib", "workers")
 
 
 class Section(BaseModel):
@@ -29,6 +42,28 @@ class Section(BaseModel):
         frozen=True,
         use_enum_values=False,
     )
+
+    @field_validator(*NUMBER_FIELDS, mode="before", check_fields=False)
+    @classmethod
+    def _no_true_for_a_number(cls, value: object, info: ValidationInfo) -> object:
+        """`keep: true` is not 1: pydantic's lax mode reads true/false as 1/0, so a typo would
+        keep one checkpoint (or a 1-node pool) without a word; a number takes numbers only."""
+        if isinstance(value, bool) and info.field_name is not None:
+            number = _number_kind(cls.model_fields[info.field_name].annotation)
+            if number is not None:
+                raise PydanticCustomError(
+                    f"{number}_type",
+                    f"Input should be a valid {'integer' if number == 'int' else 'number'}")
+        return value
+
+
+def _number_kind(annotation: object) -> str | None:
+    """'int' or 'float' for a field holding a number (or an optional one), else None."""
+    kinds = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    numbers = [k for k in kinds if k is not type(None)]
+    if len(numbers) == 1 and numbers[0] in (int, float):
+        return "int" if numbers[0] is int else "float"
+    return None
 
 
 class NodePool(Section):
@@ -709,7 +744,9 @@ class Quota(Section):
 
     pending: bool = Field(
         False, description="true: an increase is requested and on its way, so `pulumi up` goes "
-        "ahead below the quota (the gang waits in Kueue until the nodes can start).")
+        "ahead below the quota (the gang waits in Kueue until the nodes can start); on AWS it "
+        "also lets a pool's maxNodes past EKS's 'Nodes per managed node group' quota (450 "
+        "unless raised).")
 
 
 class Settings(Section):

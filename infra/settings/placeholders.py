@@ -9,6 +9,7 @@ sets it), and any that a copied or older stack file brings is named here.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,5 +52,5 @@ def no_placeholders_left(s: Settings) -> Iterator[Problem]:
             continue
         if text in KNOWN_PLACEHOLDERS.get(path, ()) or PLACEHOLDER_TEXT.search(text):
             named.add(path)
-            how = HOW_TO_SET.get(path, f"your own value: pulumi config set --path '{path}' <value>")
+            how = HOW_TO_SET.get(path, f"your own value: pulumi config set --path {shlex.quote(path)} <value>")
             yield Problem(path, text, f"a template's placeholder, not a real value; set {how}")

@@ -91,7 +91,7 @@ def prepare_has_an_output_and_a_source(s: Settings) -> Iterator[Problem]:
     elif "://" in source:
         if not source.startswith(f"{scheme}://"):
             yield Problem("dataset.prepare.source", source,
-                          f"on {s.cloud.value} the job's workload identity reads {scheme}:// "
+                          f"on {s.cloud.value} the preparation's own identity reads {scheme}:// "
                           f"URIs ({scheme}://bucket/prefix), or give a folder on the shared file "
                           "system relative to its mount")
         elif s.cloud == Cloud.AZURE:

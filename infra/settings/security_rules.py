@@ -9,19 +9,45 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
+import shlex
 from collections.abc import Iterator
 
 from infra.catalog import Cloud
-from infra.settings.errors import Problem
+from infra.settings.errors import Problem, rm_command, set_command
 from infra.settings.model import Settings
 
 # The broadest API range taken without kubernetes.allowBroadApiAccess: a /16 is a large
 # office or campus; anything wider (0.0.0.0/1 + 128.0.0.0/1 is all of IPv4) admits strangers.
 BROADEST_API_PREFIX = {4: 16, 6: 48}
+# IPv6 prefixes that carry IPv4 addresses in their last 32 bits (RFC 4291 IPv4-mapped, RFC 6052
+# NAT64's well-known prefix): `::ffff:0.0.0.0/96` is all of IPv4 and passes a /48 limit, so a
+# range inside one is judged by the IPv4 limit on its last 32 bits, and a range holding one
+# whole (`::/80`) as all of IPv4.
+IPV4_IN_IPV6 = tuple(ipaddress.ip_network(n) for n in ("::ffff:0:0/96", "64:ff9b::/96"))
+# The most apiAccessCidrs each control plane takes: EKS "Public endpoint access CIDR ranges per
+# cluster" 40, not adjustable (https://docs.aws.amazon.com/eks/latest/userguide/
+# service-quotas.html); GKE authorized networks "up to 50 CIDR ranges" for a public endpoint
+# such as this stack's (https://cloud.google.com/kubernetes-engine/docs/concepts/
+# multitenancy-overview, "Restrict network access to the control plane"); AKS "up to 200
+# authorized IP ranges" (https://learn.microsoft.com/azure/aks/api-server-authorized-ip-ranges,
+# "Limitations and considerations"). More is refused by the cloud after the network is paid for.
+API_CIDRS_MAX = {Cloud.AWS: 40, Cloud.GCP: 50, Cloud.AZURE: 200}
 # Namespaces Kubernetes itself uses (kube-system, kube-public, kube-node-lease) or that every
 # cluster has (default): the stack's `Namespace` would fail with AlreadyExists after the cluster
 # is paid for, and a job there shares its service accounts and quotas with the cluster's own.
 RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# Namespaces each cloud creates in its clusters for the add-ons it manages, by name and by
+# prefix: GKE's Managed Service for Prometheus (gmp-system, gmp-public: "do not modify or deploy
+# anything in this namespace", https://cloud.google.com/stackdriver/docs/managed-prometheus/
+# setup-managed) and gke-managed-* (gke-managed-system, gke-managed-filestorecsi, ...: `gke-`);
+# AKS's Calico network policy (calico-system, tigera-operator), application routing
+# (app-routing-system) and aks-* (aks-command, aks-istio-system); EKS add-ons (amazon-cloudwatch,
+# amazon-guardduty, aws-observability for Fargate logging: `amazon-`, `aws-`).
+CLOUD_NAMESPACES: dict[Cloud, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    Cloud.GCP: (("gmp-system", "gmp-public"), ("gke-",)),
+    Cloud.AZURE: (("calico-system", "tigera-operator", "app-routing-system"), ("aks-",)),
+    Cloud.AWS: ((), ("amazon-", "aws-")),
+}
 # Namespaces the stack's own add-ons create (workloads/kueue.py NAMESPACE, the vendored JobSet
 # manifests, infra/dcgm.py GPU_OPERATOR_NAMESPACE, Azure's network operator, the training
 # operator in infra/webhooks.py; tests/test_security.py holds them to those constants), and
@@ -31,11 +57,20 @@ ADDON_NAMESPACES = ("kueue-system", "jobset-system", "gpu-operator", "network-op
 # Paths the container runtime or the pod spec itself mounts: a second volume there is refused
 # by the API server (duplicate mount path) or hides what the runtime put there.
 RUNTIME_PATHS = ("/tmp", "/dev", "/dev/shm", "/proc", "/sys", "/etc", "/run", "/var/run",
-                 "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var/lib/kubelet")
-RUNTIME_TREES = ("/dev", "/proc", "/sys", "/run", "/var/run")  # nothing of ours goes below them
+                 "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/var",
+                 "/var/lib/kubelet")
+# Nothing of ours goes below them: the runtime writes /etc/hosts, /etc/resolv.conf and
+# /etc/hostname, the image keeps its CA certificates in /etc/ssl and its libraries and programs
+# in /usr (/usr/local), /lib*, /bin and /sbin, and /var/run holds the service account token.
+RUNTIME_TREES = ("/dev", "/proc", "/sys", "/run", "/var/run", "/etc", "/usr", "/var", "/bin",
+                 "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # The trainer image's own folders (trainer/Dockerfile: WORKDIR /app on PYTHONPATH, the base
 # image's Python under /opt, HOME=/home/trainer): a volume there hides the trainer from itself.
 IMAGE_PATHS = ("/app", "/opt", "/home", "/root")
+# The job's own folders under the mount (workloads/pod.py job_folders: runs/<job>,
+# checkpoints/<job>): a dataset there mixes with the trainer's metrics or checkpoints, and the
+# preparation would write into them.
+JOB_FOLDERS = ("runs", "checkpoints")
 KEEP_MAX = 1000  # newest checkpoints kept: more is a typo (1e12), each one costs a full save
 # Tag rules: AWS (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html: key
 # 1-128, value 0-256, `aws:` reserved), GCP labels (https://cloud.google.com/compute/docs/
@@ -55,9 +90,50 @@ AWS_TAG = re.compile(r"^[\w .:/=+\-@]*$", re.UNICODE)
 # managed-node-groups.html, "Managed node groups concepts").
 AWS_TAGS_PER_RESOURCE = 50
 AWS_OWN_TAGS = 1 + 5
+# Azure: at most 50 tag name/value pairs per resource (https://learn.microsoft.com/azure/
+# azure-resource-manager/management/tag-resources#limitations). The most the program puts on one
+# resource itself is a spot GPU pool's scale set: the autoscaler's node-template tags for the GPU
+# and rdma/ib resources, three labels and two taints (infra/azure/node_pools.py
+# scale_from_zero_tags); AKS adds its own aks-managed-* tags to that scale set, for which 10
+# more are kept free.
+AZURE_TAGS_PER_RESOURCE = 50
+AZURE_OWN_TAGS = 7 + 10
+# GCP: at most 64 labels per resource (https://cloud.google.com/compute/docs/labeling-resources,
+# "Requirements for labels"). The program's own is the bucket's owner label
+# (infra/store_owner.py); GKE puts its goog-* labels on the node VMs (goog-gke-node,
+# goog-k8s-cluster-name, goog-k8s-cluster-location, goog-k8s-node-pool-name, ...), for which 10
+# are kept free in all.
+GCP_LABELS_PER_RESOURCE = 64
+GCP_OWN_LABELS = 10
+# The tag key that says which stack owns a checkpoint store (infra/store_owner.py OWNER_KEY,
+# which imports pulumi, so the text is repeated here and held equal by tests/test_security.py)
+# and the prefix of the program's own tags and labels (torchrec-cloud/pool, .../final-backup-of):
+# a user tag of that key would claim another stack's store, or overwrite the program's.
+OWNER_TAG_KEY = "torchrec-cloud-stack"
+OWN_TAG_PREFIX = "torchrec-cloud/"
+# Nodes per pool each cloud takes: EKS "Nodes per managed node group" 450 (the default of an
+# adjustable quota, https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html); AKS
+# agent pool count and maxCount 0-1000 (https://learn.microsoft.com/rest/api/aks/agent-pools/
+# create-or-update); GKE "Nodes per node pool zone" 1,000
+# (https://cloud.google.com/kubernetes-engine/quotas), maxNodes being the per-zone
+# max_node_count (infra/gcp/node_pools.py).
+POOL_NODES_MAX = {Cloud.AWS: 450, Cloud.AZURE: 1000, Cloud.GCP: 1000}
 GCP_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 GCP_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 AZURE_TAG_NAME_FORBIDDEN = set('<>%&\\?/')
+
+
+def _ipv4_prefix(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> int | None:
+    """The IPv4 prefix length an IPv6 range stands for when it carries IPv4 addresses
+    (IPV4_IN_IPV6): `::ffff:0.0.0.0/96` -> 0; None for a range of IPv6 addresses only."""
+    if network.version != 6:
+        return None
+    for embedding in IPV4_IN_IPV6:
+        if network.subnet_of(embedding):  # type: ignore[arg-type]
+            return network.prefixlen - embedding.prefixlen
+        if network.supernet_of(embedding):  # type: ignore[arg-type]
+            return 0
+    return None
 
 
 def api_access_is_not_most_of_the_internet(s: Settings) -> Iterator[Problem]:
@@ -66,14 +142,30 @@ def api_access_is_not_most_of_the_internet(s: Settings) -> Iterator[Problem]:
     for index, cidr in enumerate(s.kubernetes.api_access_cidrs):
         network = ipaddress.ip_network(cidr)
         broadest = BROADEST_API_PREFIX[network.version]
-        if network.prefixlen < broadest:
+        prefix, addresses = network.prefixlen, network.num_addresses
+        as_ipv4 = _ipv4_prefix(network)
+        if as_ipv4 is not None:  # IPv4 in IPv6 clothing: IPv4's limit, IPv4's count
+            prefix, broadest, addresses = as_ipv4, BROADEST_API_PREFIX[4], 2 ** (32 - as_ipv4)
+        if prefix < broadest:
             yield Problem(
                 f"kubernetes.apiAccessCidrs[{index}]", cidr,
-                f"a /{network.prefixlen} admits {network.num_addresses:,} addresses to the API "
+                f"a /{prefix}{' of IPv4 (IPv4 addresses written as IPv6)' if as_ipv4 is not None else ''} "
+                f"admits {addresses:,} addresses to the API "
                 f"server; at most a /{broadest} unless you mean it: name your own address with "
                 f"`pulumi config set --path 'kubernetes.apiAccessCidrs[{index}]' "
                 "\"$(curl -s https://checkip.amazonaws.com)/32\"`, or opt in with "
                 "`pulumi config set --path kubernetes.allowBroadApiAccess true`")
+
+
+def api_access_cidrs_fit_the_control_plane(s: Settings) -> Iterator[Problem]:
+    most = API_CIDRS_MAX[s.cloud]
+    count = len(s.kubernetes.api_access_cidrs)
+    if count > most:
+        yield Problem("kubernetes.apiAccessCidrs", f"{count} ranges",
+                      f"at most {most}: the {s.cloud.value} control plane takes no more (the "
+                      "cloud refuses the rest after the network is made); join neighbouring "
+                      "ranges or keep the addresses that run `pulumi up` and kubectl, and remove "
+                      f"the others with `{rm_command('kubernetes.apiAccessCidrs[<index>]')}`")
 
 
 def job_namespace_is_its_own(s: Settings) -> Iterator[Problem]:
@@ -83,6 +175,17 @@ def job_namespace_is_its_own(s: Settings) -> Iterator[Problem]:
                       f"a namespace of the job's own, not {', '.join(taken)} or kube-* "
                       "(the stack creates it; those exist in every cluster or hold the "
                       "stack's add-ons): "
+                      "`pulumi config set --path job.namespace torchrec`")
+
+
+def job_namespace_is_not_the_cloud_s(s: Settings) -> Iterator[Problem]:
+    names, prefixes = CLOUD_NAMESPACES[s.cloud]
+    namespace = s.job.namespace
+    if namespace in names or namespace.startswith(prefixes):
+        taken = ", ".join((*names, *(f"{p}*" for p in prefixes)))
+        yield Problem("job.namespace", namespace,
+                      f"a namespace of the job's own, not one {s.cloud.value}'s managed add-ons "
+                      f"create or may create ({taken}): "
                       "`pulumi config set --path job.namespace torchrec`")
 
 
@@ -122,10 +225,16 @@ def checkpoints_keep_is_bounded(s: Settings) -> Iterator[Problem]:
 
 def dataset_path_is_a_folder(s: Settings) -> Iterator[Problem]:
     path = s.dataset.path
-    if path and all(part in ("", ".") for part in path.split("/")):
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if path and not parts:
         yield Problem("dataset.path", path,
                       "a folder under the mount, not the mount itself (the trainer's runs/ and "
                       "the checkpoints live there too): "
+                      "`pulumi config set --path dataset.path criteo`")
+    elif parts and parts[0] in JOB_FOLDERS:
+        yield Problem("dataset.path", path,
+                      f"a folder apart from the job's own {' and '.join(f + '/' for f in JOB_FOLDERS)} "
+                      "under the mount (the trainer writes its metrics and checkpoints there): "
                       "`pulumi config set --path dataset.path criteo`")
 
 
@@ -134,7 +243,7 @@ def tags_fit_the_cloud(s: Settings) -> Iterator[Problem]:
         why = _tag_problem(s.cloud, key, value)
         if why:
             yield Problem(f"tags.{key}", value,
-                          f"{why}; remove it with `pulumi config rm --path 'tags.{key}'` and "
+                          f"{why}; remove it with `{rm_command(f'tags.{key}')}` and "
                           "set it again with a name and value the cloud takes")
 
 
@@ -145,6 +254,50 @@ def aws_tags_fit_beside_the_stack_s_own(s: Settings) -> Iterator[Problem]:
                       f"at most {room}: AWS takes {AWS_TAGS_PER_RESOURCE} tags per resource and "
                       f"the stack and EKS put up to {AWS_OWN_TAGS} of their own on a GPU "
                       "instance; remove some with `pulumi config rm --path 'tags.<key>'`")
+
+
+def azure_and_gcp_tags_fit_beside_the_stack_s_own(s: Settings) -> Iterator[Problem]:
+    limits = {Cloud.AZURE: ("Azure", "tags", AZURE_TAGS_PER_RESOURCE, AZURE_OWN_TAGS,
+                            "AKS and the stack put"),
+              Cloud.GCP: ("GCP", "labels", GCP_LABELS_PER_RESOURCE, GCP_OWN_LABELS,
+                          "GKE and the stack put")}
+    if s.cloud not in limits:
+        return
+    name, kind, most, own, who = limits[s.cloud]
+    if len(s.tags) > most - own:
+        yield Problem("tags", f"{len(s.tags)} tags",
+                      f"at most {most - own}: {name} takes {most} {kind} per resource and "
+                      f"{who} up to {own} of their own on one; remove some with "
+                      "`pulumi config rm --path 'tags.<key>'`")
+
+
+def tags_are_not_the_stack_s_own(s: Settings) -> Iterator[Problem]:
+    for key, value in s.tags.items():
+        if key.lower() == OWNER_TAG_KEY or key.lower().startswith(OWN_TAG_PREFIX):
+            yield Problem(f"tags.{key}", value,
+                          f"the stack's own tag ({OWNER_TAG_KEY} names the stack that owns a "
+                          f"checkpoint store; {OWN_TAG_PREFIX}* are the program's): another "
+                          "name, after removing this one with "
+                          f"`{rm_command(f'tags.{key}')}`")
+
+
+def pools_fit_the_cloud_s_node_limit(s: Settings) -> Iterator[Problem]:
+    """AKS's and GKE's limits are fixed; EKS's is a quota that can be raised, so on AWS
+    `quota.pending: true` (the user says an increase is asked for) lets a larger pool through."""
+    if s.cloud == Cloud.AWS and s.quota.pending:
+        return
+    most = POOL_NODES_MAX[s.cloud]
+    where = {Cloud.AWS: "EKS managed node group (EKS's quota 'Nodes per managed node group', "
+                        "450 unless raised: with a raise asked for in Service Quotas, "
+                        "`pulumi config set --path quota.pending true`)",
+             Cloud.AZURE: "AKS node pool", Cloud.GCP: "GKE node pool in a zone"}[s.cloud]
+    pools = {"systemPool": s.system_pool, "gpuPools.onDemand": s.gpu_pools.on_demand,
+             "gpuPools.spot": s.gpu_pools.spot}
+    for path, pool in pools.items():
+        if pool.max_nodes > most:
+            yield Problem(f"{path}.maxNodes", pool.max_nodes,
+                          f"at most {most} nodes per {where}: "
+                          f"`{set_command(f'{path}.maxNodes', min(pool.max_nodes, most))}`")
 
 
 def gcp_label(key: str) -> str:
@@ -167,7 +320,7 @@ def gcp_labels_do_not_collide(s: Settings) -> Iterator[Problem]:
             yield Problem(f"tags.{sorted(keys)[-1]}", s.tags[sorted(keys)[-1]],
                           f"{named} are one GCP label once made valid ({label!r}: labels take "
                           "lowercase letters, digits, '_' and '-' only); keep one: "
-                          f"`pulumi config rm --path 'tags.{sorted(keys)[-1]}'`")
+                          f"`{rm_command(f'tags.{sorted(keys)[-1]}')}`")
 
 
 # OCI image references as Docker and containerd parse them (distribution/reference
@@ -236,12 +389,15 @@ def unpinned_image_notice(s: Settings) -> str:
     how = "`:latest`" if tag == "latest" else f"tag `:{tag}` only" if tag else "no tag"
     return (f"job.image {image!r} is not pinned ({how}): a tag can be moved to another image, "
             "so each node may pull different code. Pin it by digest: `docker buildx imagetools inspect "
-            f"{image}` prints it; then `pulumi config set --path job.image "
-            f"{image.split('@')[0]}@sha256:<digest>`")
+            f"{shlex.quote(image)}` prints it; then `pulumi config set --path job.image "
+            f"{shlex.quote(image.split('@')[0])}@sha256:<digest>`")
 
 
 SECURITY_RULES = (api_access_is_not_most_of_the_internet, job_namespace_is_its_own,
                   job_service_account_is_its_own, mount_path_is_not_the_runtime_s,
                   checkpoints_keep_is_bounded, dataset_path_is_a_folder, tags_fit_the_cloud,
                   aws_tags_fit_beside_the_stack_s_own, gcp_labels_do_not_collide,
-                  job_image_is_an_image_reference)
+                  job_image_is_an_image_reference, job_namespace_is_not_the_cloud_s,
+                  api_access_cidrs_fit_the_control_plane,
+                  azure_and_gcp_tags_fit_beside_the_stack_s_own, tags_are_not_the_stack_s_own,
+                  pools_fit_the_cloud_s_node_limit)

@@ -15,10 +15,11 @@ import contextlib
 import difflib
 import os
 import re
+import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from infra.settings.errors import Problem, rename_commands
+from infra.settings.errors import Problem, rename_commands, rm_command
 from infra.settings.model import Settings, TrainerArgValue
 from infra.settings.stack_flags import TRAINER_FLAG, WORKLOAD_OWNED_FLAGS
 from trainer.config import TrainConfig, build_parser, closest_flag, recipe_defaults
@@ -99,8 +100,8 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
             placeholder = {int: "<integer>", float: "<number>"}.get(action.type, "<value>")  # type: ignore[call-overload]
             problems.append(Problem(path, value, f"{_kind(action)}: the trainer reads "
                                     f"--{key}={text} and refuses it; {_default(action)}; set it "
-                                    f"with `pulumi config set --path {path} {placeholder}` or "
-                                    f"remove it with `pulumi config rm --path {path}`"))
+                                    f"with `pulumi config set --path {shlex.quote(path)} {placeholder}` or "
+                                    f"remove it with `{rm_command(path)}`"))
             continue
         if action.choices is not None and converted not in action.choices:
             choices = ", ".join(repr(c) for c in action.choices)
