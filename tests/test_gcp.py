@@ -801,8 +801,14 @@ def test_the_tcpx_sidecar_is_started_only_once_the_rxdm_serves_its_sockets(tmp_p
     shell, flag, script = probe.exec_.command
     assert (shell, flag) == ("/bin/sh", "-c") and "/run/tcpx/rx_rule_manager" in script
 
+    from infra.gcp.interconnect import NVIDIA_LIB64
+
+    libraries = tmp_path / "lib64"  # stands in for the plugin installer's folder
+    libraries.mkdir()
+
     def ready() -> bool:
-        run = subprocess.run([shell, flag, script.replace("/run/tcpx", str(tmp_path))])
+        run = subprocess.run([shell, flag, script.replace("/run/tcpx", str(tmp_path))
+                              .replace(NVIDIA_LIB64, str(libraries))])
         return run.returncode == 0
 
     assert not ready()  # the rxdm is still setting up the NICs
@@ -811,6 +817,8 @@ def test_the_tcpx_sidecar_is_started_only_once_the_rxdm_serves_its_sockets(tmp_p
     assert not ready()
     (tmp_path / TCPX_RXDM_SOCKETS[2]).unlink()
     held.append(_bind_unix_socket(tmp_path / TCPX_RXDM_SOCKETS[2]))
+    assert not ready()  # the rxdm serves, but the NCCL plugin is not installed yet
+    (libraries / "libnccl-net.so").write_bytes(b"\x7fELF")
     assert ready()
     for sock in held:
         sock.close()

@@ -38,14 +38,7 @@ def usages_url(subscription_id: str, location: str) -> str:
 def list_usages(subscription_id: str, location: str, token: str,
                 get: Callable[[str, str], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Every usage row ARM lists for the region, following `nextLink`."""
-    fetch = get or versions.get_with_retries
-    rows: list[dict[str, Any]] = []
-    url: str | None = usages_url(subscription_id, location)
-    while url:
-        page = fetch(url, token)
-        rows.extend(page.get("value") or [])
-        url = page.get("nextLink")
-    return rows
+    return versions.every_row(usages_url(subscription_id, location), token, get)
 
 
 def check_job_quota(s: Settings, skus: list[dict[str, Any]]) -> None:

@@ -69,14 +69,7 @@ def usable_zones(skus: Iterable[Mapping[str, Any]], vm_size: str,
 def list_skus(subscription_id: str, location: str, token: str,
               get: Callable[[str, str], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Every SKU row ARM lists for the region, following `nextLink`."""
-    fetch = get or versions.get_with_retries
-    rows: list[dict[str, Any]] = []
-    url: str | None = skus_url(subscription_id, location)
-    while url:
-        page = fetch(url, token)
-        rows.extend(page.get("value") or [])
-        url = page.get("nextLink")
-    return rows
+    return versions.every_row(skus_url(subscription_id, location), token, get)
 
 
 def pool_zone_problems(settings: Settings, skus: list[dict[str, Any]]) -> list[Problem]:

@@ -74,6 +74,20 @@ def get_with_retries(url: str, token: str,
         raise unregistered from None
 
 
+def every_row(first_url: str, token: str,
+              get: Callable[[str, str], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every `value` row of an ARM listing, following `nextLink` page by page (get_with_retries
+    unless a test gives `get`)."""
+    fetch = get or get_with_retries
+    rows: list[dict[str, Any]] = []
+    url: str | None = first_url
+    while url:
+        page = fetch(url, token)
+        rows.extend(page.get("value") or [])
+        url = page.get("nextLink")
+    return rows
+
+
 def deployer_subscription_and_token() -> tuple[str, str]:
     """The subscription and ARM token of the identity running `pulumi up`: what the
     program's own ARM reads are asked with (the azure-native default provider's login)."""

@@ -60,29 +60,34 @@ def create_node_account(prefix: str, project: str,
     return account
 
 
-def create_job_account(prefix: str, project: str, namespace: str, service_account: str,
-                       after: list[pulumi.Resource],
-                       opts: pulumi.ResourceOptions
-                       ) -> tuple[gcp.serviceaccount.Account, gcp.serviceaccount.IAMMember]:
-    """The job's identity and the binding that lets only `<namespace>/<service_account>` act
-    as it (the job waits for the binding: without it the pod's storage calls are refused).
-
-    `after` holds the cluster: the workload pool exists only once a cluster enables it.
-    """
+def _workload_account(prefix: str, role_name: str, account_suffix: str, display_name: str,
+                      project: str, namespace: str, service_account: str,
+                      after: list[pulumi.Resource], opts: pulumi.ResourceOptions
+                      ) -> tuple[gcp.serviceaccount.Account, gcp.serviceaccount.IAMMember]:
+    """A Google service account that only the Kubernetes `<namespace>/<service_account>` can act
+    as (workload identity), and that binding; the binding waits for `after` (the cluster: the
+    workload pool exists only once a cluster enables it)."""
     account = gcp.serviceaccount.Account(
-        f"{prefix}-job",
-        account_id=account_id(prefix, "job"),
-        display_name=f"{prefix} training job (workload identity)",
-        opts=opts,
-    )
+        f"{prefix}-{role_name}", account_id=account_id(prefix, account_suffix),
+        display_name=display_name, opts=opts)
     binding = gcp.serviceaccount.IAMMember(
-        f"{prefix}-job-workload-identity",
+        f"{prefix}-{role_name}-workload-identity",
         service_account_id=account.name,
         role="roles/iam.workloadIdentityUser",
         member=kubernetes_member(project, namespace, service_account),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)),
     )
     return account, binding
+
+
+def create_job_account(prefix: str, project: str, namespace: str, service_account: str,
+                       after: list[pulumi.Resource],
+                       opts: pulumi.ResourceOptions
+                       ) -> tuple[gcp.serviceaccount.Account, gcp.serviceaccount.IAMMember]:
+    """The job's identity and the binding that lets only `<namespace>/<service_account>` act
+    as it (the job waits for the binding: without it the pod's storage calls are refused)."""
+    return _workload_account(prefix, "job", "job", f"{prefix} training job (workload identity)",
+                             project, namespace, service_account, after, opts)
 
 
 def create_prepare_account(prefix: str, project: str, namespace: str, service_account: str,
@@ -91,20 +96,9 @@ def create_prepare_account(prefix: str, project: str, namespace: str, service_ac
     """The dataset preparation's own identity, which only `<namespace>/<service_account>`
     (Job.prepare_service_account) can act as: the caller grants it read on the source bucket
     and nothing else, so the preparation cannot write checkpoints."""
-    account = gcp.serviceaccount.Account(
-        f"{prefix}-prepare",
-        account_id=account_id(prefix, "prep"),
-        display_name=f"{prefix} dataset preparation (workload identity)",
-        opts=opts,
-    )
-    binding = gcp.serviceaccount.IAMMember(
-        f"{prefix}-prepare-workload-identity",
-        service_account_id=account.name,
-        role="roles/iam.workloadIdentityUser",
-        member=kubernetes_member(project, namespace, service_account),
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)),
-    )
-    return account, binding
+    return _workload_account(prefix, "prepare", "prep",
+                             f"{prefix} dataset preparation (workload identity)",
+                             project, namespace, service_account, after, opts)
 
 
 # The deployer acts as the node account only (iam.serviceAccounts.actAs, which creating a
