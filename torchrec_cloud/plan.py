@@ -447,9 +447,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # torchrec's planner chatter, silenced for this command only: the process-wide switch is
+    # put back, or whatever runs next in the same process (a test) would log nothing.
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        return _run(args)
+    finally:
+        logging.disable(previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     from trainer.sizing import table_set
 
-    logging.disable(logging.WARNING)  # torchrec's planner chatter
     trainer_args = json.loads(args.trainer_args)
     if args.embedding_dim:
         trainer_args["embedding_dim"] = args.embedding_dim
