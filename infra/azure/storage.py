@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -225,6 +226,29 @@ def service_account_subject(settings: Settings) -> str:
     return f"system:serviceaccount:{settings.job.namespace}:{settings.job.service_account}"
 
 
+def federated_identity(prefix: str, role: str, subject: str,
+                       resource_group_name: pulumi.Input[str], oidc_issuer_url: pulumi.Input[str],
+                       tags: Mapping[str, str], opts: pulumi.ResourceOptions,
+                       ) -> tuple[managedidentity.UserAssignedIdentity,
+                                  managedidentity.FederatedIdentityCredential]:
+    """A user-assigned identity `<prefix>-<role>` that only the Kubernetes service account
+    `subject` can act as (workload identity: its token exchanged at Entra ID)."""
+    identity = managedidentity.UserAssignedIdentity(
+        f"{prefix}-{role}-id", resource_group_name=resource_group_name,
+        resource_name_=f"{prefix}-{role}", tags=tags, opts=opts)
+    credential = managedidentity.FederatedIdentityCredential(
+        f"{prefix}-{role}-federation",
+        resource_group_name=resource_group_name,
+        resource_name_=identity.name,
+        federated_identity_credential_resource_name=f"{role}-service-account",
+        issuer=oidc_issuer_url,
+        subject=subject,
+        audiences=[TOKEN_EXCHANGE_AUDIENCE],
+        opts=opts,
+    )
+    return identity, credential
+
+
 def storage_ip_rules(cidrs: list[str]) -> list[str]:
     """The operator's CIDRs as storage firewall rules: /31 and /32 as single addresses; IPv6 and
     private (RFC 1918) ranges left out because Azure refuses them (a private network reaches the
@@ -307,19 +331,9 @@ def create_checkpoints(prefix: str, settings: Settings, account_name: pulumi.Inp
         opts=_importing(kept, found.container_id),
     )
     recovery, lifecycle = protect_blobs(prefix, group.name, account, kept, found)
-    identity = managedidentity.UserAssignedIdentity(
-        f"{prefix}-trainer-id", resource_group_name=resource_group_name,
-        resource_name_=f"{prefix}-trainer", tags=tags, opts=opts)
-    credential = managedidentity.FederatedIdentityCredential(
-        f"{prefix}-trainer-federation",
-        resource_group_name=resource_group_name,
-        resource_name_=identity.name,
-        federated_identity_credential_resource_name="trainer-service-account",
-        issuer=oidc_issuer_url,
-        subject=service_account_subject(settings),
-        audiences=[TOKEN_EXCHANGE_AUDIENCE],
-        opts=opts,
-    )
+    identity, credential = federated_identity(
+        prefix, "trainer", service_account_subject(settings), resource_group_name,
+        oidc_issuer_url, tags, opts)
     role = assign_role(
         f"{prefix}-trainer-blob-writer",
         role=STORAGE_BLOB_DATA_CONTRIBUTOR,
@@ -403,21 +417,10 @@ def preparation_identity(prefix: str, settings: Settings, account: storage.Stora
     scopes = dataset_read_scopes(settings, account.id, subscription_id)
     if not scopes:
         return PreparationIdentity()
-    identity = managedidentity.UserAssignedIdentity(
-        f"{prefix}-prepare-id", resource_group_name=resource_group_name,
-        resource_name_=f"{prefix}-prepare", tags=tags, opts=opts)
-    subject = (f"system:serviceaccount:{settings.job.namespace}:"
-               f"{settings.job.prepare_service_account}")
-    credential = managedidentity.FederatedIdentityCredential(
-        f"{prefix}-prepare-federation",
-        resource_group_name=resource_group_name,
-        resource_name_=identity.name,
-        federated_identity_credential_resource_name="prepare-service-account",
-        issuer=oidc_issuer_url,
-        subject=subject,
-        audiences=[TOKEN_EXCHANGE_AUDIENCE],
-        opts=opts,
-    )
+    identity, credential = federated_identity(
+        prefix, "prepare",
+        f"system:serviceaccount:{settings.job.namespace}:{settings.job.prepare_service_account}",
+        resource_group_name, oidc_issuer_url, tags, opts)
     reads = [assign_role(
         f"{prefix}-prepare-dataset-reader",
         role=STORAGE_BLOB_DATA_READER,
