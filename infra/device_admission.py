@@ -52,16 +52,23 @@ def restrict_device(prefix: str, short: str, resource: str, what: str, job_names
                                     f"{job_namespace}, not ' + namespaceObject.metadata.name"),
                 reason="Forbidden")]),
         opts=opts)
-    binding = ADMISSION.ValidatingAdmissionPolicyBinding(
-        f"{prefix}-{short}-policy-binding",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=name),
+    return [policy, deny_binding(f"{prefix}-{short}-policy-binding", policy, name, "NotIn",
+                                 job_namespace, opts)]
+
+
+def deny_binding(resource_name: str, policy: pulumi.Resource, policy_name: str, operator: str,
+                 namespace: str, opts: pulumi.ResourceOptions,
+                 labels: dict[str, str] | None = None) -> pulumi.Resource:
+    """The binding (Deny) of `policy_name` to the namespaces that are (operator "In") or are
+    not ("NotIn") `namespace`, made after the policy."""
+    return ADMISSION.ValidatingAdmissionPolicyBinding(
+        resource_name,
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=policy_name, labels=labels),
         spec=ADMISSION.ValidatingAdmissionPolicyBindingSpecArgs(
-            policy_name=name,
+            policy_name=policy_name,
             validation_actions=["Deny"],
             match_resources=ADMISSION.MatchResourcesArgs(
                 namespace_selector=k8s.meta.v1.LabelSelectorArgs(match_expressions=[
                     k8s.meta.v1.LabelSelectorRequirementArgs(
-                        key=NAMESPACE_NAME_LABEL, operator="NotIn",
-                        values=[job_namespace])]))),
+                        key=NAMESPACE_NAME_LABEL, operator=operator, values=[namespace])]))),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[policy])))
-    return [policy, binding]

@@ -26,11 +26,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.contract import GpuCluster
+from infra.device_admission import ADMISSION, deny_binding
 from workloads.names import PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
 from workloads.pod import security_context
 
-ADMISSION = k8s.admissionregistration.v1
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server, immutable
 # Pod Security Standards, baseline, "Capabilities": the allowed additions
 # (https://kubernetes.io/docs/concepts/security/pod-security-standards/#baseline).
 BASELINE_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",
@@ -152,16 +151,5 @@ def fabric_pod_security(name: str, names: JobNames, cluster: GpuCluster,
                                                   reason="Forbidden")
                          for expression, message in validations(exceptions)]),
         opts=opts)
-    binding = ADMISSION.ValidatingAdmissionPolicyBinding(
-        f"{name}-binding",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=cluster_name, labels=names.common_labels),
-        spec=ADMISSION.ValidatingAdmissionPolicyBindingSpecArgs(
-            policy_name=cluster_name,
-            validation_actions=["Deny"],
-            match_resources=ADMISSION.MatchResourcesArgs(
-                namespace_selector=k8s.meta.v1.LabelSelectorArgs(match_expressions=[
-                    k8s.meta.v1.LabelSelectorRequirementArgs(
-                        key=NAMESPACE_NAME_LABEL, operator="In",
-                        values=[names.namespace])]))),
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[policy])))
-    return [policy, binding]
+    return [policy, deny_binding(f"{name}-binding", policy, cluster_name, "In", names.namespace,
+                                 opts, labels=names.common_labels)]
