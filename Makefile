@@ -75,7 +75,7 @@ doctor: $(VENV)/.cli-installed
 # (the three environments install side by side: separate folders)
 test:
 	$(MAKE) -j3 $(VENV)/.trainer-installed $(CHECKOV_VENV)/.installed $(AZURITE_DIR)/.installed
-	$(PYTEST) tests -q -n 2 --dist loadfile --durations=12
+	$(PYTEST) tests -q -n 3 --dist loadfile --durations=12
 
 test-infra: $(VENV)/.infra-installed $(CHECKOV_VENV)/.installed
 	$(PYTEST) tests -q --ignore=tests/trainer

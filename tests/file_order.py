@@ -1,15 +1,15 @@
-"""Heaviest test files first, so that `make test`'s two workers finish together.
+"""Heaviest test files first, so that `make test`'s workers finish together.
 
-`make test` hands whole files to two workers (`-n 2 --dist loadfile`). xdist's own order is by
+`make test` hands whole files to three workers (`-n 3 --dist loadfile`). xdist's own order is by
 number of tests, which sends the files that run real processes (the gang, the trainer, the
-sizing advisor: few tests, minutes each) last, where one worker runs them alone while the other
-has nothing left. Handing out the longest first (the classic longest-processing-time rule)
+sizing advisor: few tests, minutes each) last, where one worker runs them alone while the others
+have nothing left. Handing out the longest first (the classic longest-processing-time rule)
 leaves only short files for the end.
 
 A file's weight is its seconds in the last `make test` on this machine (pytest's cache,
 `.pytest_cache/v/torchrec-cloud/file-seconds`), else tests/file_seconds.json (a fresh clone
-has no cache: rough seconds of the slow files on 2 cores, from CPU time measured file by file
-and CI's slowest tests; only their order matters), else its number of tests times
+has no cache: each file's seconds in a whole distributed run here, scaled to a quiet 2-core
+machine; only their order matters), else its number of tests times
 PER_TEST_SECONDS.
 The order only changes which worker runs a file when: every file still runs whole, in its
 own order, on one worker.
