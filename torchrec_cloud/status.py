@@ -27,6 +27,7 @@ from torchrec_cloud.gpu_metrics import read_gpu_utilisation
 from torchrec_cloud.logs import container_of, rank0
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, PROJECT_ROOT, file_name,
                                   kubeconfig_file, open_bucket, read_outputs)
+from torchrec_cloud.invocation import pins, pip_install
 from workloads.names import JobNames
 from workloads.waiting import ClusterView, Kind, explain
 from workloads.waiting.kueue import owned_workload
@@ -327,7 +328,8 @@ def _write_report(records: list[dict[str, Any]], out_dir: Path) -> str:
         png, summary = write_report(records, str(out_dir))
     except ModuleNotFoundError as error:  # make status installs requirements-cli.txt: no plots
         return (f"report skipped: {error.name} is not installed here (make status installs "
-                f"requirements-cli.txt only; `.venv/bin/pip install matplotlib==3.11.2` adds it)")
+                f"requirements-cli.txt only; `{pip_install(pins('matplotlib', file='requirements-dev.txt'))}` "
+                "adds it)")
     except Exception as error:  # noqa: BLE001 (a plot must not hide the status)
         return f"report not written: {_one_line(error)}"
     return f"wrote {png} and {summary}"
