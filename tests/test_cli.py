@@ -531,3 +531,16 @@ def test_docs_commands_lists_every_verb_with_an_example_that_parses_as_printed()
     readme = (ROOT / "README.md").read_text()
     assert "python -m torchrec_cloud" not in readme and "pip install -e ." not in readme
     assert "[docs/commands.md](docs/commands.md)" in readme
+
+
+def test_doctor_on_a_bad_stack_file_names_the_check_of_that_same_file(tmp_path, monkeypatch):
+    """`doctor --stack-file F` refused: the check it points at reads F, not the project's stack."""
+    bad = tmp_path / "Pulumi.aws.yaml"
+    bad.write_text((ROOT / "Pulumi.aws.yaml").read_text())  # no apiAccessCidrs yet
+    monkeypatch.chdir(tmp_path)
+    err = io.StringIO()
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        code = main(["doctor", "--stack", "aws", "--stack-file", str(bad)])
+    assert code == 1
+    (command,) = re.findall(r"\(`([^`]+)` first\)", err.getvalue())
+    assert command.endswith(" check --file Pulumi.aws.yaml"), command
