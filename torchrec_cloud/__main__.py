@@ -59,7 +59,7 @@ VERB_INSTALLS = {"check": ("requirements-check.txt", "check STACK={stack}"),
                  "doctor": ("requirements-cli.txt", "doctor STACK={stack}"),
                  **{verb: ("requirements-cli.txt", "cli")
                     for verb in ("list", "cancel", "cost", "logs", "why")}}
-# submit's packages beyond requirements-cli.txt (about 110 MB, not in `make status`'s set).
+# submit's packages beyond requirements-cli.txt (about 100 MB, not in `make status`'s set).
 SUBMIT_PACKAGES = ("pulumi", "pulumi-kubernetes")
 FULL_INSTALL = "requirements-dev.txt"
 
@@ -87,7 +87,7 @@ def missing_module_hint(name: str, verb: str | None = None, argv: Sequence[str] 
     if verb == "submit" and name.split(".")[0] in ("pulumi", "pulumi_kubernetes"):
         return (f"submit renders the job with the stack's own code (workloads/, on the Pulumi "
                 f"SDK), which needs {name!r}: `{pip_install(pins(*SUBMIT_PACKAGES))}` adds it "
-                "(about 110 MB: not in requirements-cli.txt, the light set for status)")
+                "(about 100 MB: not in requirements-cli.txt, the light set for status)")
     if verb == "tensorboard" and name.split(".")[0] == "tensorboard":
         pin = pins("tensorboard", file=FULL_INSTALL)
         return f"this command needs {name!r}: `{pip_install(pin)}` adds it"
