@@ -11,25 +11,31 @@ CHECKOV_VERSION := 3.3.30
 AZURITE_VERSION := 3.35.0
 AZURITE_DIR := $(VENV)/azurite
 
-.PHONY: train check status doctor test test-infra test-trainer check-tables bench bench-data prepare-sample settings-docs clean
+.PHONY: train check cli status doctor test test-infra test-trainer check-tables bench bench-data prepare-sample settings-docs clean
 
 # Stamps re-run an install only when its requirements change, so the second run is quick.
+# Each also installs this project's console script, .venv/bin/torchrec-cloud (pyproject.toml;
+# editable and without dependencies: the requirements files pin those).
+INSTALL_SCRIPT := $(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 # `make check` installs only what checking needs (requirements-check.txt: pydantic, PyYAML).
-$(VENV)/.check-installed: requirements-check.txt
+$(VENV)/.check-installed: requirements-check.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-check.txt
+	$(INSTALL_SCRIPT)
 	touch $@
 
 # `make status` / `make doctor` install only what the commands on a stack need
 # (requirements-cli.txt: the checking set, the bucket's libraries, boto3, matplotlib).
-$(VENV)/.cli-installed: requirements-cli.txt requirements-check.txt
+$(VENV)/.cli-installed: requirements-cli.txt requirements-check.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-cli.txt
+	$(INSTALL_SCRIPT)
 	touch $@
 
-$(VENV)/.infra-installed: requirements.txt requirements-check.txt requirements-cli.txt requirements-dev.txt
+$(VENV)/.infra-installed: requirements.txt requirements-check.txt requirements-cli.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(INSTALL_SCRIPT)
 	touch $@
 
 $(VENV)/.trainer-installed: $(VENV)/.infra-installed trainer/requirements-cpu.txt trainer/requirements-torchrec.txt
@@ -59,6 +65,11 @@ STACK ?=
 check: $(VENV)/.check-installed
 	@test -n "$(STACK)" || { echo "usage: make check STACK=aws|azure|gcp"; exit 2; }
 	@$(BIN)/python -m torchrec_cloud check --stack $(STACK)
+
+## The command line, .venv/bin/torchrec-cloud, with what its verbs on a deployed stack need
+## (requirements-cli.txt); every verb and an example: docs/commands.md.
+cli: $(VENV)/.cli-installed
+	@$(BIN)/torchrec-cloud --help
 
 ## A deployed stack from this machine: nodes, the gang and why it waits, progress, checkpoints,
 ## spend. Needs the stack's outputs (Pulumi CLI, logged in) and kubectl. STACK=aws|azure|gcp.
@@ -113,4 +124,4 @@ settings-docs: $(VENV)/.infra-installed
 	$(BIN)/python -m infra.settings.docs --write docs
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .venv-pulumi .pytest_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) .venv-pulumi .pytest_cache torchrec_cloud.egg-info

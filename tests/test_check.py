@@ -846,3 +846,72 @@ def test_a_key_written_twice_is_refused_naming_the_key_and_both_lines(tmp_path: 
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
     assert (f"{path}:{first + 2}: the key 'keep' is written twice in one map (lines {first} and "
             f"{first + 2})") in result.stderr
+
+
+def _run_config_command(path: Path, command: str) -> None:
+    """What `pulumi config set|rm --stack S --path P [V]` does to the stack file (the CLI is
+    not installed here): a value read as the CLI reads it under --path (numbers, true/false)."""
+    import re
+    import shlex
+
+    words = shlex.split(command)
+    assert words[:2] == ["pulumi", "config"] and words[3:5] == ["--stack", path.stem.split(".")[1]]
+    assert words[5] == "--path", command
+    verb, keys = words[2], [k if not k.isdigit() else int(k)
+                            for k in re.findall(r"[^.\[\]]+", words[6])]
+    data = yaml.safe_load(path.read_text())
+    keys[0] = f"{PROJECT}:{keys[0]}"
+    node: Any = data["config"]
+    for key, after in zip(keys, keys[1:]):
+        if isinstance(node, dict) and key not in node:
+            node[key] = [] if isinstance(after, int) else {}
+        node = node[key]
+    if verb == "rm":
+        del node[keys[-1]]
+    elif isinstance(node, list) and keys[-1] == len(node):
+        node.append(yaml.safe_load(words[7]))
+    else:
+        node[keys[-1]] = yaml.safe_load(words[7])
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+# (stack, zone settings a user got wrong): each is refused with commands that, run as printed
+# (the first way the line offers), leave a stack file that check passes.
+ZONE_MISTAKES = [
+    ("aws", {"zones": ["us-east-1a"]}),  # EKS needs two
+    ("aws", {"zones": []}),
+    ("aws", {"gpuZones": ["us-east-1a", "us-east-1b"]}),  # placement: one GPU zone
+    ("aws", {"gpuZones": ["us-east-1c"]}),  # not among the cluster's zones
+    ("aws", {"gpuZones": [], "interconnect": {"placement": False}}),
+    ("azure", {"zones": []}),
+    ("azure", {"gpuZones": ["3"]}),  # not among the cluster's zones
+    ("gcp", {"zones": []}),
+    ("gcp", {"zones": ["us-central1-a", "us-central1-b"],
+             "gpuZones": ["us-central1-a", "us-central1-b"]}),
+]
+
+
+@pytest.mark.parametrize(("stack", "overrides"), ZONE_MISTAKES,
+                         ids=[f"{s}-{'-'.join(f'{k}{len(v)}' if isinstance(v, list) else k for k, v in o.items())}"
+                              for s, o in ZONE_MISTAKES])
+def test_every_zone_refusal_prints_the_commands_that_fix_it(
+        tmp_path: Path, stack: str, overrides: dict[str, Any]) -> None:
+    import re
+
+    path = write_stack(tmp_path, stack, {k: v for k, v in overrides.items()})
+    config = yaml.safe_load(path.read_text())
+    for key, value in overrides.items():  # lists replace, not merge
+        config["config"][f"{PROJECT}:{key}"] = value
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    for _ in range(3):  # a fix may uncover the next zone rule; each has its command
+        result = check("--file", str(path))
+        lines = _lines(result, "zones") + _lines(result, "gpuZones")
+        if result.returncode == 0:
+            break
+        assert lines, result.stderr
+        for line in lines:
+            commands = re.findall(r"`(pulumi config (?:set|rm) [^`]*)`", line.split(", or ")[0])
+            assert commands, f"no command in {line}"
+            for command in commands:
+                _run_config_command(path, command)
+    assert result.returncode == 0, result.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -160,17 +161,53 @@ def test_a_missing_module_is_named_with_the_install_that_brings_it():
 
     assert "make train" in missing_module_hint("torchrec")
     assert "make train" in missing_module_hint("torch.distributed")
-    assert "requirements-dev.txt" in missing_module_hint("pulumi_kubernetes")
 
 
-@pytest.mark.parametrize("verb, module, install", [
-    ("status", "s3fs", "requirements-cli.txt"), ("doctor", "boto3", "requirements-cli.txt"),
-    ("check", "pydantic", "requirements-check.txt"), ("submit", "pulumi", "requirements-dev.txt")])
-def test_a_module_missing_for_a_verb_names_the_install_of_that_verb(monkeypatch, capsys, verb,
-                                                                    module, install):
-    """`make status` and `make doctor` install requirements-cli.txt, `make check`
-    requirements-check.txt: a module missing there is named with that set and its make target,
-    not the 1.8 GB dev set that `make status` never installs."""
+def _works_as_printed(command: str, cwd: Path) -> None:
+    """A printed `python -m pip install ...` or `make ...` runs from `cwd` as printed: the
+    program exists there, each -r file exists, a make target is one of the Makefile's."""
+    import os
+    import re
+    import shlex
+
+    words = shlex.split(command)
+    if words[0] == "make":
+        folder = cwd / words[2] if words[1:2] == ["-C"] else cwd
+        target = words[3] if words[1:2] == ["-C"] else words[1]
+        assert re.search(rf"^{re.escape(target)}:", (folder / "Makefile").read_text(), re.M), command
+        return
+    program = cwd / words[0] if "/" in words[0] else None
+    assert program is not None and os.access(program, os.X_OK), command  # never a PATH lookup
+    assert words[1:4] == ["-m", "pip", "install"], command
+    for index, word in enumerate(words):
+        if word == "-r":
+            assert (cwd / words[index + 1]).is_file(), command
+
+
+# verb, the module it lacks, what the hint installs, the make target that installs it
+MISSING = [
+    ("status", "s3fs", "-r requirements-cli.txt", "make status STACK=aws"),
+    ("doctor", "boto3", "-r requirements-cli.txt", "make doctor STACK=aws"),
+    ("check", "pydantic", "-r requirements-check.txt", "make check STACK=aws"),
+    *[(verb, "fsspec", "-r requirements-cli.txt", "make cli")
+      for verb in ("list", "cancel", "cost", "logs", "why")],
+    # submit renders with workloads/ on the Pulumi SDK: the two packages, at requirements.txt's pins
+    ("submit", "pulumi", "pulumi==3.272.0 pulumi-kubernetes==4.34.2", None),
+    ("submit", "pulumi_kubernetes", "pulumi==3.272.0 pulumi-kubernetes==4.34.2", None),
+    ("tensorboard", "tensorboard", "tensorboard==2.21.0", None),
+    ("plan", "torchrec", None, "make train"),
+]
+
+
+@pytest.mark.parametrize("verb, module, install, target", MISSING,
+                         ids=[f"{m[0]}-{m[1]}" for m in MISSING])
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["in-the-project", "from-another-folder"])
+def test_a_module_missing_for_a_verb_names_the_install_of_that_verb(
+        monkeypatch, capsys, tmp_path, verb, module, install, target, elsewhere):
+    """Each verb run where a module it needs is missing (`make check`'s venv runs `list`, `make
+    status`'s runs `submit`) names the install that brings it, never the 1.8 GB dev set, as
+    commands that work as printed: this venv's pip, the requirements file's path and make's
+    folder as seen from where the user is."""
     import importlib
 
     from torchrec_cloud import __main__ as cli
@@ -178,16 +215,22 @@ def test_a_module_missing_for_a_verb_names_the_install_of_that_verb(monkeypatch,
     def missing(name: str) -> Any:
         raise ModuleNotFoundError(f"No module named {module!r}", name=module)
 
+    if elsewhere:
+        monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(importlib, "import_module", missing)
     assert cli.guarded([verb, "--stack", "aws"]) == 2
     err = capsys.readouterr().err
-    assert f"pip install -r {install}" in err
-    others = {"requirements-check.txt", "requirements-cli.txt", "requirements-dev.txt"} - {install}
-    assert not any(other in err for other in others), err
-    if verb in ("status", "doctor", "check"):
-        assert f"make {verb} STACK=<stack>" in err
-    else:
-        assert "make status" not in err
+    assert "Traceback" not in err and "requirements-dev.txt" not in err, err
+    commands = re.findall(r"`([^`]+)`", err)
+    assert commands, err
+    for command in commands:
+        _works_as_printed(command, Path.cwd())
+    if install:
+        (pip,) = [c for c in commands if " -m pip install " in c]
+        assert pip.split(" install ", 1)[1].replace(str(ROOT) + "/", "") == install, pip
+    makes = [c for c in commands if c.startswith("make")]
+    if target:
+        assert [re.sub(r"^make -C \S+", "make", c) for c in makes][0] == target, err
 
 
 def test_every_verb_that_takes_a_stack_gives_the_one_unknown_stack_message():
@@ -306,3 +349,198 @@ def test_status_without_matplotlib_says_the_report_is_skipped_and_how_to_add_it(
     assert "requirements-cli.txt" in line and "pip install matplotlib==3.11.2" in line
     dev = (ROOT / "requirements-dev.txt").read_text()
     assert "matplotlib==3.11.2" in dev and "-r requirements-cli.txt" in dev
+
+
+def test_a_printed_command_line_is_the_one_that_runs_here(tmp_path, monkeypatch):
+    """`make status` leaves .venv unactivated: a message's `torchrec-cloud list` would be
+    "command not found". Printed: the bare name only where the shell finds this script, else
+    its path from here (.venv/bin/torchrec-cloud), else this Python with -m."""
+    import os
+
+    from torchrec_cloud import invocation
+
+    venv = tmp_path / "project" / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    python = venv / "python"
+    python.symlink_to(sys.executable)
+    monkeypatch.setattr(sys, "executable", str(python))
+    monkeypatch.chdir(tmp_path / "project")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert invocation.cli("list --stack aws") == ".venv/bin/python -m torchrec_cloud list --stack aws"
+    script = venv / "torchrec-cloud"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    assert invocation.cli("list --stack aws") == ".venv/bin/torchrec-cloud list --stack aws"
+    assert invocation.pip_install("x==1") == ".venv/bin/python -m pip install x==1"
+    monkeypatch.chdir(tmp_path)
+    assert invocation.cli("cost --stack aws") == "project/.venv/bin/torchrec-cloud cost --stack aws"
+    monkeypatch.setenv("PATH", f"{venv}{os.pathsep}/usr/bin:/bin")  # an activated venv
+    assert invocation.cli("cost --stack aws") == "torchrec-cloud cost --stack aws"
+    assert invocation.as_run_here("quota: `torchrec-cloud doctor --stack aws`") == \
+        "quota: `torchrec-cloud doctor --stack aws`"
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert invocation.as_run_here("quota: `torchrec-cloud doctor --stack aws`") == \
+        "quota: `project/.venv/bin/torchrec-cloud doctor --stack aws`"
+
+
+def test_no_message_prints_a_command_line_that_may_not_run_here():
+    """Every command a message of torchrec_cloud/ prints goes through torchrec_cloud/invocation.py:
+    no string (docstrings aside) holds a bare `torchrec-cloud <verb>`, `python -m
+    torchrec_cloud` or a fixed `.venv/bin/pip`."""
+    import ast
+
+    verbs = "|".join(VERBS)
+    fixed = re.compile(rf"`torchrec-cloud ({verbs})\b|python -m torchrec_cloud|\.venv/bin/pip")
+    found = []
+    for path in sorted((ROOT / "torchrec_cloud").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and id(node) not in docstrings and fixed.search(node.value):
+                found.append(f"{path.name}:{node.lineno}: {node.value[:80]!r}")
+    assert not found, found
+
+
+def test_every_venv_the_make_targets_make_has_the_console_script():
+    """pyproject.toml's [project.scripts] torchrec-cloud is installed by each stamp that makes
+    .venv (editable, no dependencies: the requirements files pin them), so the docs'
+    `.venv/bin/torchrec-cloud <verb>` exists after `make check`, `make cli`, `make status`,
+    `make doctor`, `make train` or `make test`; `make cli` installs the verbs' set."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^INSTALL_SCRIPT := \$\(BIN\)/pip install .*--no-deps -e \.$", makefile, re.M)
+    rules = re.split(r"\n(?=\S)", makefile)
+    making = [rule for rule in rules if "-m venv $(VENV)" in rule]
+    assert len(making) >= 3
+    for rule in making:
+        assert "\t$(INSTALL_SCRIPT)" in rule, rule.splitlines()[0]
+        assert "pyproject.toml" in rule.splitlines()[0], rule.splitlines()[0]
+    assert re.search(r"^cli: \$\(VENV\)/\.cli-installed$", makefile, re.M)
+    for target in ("check", "status", "doctor", "train", "test"):
+        chain = re.search(rf"^{target}:(.*)$", makefile, re.M).group(1)
+        assert "installed" in chain or "$(MAKE)" in makefile.split(f"\n{target}:", 1)[1].split("\n\n")[0]
+
+
+# A script that runs verbs through main() and prints the top-level modules they imported.
+_RUN_VERBS = (
+    "import sys, json, io, contextlib\n"
+    "from torchrec_cloud.__main__ import main\n"
+    "codes, err = [], io.StringIO()\n"
+    "for argv in json.loads(sys.argv[1]):\n"
+    "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):\n"
+    "        codes.append(main(argv))\n"
+    "tops = sorted({m.split('.')[0] for m in sys.modules if not m.startswith('_')})\n"
+    "print(json.dumps({'codes': codes, 'err': err.getvalue(),\n"
+    "                  'modules': [t for t in tops if t not in sys.stdlib_module_names]}))\n")
+
+
+def modules_outside(verbs: list[list[str]], allowed: set[str], tmp_path: Path) -> tuple[dict, dict]:
+    """Run the verbs in a fresh process; (what they said, modules not in `allowed`)."""
+    import importlib.metadata as metadata
+
+    done = subprocess.run([sys.executable, "-c", _RUN_VERBS, json.dumps(verbs)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                               "AWS_EC2_METADATA_DISABLED": "true"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    owners = metadata.packages_distributions()
+    ours = {"infra", "torchrec_cloud", "trainer", "workloads", "cython_runtime"}
+    outside = {m: owners.get(m, ["?"]) for m in found["modules"] if m not in ours and not any(
+        re.sub(r"[-_.]+", "-", d).lower() in allowed for d in owners.get(m, []))}
+    return found, outside
+
+
+def test_the_verbs_on_a_deployed_stack_run_on_what_make_cli_installs(tmp_path):
+    """`make cli` (and `make status`) install requirements-cli.txt: list, cost, why, logs, cancel
+    and status run on it to the end (here: an API server that does not answer, explained),
+    importing nothing else and never "this command needs"."""
+    from tests.fake_api import kubeconfig as kubeconfig_of
+
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({
+        "cloud": "aws", "job_name": "dlrm", "job_namespace": "torchrec",
+        "kubeconfig": kubeconfig_of(tmp_path, "http://127.0.0.1:9").read_text(),
+        "checkpoint_uri": f"file://{tmp_path}/bucket/dlrm"}))
+    common = ["--stack", "aws", "--outputs", str(outputs)]
+    verbs = [["list", *common], ["cost", *common], ["why", *common], ["logs", *common],
+             ["cancel", *common, "--name", "x1"], ["status", *common, "--out", str(tmp_path / "o")]]
+    found, outside = modules_outside(verbs, _requirement_closure(ROOT / "requirements-cli.txt"),
+                                     tmp_path)
+    assert "this command needs" not in found["err"] and "Traceback" not in found["err"], found["err"]
+    assert "did not answer" in found["err"]
+    assert not outside, f"{outside} imported, not in requirements-cli.txt (make cli)"
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^cli: \$\(VENV\)/\.cli-installed$", makefile, re.M)
+
+
+def _full_parser() -> Any:
+    """The command line's parser with every verb's arguments (main() adds only the one run)."""
+    import argparse
+    import importlib
+
+    from torchrec_cloud.__main__ import COMMANDS
+
+    parser = argparse.ArgumentParser(prog="torchrec-cloud", exit_on_error=False)
+    verbs = parser.add_subparsers(dest="command", required=True)
+    for name, (module, _) in COMMANDS.items():
+        importlib.import_module(module).add_arguments(verbs.add_parser(name, exit_on_error=False))
+    return parser
+
+
+def _printed_commands(text: str) -> list[str]:
+    """Each `.venv/bin/torchrec-cloud ...` a page prints: code-block lines and inline code
+    (a placeholder like <cloud> is prose, not a command to paste)."""
+    found = []
+    for block in re.findall(r"^```(?:bash)?\n(.*?)^```", text, re.M | re.S):
+        found += [line.strip().removeprefix("$ ") for line in block.splitlines()
+                  if line.strip().removeprefix("$ ").startswith(".venv/bin/torchrec-cloud ")]
+    inline = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    found += [c.replace("\n", " ") for c in re.findall(r"`(\.venv/bin/torchrec-cloud [^`<]+)`", inline)]
+    return found
+
+
+def test_docs_commands_lists_every_verb_with_an_example_that_parses_as_printed():
+    """docs/commands.md: the eleven verbs, each with an example; every command the README and
+    docs/ print with .venv/bin/torchrec-cloud (the console script the make targets install)
+    is one the parser takes as printed, on a stack the project has."""
+    import argparse
+    import shlex
+
+    parser = _full_parser()
+    page = (ROOT / "docs" / "commands.md").read_text()
+    examples = {shlex.split(c, comments=True)[1] for c in _printed_commands(page)}
+    assert examples >= set(VERBS), set(VERBS) - examples
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    bad = []
+    for path in pages:
+        for command in _printed_commands(path.read_text()):
+            words = shlex.split(command, comments=True)[1:]
+            if words == ["--help"]:
+                continue
+            try:
+                args = parser.parse_args(words)
+            except (argparse.ArgumentError, SystemExit) as error:
+                bad.append(f"{path.name}: {command}: {error}")
+                continue
+            if getattr(args, "stack", None) not in (None, "aws", "azure", "gcp"):
+                bad.append(f"{path.name}: {command}: no stack {args.stack}")
+    assert not bad, bad
+    readme = (ROOT / "README.md").read_text()
+    assert "python -m torchrec_cloud" not in readme and "pip install -e ." not in readme
+    assert "[docs/commands.md](docs/commands.md)" in readme
+
+
+def test_doctor_on_a_bad_stack_file_names_the_check_of_that_same_file(tmp_path, monkeypatch):
+    """`doctor --stack-file F` refused: the check it points at reads F, not the project's stack."""
+    bad = tmp_path / "Pulumi.aws.yaml"
+    bad.write_text((ROOT / "Pulumi.aws.yaml").read_text())  # no apiAccessCidrs yet
+    monkeypatch.chdir(tmp_path)
+    err = io.StringIO()
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        code = main(["doctor", "--stack", "aws", "--stack-file", str(bad)])
+    assert code == 1
+    (command,) = re.findall(r"\(`([^`]+)` first\)", err.getvalue())
+    assert command.endswith(" check --file Pulumi.aws.yaml"), command

@@ -777,3 +777,35 @@ def test_the_unreachable_fix_adds_the_next_api_range_and_never_overwrites_one(tm
     assert api_ranges_in_stack_file("absent", tmp_path) == 1
     said = unreachable("two", "dial tcp 1.2.3.4:443: i/o timeout", listed=2)
     assert said is not None and "'kubernetes.apiAccessCidrs[2]'" in said
+
+
+def test_an_unreachable_cluster_still_prints_what_the_stack_costs_a_month_and_how_to_stop_it(
+        tmp_path):
+    """A destroyed-looking or unreachable cluster is when a forgotten stack is most likely: the
+    monthly cost of what stays comes from the stack (its estimated_cost output, else its stack
+    file), not from the cluster, and is printed with the `pulumi destroy` command."""
+    from dataclasses import replace
+
+    from tests.test_check import write_stack
+
+    bucket = tmp_path / "bucket"
+    _metrics(bucket)
+    with FakeApi({}) as api:
+        url = api.url
+    cost = {"items": [{"item": "GPU nodes", "usd_per_hour": 65.5},
+                      {"item": "system nodes", "usd_per_hour": 0.4},
+                      {"item": "file system", "usd_per_hour": 0.6}]}
+    read = Kubectl(str(kubeconfig(tmp_path, url)))
+    lines = status.report(replace(outputs(bucket), estimated_cost=cost), read, NOW).splitlines()
+    standing = section(lines, "While the stack exists")
+    assert standing[0] == ("while the stack exists, even idle: about USD 730 a month (USD 1.00/h: "
+                           "system nodes, file system) until `pulumi destroy --stack aws` "
+                           "(checkpoints are kept)")
+    # A stack from before the estimated_cost output: priced from its stack file.
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "Pulumi.yaml").write_text((Path(status.__file__).parent.parent / "Pulumi.yaml").read_text())
+    write_stack(root, "aws")
+    line = status.standing_without_cluster(outputs(bucket), root)[0]
+    assert line.startswith("while the stack exists, even idle: about USD ") and " a month " in line
+    assert "`pulumi destroy --stack aws`" in line

@@ -307,7 +307,8 @@ def test_dry_run_without_a_cluster_says_which_live_objects_it_needs_why_and_how_
     assert "the trainer image `pulumi up` built" in err and "service account" in err
     assert "the JobSet could not be read" in err
     assert f"kubectl get jobset -n {NS} {STACK_JOB} -o json > base.json" in err
-    assert "--outputs outputs.json --base base.json --name ... --dry-run" in err
+    # the offline command is this submit again, as typed, with the two saved files
+    assert "--outputs outputs.json --base base.json --name offline-1 --dry-run`" in err
     # No outputs either (no Pulumi CLI here): the same words, and the stack's own job's name.
     code, out, err = cli("submit", "--stack", "aws", "--stack-file", str(stack_file(tmp_path)),
                          "--name", "offline-2", "--dry-run")
@@ -465,3 +466,24 @@ def test_every_flag_stack_flags_passes_is_one_a_submitted_job_gets_for_itself():
     assert names == set(PER_JOB_FLAGS) and names <= STACK_OWNED
     assert "--checkpoint_dir=s3://bucket/exp" in flags
     assert "--telemetry_dir=s3://bucket/exp/telemetry" in flags
+
+
+def test_submit_runs_on_make_clis_set_plus_the_two_packages_its_message_names(tmp_path, base_jobset):
+    """Where `make cli` / `make status` made .venv (no Pulumi SDK), submit's message names
+    pulumi and pulumi-kubernetes at requirements.txt's pins; with those two added, submit
+    renders (--dry-run) importing nothing else."""
+    from tests.test_cli import _requirement_closure, modules_outside
+    from torchrec_cloud.__main__ import SUBMIT_PACKAGES, missing_module_hint
+    from torchrec_cloud.invocation import pins
+
+    assert pins(*SUBMIT_PACKAGES) == "pulumi==3.272.0 pulumi-kubernetes==4.34.2"
+    assert f"-m pip install {pins(*SUBMIT_PACKAGES)}`" in missing_module_hint("pulumi", "submit")
+    wanted = tmp_path / "submit.txt"
+    wanted.write_text(f"-r {ROOT / 'requirements-cli.txt'}\n" + "\n".join(pins(*SUBMIT_PACKAGES).split()))
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(base_jobset))
+    found, outside = modules_outside(
+        [submit_args(tmp_path, base, "--name", "light-1", "--dry-run", "--", "--learning_rate=0.01")],
+        _requirement_closure(wanted), tmp_path)
+    assert found["codes"] == [0], found["err"]
+    assert not outside, f"submit imported {outside}, beyond requirements-cli.txt and {SUBMIT_PACKAGES}"

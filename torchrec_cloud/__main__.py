@@ -49,25 +49,53 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # torch and torchrec come with the trainer's install (`make train`: trainer/requirements-*.txt).
 TRAINER_MODULES = ("torch", "torchrec", "fbgemm_gpu")
-# The install that brings every module a verb imports, and the make target that installs it:
-# `check` needs requirements-check.txt only, `status` and `doctor` requirements-cli.txt
-# (tests/test_cli.py asserts both); every other verb the full set, requirements-dev.txt.
-VERB_INSTALLS = {"check": ("requirements-check.txt", "make check STACK=<stack>"),
-                 "status": ("requirements-cli.txt", "make status STACK=<stack>"),
-                 "doctor": ("requirements-cli.txt", "make doctor STACK=<stack>")}
+# The install that brings every module a verb imports, and the make target that installs it
+# (tests/test_cli.py asserts each verb runs on it): `check` requirements-check.txt; the verbs
+# that follow a deployed stack requirements-cli.txt (`make cli`; `make status` and `make doctor`
+# are the same set). `submit` renders with the stack's own code (workloads/ on the Pulumi SDK),
+# `tensorboard` serves with TensorBoard, `plan` plans with torchrec: each names its packages.
+VERB_INSTALLS = {"check": ("requirements-check.txt", "check STACK={stack}"),
+                 "status": ("requirements-cli.txt", "status STACK={stack}"),
+                 "doctor": ("requirements-cli.txt", "doctor STACK={stack}"),
+                 **{verb: ("requirements-cli.txt", "cli")
+                    for verb in ("list", "cancel", "cost", "logs", "why")}}
+# submit's packages beyond requirements-cli.txt (about 100 MB, not in `make status`'s set).
+SUBMIT_PACKAGES = ("pulumi", "pulumi-kubernetes")
 FULL_INSTALL = "requirements-dev.txt"
 
 
-def missing_module_hint(name: str, verb: str | None = None) -> str:
+def _stack_of(argv: Sequence[str]) -> str:
+    """The --stack the command was given, for a make command that works as printed."""
+    for index, word in enumerate(argv):
+        if word.startswith("--stack="):
+            return word.split("=", 1)[1]
+        if word == "--stack" and index + 1 < len(argv):
+            return argv[index + 1]
+    return "aws"
+
+
+def missing_module_hint(name: str, verb: str | None = None, argv: Sequence[str] = ()) -> str:
     """What to install for a module this venv lacks, named by the install that brings it for
-    this verb."""
+    this verb, as a command that works as printed here (this Python's pip, the file's path)."""
+    from torchrec_cloud.invocation import make, pins, pip_install, requirements
+
     if name.split(".")[0] in TRAINER_MODULES:
         return (f"this command needs {name!r} (torch and torchrec, the trainer's planner): "
-                "`make train` installs them into .venv (CPU-only torch: make train "
-                "PIP_EXTRA=\"--extra-index-url https://download.pytorch.org/whl/cpu\")")
-    requirements, target = VERB_INSTALLS.get(verb or "", (FULL_INSTALL, None))
-    hint = f"this command needs {name!r}: .venv/bin/pip install -r {requirements}"
-    return f"{hint} (or `{target}`, which installs it)" if target else hint
+                f"`{make('train')}` installs them into .venv (CPU-only torch: "
+                f"`{make('train')} PIP_EXTRA=\"--extra-index-url "
+                "https://download.pytorch.org/whl/cpu\"`)")
+    if verb == "submit" and name.split(".")[0] in ("pulumi", "pulumi_kubernetes"):
+        return (f"submit renders the job with the stack's own code (workloads/, on the Pulumi "
+                f"SDK), which needs {name!r}: `{pip_install(pins(*SUBMIT_PACKAGES))}` adds it "
+                "(about 100 MB: not in requirements-cli.txt, the light set for status)")
+    if verb == "tensorboard" and name.split(".")[0] == "tensorboard":
+        pin = pins("tensorboard", file=FULL_INSTALL)
+        return f"this command needs {name!r}: `{pip_install(pin)}` adds it"
+    requirements_file, target = VERB_INSTALLS.get(verb or "", (FULL_INSTALL, None))
+    hint = f"this command needs {name!r}: `{pip_install(requirements(requirements_file))}`"
+    if target:
+        hint += f" (or `{make(target.format(stack=_stack_of(argv)))}`, which installs it)"
+    return hint
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -90,8 +118,9 @@ def guarded(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130  # 128 + SIGINT, as a shell reports it
     except ModuleNotFoundError as error:  # a lighter venv: `make check`'s or `make status`'s
-        verb = (list(argv) if argv is not None else sys.argv[1:])[:1]
-        print(f"torchrec-cloud: {missing_module_hint(error.name or '', *verb)}", file=sys.stderr)
+        words = list(argv) if argv is not None else sys.argv[1:]
+        print(f"torchrec-cloud: {missing_module_hint(error.name or '', *words[:1], argv=words)}",
+              file=sys.stderr)
         return 2
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)

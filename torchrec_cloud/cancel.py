@@ -16,6 +16,7 @@ import sys
 
 from torchrec_cloud.jobs import JOBSET_API, SUBMITTED
 from torchrec_cloud.stack import StackError, add_stack_arguments, kubeconfig_file, read_outputs
+from torchrec_cloud.invocation import cli
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
     ns = outputs.job_namespace
     if args.name == outputs.job_name:
         print(f"cancel: {args.name} is the stack's own job, which `pulumi up` would make again; "
-              f"stop it with: pulumi config set --stack {args.stack} --path job.suspend true && "
-              f"pulumi up --stack {args.stack}", file=sys.stderr)
+              f"stop it with: `pulumi config set --stack {args.stack} --path job.suspend true && "
+              f"pulumi up --stack {args.stack}`", file=sys.stderr)
         return 1
     jobset_path = f"/apis/{JOBSET_API}/namespaces/{ns}/jobsets/{args.name}"
     with kubeconfig_file(outputs, args.kubeconfig) as kubeconfig:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             jobset = json.loads(Kubectl(kubeconfig)(jobset_path))
             labels = (jobset.get("metadata") or {}).get("labels") or {}
             if labels.get(SUBMITTED) != "true":
-                print(f"cancel: {ns}/{args.name} was not made by `torchrec-cloud submit`; "
+                print(f"cancel: {ns}/{args.name} was not made by submit; "
                       "left alone", file=sys.stderr)
                 return 1
             writer = KubeWriter(kubeconfig)
@@ -57,12 +58,12 @@ def run(args: argparse.Namespace) -> int:
                 except NotFound:
                     pass
         except NotFound:
-            print(f"cancel: no job {ns}/{args.name} on the cluster (`torchrec-cloud list --stack "
-                  f"{args.stack}` shows the jobs)", file=sys.stderr)
+            print(f"cancel: no job {ns}/{args.name} on the cluster (`{cli(f'list --stack {args.stack}')}` "
+                  "shows the jobs)", file=sys.stderr)
             return 1
         except (ApiError, OSError) as error:
             print(f"cancel: {unreachable(args.stack, str(error)) or error}", file=sys.stderr)
             return 1
     print(f"cancelled {ns}/{args.name}: its pods get their grace period to save a final "
-          f"checkpoint; its store and spend record stay (`torchrec-cloud cost --stack {args.stack}`)")
+          f"checkpoint; its store and spend record stay (`{cli(f'cost --stack {args.stack}')}`)")
     return 0

@@ -27,6 +27,7 @@ from infra.settings.model import CheckpointLocation, NodePool, PoolChoice
 from torchrec_cloud.encrypted import (Place, doubtful, encrypted_places, marked, on_encrypted,
                                      shown_place, unjudged, with_stand_ins)
 from torchrec_cloud.stack_file import StackFileError, project_name, read_stack_file
+from torchrec_cloud.invocation import as_run_here, cli
 
 ROOT = Path(__file__).resolve().parent.parent
 STACK_FILE = re.compile(r"^Pulumi\.(.+)\.ya?ml$")  # the CLI's name for a stack's file
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     if problems or settings is None:
         problems += alarms
         if problems:
-            print(f"{path.name}: {SettingsError(problems)}", file=sys.stderr)
+            print(as_run_here(f"{path.name}: {SettingsError(problems)}"), file=sys.stderr)
         else:
             print(f"{path.name}: nothing can be checked without torchrec-cloud:cloud, which is "
                   "encrypted (check with --stack aws|azure|gcp to name it)", file=sys.stderr)
@@ -198,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{path.name}: no setting is certainly bad; judged on stand-ins for encrypted "
               "values, these may be false alarms (`pulumi up` checks them):", file=sys.stderr)
         for problem in alarms:
-            print(problem, file=sys.stderr)
+            print(as_run_here(str(problem)), file=sys.stderr)
     else:
         print(f"{path.name}: every setting is valid (read without the Pulumi CLI, a backend "
               "or credentials)")
@@ -220,6 +221,6 @@ def run(args: argparse.Namespace) -> int:
     stack = stack_name(args) or "<stack>"
     upfront = ("`pulumi up` reads the quota the job's nodes count against before any resource "
                "(quota.pending: true lets it go ahead); ")
-    print(f"quotas: not checked here; {upfront}`torchrec-cloud doctor --stack {stack}` reads every "
+    print(f"quotas: not checked here; {upfront}`{cli(f'doctor --stack {stack}')}` reads every "
           "GPU pool's from the cloud's quota API against its maxNodes")
     return 0

@@ -32,6 +32,7 @@ from infra.catalog import Cloud
 from infra.quotas import (Need, Reading, azure_family, azure_readings, ec2_quota,
                           ec2_request_command, gcp_readings, pool_needs)
 from infra.settings.model import Settings
+from torchrec_cloud.invocation import cli, typed
 
 MIN_PULUMI = (3, 174, 0)
 IP_SERVICE = "https://checkip.amazonaws.com"
@@ -295,7 +296,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args.stack, path)
     except (SettingsError, StackFileError) as error:
-        print(f"doctor: {error}\n(torchrec-cloud check --stack {args.stack} first)", file=sys.stderr)
+        again = f"--file {typed(path)}" if args.stack_file else f"--stack {args.stack}"
+        print(f"doctor: {error}\n(`{cli(f'check {again}')}` first)", file=sys.stderr)
         return 1
 
     def aws_client() -> Any:

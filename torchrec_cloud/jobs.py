@@ -19,6 +19,7 @@ from urllib.parse import quote
 from infra.telemetry import TELEMETRY_FOLDER
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
                                   open_bucket, read_outputs)
+from torchrec_cloud.invocation import cli
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -217,7 +218,7 @@ def run(args: argparse.Namespace, opener: BucketOpener | None = None) -> int:
     for problem in problems:
         print(problem)
     print("GPU-hours and USD: each job's own record (the trainer's rank 0, from its start to its "
-          "last copy, at the catalog's list price of its pool); `torchrec-cloud cost --stack "
-          f"{args.stack}` adds the stack's fixed items by day")
+          "last copy, at the catalog's list price of its pool); "
+          f"`{cli(f'cost --stack {args.stack}')}` adds the stack's fixed items by day")
     return 0
 

@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from torchrec_cloud.kube import unreachable
 from torchrec_cloud.stack import StackError, add_stack_arguments, kubeconfig_file, read_outputs
+from torchrec_cloud.invocation import cli
 from workloads.names import COMPLETION_INDEX_LABEL, PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
 from workloads.why import ApiError, Kubectl, NotFound
 
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         pods = json.loads(listed or "{}").get("items") or []
         if not pods:
             print(f"logs: job {names.namespace}/{names.job} has no pods now; why: "
-                  f"python -m torchrec_cloud status --stack {outputs.stack}", file=sys.stderr)
+                  f"`{cli(f'why --stack {outputs.stack}')}`", file=sys.stderr)
             return 1
         try:
             command = logs_command(kubeconfig, names, pods, all_pods=args.all, follow=args.follow,

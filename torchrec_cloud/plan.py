@@ -485,6 +485,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchrec_cloud plan")
+    parser = argparse.ArgumentParser(prog="torchrec-cloud plan")
     add_arguments(parser)
     return run(parser.parse_args(argv))

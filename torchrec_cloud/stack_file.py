@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from torchrec_cloud.invocation import cli, typed
+
 
 def known_stacks(root: Path) -> list[str]:
     """The stacks this project has a file for (Pulumi.<stack>.yaml)."""
@@ -42,9 +44,10 @@ def unknown_stack(stack: str, root: Path) -> str | None:
     if stack in known:
         return None
     close = difflib.get_close_matches(stack, known, n=1, cutoff=0.6)
+    new_file = typed(root / f"Pulumi.{stack}.yaml")
     hint = (f"; did you mean --stack {close[0]}?" if close else
-            f"; a new stack: copy one of them to Pulumi.{stack}.yaml, then `torchrec-cloud check "
-            f"--file Pulumi.{stack}.yaml`")
+            f"; a new stack: copy one of them to {new_file}, then "
+            f"`{cli(f'check --file {new_file}')}`")
     return (f"no stack {stack!r} in this project (its stacks: {', '.join(known) or 'none'}; a "
             f"stack is Pulumi.<stack>.yaml){hint}")
 

@@ -25,8 +25,9 @@ from torchrec_cloud import restarts as restart_view
 from torchrec_cloud.cluster_age import cluster_created
 from torchrec_cloud.gpu_metrics import read_gpu_utilisation
 from torchrec_cloud.logs import container_of, rank0
-from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, file_name,
+from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, PROJECT_ROOT, file_name,
                                   kubeconfig_file, open_bucket, read_outputs)
+from torchrec_cloud.invocation import pins, pip_install
 from workloads.names import JobNames
 from workloads.waiting import ClusterView, Kind, explain
 from workloads.waiting.kueue import owned_workload
@@ -274,6 +275,34 @@ def standing_section(outputs: Outputs, read: Reader, opener: BucketOpener,
     return lines
 
 
+def standing_without_cluster(outputs: Outputs, root: Path = PROJECT_ROOT) -> list[str]:
+    """The monthly cost of what stays while the stack exists, when the cluster does not answer:
+    from the stack's estimated_cost output, else (a stack from before that output) from its
+    stack file (infra/estimate.py standing_line); with the `pulumi destroy` command either way."""
+    from torchrec_cloud.cost import monthly_line
+
+    line = monthly_line(outputs.estimated_cost, outputs.stack)
+    if line is None:
+        line = _standing_from_stack_file(outputs.stack, root)
+    if line is None:
+        return [f"not priced: no estimated_cost output and no readable Pulumi.{outputs.stack}.yaml; "
+                f"`pulumi destroy --stack {outputs.stack}` stops what the stack costs"]
+    return [line, "idle time not known: the cluster did not answer"]
+
+
+def _standing_from_stack_file(stack: str, root: Path) -> str | None:
+    from infra.estimate import standing_line
+    from infra.settings.errors import SettingsError
+    from infra.settings.loader import project_values, settings_from_mapping
+    from torchrec_cloud.stack_file import StackFileError, project_name, read_stack_file
+
+    try:
+        config = read_stack_file(root / f"Pulumi.{stack}.yaml", project_name(root / "Pulumi.yaml"))
+        return standing_line(settings_from_mapping(project_values(config.config)), stack)
+    except (StackFileError, SettingsError, OSError, ValueError):
+        return None
+
+
 def gpu_section(read: Reader, cloud: str) -> list[str]:
     """Each GPU node's mean utilisation from its DCGM exporter (torchrec_cloud/gpu_metrics.py),
     or why it cannot be read from here."""
@@ -299,7 +328,8 @@ def _write_report(records: list[dict[str, Any]], out_dir: Path) -> str:
         png, summary = write_report(records, str(out_dir))
     except ModuleNotFoundError as error:  # make status installs requirements-cli.txt: no plots
         return (f"report skipped: {error.name} is not installed here (make status installs "
-                f"requirements-cli.txt only; `.venv/bin/pip install matplotlib==3.11.2` adds it)")
+                f"requirements-cli.txt only; `{pip_install(pins('matplotlib', file='requirements-dev.txt'))}` "
+                "adds it)")
     except Exception as error:  # noqa: BLE001 (a plot must not hide the status)
         return f"report not written: {_one_line(error)}"
     return f"wrote {png} and {summary}"
@@ -332,6 +362,8 @@ def report(outputs: Outputs, read: Reader, now: datetime,
         sections.append(("Restarts", restart_view.summary(view)))
         sections.append(("Spend (estimate)", spend_section(view, outputs, read, now)))
         sections.append(("While the stack exists", standing_section(outputs, read, opener, now)))
+    else:  # what stays is priced from the stack, not the cluster: a forgotten stack still bills
+        sections.append(("While the stack exists", standing_without_cluster(outputs)))
     if out_dir is not None:
         sections.append(("Report", [_write_report(telemetry.records, out_dir)]))
     head = (f"stack {outputs.stack} ({outputs.cloud}, cluster {outputs.cluster_name or '?'}): "

@@ -34,6 +34,7 @@ from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kube
                                   read_outputs)
 from torchrec_cloud.stack_file import (StackFileError, project_name, read_stack_file,
                                       unknown_stack)
+from torchrec_cloud.invocation import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 POOLS = {"spot": PoolChoice.SPOT, "onDemand": PoolChoice.ON_DEMAND}
@@ -173,7 +174,22 @@ def render(settings: Settings, outputs: Outputs, base: dict[str, Any],
     return submitted.objects(base, s)
 
 
-def dry_run_needs(stack: str, namespace: str, job_name: str, reason: str) -> str:
+def same_submission(args: argparse.Namespace) -> str:
+    """The options and trainer flags of this submit as typed again (the offline command)."""
+    import shlex
+
+    words = ["--name", args.name]
+    for flag, value in (("--nodes", args.nodes), ("--pool", args.pool),
+                        ("--priority", args.priority)):
+        if value is not None:
+            words += [flag, str(value)]
+    words.append("--dry-run")
+    flags = [w for w in args.trainer_flags if w != "--"]
+    return shlex.join(words + (["--", *flags] if flags else []))
+
+
+def dry_run_needs(stack: str, namespace: str, job_name: str, reason: str,
+                  submission: str = "--name <name> --dry-run") -> str:
     """Why `--dry-run` cannot render from the stack file alone, and how to render offline."""
     return (f"submit --dry-run renders the job from two live things the stack file does not "
             f"hold: the stack's outputs (the checkpoint store `pulumi up` named, the job's "
@@ -183,8 +199,7 @@ def dry_run_needs(stack: str, namespace: str, job_name: str, reason: str) -> str
             f"copies them so that it runs as the stack's job does. Here: {reason}. Offline: "
             f"`pulumi stack output --json --show-secrets --stack {stack} > outputs.json` and "
             f"`kubectl get jobset -n {namespace} {job_name} -o json > base.json` where the "
-            f"cluster answers, then `torchrec-cloud submit --stack {stack} --outputs outputs.json "
-            f"--base base.json --name ... --dry-run`")
+            f"cluster answers, then `{cli(f'submit --stack {stack} --outputs outputs.json --base base.json {submission}')}`")
 
 
 def _own_job_name(stack_file: Path) -> str:
@@ -239,7 +254,8 @@ def run(args: argparse.Namespace) -> int:
     except StackError as error:
         print(f"submit: {error}" if not args.dry_run else
               dry_run_needs(args.stack, settings.job.namespace, _own_job_name(stack_file),
-                            f"the outputs could not be read ({error})"), file=sys.stderr)
+                            f"the outputs could not be read ({error})", same_submission(args)),
+              file=sys.stderr)
         return 2
     if args.name == outputs.job_name:
         print(f"submit: --name {args.name} is the stack's own job; choose another name",
@@ -259,7 +275,8 @@ def run(args: argparse.Namespace) -> int:
         except (ApiError, OSError) as error:
             reason = unreachable(args.stack, str(error)) or str(error)
             print(dry_run_needs(args.stack, outputs.job_namespace, outputs.job_name,
-                                f"the JobSet could not be read: {reason}")
+                                f"the JobSet could not be read: {reason}",
+                                same_submission(args))
                   if args.dry_run and not args.base else f"submit: {reason}", file=sys.stderr)
             return 1
         except BaseJobError as error:
@@ -279,6 +296,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"submitted {namespace}/{job.name}: {job.nodes} nodes on pool {job.pool.value}"
           f"{f', priority {args.priority}' if args.priority else ''}, queued through "
           f"{outputs.job_name}'s Kueue queue; store {_bucket_root(outputs)}/{job.name}/\n"
-          f"  torchrec-cloud list --stack {args.stack}   torchrec-cloud cancel --stack "
-          f"{args.stack} --name {job.name}")
+          f"  {cli(f'list --stack {args.stack}')}   {cli(f'cancel --stack {args.stack} --name {job.name}')}")
     return 0

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from torchrec_cloud.local_copy import UnsafeKey, local_path
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, file_name, open_bucket,
                                   read_outputs)
+from torchrec_cloud.invocation import pip_install
 
 OUT_DIR = Path("out/tensorboard")
 SYNC_EVERY_S = 60.0  # the trainer's mirror is written about as often (trainer/telemetry.py)
@@ -168,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         # `make status` / `make doctor` install requirements-cli.txt, which leaves TensorBoard
         # out (its server and gRPC are most of a viewer's weight); the copy above is done.
         print(f"tensorboard: TensorBoard is not installed here; the event files are in {target}. "
-              f"`{sys.executable} -m pip install {TENSORBOARD_PIN}` adds it (or view them with "
+              f"`{pip_install(TENSORBOARD_PIN)}` adds it (or view them with "
               "any TensorBoard: `tensorboard --logdir " + str(target) + "`)", file=sys.stderr)
         return 2
     command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(target),

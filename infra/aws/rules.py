@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from infra.catalog import Cloud
 from infra.settings.errors import Problem
 from infra.settings.model import CheckpointLocation, FsxDeploymentType, FsxLustre, Settings
-from infra.settings.rules import Rule
+from infra.settings.rules import Rule, one_gpu_zone_commands
 
 
 # Capacity reservation ids, e.g. cr-02168da1478b509e0 (EKS User Guide, capacity-blocks-mng).
@@ -77,7 +77,8 @@ def aws_gpu_groups_share_one_zone(s: Settings) -> Iterator[Problem]:
     placement on, placement_needs_one_zone already says so."""
     if s.cloud == Cloud.AWS and not s.interconnect.placement and len(set(s.gpu_zones)) != 1:
         yield Problem("gpuZones", s.gpu_zones,
-                      "one zone on AWS: the GPU groups and FSx for Lustre (single-AZ) share it")
+                      "one zone on AWS: the GPU groups and FSx for Lustre (single-AZ) share it; "
+                      f"keep one with {one_gpu_zone_commands(s)}")
 
 
 FSX_BACKUP_ID = re.compile(r"^backup-[0-9a-f]{8,17}$")

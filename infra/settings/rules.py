@@ -18,7 +18,7 @@ from infra.settings.placeholders import no_placeholders_left
 from infra.settings.stack_flags import TRAINER_FLAG, WORKLOAD_OWNED_FLAGS
 from infra.settings.trainer_flags import closest_flag, trainer_args_fit_the_trainer, trainer_flag_names
 from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region, counterpart
-from infra.settings.errors import Problem, rename_commands, set_command, shown
+from infra.settings.errors import Problem, rename_commands, rm_command, set_command, shown
 from infra.settings.model import (
     JOBSET_REPLICATED_JOB,
     PREPARE_JOB_SUFFIX,
@@ -231,28 +231,73 @@ def zones_are_in_the_region(s: Settings) -> Iterator[Problem]:
                     s, s.region, path, index, fixes[path, index]))
 
 
+def _another_zone(s: Settings, taken: list[str]) -> str | None:
+    """A zone of the stack's region certain to exist that `taken` lacks: one the stack already
+    names, else one of the cloud's default zones when the region is the default one
+    (infra/settings/defaults.py); None where only the cloud can say (AWS letters per account)."""
+    from infra.settings.defaults import CLOUD_DEFAULTS
+
+    defaults = CLOUD_DEFAULTS[s.cloud]
+    known = [*s.zones, *s.gpu_zones, *(defaults["zones"] if defaults["region"] == s.region else [])]
+    if s.cloud == Cloud.AZURE:
+        known += ["1", "2", "3"]
+    return next((zone for zone in known if zone not in taken), None)
+
+
+def add_zone_advice(s: Settings, path: str, index: int, zone: str | None) -> str:
+    """`pulumi config set --path '<path>[<index>]' <zone>`, with a zone certain to exist, else
+    with the command that lists the region's zones."""
+    if zone is not None:
+        return f"`{set_command(f'{path}[{index}]', zone)}`"
+    listing = zone_list_command(s.cloud, s.region)
+    where = f" (`{listing}` lists the region's zones)" if listing else ""
+    return f"`pulumi config set --path '{path}[{index}]' <zone>`{where}"
+
+
+def one_gpu_zone_commands(s: Settings) -> str:
+    """The commands that leave exactly one GPU zone: the list removed, then its first zone (or
+    the cluster's first) set again; `pulumi config rm` of an item shifts the rest, so the whole
+    list goes."""
+    zone = next(iter([*s.gpu_zones, *s.zones]), None)
+    keep = (f"`{set_command('gpuZones[0]', zone)}`" if zone is not None
+            else add_zone_advice(s, "gpuZones", 0, None))
+    return f"`{rm_command('gpuZones')}` then {keep}"
+
+
 def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
     """The zones' shape, whatever the region: some zones, Azure's names, GPU zones among the
-    cluster's, two zones for EKS."""
+    cluster's, two zones for EKS; each with the command that fixes it."""
     for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
-        if not zones:
-            yield Problem(path, zones, "at least one zone")
+        if not zones and not (path == "zones" and s.cloud == Cloud.AWS):  # EKS's two: below
+            first = s.zones[0] if path == "gpuZones" and s.zones else _another_zone(s, [])
+            yield Problem(path, zones, "at least one zone; set it with "
+                          + add_zone_advice(s, path, 0, first))
         for index, zone in enumerate(zones):
             if s.cloud == Cloud.AZURE and zone not in {"1", "2", "3"}:
                 yield Problem(path, zone, "Azure availability zones are 1, 2 or 3; set it with "
                               f"`{set_command(f'{path}[{index}]', '1')}`")
-    for zone in s.gpu_zones:
+    for index, zone in enumerate(s.gpu_zones):
         if zone not in s.zones:
-            yield Problem("gpuZones", zone, f"must be one of zones {shown(s.zones)}")
+            fix = (f"set it with `{set_command(f'gpuZones[{index}]', s.zones[0])}`, or add it to "
+                   f"the zones with `{set_command(f'zones[{len(s.zones)}]', zone)}`"
+                   if s.zones else f"add it to the zones with `{set_command('zones[0]', zone)}`")
+            yield Problem("gpuZones", zone, f"must be one of zones {shown(s.zones)}; {fix}")
     if s.cloud == Cloud.AWS and len(set(s.zones)) < 2:
-        yield Problem("zones", s.zones, "EKS needs subnets in at least two zones")
+        # The slots after the first distinct zone: [a] -> zones[1], [a, a] -> zones[1] again.
+        first = s.zones[:1] or [_another_zone(s, [])]
+        second = _another_zone(s, [z for z in first if z])
+        commands = ([] if s.zones else [add_zone_advice(s, "zones", 0, first[0])]) + [
+            add_zone_advice(s, "zones", 1, second)]
+        yield Problem("zones", s.zones, "EKS needs subnets in at least two zones; add "
+                      + ("them with " if len(commands) > 1 else "one with ") + " and ".join(commands))
 
 
 def placement_needs_one_zone(s: Settings) -> Iterator[Problem]:
     if s.interconnect.placement and len(set(s.gpu_zones)) != 1:
         yield Problem("gpuZones", s.gpu_zones,
-                      "placement packs nodes in one zone: give exactly one GPU zone, or set "
-                      "interconnect.placement: false")
+                      "placement packs nodes in one zone: give exactly one GPU zone with "
+                      f"{one_gpu_zone_commands(s)}, or turn placement off with "
+                      f"`{set_command('interconnect.placement', 'false')}`")
 
 
 # What infra/gcp sets up end to end (infra/gcp/interconnect.py GPUDIRECT: VPCs, multi-networking,
