@@ -90,18 +90,21 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
             close = closest_flag(key, [a.dest for a in actions.values()])
             hint = (f"did you mean {close!r}? {rename_commands(path, f'job.trainerArgs.{close}', value)}; "
                     if close else "")
-            problems.append(Problem(path, value, f"not a trainer flag; {hint}the trainer's "
-                                    "flags: `.venv/bin/python -m trainer --help` (trainer/config.py)"))
+            flags = "the trainer's flags: `.venv/bin/python -m trainer --help` (trainer/config.py)"
+            problems.append(Problem(path, value, f"not a trainer flag; {hint}{flags}",
+                                    reason=f"not a trainer flag; did you mean {close!r}? {flags}"
+                                    if close else ""))
             continue
         text = format_value(value)
         try:
             converted = action.type(text) if callable(action.type) else text
         except (ValueError, TypeError, argparse.ArgumentTypeError):
             placeholder = {int: "<integer>", float: "<number>"}.get(action.type, "<value>")  # type: ignore[call-overload]
-            problems.append(Problem(path, value, f"{_kind(action)}: the trainer reads "
-                                    f"--{key}={text} and refuses it; {_default(action)}; set it "
-                                    f"with `pulumi config set --path {shlex.quote(path)} {placeholder}` or "
-                                    f"remove it with `{rm_command(path)}`"))
+            refused = (f"{_kind(action)}: the trainer reads --{key}={text} and refuses it; "
+                       f"{_default(action)}")
+            problems.append(Problem(path, value, f"{refused}; set it with `pulumi config set "
+                                    f"--path {shlex.quote(path)} {placeholder}` or remove it with "
+                                    f"`{rm_command(path)}`", reason=refused))
             continue
         if action.choices is not None and converted not in action.choices:
             choices = ", ".join(repr(c) for c in action.choices)
