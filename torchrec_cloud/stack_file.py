@@ -44,7 +44,7 @@ def unknown_stack(stack: str, root: Path) -> str | None:
     close = difflib.get_close_matches(stack, known, n=1, cutoff=0.6)
     hint = (f"; did you mean --stack {close[0]}?" if close else
             f"; a new stack: copy one of them to Pulumi.{stack}.yaml, then `torchrec-cloud check "
-            f"--file Pulumi.{stack}.yaml`")
+            f"--stack {stack}`")
     return (f"no stack {stack!r} in this project (its stacks: {', '.join(known) or 'none'}; a "
             f"stack is Pulumi.<stack>.yaml){hint}")
 
