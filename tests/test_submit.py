@@ -313,6 +313,42 @@ def test_submit_list_cancel_and_cost_end_to_end(tmp_path, base_jobset):
     assert "about USD 737 a month" in out and "pulumi destroy --stack aws" in out
 
 
+@needs_kubectl
+def test_an_unreachable_cluster_is_explained_once_exits_3_and_leaves_who_made_a_job_unknown(
+        tmp_path):
+    """Walkthrough 9 and 12: with the API server unreachable, `status` printed the explanation
+    twice and exited 0, `list` exited 0 and marked submitted jobs "BY stack" and "ended", and
+    `cost` said only that the cluster's creation time cannot be read."""
+    with FakeApi({}) as api:
+        url = api.url  # closed when the block ends: connection refused
+    outputs = outputs_file(tmp_path, url)
+    common = ["--stack", "aws", "--outputs", str(outputs)]
+    bucket = tmp_path / "bucket"
+    _spend(bucket, STACK_JOB, "2026-11-25T13:00:00+00:00", "2026-11-25T15:00:00+00:00", 2, 17.57)
+    _spend(bucket, "exp-b", "2026-11-25T23:00:00+00:00", "2026-11-26T01:00:00+00:00", 2, 17.57)
+    explained = "the cluster's API server did not answer"
+
+    code, out, err = cli("status", *common, "--out", str(tmp_path / "out"),
+                         "--now", "2026-11-26T12:00:00Z")
+    assert code == 3, err
+    assert out.count(explained) == 1
+    gang = out.split("\nGang\n", 1)[1].splitlines()[0]
+    assert "not read" in gang and "under Pools and nodes" in gang
+
+    code, out, err = cli("list", *common)
+    assert code == 3, err
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:3]}
+    assert rows[STACK_JOB][1:3] == ["unknown", "stack"]  # the stack's own job, by its name
+    assert rows["exp-b"][1:3] == ["unknown", "?"]  # not "ended", not the stack's
+    assert out.count(explained) == 1
+
+    code, out, err = cli("cost", *common, "--now", "2026-11-26T12:00:00Z")
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if "fixed items not counted" in line]
+    assert explained in line and "pulumi up --stack aws" in line
+    assert line.rstrip().endswith("pass --since YYYY-MM-DD, the day the stack was created")
+
+
 def test_rank_0_keeps_the_jobs_spend_across_generations_in_the_store(tmp_path):
     clock = [1_000_000.0]
     env = {"TORCHREC_JOB_NAME": "exp", "TORCHREC_JOB_NODES": "2", "TORCHREC_JOB_CAPACITY": "spot",
