@@ -221,6 +221,8 @@ def test_a_refusal_is_worded_for_submit_with_every_command_complete(tmp_path, ex
         assert "at most gpuPools.onDemand.maxNodes (2)" in line
         assert "`pulumi config set --stack aws --path gpuPools.onDemand.maxNodes 64`" in line
         assert "`pulumi up --stack aws`" in line and "`torchrec-cloud doctor --stack aws`" in line
+    if "--checkpoint_uri=s3://x" in extra:  # not a rename into another refusal
+        assert "did you mean 'checkpoint_dir'? the stack sets it (from checkpoints.location)" in err
     if "--learnin_rate=0.1" in extra:
         assert "did you mean 'learning_rate'? the trainer's flags" in err
     if "--metrics_file=/tmp/m" in extra or "--checkpoint_dir=/tmp/x" in extra:

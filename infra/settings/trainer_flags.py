@@ -90,9 +90,14 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
             close = closest_flag(key, [a.dest for a in actions.values()])
             hint = (f"did you mean {close!r}? {rename_commands(path, f'job.trainerArgs.{close}', value)}; "
                     if close else "")
+            if close in WORKLOAD_OWNED_FLAGS:  # renamed, it would be refused as the stack's
+                hint = (f"did you mean {close!r}? the stack sets it (from "
+                        f"{WORKLOAD_OWNED_FLAGS[close][0]}): remove it with `{rm_command(path)}`; ")
             flags = "the trainer's flags: `.venv/bin/python -m trainer --help` (trainer/config.py)"
             problems.append(Problem(path, value, f"not a trainer flag; {hint}{flags}",
-                                    reason=f"not a trainer flag; did you mean {close!r}? {flags}"
+                                    reason=f"not a trainer flag; did you mean {close!r}? "
+                                    + (f"the stack sets it (from {WORKLOAD_OWNED_FLAGS[close][0]}); "
+                                       if close in WORKLOAD_OWNED_FLAGS else "") + flags
                                     if close else ""))
             continue
         text = format_value(value)
