@@ -187,6 +187,7 @@ REFUSALS = {
     "a value of the wrong type": ["--", "--batch_size=abc"],
     "a misshapen flag name": ["--", "--Batch-Size=3"],
     "batch_size beside the mlperf recipe": ["--", "--recipe=mlperf", "--batch_size=12"],
+    "a flag clashing with the stack file's": ["--", "--embedding_dim=64"],
 }
 
 
@@ -228,6 +229,9 @@ def test_a_refusal_is_worded_for_submit_with_every_command_complete(tmp_path, ex
     if "--metrics_file=/tmp/m" in extra or "--checkpoint_dir=/tmp/x" in extra:
         assert "named after its --name" in err
         assert "set job.name" not in err and "set checkpoints.location" not in err
+    if "--embedding_dim=64" in extra:  # the user gave embedding_dim; the stack file the sizes
+        assert "--dense_arch_layer_sizes=512,256,128 (the stack file's job.trainerArgs" in err
+        assert "-- --dense_arch_layer_sizes=<value>" in err and "without it" not in err
     if "--fabric_gate=off" in extra:
         assert "-- --fabric_gate=false:" in err and "`pulumi up --stack aws`" in err
 

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -149,9 +149,13 @@ def stack_owned_fix(flag: str, stack: str) -> str:
     return "worked out for each job, a submitted one too: submit again without it"
 
 
-def as_submit_problems(problems: list[Problem], stack: str) -> str:
-    """Each problem as the option or trainer flag the user gave `submit`, in words built from
-    the problem's parts; a stack-file setting (one submit did not change) keeps its own."""
+def as_submit_problems(problems: list[Problem], stack: str,
+                       flags: Mapping[str, Any] | None = None) -> str:
+    """Each problem as the option or trainer flag the user gave `submit` (`flags`: those after
+    --), in words built from the problem's parts; a trainer flag the user did not give is the
+    stack file's or the trainer's default, overridden after --; a stack-file setting (one
+    submit did not change) keeps its own words."""
+    given_flags = flags or {}
     from infra.settings.stack_flags import WORKLOAD_OWNED_FLAGS
     from infra.settings.trainer_flags import format_value
 
@@ -167,9 +171,14 @@ def as_submit_problems(problems: list[Problem], stack: str) -> str:
             lines.append(f"  -- --{flag}={given}: set by the stack from {decided_by}; "
                          f"{stack_owned_fix(flag, stack)}")
             continue
-        elif problem.path.startswith("job.trainerArgs."):
+        elif problem.path.startswith("job.trainerArgs.") and flag in given_flags:
             where = f"-- --{flag}={given}"
             again = "submit again without it (or with another value)"
+        elif problem.path.startswith("job.trainerArgs."):
+            where = (f"--{flag} (not given)" if problem.value is None else
+                     f"--{flag}={given} (the stack file's job.trainerArgs, which a submitted "
+                     "job takes)")
+            again = f"submit again with another value after --: -- --{flag}=<value>"
         else:
             lines.append(str(problem))
             continue
@@ -266,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except SettingsError as error:
         print(f"submit: refused, nothing was created:\n"
-              f"{as_submit_problems(error.problems, args.stack)}",
+              f"{as_submit_problems(error.problems, args.stack, flags)}",
               file=sys.stderr)
         return 1
     if settings.job.kind != JobKind.JOB_SET:

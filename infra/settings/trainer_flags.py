@@ -172,6 +172,7 @@ def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks
                 # mlperf_recipe_keeps_its_global_batch rule names job.nodes. Look past it.
                 values["global_batch_size"], retry = None, True
                 continue
+            reason = ""
             if flag in args:
                 value: Any = args[flag]
                 allowed = match["allowed"]
@@ -179,10 +180,11 @@ def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks
                 source = f"recipe {recipe}'s value" if recipe and flag in recipe_defaults(recipe, set(), None) \
                     else "the trainer's default"
                 value = None
+                reason = f"{source} is {match['value']}, and {match['allowed']} (trainer/config.py)"
                 allowed = (f"{source} is {match['value']}, and {match['allowed']}: set "
                            f"job.trainerArgs.{flag}")
             problems.append(Problem(f"job.trainerArgs.{flag}", value,
-                                    f"{allowed} (trainer/config.py)"))
+                                    f"{allowed} (trainer/config.py)", reason=reason))
         if not retry:
             return problems
     return problems
