@@ -915,3 +915,33 @@ def test_every_zone_refusal_prints_the_commands_that_fix_it(
             for command in commands:
                 _run_config_command(path, command)
     assert result.returncode == 0, result.stderr
+def test_check_takes_any_stack_with_a_file_here_its_cloud_read_from_the_file(tmp_path,
+                                                                              monkeypatch) -> None:
+    """Walkthrough 8: `make check STACK=aws-prod` after copying the stack file, as the unknown
+    stack message advises, failed with argparse's "invalid choice" (aws, azure, gcp)."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    import torchrec_cloud.check as check_module
+    from torchrec_cloud.__main__ import main
+
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    write_stack(tmp_path, "azure").rename(tmp_path / "Pulumi.azure-prod.yaml")
+    write_stack(tmp_path, "aws")
+    monkeypatch.setattr(check_module, "ROOT", tmp_path)
+
+    def run(stack: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(["check", "--stack", stack])
+        return code, out.getvalue(), err.getvalue()
+
+    code, out, err = run("azure-prod")
+    assert code == 0, err
+    assert "Pulumi.azure-prod.yaml: every setting is valid" in out
+    assert "cloud        azure" in out  # read from the file, not from the stack's name
+    assert "pulumi destroy --stack azure-prod" in out
+    code, out, err = run("aws-staging")
+    assert code == 2 and out == ""
+    assert "no stack 'aws-staging' in this project (its stacks: aws, azure-prod;" in err
+    assert "invalid choice" not in err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import os
 import subprocess
 import sys
 import tomllib
@@ -71,6 +72,24 @@ def test_status_and_logs_accept_only_stacks_that_exist():
         assert code == 2
         assert "no stack 'aws-prod' in this project" in err.getvalue()
         assert "aws, azure, gcp" in err.getvalue()
+
+
+def test_a_stack_never_deployed_gets_the_next_step_not_only_pulumis_error(tmp_path, monkeypatch):
+    """Walkthrough 7: `pulumi stack output` of a stack the backend lacks printed only Pulumi's
+    "error: no stack named 'aws' found"."""
+    fake = tmp_path / "pulumi"
+    fake.write_text("#!/bin/sh\necho \"error: no stack named 'aws' found\" >&2\nexit 255\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    for verb in ("status", "list", "cost"):
+        err = io.StringIO()
+        with redirect_stdout(io.StringIO()), redirect_stderr(err):
+            code = main([verb, "--stack", "aws"])
+        assert code == 2
+        said = err.getvalue()
+        assert "error: no stack named 'aws' found" in said
+        assert "`pulumi stack init aws`, then `pulumi up --stack aws`" in said
+        assert "`pulumi stack select <name>`" in said
 
 
 def test_sigterm_ends_tensorboard_like_ctrl_c(tmp_path):

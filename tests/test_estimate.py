@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -161,9 +162,60 @@ def test_the_issue_s_500_node_stack_is_refused_above_its_ceiling() -> None:
     # Two commands that work as printed (new-user review B3: no value, no command, and a pool
     # the job does not use was named): the ceiling rounded up, or the job's own pool's bound.
     assert f"pulumi config set --path job.maxHourlyUsd {math.ceil(most)}" in problem.allowed
-    assert "pulumi config set --path gpuPools.onDemand.maxNodes 500" in problem.allowed
+    # maxNodes is the gang's size already: growing less is no fix (walkthrough 4).
+    assert "gpuPools.onDemand.maxNodes" not in problem.allowed
     assert "gpuPools.spot" not in problem.allowed
     assert "job.maxHourlyUsd = 1000" in str(caught.value)
+
+
+def _ceiling_refusal(sections: dict[str, Any], cloud: str) -> str | None:
+    try:
+        settings_from_mapping(values(cloud, **sections))
+    except SettingsError as error:
+        found = [p.allowed for p in error.problems if p.path == "job.maxHourlyUsd"]
+        return found[0] if found else None
+    return None
+
+
+def _applied(sections: dict[str, Any], command: str) -> dict[str, Any]:
+    """The sections with one printed `pulumi config set --path a.b.c V` applied."""
+    words = command.split()
+    assert words[:4] == ["pulumi", "config", "set", "--path"] and len(words) == 6, command
+    *parents, key = words[4].split(".")
+    out = json.loads(json.dumps(sections))
+    place = out
+    for part in parents:
+        place = place.setdefault(part, {})
+    place[key] = float(words[5])
+    return out
+
+
+@pytest.mark.parametrize("cloud, sections, expected", [
+    # The walkthrough's: an 18.79/h spot job under 30/h, its pool's maxNodes the gang's size.
+    ("aws", {"job": {"pool": "spot", "nodes": 2, "maxHourlyUsd": 30},
+             "gpuPools": {"spot": {"maxNodes": 2}}}, ["job.maxHourlyUsd"]),
+    ("aws", {"job": {"pool": "spot", "nodes": 1, "maxHourlyUsd": 30},
+             "gpuPools": {"spot": {"maxNodes": 2}}}, ["job.maxHourlyUsd", "gpuPools.spot.maxNodes"]),
+    ("azure", {"job": {"pool": "spot", "nodes": 2, "maxHourlyUsd": 30},
+               "gpuPools": {"spot": {"maxNodes": 2}}}, ["job.maxHourlyUsd", "gpuPools.spot.maxPrice"]),
+    ("aws", {"job": {"nodes": 2, "maxHourlyUsd": 30}, "gpuPools": {"onDemand": {"maxNodes": 2}}},
+     ["job.maxHourlyUsd"]),
+])
+def test_every_fix_the_ceiling_refusal_prints_lifts_it(cloud: str, sections: dict[str, Any],
+                                                       expected: list[str]) -> None:
+    """Walkthrough 4: "let the job's pool grow less" printed maxNodes = job.nodes where it
+    already was, and the same refusal followed. Each command printed now lifts the refusal,
+    and a spot job says plainly that spot is counted at the on-demand price."""
+    refusal = _ceiling_refusal(sections, cloud)
+    assert refusal is not None
+    commands = re.findall(r"`(pulumi config set [^`]+)`", refusal)
+    assert [c.split()[4] for c in commands] == expected
+    for command in commands:
+        assert _ceiling_refusal(_applied(sections, command), cloud) is None, command
+    if sections["job"].get("pool") == "spot":
+        assert "spot nodes counted at the on-demand price" in refusal
+        if cloud == "aws":
+            assert "the stack sets no spot price cap on aws" in refusal
 
 
 def test_a_ceiling_above_the_most_the_pools_reach_is_accepted() -> None:

@@ -190,3 +190,15 @@ def test_the_readme_lists_exactly_the_verbs_of_the_command_line() -> None:
     assert found, "the README lost its list of torchrec-cloud's commands"
     listed = re.findall(r"`([a-z]+)`", found.group(1))
     assert sorted(listed) == sorted(COMMANDS), (sorted(listed), sorted(COMMANDS))
+
+
+def test_the_user_pages_name_torchrec_cloud_why_and_what_a_dry_run_reads() -> None:
+    """Walkthrough 11: docs/azure.md still sent users to `workloads.why`, and the README's
+    `submit --dry-run` line read as if it ran offline; it reads the live stack's outputs and its
+    own JobSet, or the files given with --outputs and --base."""
+    for page in (ROOT / "README.md", DOCS / "aws.md", DOCS / "azure.md", DOCS / "gcp.md"):
+        assert "workloads.why" not in page.read_text(), page.name
+    dry_runs = [line for line in README.splitlines() if "submit" in line and "--dry-run" in line]
+    assert dry_runs
+    for line in dry_runs:
+        assert "live stack" in line and "--outputs" in line and "--base" in line, line

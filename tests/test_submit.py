@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 from contextlib import redirect_stderr, redirect_stdout
 from datetime import datetime, timezone
@@ -166,12 +167,73 @@ def test_a_stack_owned_or_misspelt_flag_or_too_many_nodes_is_refused_before_anyt
     assert code == 1 and "did you mean 'learning_rate'" in err
     code, _, err = cli(*submit_args(tmp_path, base, "--name", "x3", "--nodes", "64", "--dry-run"))
     assert code == 1 and "--nodes 64:" in err and "submit again with another value" in err
-    assert "pulumi config" not in err and "in the stack file" not in err
+    # No command that edits the stack's own job; growing the pool is the stack's (walkthrough 1).
+    assert "--path job." not in err and "in the stack file" not in err
     code, _, err = cli(*submit_args(tmp_path, base, "--name", "Bad_Name", "--dry-run"))
     assert code == 1 and "--name Bad_Name:" in err and "pulumi config" not in err
     # the stack's queue admits to its job's pool (onDemand here) only
     code, _, err = cli(*submit_args(tmp_path, base, "--name", "x4", "--pool", "spot", "--dry-run"))
     assert code == 1 and "the stack's queue admits jobs to onDemand only" in err
+
+
+REFUSALS = {
+    "misspelt flag": ["--", "--learnin_rate=0.1"],
+    "a flag close to a stack-owned one": ["--", "--checkpoint_uri=s3://x"],
+    "more nodes than the pool's maxNodes": ["--nodes", "64"],
+    "a flag named after the job": ["--", "--metrics_file=/tmp/m"],
+    "the checkpoint folder": ["--", "--checkpoint_dir=/tmp/x"],
+    "a flag the stack file decides": ["--", "--checkpoint_every=5"],
+    "a cluster-wide flag": ["--", "--fabric_gate=off"],
+    "a value of the wrong type": ["--", "--batch_size=abc"],
+    "a misshapen flag name": ["--", "--Batch-Size=3"],
+    "batch_size beside the mlperf recipe": ["--", "--recipe=mlperf", "--batch_size=12"],
+    "a flag clashing with the stack file's": ["--", "--embedding_dim=64"],
+}
+
+
+def _commands(text: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", text)
+
+
+@pytest.mark.parametrize("extra", REFUSALS.values(), ids=REFUSALS.keys())
+def test_a_refusal_is_worded_for_submit_with_every_command_complete(tmp_path, extra):
+    """Walkthrough 1 and 10: submit's refusals were the stack file's words with the `pulumi
+    config` commands cut out ("did you mean 'learning_rate'?  and ;", "let the pool grow  (quota:
+    `torchrec-cloud doctor`)"), and told a submitted job to set job.name or checkpoints.location."""
+    base = tmp_path / "base.json"
+    base.write_text("{}")  # refused before the base is read
+    code, out, err = cli(*submit_args(tmp_path, base, "--name", "x1", "--dry-run", *extra))
+    assert code == 1 and out == ""
+    head, *lines = err.strip().splitlines()
+    assert head == "submit: refused, nothing was created:" and lines
+    for line in lines:
+        text = line.strip()
+        for garbled in ("  ", " and ;", "; ;", ", ;", " ;", "? ;", ": ;", ";;"):
+            assert garbled not in text, (garbled, line)
+        assert "--path job." not in text  # never a command that edits the stack's own job
+        for command in _commands(text):
+            words = command.split()
+            if command.startswith("pulumi config set"):
+                assert words[3:5] == ["--stack", "aws"] and words[5] == "--path" and len(words) == 8, command
+            elif command.startswith(("pulumi up", "torchrec-cloud doctor", "pulumi config")):
+                assert "--stack aws" in command, command
+    if extra == ["--nodes", "64"]:
+        (line,) = lines
+        assert "at most gpuPools.onDemand.maxNodes (2)" in line
+        assert "`pulumi config set --stack aws --path gpuPools.onDemand.maxNodes 64`" in line
+        assert "`pulumi up --stack aws`" in line and "`torchrec-cloud doctor --stack aws`" in line
+    if "--checkpoint_uri=s3://x" in extra:  # not a rename into another refusal
+        assert "did you mean 'checkpoint_dir'? the stack sets it (from checkpoints.location)" in err
+    if "--learnin_rate=0.1" in extra:
+        assert "did you mean 'learning_rate'? the trainer's flags" in err
+    if "--metrics_file=/tmp/m" in extra or "--checkpoint_dir=/tmp/x" in extra:
+        assert "named after its --name" in err
+        assert "set job.name" not in err and "set checkpoints.location" not in err
+    if "--embedding_dim=64" in extra:  # the user gave embedding_dim; the stack file the sizes
+        assert "--dense_arch_layer_sizes=512,256,128 (the stack file's job.trainerArgs" in err
+        assert "-- --dense_arch_layer_sizes=<value>" in err and "without it" not in err
+    if "--fabric_gate=off" in extra:
+        assert "-- --fabric_gate=false:" in err and "`pulumi up --stack aws`" in err
 
 
 def test_the_stack_makes_kueues_workload_priority_classes(tmp_path):
@@ -255,6 +317,42 @@ def test_submit_list_cancel_and_cost_end_to_end(tmp_path, base_jobset):
     assert by_day["2026-11-25"][:2] == ["12.12", f"{3 * 2 * 17.57:.2f}"]
     assert by_day["2026-11-26"][:2] == ["12.12", f"{1 * 2 * 17.57:.2f}"]
     assert "about USD 737 a month" in out and "pulumi destroy --stack aws" in out
+
+
+@needs_kubectl
+def test_an_unreachable_cluster_is_explained_once_exits_3_and_leaves_who_made_a_job_unknown(
+        tmp_path):
+    """Walkthrough 9 and 12: with the API server unreachable, `status` printed the explanation
+    twice and exited 0, `list` exited 0 and marked submitted jobs "BY stack" and "ended", and
+    `cost` said only that the cluster's creation time cannot be read."""
+    with FakeApi({}) as api:
+        url = api.url  # closed when the block ends: connection refused
+    outputs = outputs_file(tmp_path, url)
+    common = ["--stack", "aws", "--outputs", str(outputs)]
+    bucket = tmp_path / "bucket"
+    _spend(bucket, STACK_JOB, "2026-11-25T13:00:00+00:00", "2026-11-25T15:00:00+00:00", 2, 17.57)
+    _spend(bucket, "exp-b", "2026-11-25T23:00:00+00:00", "2026-11-26T01:00:00+00:00", 2, 17.57)
+    explained = "the cluster's API server did not answer"
+
+    code, out, err = cli("status", *common, "--out", str(tmp_path / "out"),
+                         "--now", "2026-11-26T12:00:00Z")
+    assert code == 3, err
+    assert out.count(explained) == 1
+    gang = out.split("\nGang\n", 1)[1].splitlines()[0]
+    assert "not read" in gang and "under Pools and nodes" in gang
+
+    code, out, err = cli("list", *common)
+    assert code == 3, err
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:3]}
+    assert rows[STACK_JOB][1:3] == ["unknown", "stack"]  # the stack's own job, by its name
+    assert rows["exp-b"][1:3] == ["unknown", "?"]  # not "ended", not the stack's
+    assert out.count(explained) == 1
+
+    code, out, err = cli("cost", *common, "--now", "2026-11-26T12:00:00Z")
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if "fixed items not counted" in line]
+    assert explained in line and "pulumi up --stack aws" in line
+    assert line.rstrip().endswith("pass --since YYYY-MM-DD, the day the stack was created")
 
 
 def test_rank_0_keeps_the_jobs_spend_across_generations_in_the_store(tmp_path):

@@ -50,7 +50,9 @@ NEEDS_CREDENTIALS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--stack", choices=STACKS, help="checks Pulumi.<stack>.yaml of this project")
+    where.add_argument("--stack", help="checks Pulumi.<stack>.yaml of this project: aws, azure, "
+                       "gcp or any stack with a file here (aws-prod: Pulumi.aws-prod.yaml, its "
+                       "cloud read from the file)")
     where.add_argument("--file", type=Path, metavar="PATH",
                        help="a stack file elsewhere (its keys namespaced as in this project)")
 
@@ -166,6 +168,13 @@ def _unread_lines(places: list[Place], environments: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.stack is not None:
+        from torchrec_cloud.stack_file import unknown_stack
+
+        unknown = unknown_stack(args.stack, ROOT)
+        if unknown:
+            print(f"check: {unknown}", file=sys.stderr)
+            return 2
     path = _stack_path(args)
     use_stack(stack_name(args))  # every fix command printed names this stack
     try:
@@ -174,7 +183,10 @@ def run(args: argparse.Namespace) -> int:
         print(error, file=sys.stderr)
         return 1
     places = encrypted_places(stack.secrets)
-    values = with_stand_ins(project_values(stack.config), places, cloud=args.stack)
+    # The file's torchrec-cloud:cloud decides; the stack's name stands in only for an encrypted
+    # one, and only where it names a cloud (aws-prod does not).
+    values = with_stand_ins(project_values(stack.config), places,
+                            cloud=args.stack if args.stack in STACKS else None)
     settings, problems = settings_and_problems(values)
     skipped = unjudged(settings, places)
     problems = [p for p in problems if not on_encrypted(p, places, values) and p not in skipped]

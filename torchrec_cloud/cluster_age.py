@@ -16,8 +16,17 @@ DEFAULT_NAMESPACE_PATH = "/api/v1/namespaces/default"  # its age is the cluster'
 def cluster_created(read: Reader) -> datetime | None:
     """When the cluster was made: the `default` namespace's creationTimestamp (the API server
     creates it at bootstrap, and it cannot be deleted). None when it cannot be read."""
+    return cluster_created_or_why(read)[0]
+
+
+def cluster_created_or_why(read: Reader) -> tuple[datetime | None, str]:
+    """cluster_created, and when it cannot be read, why: kubectl's own words (an unreachable
+    API server is then explained by torchrec_cloud/kube.py unreachable)."""
     try:
         namespace = json.loads(read(DEFAULT_NAMESPACE_PATH))
-    except (NotFound, ApiError, OSError, ValueError, subprocess.TimeoutExpired):
-        return None
-    return pool_view.parse_time(((namespace or {}).get("metadata") or {}).get("creationTimestamp"))
+    except FileNotFoundError:
+        return None, "kubectl is not installed (https://kubernetes.io/docs/tasks/tools/)"
+    except (NotFound, ApiError, OSError, ValueError, subprocess.TimeoutExpired) as error:
+        return None, " ".join(str(error).split()) or type(error).__name__
+    created = pool_view.parse_time(((namespace or {}).get("metadata") or {}).get("creationTimestamp"))
+    return created, "" if created else "the default namespace has no creationTimestamp"

@@ -72,7 +72,8 @@ def by_day(records: Mapping[str, Mapping[str, Any]], fixed_rate: float,
 
 
 def report(outputs: Outputs, records: Mapping[str, Mapping[str, Any]],
-           created: datetime | None, now: datetime) -> list[str]:
+           created: datetime | None, now: datetime, unread: str = "") -> list[str]:
+    """`unread`: why the cluster's creation time could not be read, when it could not."""
     items = standing_items(outputs.estimated_cost)
     rate = sum(p for _, p in items)
     lines = [f"stack {outputs.stack}: cost at list prices, {now:%Y-%m-%d %H:%M} UTC", "", "Jobs"]
@@ -91,8 +92,9 @@ def report(outputs: Outputs, records: Mapping[str, Mapping[str, Any]],
         lines.append(f"  {day}   {figures['fixed']:>12,.2f} {figures['jobs']:>11,.2f} "
                      f"{figures['fixed'] + figures['jobs']:>11,.2f}")
     if created is None:
-        lines.append("  fixed items not counted: the cluster's creation time cannot be read "
-                     "(pass --since YYYY-MM-DD)")
+        lines.append("  fixed items not counted: the cluster's creation time cannot be read"
+                     + (f": {unread}" if unread else "") + "; pass --since YYYY-MM-DD, the day "
+                     "the stack was created")
     lines += ["", f"total: USD {total_fixed + total_jobs:,.2f} (fixed items USD {total_fixed:,.2f},"
                   f" jobs USD {total_jobs:,.2f})"]
     monthly = monthly_line(outputs.estimated_cost, outputs.stack)
@@ -115,7 +117,8 @@ def _time(text: str) -> datetime | None:
 
 def run(args: argparse.Namespace, opener: BucketOpener | None = None) -> int:
     from torchrec_cloud.pools import now_utc
-    from torchrec_cloud.cluster_age import cluster_created
+    from torchrec_cloud.cluster_age import cluster_created_or_why
+    from torchrec_cloud.kube import unreachable
     from workloads.why import Kubectl
 
     try:
@@ -133,8 +136,11 @@ def run(args: argparse.Namespace, opener: BucketOpener | None = None) -> int:
     except Exception as error:  # noqa: BLE001 (any SDK's error)
         print(f"cost: cannot read {root}: {' '.join(str(error).split())[:200]}", file=sys.stderr)
     created = _time(args.since) if args.since else None
+    unread = ""
     if created is None:
         with kubeconfig_file(outputs, args.kubeconfig) as kubeconfig:
-            created = cluster_created(Kubectl(kubeconfig))
-    print("\n".join(report(outputs, records, created, now)))
+            created, unread = cluster_created_or_why(Kubectl(kubeconfig))
+        # The same explanation status, list and logs give an unreachable API server.
+        unread = unreachable(outputs.stack, unread) or unread[:300]
+    print("\n".join(report(outputs, records, created, now, unread)))
     return 0

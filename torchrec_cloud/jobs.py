@@ -26,13 +26,15 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"
 PART_OF = "app.kubernetes.io/part-of=torchrec-cloud"
 SUBMITTED = "torchrec-cloud/submitted"
 BucketOpener = Callable[[str], tuple[Any, str]]
+UNKNOWN = "unknown"  # a state or maker that could not be read
+CLUSTER_PROBLEM = "cannot read the cluster: "
 
 
 @dataclass
 class JobRow:
     name: str
     state: str
-    submitted: bool = False
+    submitted: bool | None = False  # None: not known (the cluster could not be read)
     nodes: int | None = None
     step: int | None = None
     eval_auc: float | None = None
@@ -153,13 +155,15 @@ def rows(outputs: Outputs, read: Callable[[str], str] | None, opener: BucketOpen
 
     problems: list[str] = []
     found: list[JobRow] = []
+    cluster_read = False
     if read is not None:
         try:
             found = cluster_rows(read, outputs.job_namespace)
+            cluster_read = True
         except (ApiError, NotFound, OSError, ValueError) as error:
             from torchrec_cloud.kube import unreachable
 
-            problems.append(f"cannot read the cluster: {unreachable(outputs.stack, str(error)) or error}")
+            problems.append(f"{CLUSTER_PROBLEM}{unreachable(outputs.stack, str(error)) or error}")
     root = bucket_root(outputs)
     records: dict[str, dict[str, Any]] = {}
     if root:
@@ -168,8 +172,12 @@ def rows(outputs: Outputs, read: Callable[[str], str] | None, opener: BucketOpen
         except Exception as error:  # noqa: BLE001 (any SDK's error)
             problems.append(f"cannot read {root}: {' '.join(str(error).split())[:200]}")
     names = {r.name for r in found}
-    found += [JobRow(name=name, state="ended", nodes=None) for name in sorted(records)
-              if name not in names]
+    # A job with a record but no objects on a cluster that answered has ended; with the
+    # cluster unread, where it stands is unknown. Who made it only its labels said: the stack's
+    # own job is known by its name (submit refuses that name), another is not known.
+    found += [JobRow(name=name, state="ended" if cluster_read else UNKNOWN, nodes=None,
+                     submitted=False if name == outputs.job_name else None)
+              for name in sorted(records) if name not in names]
     for row in found:
         record = records.get(row.name)
         if record is not None:
@@ -191,7 +199,8 @@ def table(found: list[JobRow]) -> list[str]:
     lines = [f"{'JOB':24} {'STATE':9} {'BY':6} {'NODES':>5} {'STEP':>8} {'EVAL AUC':>8} "
              f"{'GPU-H':>8} {'USD':>9}"]
     for r in found:
-        lines.append(f"{r.name:24} {r.state:9} {'submit' if r.submitted else 'stack':6} "
+        by = "?" if r.submitted is None else "submit" if r.submitted else "stack"
+        lines.append(f"{r.name:24} {r.state:9} {by:6} "
                      f"{_cell(r.nodes, 'd'):>5} {_cell(r.step, 'd'):>8} "
                      f"{_cell(r.eval_auc, '.4f'):>8} {_cell(r.gpu_hours, ',.1f'):>8} "
                      f"{_cell(r.usd, ',.2f'):>9}")
@@ -213,12 +222,17 @@ def run(args: argparse.Namespace, opener: BucketOpener | None = None) -> int:
     opener = opener or (lambda uri: open_bucket(uri, outputs))
     with kubeconfig_file(outputs, args.kubeconfig) as kubeconfig:
         found, problems = rows(outputs, Kubectl(kubeconfig), opener)
+    unread = any(p.startswith(CLUSTER_PROBLEM) for p in problems)
     for line in table(found):
         print(line)
     for problem in problems:
         print(problem)
     print("GPU-hours and USD: each job's own record (the trainer's rank 0, from its start to its "
           "last copy, at the catalog's list price of its pool); "
-          f"`{cli(f'cost --stack {args.stack}')}` adds the stack's fixed items by day")
-    return 0
+          f"`{cli(f'cost --stack {args.stack}')}` adds the stack's fixed items by day"
+          + ("; BY ?: made by the stack or by submit, unknown without the cluster" if
+             any(r.submitted is None for r in found) else ""))
+    from torchrec_cloud.kube import CLUSTER_UNREAD
+
+    return CLUSTER_UNREAD if unread else 0
 

@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent  # where the stack files are
 
 PLURALS = {"Service": "services", "NetworkPolicy": "networkpolicies", "JobSet": "jobsets",
            "Workload": "workloads"}
+# `status` and `list` exit with this when the cluster cannot be read (what else could be read
+# is printed), so a script or CI step sees it (docs/architecture.md, the commands' table).
+CLUSTER_UNREAD = 3
 UNREACHABLE = ("connection refused", "no such host", "i/o timeout", "dial tcp",
                "Unable to connect to the server", "context deadline exceeded", "was refused")
 

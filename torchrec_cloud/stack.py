@@ -119,11 +119,24 @@ def read_outputs(stack: str, outputs_file: str | None = None) -> Outputs:
     except subprocess.TimeoutExpired as error:
         raise StackError(f"{' '.join(command)} did not answer in 120 s") from error
     if done.returncode != 0:
-        raise StackError(f"{' '.join(command)}: {done.stderr.strip() or done.stdout.strip()}")
+        said = done.stderr.strip() or done.stdout.strip()
+        raise StackError(f"{' '.join(command)}: {said}{_next_step(stack, said)}")
     try:
         return Outputs.of(stack, json.loads(done.stdout or "{}"))
     except ValueError as error:
         raise StackError(f"{' '.join(command)} printed no JSON: {error}") from error
+
+
+def _next_step(stack: str, said: str) -> str:
+    """What to do after the Pulumi CLI's own refusal: a stack the backend has never seen
+    (`error: no stack named 'aws' found`) is created and deployed, or is there under another
+    name (an organization's `org/project/aws`, or another backend: `pulumi login`)."""
+    if "no stack named" not in said:
+        return ""
+    return (f"; the stack file is here, but your Pulumi backend has no stack {stack} yet: "
+            f"create it with `pulumi stack init {stack}`, then `pulumi up --stack {stack}`; or, "
+            f"if it was made under another name or backend, `pulumi stack ls` lists them "
+            f"(`pulumi stack select <name>` picks one, `pulumi login` another backend)")
 
 
 # Signals that end a command in a terminal: a closed terminal (SIGHUP), `kill` or a session

@@ -47,7 +47,7 @@ def unknown_stack(stack: str, root: Path) -> str | None:
     new_file = typed(root / f"Pulumi.{stack}.yaml")
     hint = (f"; did you mean --stack {close[0]}?" if close else
             f"; a new stack: copy one of them to {new_file}, then "
-            f"`{cli(f'check --file {new_file}')}`")
+            f"`{cli(f'check --stack {stack}')}`")
     return (f"no stack {stack!r} in this project (its stacks: {', '.join(known) or 'none'}; a "
             f"stack is Pulumi.<stack>.yaml){hint}")
 

@@ -24,6 +24,7 @@ from torchrec_cloud import progress as progress_view
 from torchrec_cloud import restarts as restart_view
 from torchrec_cloud.cluster_age import cluster_created
 from torchrec_cloud.gpu_metrics import read_gpu_utilisation
+from torchrec_cloud.kube import CLUSTER_UNREAD
 from torchrec_cloud.logs import container_of, rank0
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, PROJECT_ROOT, file_name,
                                   kubeconfig_file, open_bucket, read_outputs)
@@ -338,6 +339,13 @@ def _write_report(records: list[dict[str, Any]], out_dir: Path) -> str:
 def report(outputs: Outputs, read: Reader, now: datetime,
            opener: BucketOpener | None = None, out_dir: Path | None = None) -> str:
     """The whole status as text."""
+    return report_and_reach(outputs, read, now, opener, out_dir)[0]
+
+
+def report_and_reach(outputs: Outputs, read: Reader, now: datetime,
+                     opener: BucketOpener | None = None, out_dir: Path | None = None
+                     ) -> tuple[str, bool]:
+    """The whole status as text, and whether the cluster could be read."""
     opener = opener or (lambda uri: open_bucket(uri, outputs))
     sections: list[tuple[str, list[str]]] = []
     view: ClusterView | None = None
@@ -345,12 +353,12 @@ def report(outputs: Outputs, read: Reader, now: datetime,
         view = read_view(read, outputs.job_namespace, outputs.job_name, outputs.cloud)
     except FileNotFoundError:
         problem = ["cannot read the cluster: kubectl is not installed (https://kubernetes.io/docs/tasks/tools/)"]
-        sections += [("Pools and nodes", problem), ("Gang", problem)]
+        sections += [("Pools and nodes", problem), ("Gang", [NOT_READ])]
     except (ApiError, OSError, subprocess.TimeoutExpired) as error:
         from torchrec_cloud.kube import unreachable
 
         problem = [f"cannot read the cluster: {unreachable(outputs.stack, str(error)) or _one_line(error)}"]
-        sections += [("Pools and nodes", problem), ("Gang", problem)]
+        sections += [("Pools and nodes", problem), ("Gang", [NOT_READ])]
     if view is not None:
         sections.append(("Pools and nodes", pools_section(view, dict(outputs.node_pools))))
         sections.append(("GPU utilisation (DCGM)", gpu_section(read, outputs.cloud)))
@@ -370,7 +378,10 @@ def report(outputs: Outputs, read: Reader, now: datetime,
             f"job {outputs.job_namespace}/{outputs.job_name}, {now:%Y-%m-%d %H:%M} UTC")
     body = "\n".join(f"\n{title}\n" + "\n".join(f"  {line}" for line in lines)
                      for title, lines in sections)
-    return head + "\n" + body + "\n"
+    return head + "\n" + body + "\n", view is not None
+
+
+NOT_READ = "not read: the cluster cannot be read (why and the fix: under Pools and nodes)"
 
 
 def report_dir(out: str, stack: str) -> Path:
@@ -388,6 +399,7 @@ def run(args: argparse.Namespace) -> int:
     now = (datetime.fromisoformat(args.now.replace("Z", "+00:00")) if args.now
            else pool_view.now_utc())
     with kubeconfig_file(outputs, args.kubeconfig) as kubeconfig:
-        text = report(outputs, Kubectl(kubeconfig), now, out_dir=report_dir(args.out, args.stack))
+        text, reached = report_and_reach(outputs, Kubectl(kubeconfig), now,
+                                         out_dir=report_dir(args.out, args.stack))
     sys.stdout.write(text)
-    return 0
+    return 0 if reached else CLUSTER_UNREAD

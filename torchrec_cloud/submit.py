@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -26,7 +25,7 @@ from infra.catalog import find_machine
 from infra.preemption import estimated_save, stop_budget
 from infra.settings.errors import SettingsError
 from infra.settings.model import Settings
-from infra.settings.errors import Problem, use_stack
+from infra.settings.errors import Problem, for_stack, use_stack
 from infra.settings.loader import project_values, settings_and_problems
 from infra.settings.model import Job, JobKind, PoolChoice
 from torchrec_cloud.encrypted import encrypted_places, with_stand_ins
@@ -118,29 +117,77 @@ def submission_settings(stack_file: Path, stack: str, name: str, nodes: int | No
 
 
 # The settings submit's options stand for: a refusal names the option, not the stack file's
-# setting, and drops the `pulumi config` fix (that edits the stack's own job and needs `pulumi
-# up`, the thing submit is for).
+# setting, and gives the problem's reason without the `pulumi config` command that would edit
+# the stack's own job (Problem.reason); a fix that changes another setting of the stack
+# (Problem.elsewhere: a pool's maxNodes) is kept, with the `pulumi up` it needs.
 SUBMIT_OPTIONS = {"job.nodes": "--nodes", "job.name": "--name", "job.pool": "--pool"}
-_CONFIG_FIX = re.compile(r"(?:,? or |; |: |, )?(?:lower it |raise it |remove it |set it )?"
-                         r"(?:with )?`pulumi config (?:set|rm)[^`]*`")
+# The trainer flags a submitted job gets from its own name: its store <bucket>/<name>/ and
+# its run folders (workloads/flags.py stack_flags with the job's name).
+NAMED_AFTER_THE_JOB = ("checkpoint_dir", "telemetry_dir", "metrics_file", "tensorboard_dir")
 
 
-def as_submit_problems(problems: list[Problem]) -> str:
-    """Each problem as the option or trainer flag the user gave `submit`; a stack-file setting
-    (one submit did not change) keeps its own words."""
+def stack_owned_fix(flag: str, stack: str) -> str:
+    """What a submitted job can do about a flag the stack passes it (WORKLOAD_OWNED_FLAGS),
+    which `--` cannot set: the option that decides it, the stack file it is read from, or
+    the `pulumi up` that changes it for every job."""
+    from infra.settings.stack_flags import WORKLOAD_OWNED_FLAGS
+    from workloads.flags import PER_JOB_FLAGS
+
+    setting = WORKLOAD_OWNED_FLAGS[flag][1]
+    if flag in NAMED_AFTER_THE_JOB or setting == "job.name":
+        return ("a submitted job gets its own, named after its --name (under <bucket>/<name>/ "
+                "or <mount>/runs/<name>/): submit again without it")
+    if setting in SUBMIT_OPTIONS:
+        return f"a submitted job's follows {SUBMIT_OPTIONS[setting]}: submit again without it"
+    if flag in PER_JOB_FLAGS and setting:
+        return (f"a submitted job takes {setting} from the stack file when it is submitted "
+                f"(`pulumi config set --stack {stack} --path {setting} <value>` changes it for "
+                f"the next submit, and for the stack's own job at `pulumi up --stack {stack}`): "
+                "submit again without it")
+    if setting:
+        return (f"the same for every job of the stack: change {setting} in the stack file and "
+                f"run `pulumi up --stack {stack}`; submit again without it")
+    return "worked out for each job, a submitted one too: submit again without it"
+
+
+def as_submit_problems(problems: list[Problem], stack: str,
+                       flags: Mapping[str, Any] | None = None) -> str:
+    """Each problem as the option or trainer flag the user gave `submit` (`flags`: those after
+    --), in words built from the problem's parts; a trainer flag the user did not give is the
+    stack file's or the trainer's default, overridden after --; a stack-file setting (one
+    submit did not change) keeps its own words."""
+    given_flags = flags or {}
+    from infra.settings.stack_flags import WORKLOAD_OWNED_FLAGS
+    from infra.settings.trainer_flags import format_value
+
     lines = []
     for problem in problems:
+        flag = problem.path.removeprefix("job.trainerArgs.")
+        given = format_value(problem.value)  # as the user typed it after --
         if problem.path in SUBMIT_OPTIONS:
             where = f"{SUBMIT_OPTIONS[problem.path]} {problem.value}"
             again = "submit again with another value"
-        elif problem.path.startswith("job.trainerArgs."):
-            where = f"-- --{problem.path.removeprefix('job.trainerArgs.')}={problem.value}"
+        elif problem.path.startswith("job.trainerArgs.") and flag in WORKLOAD_OWNED_FLAGS:
+            decided_by = WORKLOAD_OWNED_FLAGS[flag][0]
+            lines.append(f"  -- --{flag}={given}: set by the stack from {decided_by}; "
+                         f"{stack_owned_fix(flag, stack)}")
+            continue
+        elif problem.path.startswith("job.trainerArgs.") and flag in given_flags:
+            where = f"-- --{flag}={given}"
             again = "submit again without it (or with another value)"
+        elif problem.path.startswith("job.trainerArgs."):
+            where = (f"--{flag} (not given)" if problem.value is None else
+                     f"--{flag}={given} (the stack file's job.trainerArgs, which a submitted "
+                     "job takes)")
+            again = f"submit again with another value after --: -- --{flag}=<value>"
         else:
             lines.append(str(problem))
             continue
-        allowed = _CONFIG_FIX.sub("", problem.allowed).strip().rstrip(",;:")
-        lines.append(f"  {where}: {allowed}; {again}")
+        # A rule that wrote no reason put no command in its words (or is shown as it is).
+        text = f"{problem.reason or problem.allowed}; {again}"
+        for fix in problem.elsewhere:
+            text += f"; or {fix}, then `pulumi up --stack {stack}`"
+        lines.append(f"  {where}: {for_stack(text)}")
     return "\n".join(lines)
 
 
@@ -242,7 +289,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"submit: {error}", file=sys.stderr)
         return 1
     except SettingsError as error:
-        print(f"submit: refused, nothing was created:\n{as_submit_problems(error.problems)}",
+        print(f"submit: refused, nothing was created:\n"
+              f"{as_submit_problems(error.problems, args.stack, flags)}",
               file=sys.stderr)
         return 1
     if settings.job.kind != JobKind.JOB_SET:

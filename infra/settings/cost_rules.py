@@ -13,8 +13,9 @@ import math
 from collections.abc import Iterator
 
 from infra.cadence import SAVE_SHARE, cadence
-from infra.catalog import find_machine
-from infra.estimate import job_hourly_usd, job_most_hourly, planned_throughput
+from infra.catalog import Cloud, find_machine
+from infra.estimate import (job_hourly_usd, job_most_hourly, job_pools, planned_throughput,
+                            spot_most_usd_per_hour)
 from infra.preemption import (TABLE_FLAGS, estimated_save, largest_rank_bytes,
                               shared_file_system_mb_s, stop_budget)
 from infra.settings.errors import Problem, set_command
@@ -295,18 +296,46 @@ def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
         return
     pools = "; ".join(f"{line.item}: {line.detail}" for line in most.lines
                       if "pool" in line.item or "nodes" in line.item)
+    fixes = [f"Raise the ceiling: `{set_command('job.maxHourlyUsd', math.ceil(total))}`"]
+    # Growing less helps only where a pool the job uses may grow past the gang: at job.nodes
+    # already, the same refusal would follow the command.
+    for key in job_pools(s):
+        if s.gpu_pools_by_key[PoolChoice(key)].max_nodes > s.job.nodes:
+            fixes.append(f"let the {key} pool grow less: "
+                         f"`{set_command(f'gpuPools.{key}.maxNodes', s.job.nodes)}` (the gang's "
+                         "own size)")
     yield Problem(
         "job.maxHourlyUsd", ceiling,
         f"the stack may cost up to USD {total:,.2f} an hour with every pool at its maxNodes "
         f"that the job can use ({pools}; with the file system, network and control plane), "
         "above this ceiling; the "
         f"job itself on {s.job.nodes} {s.job.pool.value} node(s) costs USD {job:,.2f} an hour"
-        + (" (spot nodes are counted at the most a spot price may reach, the on-demand price, "
-           "or Azure's maxPrice)" if s.job.pool == PoolChoice.SPOT else "")
-        + f". Raise the ceiling: `{set_command('job.maxHourlyUsd', math.ceil(total))}`; or let "
-        f"the job's pool grow less: `{set_command(f'gpuPools.{s.job.pool.value}.maxNodes', s.job.nodes)}`"
-        " (the gang's own size)")
+        + _spot_ceiling(s, ceiling, total, fixes) + ". " + "; or ".join(fixes))
 
+
+def _spot_ceiling(s: Settings, ceiling: float, total: float, fixes: list[str]) -> str:
+    """How spot nodes were counted, said plainly; on Azure, the spot price cap that brings the
+    most under the ceiling is added to `fixes` when Azure would still allocate nodes at it."""
+    if s.job.pool != PoolChoice.SPOT:
+        return ""
+    spot = s.gpu_pools.spot
+    found = find_machine(s.cloud, spot.machine_type)
+    if found is None:
+        return ""
+    price, _ = spot_most_usd_per_hour(s, found)
+    if price < found.on_demand_usd_per_hour:  # Azure's maxPrice below on-demand
+        return f" (spot nodes counted at gpuPools.spot.maxPrice, USD {price:g} an hour each)"
+    text = (f" (spot nodes counted at the on-demand price, USD {price:g} an hour each: a spot "
+            "price may rise to it, so the ceiling must cover that however low spot is now")
+    if s.cloud != Cloud.AZURE:
+        return text + f"; the stack sets no spot price cap on {s.cloud.value})"
+    # A cap on the spot pool's price (infra/azure/node_pools.py spot_max_price): Azure evicts a
+    # spot VM whose price passes it, so the pool cannot cost more.
+    cap = math.floor((ceiling - (total - price * spot.max_nodes)) / max(spot.max_nodes, 1) * 100) / 100
+    if found.spot_usd_per_hour and found.spot_usd_per_hour <= cap < found.on_demand_usd_per_hour:
+        fixes.append(f"cap the spot price: `{set_command('gpuPools.spot.maxPrice', cap)}` "
+                     "(Azure evicts a spot node whose price passes it)")
+    return text + ")"
 
 
 COST_RULES: tuple[Rule, ...] = (spot_save_fits_the_notice,

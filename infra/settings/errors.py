@@ -105,6 +105,13 @@ class Problem:
     path: str  # e.g. "sharedFileSystem.capacityGib"
     value: Any
     allowed: str
+    # The same refusal in parts, for a command that takes this value another way than the
+    # stack file (submit's --nodes and trainer flags, torchrec_cloud/submit.py), where the
+    # command that edits it in the stack file is no fix: `reason` is `allowed` without its
+    # commands; `elsewhere` the fixes that change another setting of the stack instead, each
+    # complete with its command. Both empty where `allowed` names no command.
+    reason: str = ""
+    elsewhere: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"  {CONFIG_NAMESPACE}:{self.path} = {shown(self.value)}: {for_stack(self.allowed)}"

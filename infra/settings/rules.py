@@ -372,11 +372,12 @@ def job_fits_its_pool(s: Settings) -> Iterator[Problem]:
     if s.job.pool == PoolChoice.SPOT and not s.gpu_pools.spot.enabled:
         yield Problem("job.pool", s.job.pool.value, "the spot pool is disabled (gpuPools.spot.enabled)")
     elif s.job.nodes > s.job_pool.max_nodes:
-        yield Problem("job.nodes", s.job.nodes,
-                      f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes}): lower it with "
-                      f"`{set_command('job.nodes', s.job_pool.max_nodes)}`, or let the pool "
-                      f"grow with `{set_command(f'{pool_path}.maxNodes', s.job.nodes)}` (quota: "
-                      "`torchrec-cloud doctor`)")
+        reason = f"at most {pool_path}.maxNodes ({s.job_pool.max_nodes})"
+        grow = (f"let the pool grow with `{set_command(f'{pool_path}.maxNodes', s.job.nodes)}` "
+                "(quota: `torchrec-cloud doctor`)")
+        yield Problem("job.nodes", s.job.nodes, f"{reason}: lower it with "
+                      f"`{set_command('job.nodes', s.job_pool.max_nodes)}`, or {grow}",
+                      reason=reason, elsewhere=(grow,))
 
 
 # Why the fallback is refused on GKE too: the only ProvisioningRequest class that grows the spot
@@ -473,9 +474,9 @@ def trainer_args_are_flags(s: Settings) -> Iterator[Problem]:
             hint = (f"did you mean {close!r}? "
                     f"{rename_commands(path, f'job.trainerArgs.{close}', s.job.trainer_args[key])}; "
                     if close else "")
-            yield Problem(f"job.trainerArgs.{key}", s.job.trainer_args[key],
-                          f"{hint}flag names as the trainer's options without their dashes, "
-                          "'_' between words, like batch_size")
+            shape = "flag names as the trainer's options without their dashes, '_' between words, like batch_size"
+            yield Problem(f"job.trainerArgs.{key}", s.job.trainer_args[key], f"{hint}{shape}",
+                          reason=f"did you mean {close!r}? {shape}" if close else "")
 
 
 def mlperf_recipe_keeps_its_global_batch(s: Settings) -> Iterator[Problem]:
@@ -488,10 +489,10 @@ def mlperf_recipe_keeps_its_global_batch(s: Settings) -> Iterator[Problem]:
     from trainer.recipe import MLPERF_GLOBAL_BATCH
 
     if "batch_size" in args:
-        yield Problem("job.trainerArgs.batch_size", args["batch_size"],
-                      f"not with recipe mlperf, whose global batch is {MLPERF_GLOBAL_BATCH} "
-                      "samples split over the ranks: remove it with `pulumi config rm --path "
-                      "job.trainerArgs.batch_size`")
+        reason = (f"not with recipe mlperf, whose global batch is {MLPERF_GLOBAL_BATCH} samples "
+                  "split over the ranks")
+        yield Problem("job.trainerArgs.batch_size", args["batch_size"], f"{reason}: remove it "
+                      "with `pulumi config rm --path job.trainerArgs.batch_size`", reason=reason)
     ranks = s.job.nodes * s.job.processes_per_node
     if "global_batch_size" not in args and MLPERF_GLOBAL_BATCH % ranks:
         yield Problem("job.nodes", s.job.nodes,

@@ -90,18 +90,26 @@ def _converted(args: Mapping[str, TrainerArgValue], actions: Mapping[str, argpar
             close = closest_flag(key, [a.dest for a in actions.values()])
             hint = (f"did you mean {close!r}? {rename_commands(path, f'job.trainerArgs.{close}', value)}; "
                     if close else "")
-            problems.append(Problem(path, value, f"not a trainer flag; {hint}the trainer's "
-                                    "flags: `.venv/bin/python -m trainer --help` (trainer/config.py)"))
+            if close in WORKLOAD_OWNED_FLAGS:  # renamed, it would be refused as the stack's
+                hint = (f"did you mean {close!r}? the stack sets it (from "
+                        f"{WORKLOAD_OWNED_FLAGS[close][0]}): remove it with `{rm_command(path)}`; ")
+            flags = "the trainer's flags: `.venv/bin/python -m trainer --help` (trainer/config.py)"
+            problems.append(Problem(path, value, f"not a trainer flag; {hint}{flags}",
+                                    reason=f"not a trainer flag; did you mean {close!r}? "
+                                    + (f"the stack sets it (from {WORKLOAD_OWNED_FLAGS[close][0]}); "
+                                       if close in WORKLOAD_OWNED_FLAGS else "") + flags
+                                    if close else ""))
             continue
         text = format_value(value)
         try:
             converted = action.type(text) if callable(action.type) else text
         except (ValueError, TypeError, argparse.ArgumentTypeError):
             placeholder = {int: "<integer>", float: "<number>"}.get(action.type, "<value>")  # type: ignore[call-overload]
-            problems.append(Problem(path, value, f"{_kind(action)}: the trainer reads "
-                                    f"--{key}={text} and refuses it; {_default(action)}; set it "
-                                    f"with `pulumi config set --path {shlex.quote(path)} {placeholder}` or "
-                                    f"remove it with `{rm_command(path)}`"))
+            refused = (f"{_kind(action)}: the trainer reads --{key}={text} and refuses it; "
+                       f"{_default(action)}")
+            problems.append(Problem(path, value, f"{refused}; set it with `pulumi config set "
+                                    f"--path {shlex.quote(path)} {placeholder}` or remove it with "
+                                    f"`{rm_command(path)}`", reason=refused))
             continue
         if action.choices is not None and converted not in action.choices:
             choices = ", ".join(repr(c) for c in action.choices)
@@ -164,6 +172,7 @@ def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks
                 # mlperf_recipe_keeps_its_global_batch rule names job.nodes. Look past it.
                 values["global_batch_size"], retry = None, True
                 continue
+            reason = ""
             if flag in args:
                 value: Any = args[flag]
                 allowed = match["allowed"]
@@ -171,10 +180,11 @@ def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks
                 source = f"recipe {recipe}'s value" if recipe and flag in recipe_defaults(recipe, set(), None) \
                     else "the trainer's default"
                 value = None
+                reason = f"{source} is {match['value']}, and {match['allowed']} (trainer/config.py)"
                 allowed = (f"{source} is {match['value']}, and {match['allowed']}: set "
                            f"job.trainerArgs.{flag}")
             problems.append(Problem(f"job.trainerArgs.{flag}", value,
-                                    f"{allowed} (trainer/config.py)"))
+                                    f"{allowed} (trainer/config.py)", reason=reason))
         if not retry:
             return problems
     return problems
