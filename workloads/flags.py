@@ -73,8 +73,12 @@ def _concat(*parts: pulumi.Input[str]) -> pulumi.Input[str]:
     return pulumi.Output.concat(*parts)
 
 
-# Every flag stack_flags may pass: a submitted job gets each of them from stack_flags for its own
-# name, nodes and pool, none from the stack's JobSet (workloads/submitted.py).
+# The stack-owned flags stack_flags may pass: a submitted job gets each of them from stack_flags
+# for its own name, nodes and pool, none from the stack's JobSet (workloads/submitted.py). Not
+# listed: the on-the-fly multi-hot flags stack_flags adds from the dataset (trainer_data_flags).
+# They are not stack-owned (not in WORKLOAD_OWNED_FLAGS): the settings refuse them in trainerArgs
+# only while dataset.prepare.multiHotSizes sets them (prepare_rules.prepare_owns_the_multi_hot_flags),
+# so a submitted job gets them from stack_flags for its own dataset and never the stack's copies.
 PER_JOB_FLAGS = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                  "keep_checkpoints", "save_deadline_seconds", "checkpoint_write_mb_per_sec",
                  "dataset_path", "metrics_file", "tensorboard_dir", "telemetry_dir")
