@@ -143,6 +143,12 @@ class Machine:
     # NIC, not the InfiniBand; GCP A3: the primary gVNIC, not the GPU NICs.
     # Sources per value: docs/catalog-sources.md ("Socket path").
     primary_nic_gbps: float | None = None
+    # Azure ND (InfiniBand) only: the InfiniBand HCAs, one per GPU, named mlx5_0 .. mlx5_<n-1> on
+    # AKS, and the NCCL topology family of Azure's HPC images ("ndv4", "ndv5": Azure/azhpc-images
+    # components/setup_sku_customizations.sh), whose <family>-topo.xml trainer/Dockerfile must
+    # install. Read by infra/azure/interconnect.py (NCCL_IB_HCA, NCCL_TOPO_FILE, fabric rails).
+    ib_hcas: int = 0
+    azure_topology: str | None = None
 
     def __post_init__(self) -> None:
         """A GPU machine without a fact its code path reads would silently lose a check or a
@@ -157,6 +163,8 @@ class Machine:
             missing.append("gcp_accelerator_type and gcp_gpu_quota_metric")
         if self.interconnect == Interconnect.EFA and self.efa_interfaces <= 0:
             missing.append("efa_interfaces (EFA machines)")
+        if self.interconnect == Interconnect.INFINIBAND and not (self.ib_hcas > 0 and self.azure_topology):
+            missing.append("ib_hcas and azure_topology (InfiniBand machines)")
         if missing:
             raise ValueError(f"catalog machine {self.name}: add {', '.join(missing)} "
                              "in infra/catalog.py")
@@ -251,19 +259,23 @@ MACHINES: tuple[Machine, ...] = (
     _gpu(name="Standard_ND96asr_v4", cloud=Cloud.AZURE, gpu_model="A100", gpu_count=8,
          gpu_memory_gib=40, vcpus=96, memory_gib=900, network_gbps=1600,
          interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=27.20,
-         typical_spot_discount=0.6, primary_nic_gbps=24),
+         typical_spot_discount=0.6, primary_nic_gbps=24,
+         ib_hcas=8, azure_topology="ndv4"),
     _gpu(name="Standard_ND96amsr_A100_v4", cloud=Cloud.AZURE, gpu_model="A100", gpu_count=8,
          gpu_memory_gib=80, vcpus=96, memory_gib=1900, network_gbps=1600,
          interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=32.77,
-         typical_spot_discount=0.6, primary_nic_gbps=24),
+         typical_spot_discount=0.6, primary_nic_gbps=24,
+         ib_hcas=8, azure_topology="ndv4"),
     _gpu(name="Standard_ND96isr_H100_v5", cloud=Cloud.AZURE, gpu_model="H100", gpu_count=8,
          gpu_memory_gib=80, vcpus=96, memory_gib=1900, network_gbps=3200,
          interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=98.32,
-         typical_spot_discount=0.5, primary_nic_gbps=80),
+         typical_spot_discount=0.5, primary_nic_gbps=80,
+         ib_hcas=8, azure_topology="ndv5"),
     _gpu(name="Standard_ND96isr_H200_v5", cloud=Cloud.AZURE, gpu_model="H200", gpu_count=8,
          gpu_memory_gib=141, vcpus=96, memory_gib=1850, network_gbps=3200,
          interconnect=Interconnect.INFINIBAND, on_demand_usd_per_hour=110.24,
-         typical_spot_discount=0.5, primary_nic_gbps=80),
+         typical_spot_discount=0.5, primary_nic_gbps=80,
+         ib_hcas=8, azure_topology="ndv5"),
     # A GPU machine without InfiniBand, for small experiments (and to prove the IB rule).
     _gpu(name="Standard_NC24ads_A100_v4", cloud=Cloud.AZURE, gpu_model="A100", gpu_count=1,
          gpu_memory_gib=80, vcpus=24, memory_gib=220, network_gbps=20,

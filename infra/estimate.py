@@ -262,12 +262,6 @@ def standing_line(s: Settings, stack: str | None = None) -> str:
                else "checkpoints.retainOnDestroy is false: the checkpoints go with it)"))
 
 
-def most_hourly_usd(s: Settings) -> float:
-    total = most_hourly(s).total()
-    assert total is not None  # no spot figure in it
-    return total
-
-
 # --- One run of the job -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Throughput:

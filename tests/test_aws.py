@@ -15,7 +15,7 @@ import time_machine
 from infra.aws.addons import DCGM_EXPORTER, EFA_DEVICE_PLUGIN, FSX_CSI_DRIVER, NVIDIA_DEVICE_PLUGIN
 from infra.aws.interconnect import efa_interconnect, hugepages
 from infra.aws.network import subnet_cidrs
-from infra.catalog import Cloud, machine
+from infra.catalog import MACHINES, Cloud, Interconnect, machine
 from infra.settings.errors import SettingsError
 from tests import harness
 from tests.fakes import aws as aws_fake
@@ -1405,6 +1405,16 @@ def test_the_telemetry_mirror_s_overwritten_copies_expire_after_a_day() -> None:
     (uri,) = [a for a in args if str(a).startswith("--telemetry_dir=")]
     bucket = run.outputs["checkpoint_uri"].split("/")[2]
     assert uri == f"--telemetry_dir=s3://{bucket}/ctr/telemetry"  # the prefix the rule names
+
+
+def test_the_efa_device_plugin_may_run_on_every_catalog_efa_machine(run: Run) -> None:
+    """The chart's daemonset admits only the instance types in supportedInstanceLabels (aws/eks-charts
+    @ 5239609, stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml); a catalog EFA machine
+    missing from the pinned chart's own list would get no EFA devices and its pods stay Pending."""
+    labels = run.one(HELM, "aws-efa-k8s-device-plugin").inputs["values"]["supportedInstanceLabels"]
+    efa = {m.name for m in MACHINES if m.interconnect == Interconnect.EFA}
+    assert efa and labels["keys"] == ["node.kubernetes.io/instance-type"]
+    assert set(labels["values"]) == efa
 
 
 def test_the_efa_device_plugin_chart_is_a_current_one(run: Run) -> None:

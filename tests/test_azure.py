@@ -22,7 +22,7 @@ import time_machine
 import yaml
 
 from infra.azure.cluster import decode_kubeconfig
-from infra.azure.interconnect import ND_FABRICS, RDMA_HCA_MAX, interconnect_spec
+from infra.azure.interconnect import RDMA_HCA_MAX, interconnect_spec, topology_file
 from infra.azure.node_pools import label_tag, resource_tag
 from infra.azure.identity import (ACR_PULL, ACR_PUSH, AKS_RBAC_CLUSTER_ADMIN,
                                   STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER)
@@ -631,7 +631,7 @@ def test_a_ci_deployer_is_granted_as_a_service_principal(
 ])
 def test_the_principal_type_is_read_off_a_real_shaped_arm_token(claims: dict[str, Any],
                                                                  expected: str) -> None:
-    from infra.azure.deployer import principal_type_from_token, token_claims
+    from infra.azure.subscription import principal_type_from_token, token_claims
 
     token = fake.entra_jwt(claims)
     assert token.count(".") == 2 and "=" not in token
@@ -640,7 +640,7 @@ def test_the_principal_type_is_read_off_a_real_shaped_arm_token(claims: dict[str
 
 
 def test_the_padding_and_url_alphabet_of_the_payload_are_decoded() -> None:
-    from infra.azure.deployer import token_claims
+    from infra.azure.subscription import token_claims
 
     claims = {**fake.SERVICE_PRINCIPAL_CLAIMS, "xms_tcdt": "??>>~~"}
     token = fake.entra_jwt(claims)
@@ -658,14 +658,14 @@ def test_an_unreadable_token_falls_back_to_user_with_a_warning(
     """Not expected from Entra; the run goes on as every run did before the type was read
     (User, right for `az login`), and the warning names the ARM error a service principal
     would then meet."""
-    from infra.azure import deployer
+    from infra.azure import subscription
 
     warned: list[str] = []
-    monkeypatch.setattr(deployer.pulumi.log, "warn",
+    monkeypatch.setattr(subscription.pulumi.log, "warn",
                         lambda message, *args, **kwargs: warned.append(message))
     with pytest.raises(ValueError):
-        deployer.token_claims(token)
-    assert deployer.principal_type_from_token(token) == "User"
+        subscription.token_claims(token)
+    assert subscription.principal_type_from_token(token) == "User"
     (message,) = warned
     assert "UnmatchedPrincipalType" in message and "az login" in message
 
@@ -945,8 +945,6 @@ def _env(name: str, fabric: bool = True) -> dict[str, str]:
     return dict(interconnect_spec(settings, machine(Cloud.AZURE, name)).env)  # type: ignore[arg-type]
 
 
-def test_every_catalog_nd_machine_has_a_topology_file_and_hca_count() -> None:
-    assert ND_MACHINES and set(ND_MACHINES) <= set(ND_FABRICS)
 
 
 @pytest.mark.parametrize(("name", "topology"), [
@@ -974,8 +972,9 @@ def test_the_fabric_gate_expects_every_hca_the_env_names(name: str) -> None:
 
 def test_the_topology_files_the_env_names_are_the_ones_the_image_installs() -> None:
     dockerfile = (Path(__file__).parents[1] / "trainer" / "Dockerfile").read_text()
-    for fabric in ND_FABRICS.values():
-        assert f" {fabric.topology_file}\n" in dockerfile, fabric.topology_file
+    for name in ND_MACHINES:
+        path = topology_file(machine(Cloud.AZURE, name))  # from the catalog's azure_topology
+        assert f" {path}\n" in dockerfile, f"{name}: trainer/Dockerfile installs no {path}"
 
 
 @pytest.mark.parametrize("name", ND_MACHINES)
@@ -2171,7 +2170,7 @@ def test_the_deployer_role_grants_every_action_a_full_run_uses_and_no_role_assig
     from fnmatch import fnmatchcase
 
     import tests.harness as harness
-    from infra.azure import deployer_role
+    from infra.azure import deployer
 
     invoked: set[str] = set()
     real_call = harness.fake_call
@@ -2188,27 +2187,27 @@ def test_the_deployer_role_grants_every_action_a_full_run_uses_and_no_role_assig
         runs.append(run_stack("azure", previous_outputs=_live(run, "1.35.2")))
         _kept_after_destroy(run)
         runs.append(run_stack("azure"))
-    shipped = deployer_role.shipped()
-    assert shipped == deployer_role.role_definition()  # regenerated with the module
+    shipped = deployer.shipped()
+    assert shipped == deployer.role_definition()  # regenerated with the module
     granted = shipped["Actions"]
 
     def allowed(action: str) -> bool:
         return any(fnmatchcase(action.lower(), grant.lower()) for grant in granted)
 
     used = {r.type for one in runs for r in one.resources if r.type.startswith("azure-native:")}
-    unmapped = used - set(deployer_role.RESOURCE_TYPES)
-    assert not unmapped, f"add these types to infra/azure/deployer_role.py: {unmapped}"
+    unmapped = used - set(deployer.RESOURCE_TYPES)
+    assert not unmapped, f"add these types to infra/azure/deployer.py: {unmapped}"
     for token in used:
-        arm_type = deployer_role.RESOURCE_TYPES[token]
-        verbs = ("read",) if arm_type in deployer_role.DELEGATED else ("read", "write", "delete")
+        arm_type = deployer.RESOURCE_TYPES[token]
+        verbs = ("read",) if arm_type in deployer.DELEGATED else ("read", "write", "delete")
         for verb in verbs:
             assert allowed(f"{arm_type}/{verb}"), (token, verb)
     calls = {t for t in invoked if t.startswith("azure-native:")}
     assert {"azure-native:containerservice:getManagedCluster",
             "azure-native:storage:getStorageAccount"} <= calls  # the later runs' reads ran
-    assert not calls - set(deployer_role.INVOKE_ACTIONS), calls - set(deployer_role.INVOKE_ACTIONS)
+    assert not calls - set(deployer.INVOKE_ACTIONS), calls - set(deployer.INVOKE_ACTIONS)
     for token in calls:
-        for action in deployer_role.INVOKE_ACTIONS[token]:
+        for action in deployer.INVOKE_ACTIONS[token]:
             assert allowed(action), (token, action)
     # The program's own ARM GETs: AKS versions, Resource SKUs, ANF region info.
     for action in ("Microsoft.ContainerService/locations/kubernetesVersions/read",
@@ -2221,6 +2220,6 @@ def test_the_deployer_role_grants_every_action_a_full_run_uses_and_no_role_assig
     assert not [g for g in granted if g == "*" or g.endswith("/*") or g.count("/") < 2]
     assigned = {r.inputs["roleDefinitionId"].rsplit("/", 1)[1]
                 for one in runs for r in one.of_type(ROLE)}
-    assert assigned == set(deployer_role.GRANTED_ROLES)
-    condition = deployer_role.rbac_condition()
+    assert assigned == set(deployer.GRANTED_ROLES)
+    condition = deployer.rbac_condition()
     assert all(condition.count(role) == 2 for role in assigned)  # write and delete

@@ -92,6 +92,17 @@ def test_a_gcp_gpu_machine_without_its_quota_metric_is_refused_when_the_catalog_
         replace(a3, gcp_gpu_quota_metric=None)
 
 
+def test_an_infiniband_machine_without_its_hca_count_or_topology_family_is_refused_when_the_catalog_loads():
+    """Without them `pulumi up` could not name the HCAs or the topology file of the job's NCCL
+    environment (infra/azure/interconnect.py): the catalog says so before any resource exists."""
+    nd = machine(Cloud.AZURE, "Standard_ND96isr_H200_v5")
+    assert (nd.ib_hcas, nd.azure_topology) == (8, "ndv5")
+    with pytest.raises(ValueError, match=r"Standard_ND96isr_H200_v5: add ib_hcas and azure_topology"):
+        replace(nd, ib_hcas=0)
+    with pytest.raises(ValueError, match="ib_hcas and azure_topology"):
+        replace(nd, azure_topology=None)
+
+
 @pytest.mark.parametrize("m", GPU_MACHINES, ids=_id)
 def test_every_gpu_machine_has_its_gpu_model_s_rated_figures(m):
     assert m.gpu is not None and (m.gpu.model, m.gpu.memory_gib) == (m.gpu_model, m.gpu_memory_gib)

@@ -227,6 +227,11 @@ def test_a_stack_owned_flag_row_opens_every_file_a_new_flag_touches() -> None:
               for target in LINK.findall(row)}
     assert {"trainer/config.py", "infra/settings/stack_flags.py", "workloads/flags.py"} <= opened
     assert "`stack_flags`" in row and "`PER_JOB_FLAGS`" in row
+    # a gate flag that follows the node count has one list, and the multi-hot flags' owner
+    assert "`gang_gate_flags`" in row and "`prepare_owns_the_multi_hot_flags`" in row
+    assert "infra/settings/prepare_rules.py" in opened
+
+
 def opened_by(change: str) -> set[str]:
     return {(DOC_PATH.parent / target).resolve().relative_to(ROOT).as_posix()
             for target in LINK.findall(table_rows()[change])}
@@ -242,6 +247,36 @@ def test_a_waiting_reason_opens_its_name_its_evidence_its_order_and_its_fixtures
         assert path in opened, f"the waiting reason row does not open {path}"
     row = table_rows()["a waiting reason"]
     assert "`RULES`" in row and "`Kind`" in row and "`read_view`" in row
+
+
+def test_a_waiting_reason_read_from_a_cloud_s_refusal_opens_its_patterns_and_its_step() -> None:
+    """A quota or stock-out reason is told apart by the cloud's own words (cloud_errors.py) and
+    answered per cloud (cloud_steps.py): the row names both."""
+    opened = opened_by("a waiting reason")
+    assert {"workloads/cloud_errors.py", "workloads/waiting/cloud_steps.py"} <= opened
+    row = table_rows()["a waiting reason"]
+    assert "`Refusal`" in row and "`PATTERNS`" in row
+
+
+def test_a_cloud_rule_row_opens_where_its_cases_and_a_new_setting_live() -> None:
+    """Rule cases live in tests/test_settings.py's BAD table; a new setting is a field of the
+    settings model and regenerated docs."""
+    opened = opened_by("a cloud rule (AKS / EKS / GKE)")
+    assert {"tests/test_settings.py", "infra/settings/model.py"} <= opened
+    row = table_rows()["a cloud rule (AKS / EKS / GKE)"]
+    assert "`BAD`" in row and "`make settings-docs`" in row
+
+
+def test_a_command_line_verb_row_opens_every_place_that_names_the_verbs() -> None:
+    """COMMANDS is the one list; the README's list and this file's command table are held to it
+    by tests, so the row names them and those tests."""
+    from torchrec_cloud.__main__ import COMMANDS
+
+    assert COMMANDS
+    opened = opened_by("a command-line verb")
+    assert {"torchrec_cloud/__main__.py", "README.md", "tests/test_cli.py", "tests/test_readme.py",
+            "tests/test_docs_architecture.py"} <= opened
+    assert "`COMMANDS`" in table_rows()["a command-line verb"]
 
 
 def test_the_contract_links_each_cloud_s_shared_file_system_module() -> None:
@@ -261,3 +296,5 @@ def test_adding_a_gpu_machine_names_every_place_the_catalog_does_not_hold() -> N
     assert {"infra/catalog.py", "workloads/waiting/cloud_steps.py", "docs/interconnect.md",
             "docs/spot.md"} <= opened
     assert "`make settings-docs`" in row and "`AWS_SPOT_P_QUOTAS`" in row
+    # Azure ND: the InfiniBand facts are the catalog's; a new topology family is an image file
+    assert "`ib_hcas`" in row and "`azure_topology`" in row and "trainer/Dockerfile" in opened

@@ -1096,6 +1096,24 @@ def test_the_job_waits_for_every_gpudirect_object(a3_run):
             assert a3_run.waits_for(jobset, obj), obj.name
 
 
+@pytest.mark.parametrize("name", ["a3-highgpu-8g", "a3-megagpu-8g"])
+def test_the_rxdm_sidecar_gets_one_device_per_gpu_the_catalog_gives_the_machine(name: str) -> None:
+    """The GPU devices injected into the sidecar follow the catalog's gpu_count (a machine with
+    fewer GPUs gets fewer /dev/nvidia<i>, none that do not exist), then the control devices."""
+    from dataclasses import replace
+
+    from infra.gcp.interconnect import interconnect_spec
+
+    for gpus in (8, 4):
+        a3 = replace(machine(Cloud.GCP, name), gpu_count=gpus)
+        [annotation] = [v for k, v in interconnect_spec(a3, True).pod_annotations.items()
+                        if k.startswith("devices.gke.io/container.")]
+        paths = [d["path"] for d in yaml.safe_load(annotation)]
+        nvidia = [p for p in paths if re.fullmatch(r"/dev/nvidia\d+", p)]
+        assert nvidia == [f"/dev/nvidia{i}" for i in range(gpus)]
+        assert {"/dev/nvidiactl", "/dev/nvidia-uvm"} <= set(paths)
+
+
 def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
     from infra.gcp.interconnect import TCPX_ENV
 
@@ -1107,7 +1125,8 @@ def test_a3_high_pod_carries_the_tcpx_sidecar_networks_and_environment(a3_run):
         *({"interfaceName": f"eth{n}", "network": f"vpc{n}"} for n in range(1, 5))]
     devices = yaml.safe_load(annotations["devices.gke.io/container.tcpx-daemon"])
     assert [d["path"] for d in devices] == [
-        *(f"/dev/nvidia{i}" for i in range(8)), "/dev/nvidiactl", "/dev/nvidia-uvm"]
+        *(f"/dev/nvidia{i}" for i in range(machine(Cloud.GCP, "a3-highgpu-8g").gpu_count)),
+        "/dev/nvidiactl", "/dev/nvidia-uvm"]
     spec = pod["spec"]
     prepare, sidecar = spec["initContainers"]
     assert prepare["name"] == "prepare-shared-fs" and "restartPolicy" not in prepare

@@ -181,6 +181,8 @@ def test_pulumi_gets_a_virtualenv_of_its_own_that_no_make_target_half_fills() ->
     assert made == {".venv", ".venv-checkov"}
     assert options["toolchain"] == "pip" and options["virtualenv"] not in made
     assert f"{options['virtualenv']}/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
 def test_the_readme_lists_exactly_the_verbs_of_the_command_line() -> None:
     """The README's list of `torchrec-cloud`'s commands is COMMANDS in torchrec_cloud/__main__.py:
     a verb added or removed there shows here."""

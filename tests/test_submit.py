@@ -585,3 +585,63 @@ def test_submit_runs_on_make_clis_set_plus_the_two_packages_its_message_names(tm
         _requirement_closure(wanted), tmp_path)
     assert found["codes"] == [0], found["err"]
     assert not outside, f"submit imported {outside}, beyond requirements-cli.txt and {SUBMIT_PACKAGES}"
+def _last_values(args: list[str]) -> dict[str, str]:
+    """What argparse sees: the last value of each repeated flag."""
+    return {arg[2:].split("=", 1)[0]: arg.split("=", 1)[1] for arg in args if "=" in arg}
+
+
+def _gate_submission(machine: Any, nodes: int) -> Any:
+    from infra.preemption import stop_budget
+    from infra.settings.model import Checkpoints, Dataset
+    from workloads.submitted import Submission
+
+    return Submission(job=Job(name="exp", nodes=nodes, pool=PoolChoice.ON_DEMAND), stack="aws",
+                      queue="dlrm", bucket_root="s3://bucket", budget=stop_budget("aws", False, 30),
+                      machine=machine, checkpoints=Checkpoints(), dataset=Dataset(),
+                      save_estimate=None, mount="/mnt/shared")
+
+
+def _gated_base(machine: Any, nodes: int, gang_gate_flags: Any) -> list[str]:
+    return ["--fabric_gate=enforce", f"--fabric_transport={machine.fabric_transport}",
+            *gang_gate_flags(machine, nodes), "--inter_host_gb_per_sec=50"]
+
+
+@pytest.mark.parametrize("submitted_nodes", [1, 2, 3])
+def test_a_submitted_job_of_another_size_gets_every_gang_gate_flag_for_its_own_nodes(submitted_nodes):
+    """Every flag gang_gate_flags returns follows the node count: a job submitted beside a
+    4-node stack gets each one's value for its own nodes (and none the stack's size alone has),
+    on every catalog machine with a fabric; the gate's other flags as the stack has them."""
+    from infra.catalog import MACHINES, Interconnect
+    from workloads.flags import gang_gate_flags
+    from workloads.submitted import trainer_args
+
+    fabric = [m for m in MACHINES if m.has_gpus and m.interconnect != Interconnect.NONE]
+    assert fabric
+    for machine in fabric:
+        base = _gated_base(machine, 4, gang_gate_flags)
+        got = _last_values(trainer_args(base, _gate_submission(machine, submitted_nodes)))
+        own = _last_values(gang_gate_flags(machine, submitted_nodes))
+        stack_only = set(_last_values(gang_gate_flags(machine, 4))) - set(own)
+        assert {name: got.get(name) for name in own} == own, machine.name
+        assert not stack_only & set(got), (machine.name, stack_only & set(got))
+        assert got["fabric_transport"] == machine.fabric_transport
+        assert got["inter_host_gb_per_sec"] == "50"
+
+
+def test_a_new_gate_flag_that_follows_the_node_count_needs_no_second_list(monkeypatch):
+    """A maintainer adds a per-size flag to gang_gate_flags (and the settings own it): a job
+    submitted beside the stack gets its value for its own nodes, not the stack's copied."""
+    from infra.catalog import machine as catalog_machine, Cloud
+    from workloads import flags, submitted
+
+    original = flags.gang_gate_flags
+
+    def with_new_flag(machine: Any, nodes: int, enforced: bool = True) -> list[str]:
+        return [*original(machine, nodes, enforced), f"--fabric_new_bound={nodes}"]
+
+    monkeypatch.setattr(flags, "gang_gate_flags", with_new_flag)
+    monkeypatch.setattr(submitted, "gang_gate_flags", with_new_flag)
+    monkeypatch.setattr(submitted, "STACK_OWNED", submitted.STACK_OWNED | {"fabric_new_bound"})
+    p5 = catalog_machine(Cloud.AWS, "p5.48xlarge")
+    args = submitted.trainer_args(_gated_base(p5, 4, with_new_flag), _gate_submission(p5, 2))
+    assert _last_values(args)["fabric_new_bound"] == "2"

@@ -407,9 +407,6 @@ class TrainConfig:
         """Rows of each of the 26 tables."""
         return list(self.num_embeddings_per_feature or [self.num_embeddings] * NUM_SPARSE_FEATURES)
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 def _join(values: Optional[Sequence[int]]) -> str:
     return ",".join(str(v) for v in values or [])

@@ -698,9 +698,3 @@ def held_out_order(samples: Optional[np.ndarray], counts: Optional[np.ndarray],
     order = [np.arange(starts[r, b], starts[r, b] + per_rank[r, b])
              for b in range(per_rank.shape[1]) for r in range(world)]
     return samples[:, np.concatenate(order)] if order else samples
-
-
-def log_loss(logits: np.ndarray, labels: np.ndarray) -> float:
-    """Mean binary cross-entropy of click logits (DLRMTrain's loss), in float64 over the whole
-    held-out set: no per-batch means, so the value does not depend on how ranks split it."""
-    return float(np.mean(np.logaddexp(0.0, logits) - labels * logits))

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 import pulumi
 
-from infra.catalog import (Cloud, Interconnect as FabricKind, Machine, gpu_hbm_gb_s, gpu_matmul_floor_tflops,
-                           gpu_nvlink_gb_s, inter_host_gb_s_per_gpu)
+from infra.catalog import (MACHINES, Cloud, Interconnect as FabricKind, Machine, gpu_hbm_gb_s,
+                           gpu_matmul_floor_tflops, gpu_nvlink_gb_s, inter_host_gb_s_per_gpu)
 from infra.cadence import DEFAULT_EVERY_SECONDS, DEFAULT_EVERY_STEPS
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
@@ -73,8 +73,12 @@ def _concat(*parts: pulumi.Input[str]) -> pulumi.Input[str]:
     return pulumi.Output.concat(*parts)
 
 
-# Every flag stack_flags may pass: a submitted job gets each of them from stack_flags for its own
-# name, nodes and pool, none from the stack's JobSet (workloads/submitted.py).
+# The stack-owned flags stack_flags may pass: a submitted job gets each of them from stack_flags
+# for its own name, nodes and pool, none from the stack's JobSet (workloads/submitted.py). Not
+# listed: the on-the-fly multi-hot flags stack_flags adds from the dataset (trainer_data_flags).
+# They are not stack-owned (not in WORKLOAD_OWNED_FLAGS): the settings refuse them in trainerArgs
+# only while dataset.prepare.multiHotSizes sets them (prepare_rules.prepare_owns_the_multi_hot_flags),
+# so a submitted job gets them from stack_flags for its own dataset and never the stack's copies.
 PER_JOB_FLAGS = ("checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
                  "keep_checkpoints", "save_deadline_seconds", "checkpoint_write_mb_per_sec",
                  "dataset_path", "metrics_file", "tensorboard_dir", "telemetry_dir")
@@ -177,12 +181,6 @@ def fabric_gate_flags(cluster: GpuCluster, job: Job, interconnect: Interconnect)
     return [*flags, *gang_gate_flags(machine, job.nodes)]
 
 
-# The gate's flags that follow the node count: a submitted job of another size gets them anew
-# from gang_gate_flags (workloads/submitted.py), the rest of the gate's flags as the stack has them.
-GANG_GATE_FLAGS = ("fabric_max_nodes_left_out", "fabric_gate_sizes", "fabric_floor_gbps",
-                   "fabric_all_to_all_floor_gbps")
-
-
 def gang_gate_flags(machine: Machine, nodes: int, enforced: bool = True) -> list[str]:
     """The bound on nodes left out and, where the gate enforces across nodes, the floors for
     this node count at their plateau size (one node: NVLink only, no fabric floor applies)."""
@@ -196,6 +194,18 @@ def gang_gate_flags(machine: Machine, nodes: int, enforced: bool = True) -> list
     return [*flags, f"--fabric_gate_sizes={sizes}",
             f"--fabric_floor_gbps={floor.all_reduce_gbps:g}",
             f"--fabric_all_to_all_floor_gbps={floor.all_to_all_gbps:g}"]
+
+
+def gang_gate_flag_names() -> frozenset[str]:
+    """Every flag gang_gate_flags can pass, asked of gang_gate_flags itself (each catalog GPU
+    machine, one node and more, enforced or not): the flags that follow the node count, which a
+    submitted job of another size gets anew (workloads/submitted.py) while it keeps the rest of
+    the gate's flags as the stack has them. No second list: a new per-size flag is one here."""
+    return frozenset(
+        flag[2:].split("=", 1)[0]
+        for machine in MACHINES if machine.has_gpus and machine.interconnect != FabricKind.NONE
+        for nodes in (1, 2, 3) for enforced in (True, False)
+        for flag in gang_gate_flags(machine, nodes, enforced))
 
 
 def trainer_flags(cluster: GpuCluster, job: Job, checkpoints: Checkpoints, dataset: Dataset,

@@ -25,7 +25,7 @@ from infra.catalog import Machine
 from infra.preemption import SaveEstimate, StopBudget
 from infra.settings.model import JOBSET_REPLICATED_JOB, Checkpoints, Dataset, Job, PoolChoice
 from workloads.command import job_command
-from workloads.flags import (GANG_GATE_FLAGS, PER_JOB_FLAGS, STACK_OWNED, gang_gate_flags,
+from workloads.flags import (PER_JOB_FLAGS, STACK_OWNED, gang_gate_flag_names, gang_gate_flags,
                              stack_flags, user_flags)
 from workloads.jobset import API_VERSION, jobset_spec
 from workloads.kueue import PRIORITY_LABEL, queue_label
@@ -97,12 +97,13 @@ def trainer_args(base_args: Sequence[str], s: Submission) -> list[str]:
     assert all(isinstance(flag, str) for flag in own)  # plain values in, plain flags out
     gate_mode = next((a.split("=", 1)[1] for a in base_args if _flag_name(a) == "fabric_gate"), "")
     gate = gang_gate_flags(s.machine, s.job.nodes, enforced=gate_mode == "enforce")
+    per_size = gang_gate_flag_names()
     cluster_wide: list[str] = []
     for arg in base_args:
         name = _flag_name(arg)
         if name not in STACK_OWNED or name in PER_JOB_FLAGS:
             continue
-        if name in GANG_GATE_FLAGS:  # those anew for this size, where the stack's first one was
+        if name in per_size:  # those anew for this size, where the stack's first one was
             cluster_wide += gate
             gate = []
             continue

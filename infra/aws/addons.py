@@ -21,14 +21,17 @@ import pulumi_kubernetes as k8s
 
 from infra import dcgm
 from infra.addon_versions import version_for
+from infra.catalog import MACHINES, Interconnect
 from infra.contract import Taint
 
 # Helm charts, each read in its repository at the version infra/addon_versions.py lists:
 # - nvidia-device-plugin 0.17.1: NVIDIA/k8s-device-plugin tag v0.17.1,
 #   deployments/helm/nvidia-device-plugin (values `affinity`, `tolerations`).
 # - aws-efa-k8s-device-plugin v0.5.30 (image v0.5.20): aws/eks-charts @ 5239609,
-#   stable/aws-efa-k8s-device-plugin (values `nodeSelector`, `tolerations`; its own affinity
-#   limits it to EFA instance types, p4d/p4de/p5/p5e/p5en included).
+#   stable/aws-efa-k8s-device-plugin (values `nodeSelector`, `tolerations`,
+#   `supportedInstanceLabels.keys`/`.values`: templates/daemonset.yaml's required node affinity
+#   admits only the instance types listed there, so the stack lists the catalog's EFA machines
+#   itself instead of trusting the pinned chart's list to know a new one).
 # - aws-fsx-csi-driver 1.17.0 (driver 1.9.0): kubernetes-sigs/aws-fsx-csi-driver tag
 #   helm-chart-aws-fsx-csi-driver-1.17.0, charts/aws-fsx-csi-driver (values
 #   `controller.region`, `controller.serviceAccount`, `node.tolerateAllTaints`, `node.tolerations`).
@@ -173,8 +176,21 @@ def dcgm_exporter_values(gpu_label: str, taints: list[Taint]) -> dict:
     }
 
 
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def efa_instance_types() -> list[str]:
+    """Every EFA machine in infra/catalog.py: the instance types the EFA plugin may run on."""
+    return sorted(m.name for m in MACHINES if m.interconnect == Interconnect.EFA)
+
+
 def efa_device_plugin_values(gpu_label: str, taints: list[Taint]) -> dict:
-    return {"nodeSelector": {gpu_label: "true"}, "tolerations": tolerations(taints)}
+    """On the GPU nodes only; the chart's instance-type allow-list replaced by the catalog's EFA
+    machines (Helm replaces lists whole), so a machine added to the catalog but missing from the
+    pinned chart's list still gets its vpc.amazonaws.com/efa devices instead of Pending pods."""
+    return {"nodeSelector": {gpu_label: "true"}, "tolerations": tolerations(taints),
+            "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL],
+                                        "values": efa_instance_types()}}
 
 
 FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"  # the chart's controller.serviceAccount.name

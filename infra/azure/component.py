@@ -17,7 +17,7 @@ from pulumi_azure_native import authorization
 
 from infra.azure.addons import create_addons
 from infra.azure.audit import create_audit, workspace_name
-from infra.azure.deployer import deployer_principal_type
+from infra.azure.subscription import deployer_principal_type
 from infra.azure.features import INFINIBAND_FEATURE, require_registered
 from infra.azure.cluster import (create_cluster, create_maintenance_windows,
                                  grant_subnet_to_cluster, user_kubeconfig)
@@ -124,7 +124,7 @@ class AzureGpuCluster(pulumi.ComponentResource):
         running = pool_versions(args, live)
         # Every pool declared at the node count it runs: a different count is a manual scale.
         nodes = dict(live.nodes) if live else {}
-        # User or service principal: the type of every grant to the deployer (deployer.py).
+        # User or service principal: the type of every grant to the deployer (subscription.py).
         deployer_type = deployer_principal_type()
         super().__init__(TYPE_TOKEN, name, None, opts)
         fs = s.shared_file_system

@@ -1,133 +1,146 @@
-"""One subscription, one identity and one cloud for every Azure call the program makes.
+"""The least the deployer needs: a custom role for what the program creates and reads, and
+Role Based Access Control Administrator limited by a condition to the roles it grants.
 
-Resources go through the component's explicit `azure_native.Provider` (given only a location):
-it takes the deployer's login from the environment (`ARM_*` variables, else the Azure CLI's
-current subscription) and never reads the stack's `azure-native:*` config, which only the
-default provider reads (pulumi/pulumi docs/architecture/providers/default.md). The lookups made
-before any resource exists (AKS's version list, the live cluster, the kept checkpoint store,
-the InfiniBand feature) are synchronous invokes that cannot wait for that provider, so they go
-through the default provider. The two agree exactly when the stack config sets none of the keys
-that pick a subscription, an identity or a cloud: one that does is refused here, before
-anything is asked or created, instead of splitting the run across two subscriptions.
-
-Public Azure only: pulumi_azure_native's `Provider` sets `environment` to "public" when it is
-not given (provider.py), so the resources, the ARM version listing (versions.py) and the ACR
-token exchange all talk to public Azure; a sovereign cloud named in the environment is refused.
-
-Whether the deployer is a user or a service principal (CI: a secret, a certificate, OIDC, a
-managed identity) decides the `principalType` of the deployer's own role assignments: ARM
-refuses one whose type differs from the principal's ("UnmatchedPrincipalType"), and
-pulumi_azure_native's RoleAssignment turns an unset type into "User"
-(authorization/role_assignment.py), the API's default since 2022-04-01
-(Azure/azure-rest-api-specs#21664). The program reads it off the deployer's own ARM token.
+Owner, or Contributor + User Access Administrator, let the deployer grant any role to anyone.
+Instead (issue 33):
+- `deployer-role.json` (next to this file): a custom role with exactly the ARM actions of the
+  resources the program declares (read, write, delete of each type in RESOURCE_TYPES) and of
+  the reads it makes itself (INVOKE_ACTIONS, PROGRAM_READS), and nothing of
+  Microsoft.Authorization but reads;
+- the built-in Role Based Access Control Administrator, assigned with the condition
+  `rbac_condition()`: it may create and delete role assignments of the roles in GRANTED_ROLES
+  only (the "Constrain roles" condition, https://learn.microsoft.com/azure/role-based-access-
+  control/delegate-role-assignments-examples), which is every role the program assigns
+  (infra/azure/identity.py).
+tests/test_azure.py runs the program under mocks and checks every azure-native resource type
+and invoke it used against this file, so a new resource cannot ship without its actions.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import os
-from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
-import pulumi
-from pulumi_azure_native import authorization
+from infra.azure.identity import (ACR_PULL, ACR_PUSH, AKS_RBAC_CLUSTER_ADMIN, NETWORK_CONTRIBUTOR,
+                                  STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER)
 
-PROVIDER_PACKAGE = "azure-native"
-# pulumi_azure_native.Provider's keys that decide whose subscription and which cloud a call
-# reaches (the package's config/vars.py); `location` and `partnerId` change neither.
-LOGIN_KEYS = ("subscriptionId", "tenantId", "auxiliaryTenantIds", "clientId", "clientSecret",
-              "clientCertificatePath", "clientCertificatePassword", "useMsi", "msiEndpoint",
-              "useOidc", "oidcToken", "oidcTokenFilePath", "oidcRequestToken", "oidcRequestUrl",
-              "useDefaultAzureCredential", "environment", "metadataHost")
-# How the provider names public Azure in ARM_ENVIRONMENT / AZURE_ENVIRONMENT (azure-native's
-# getCloud: azure.GetCloudByName).
-PUBLIC_CLOUD = {"public", "azurepubliccloud", "azurecloud"}
-CLOUD_VARIABLES = ("ARM_ENVIRONMENT", "AZURE_ENVIRONMENT")
+ROLE_FILE = Path(__file__).with_name("deployer-role.json")
+RBAC_ADMINISTRATOR = "f58310d9-a9f6-439a-9e8d-f62e7b41a168"  # Role Based Access Control Administrator
+GRANTED_ROLES = (STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER, ACR_PULL, ACR_PUSH,
+                 AKS_RBAC_CLUSTER_ADMIN, NETWORK_CONTRIBUTOR)
 
+# Each azure-native resource type the program declares -> its ARM resource type.
+RESOURCE_TYPES: dict[str, str] = {
+    "azure-native:resources:ResourceGroup": "Microsoft.Resources/subscriptions/resourceGroups",
+    "azure-native:network:VirtualNetwork": "Microsoft.Network/virtualNetworks",
+    "azure-native:network:Subnet": "Microsoft.Network/virtualNetworks/subnets",
+    "azure-native:containerservice:ManagedCluster": "Microsoft.ContainerService/managedClusters",
+    "azure-native:containerservice:AgentPool": "Microsoft.ContainerService/managedClusters/agentPools",
+    "azure-native:containerservice:MaintenanceConfiguration":
+        "Microsoft.ContainerService/managedClusters/maintenanceConfigurations",
+    "azure-native:compute:ProximityPlacementGroup": "Microsoft.Compute/proximityPlacementGroups",
+    "azure-native:netapp:Account": "Microsoft.NetApp/netAppAccounts",
+    "azure-native:netapp:CapacityPool": "Microsoft.NetApp/netAppAccounts/capacityPools",
+    "azure-native:netapp:CapacityPoolVolume": "Microsoft.NetApp/netAppAccounts/capacityPools/volumes",
+    "azure-native:storage:StorageAccount": "Microsoft.Storage/storageAccounts",
+    "azure-native:storage:BlobServiceProperties": "Microsoft.Storage/storageAccounts/blobServices",
+    "azure-native:storage:BlobContainer": "Microsoft.Storage/storageAccounts/blobServices/containers",
+    "azure-native:storage:ManagementPolicy": "Microsoft.Storage/storageAccounts/managementPolicies",
+    "azure-native:managedidentity:UserAssignedIdentity":
+        "Microsoft.ManagedIdentity/userAssignedIdentities",
+    "azure-native:managedidentity:FederatedIdentityCredential":
+        "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials",
+    "azure-native:containerregistry:Registry": "Microsoft.ContainerRegistry/registries",
+    "azure-native:operationalinsights:Workspace": "Microsoft.OperationalInsights/workspaces",
+    "azure-native:monitor:DiagnosticSetting": "Microsoft.Insights/diagnosticSettings",
+    # Writes and deletes through the conditioned RBAC Administrator, reads in the custom role.
+    "azure-native:authorization:RoleAssignment": "Microsoft.Authorization/roleAssignments",
+}
+# Types whose write and delete come from the conditioned RBAC Administrator, not the custom role.
+DELEGATED = {"Microsoft.Authorization/roleAssignments"}
 
-def check_one_login(environ: Mapping[str, str] | None = None) -> None:
-    """Refuse a stack config or environment under which the program's lookups and its
-    resources would reach different subscriptions or clouds."""
-    # The raw config, not pulumi.Config: a secret (clientSecret) is only tested for presence.
-    stray = [key for key in LOGIN_KEYS
-             if pulumi.runtime.get_config(f"{PROVIDER_PACKAGE}:{key}") is not None]
-    if stray:
-        keys = ", ".join(f"{PROVIDER_PACKAGE}:{key}" for key in stray)
-        raise RuntimeError(
-            f"the stack config sets {keys}, which only Pulumi's default azure-native provider "
-            "reads: the program's resources use their own provider, which takes the login from "
-            "the environment, so lookups and resources would reach different subscriptions. "
-            f"Remove it (`pulumi config rm --stack {pulumi.get_stack()} "
-            f"{PROVIDER_PACKAGE}:{stray[0]}`) and choose the "
-            "subscription with `az account set --subscription <id>` or ARM_SUBSCRIPTION_ID "
-            "(and ARM_TENANT_ID, ARM_CLIENT_ID... for a service principal). Nothing was created")
-    environ = os.environ if environ is None else environ
-    for variable in CLOUD_VARIABLES:
-        cloud = environ.get(variable, "")
-        if cloud and cloud.lower() not in PUBLIC_CLOUD:
-            raise RuntimeError(
-                f"{variable}={cloud}: this program deploys to public Azure only (its azure-native "
-                f"provider and its own ARM calls use management.azure.com); unset {variable}. "
-                "Nothing was created")
-
-
-def token_claims(token: str) -> dict[str, Any]:
-    """The payload of a JWT, read without checking its signature: the program only learns
-    what kind of principal it signed in as, and ARM, not this program, trusts the token.
-    Raises ValueError for anything that is not a JWT with a JSON object payload."""
-    parts = token.split(".")
-    if len(parts) != 3 or not parts[1]:
-        raise ValueError(f"not a JWT: {len(parts)} dot-separated parts, a JWT has 3")
-    payload = parts[1] + "=" * (-len(parts[1]) % 4)  # base64url without padding (RFC 7515)
-    try:
-        claims = json.loads(base64.urlsafe_b64decode(payload))
-    except (binascii.Error, UnicodeDecodeError, ValueError) as error:
-        raise ValueError(f"JWT payload is not base64url JSON: {error}") from error
-    if not isinstance(claims, dict):
-        raise ValueError("JWT payload is not a JSON object")
-    return claims
-
-
-def principal_type_of(claims: Mapping[str, Any]) -> authorization.PrincipalType:
-    """ServicePrincipal for an app-only token, User for a delegated (user) one.
-
-    Microsoft identity platform, access token claims: `scp` is "Only included for user
-    tokens"; optional claims reference: `idtyp` is "app when the token is an app-only token
-    ... the most accurate way for an API to determine if a token is an app token or an
-    app+user token" (learn.microsoft.com/entra/identity-platform/access-token-claims-reference,
-    .../optional-claims-reference). ARM tokens carry `idtyp` ("app" or "user"); `scp` decides
-    when it is missing. A managed identity signs in as its service principal: app-only."""
-    kind = claims.get("idtyp")
-    if kind == "app":
-        return authorization.PrincipalType.SERVICE_PRINCIPAL
-    if kind is None and not claims.get("scp"):
-        return authorization.PrincipalType.SERVICE_PRINCIPAL
-    return authorization.PrincipalType.USER
-
-
-def principal_type_from_token(token: str) -> authorization.PrincipalType:
-    """principal_type_of the token's claims. A token that is not a readable JWT (Entra's
-    access tokens are, so this is not expected) falls back to User with a warning instead of
-    stopping the run: User is what every run got before the type was read and is right for an
-    `az login` user, while a service principal then meets the ARM error the warning names."""
-    try:
-        return principal_type_of(token_claims(token))
-    except ValueError as error:
-        pulumi.log.warn(
-            f"the deployer's ARM token could not be read as a JWT ({error}): its role "
-            "assignments (AKS RBAC Cluster Admin, AcrPush, Storage Blob Data Reader) are made "
-            "for a principal of type User. A service principal or managed identity running "
-            "`pulumi up` gets UnmatchedPrincipalType from ARM there; deploy as a user "
-            "(`az login`) or with an ARM_* login that returns an Entra ID access token")
-        return authorization.PrincipalType.USER
+# Each invoke the program calls -> the ARM actions it needs (none: no ARM call, a token).
+INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
+    "azure-native:authorization:getClientConfig": (),
+    "azure-native:authorization:getClientToken": (),
+    "azure-native:resources:getResourceGroup": ("Microsoft.Resources/subscriptions/resourceGroups/read",),
+    "azure-native:storage:getStorageAccount": ("Microsoft.Storage/storageAccounts/read",),
+    "azure-native:storage:getBlobContainer": (
+        "Microsoft.Storage/storageAccounts/blobServices/containers/read",),
+    "azure-native:operationalinsights:getWorkspace": ("Microsoft.OperationalInsights/workspaces/read",),
+    "azure-native:containerservice:getManagedCluster": ("Microsoft.ContainerService/managedClusters/read",),
+    "azure-native:containerservice:listManagedClusterUserCredentials": (
+        "Microsoft.ContainerService/managedClusters/listClusterUserCredential/action",),
+    "azure-native:features:getSubscriptionFeatureRegistration": (
+        "Microsoft.Features/featureProviders/subscriptionFeatureRegistrations/read",),
+}
+# The program's own ARM GETs (infra/azure/versions.py, skus.py, quotas.py, netapp.py) and what a create
+# needs beyond the type's own write: joining the subnet (AKS pools, ANF's delegated subnet) and
+# naming it in the storage account's service-endpoint rule; the audit setting's destination.
+PROGRAM_READS: tuple[str, ...] = (
+    # ARM lists versions under locations (kubernetesVersions; orchestrators before it): every
+    # read there, and nothing else.
+    "Microsoft.ContainerService/locations/*/read",
+    "Microsoft.Compute/skus/read",
+    "Microsoft.Compute/locations/usages/read",  # the quota check (infra/azure/quotas.py)
+    "Microsoft.NetApp/locations/*/read",
+    # Polling a long-running create or delete reads its operation under the location
+    # (Azure-AsyncOperation / Location headers, e.g. Microsoft.Network/locations/operations/read:
+    # AuthorizationFailed without it, Azure/azure-xplat-cli#2051).
+    "Microsoft.Network/locations/*/read",
+    "Microsoft.Storage/locations/*/read",
+    "Microsoft.Compute/locations/*/read",
+)
+JOINS: tuple[str, ...] = (
+    "Microsoft.Network/virtualNetworks/subnets/join/action",
+    "Microsoft.Network/virtualNetworks/subnets/joinViaServiceEndpoint/action",
+    "Microsoft.OperationalInsights/workspaces/sharedKeys/action",
+    "Microsoft.Authorization/roleDefinitions/read",
+)
 
 
-def deployer_principal_type() -> authorization.PrincipalType:
-    """The principal type of the identity running `pulumi up`, read once, before anything is
-    created, from its ARM token (authorization.get_client_token: the default provider's
-    login, the one the program's own ARM reads use, which check_one_login makes the
-    resources' login too), and given to every grant to the deployer."""
-    check_one_login()
-    return principal_type_from_token(authorization.get_client_token().token)
+def actions_for(arm_type: str) -> tuple[str, ...]:
+    verbs = ("read",) if arm_type in DELEGATED else ("read", "write", "delete")
+    return tuple(f"{arm_type}/{verb}" for verb in verbs)
+
+
+def role_definition(assignable_scope: str = "/subscriptions/<subscription-id>") -> dict[str, Any]:
+    """The custom role, as `az role definition create --role-definition` takes it."""
+    actions: list[str] = []
+    for arm_type in RESOURCE_TYPES.values():
+        actions += actions_for(arm_type)
+    for needed in INVOKE_ACTIONS.values():
+        actions += needed
+    actions += [*PROGRAM_READS, *JOINS]
+    return {
+        "Name": "torchrec-cloud deployer",
+        "IsCustom": True,
+        "Description": "Creates, reads and deletes what `pulumi up --stack azure` of torchrec-cloud "
+                       "declares; role assignments come from a conditioned Role Based Access "
+                       "Control Administrator (docs/azure.md).",
+        "Actions": sorted(set(actions)),
+        "NotActions": [],
+        "DataActions": [],
+        "NotDataActions": [],
+        "AssignableScopes": [assignable_scope],
+    }
+
+
+def rbac_condition() -> str:
+    """Role Based Access Control Administrator may assign and remove GRANTED_ROLES only."""
+    ids = ", ".join(GRANTED_ROLES)
+    return ("((!(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})) OR "
+            "(@Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
+            f"ForAnyOfAnyValues:GuidEquals {{{ids}}})) AND "
+            "((!(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})) OR "
+            "(@Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
+            f"ForAnyOfAnyValues:GuidEquals {{{ids}}}))")
+
+
+def shipped() -> dict[str, Any]:
+    return json.loads(ROLE_FILE.read_text())
+
+
+if __name__ == "__main__":  # `python -m infra.azure.deployer > infra/azure/deployer-role.json`
+    print(json.dumps(role_definition(), indent=2))

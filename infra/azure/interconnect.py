@@ -32,8 +32,6 @@ The environment, per value (the references, pinned to the commits read):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pulumi
 from pulumi_azure_native import compute
 
@@ -50,26 +48,6 @@ RDMA_RESOURCE = f"{RDMA_RESOURCE_PREFIX}/{RDMA_RESOURCE_NAME}"
 RDMA_HCA_MAX = 63
 TOPOLOGY_DIR = "/opt/microsoft"  # where trainer/Dockerfile installs Azure's topology files
 
-
-@dataclass(frozen=True)
-class NdFabric:
-    """What the NCCL environment needs to know about one ND machine's InfiniBand. Machine facts
-    keyed by name: they belong in infra/catalog.py and move there with the next catalog change."""
-
-    generation: str  # "ndv4" / "ndv5": [azhpc] setup_sku_customizations.sh's topology family
-    hcas: int  # InfiniBand HCAs, one per GPU: mlx5_0 .. mlx5_<hcas-1> on AKS
-
-    @property
-    def topology_file(self) -> str:
-        return f"{TOPOLOGY_DIR}/{self.generation}-topo.xml"
-
-
-ND_FABRICS: dict[str, NdFabric] = {
-    "Standard_ND96asr_v4": NdFabric("ndv4", hcas=8),  # 8 x HDR 200 Gb/s
-    "Standard_ND96amsr_A100_v4": NdFabric("ndv4", hcas=8),
-    "Standard_ND96isr_H100_v5": NdFabric("ndv5", hcas=8),  # 8 x NDR 400 Gb/s
-    "Standard_ND96isr_H200_v5": NdFabric("ndv5", hcas=8),
-}
 
 # Every ND generation ([azhpc] nccl.conf, [aks-ib], [ai-infra]).
 INFINIBAND_ENV: dict[str, str] = {
@@ -99,32 +77,29 @@ ETHERNET_ENV: dict[str, str] = {
 }
 
 
-def nd_fabric(machine: Machine) -> NdFabric:
-    fabric = ND_FABRICS.get(machine.name)
-    if fabric is None:
-        raise ValueError(f"{machine.name} has InfiniBand in the catalog but no entry in "
-                         "infra/azure/interconnect.py ND_FABRICS (topology file, HCA count)")
-    return fabric
+def topology_file(machine: Machine) -> str:
+    """Azure's NCCL topology file for the machine's ND family (the catalog's azure_topology),
+    at the path trainer/Dockerfile installs it."""
+    return f"{TOPOLOGY_DIR}/{machine.azure_topology}-topo.xml"
 
 
-def infiniband_hcas(fabric: NdFabric) -> list[str]:
-    """The InfiniBand HCAs by their AKS names, port 1 each; the Ethernet (accelerated
-    networking) mlx5 device, numbered after them, is not among them."""
-    return [f"mlx5_{index}:1" for index in range(fabric.hcas)]
+def infiniband_hcas(machine: Machine) -> list[str]:
+    """The InfiniBand HCAs by their AKS names, port 1 each (the catalog's ib_hcas); the
+    Ethernet (accelerated networking) mlx5 device, numbered after them, is not among them."""
+    return [f"mlx5_{index}:1" for index in range(machine.ib_hcas)]
 
 
 def infiniband_env(machine: Machine) -> dict[str, str]:
     """The NCCL/UCX environment of one ND machine: HCAs, topology file, generation tuning."""
-    fabric = nd_fabric(machine)
-    hcas = infiniband_hcas(fabric)
+    hcas = infiniband_hcas(machine)
     env = {
         **INFINIBAND_ENV,
         # "=": exact names, so mlx5_1 cannot also match a mlx5_1x, and nothing else is used.
         "NCCL_IB_HCA": "=" + ",".join(hcas),
-        "NCCL_TOPO_FILE": fabric.topology_file,
+        "NCCL_TOPO_FILE": topology_file(machine),
         "UCX_NET_DEVICES": hcas[0],
     }
-    if fabric.generation == "ndv5":
+    if machine.azure_topology == "ndv5":
         env.update(NDV5_ENV)
     return env
 
@@ -146,7 +121,7 @@ def interconnect_spec(settings: Settings, machine: Machine) -> InterconnectSpec:
         # (custom-node-configuration-reference); Azure's own examples run as root with IPC_LOCK.
         # Here the container raises the limit as root and drops to uid 1000 at once.
         raise_locked_memory=True,
-        fabric_rails=nd_fabric(machine).hcas,  # NCCL logs "NET/IB : Using [0]mlx5_0:1/IB ..."
+        fabric_rails=machine.ib_hcas,  # NCCL logs "NET/IB : Using [0]mlx5_0:1/IB ..."
     )
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import authorization, containerservice
 
-from infra.azure.deployer import check_one_login
+from infra.azure.subscription import check_one_login
 from infra.azure.https import not_registered, with_retries
 from infra.kubernetes_release import Offered, minor_key, minor_of
 from infra.kubernetes_versions import aks_advice
@@ -37,7 +37,7 @@ from infra.previous_run import PreviousRun
 from infra.settings.errors import Problem, SettingsError
 from infra.settings.model import Settings
 
-# Public Azure, as the program's azure-native provider (infra/azure/deployer.py: a sovereign
+# Public Azure, as the program's azure-native provider (infra/azure/subscription.py: a sovereign
 # cloud is refused before this is called; getClientConfig does not say which cloud it reached).
 ARM_ENDPOINT = "https://management.azure.com"
 API_VERSION = "2025-09-01"  # the api-version azure-native 3.x uses for containerservice

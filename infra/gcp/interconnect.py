@@ -156,7 +156,14 @@ TCPX_RXDM_READY = " && ".join(f"test -S /run/tcpx/{name}" for name in TCPX_RXDM_
 # both sidecars see the installer's folder (TCPX at NVIDIA_LIB64, TCPXO under /usr/local/nvidia).
 NCCL_PLUGIN_READY = f"test -e {NVIDIA_LIB64}/libnccl-net.so"
 
-GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + ("/dev/nvidiactl", "/dev/nvidia-uvm")
+GPU_CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm")
+
+
+def gpu_devices(gpu: Machine) -> tuple[str, ...]:
+    """The GPU devices the NRI injector puts into the rxdm sidecar: one /dev/nvidia<i> per GPU
+    of the machine (the catalog's gpu_count), then the driver's control devices
+    (enable-tcpx(o)-in-workload.py add_annotations lists /dev/nvidia0..7 for the 8-GPU A3)."""
+    return (*(f"/dev/nvidia{index}" for index in range(gpu.gpu_count)), *GPU_CONTROL_DEVICES)
 
 
 @dataclass(frozen=True)
@@ -168,7 +175,7 @@ class GpuDirect:
     installer_image: str  # the NCCL plugin installer DaemonSet's image
     rxdm_image: str  # the receive-datapath manager, run as the pod's sidecar
     sidecar: str  # the sidecar's container name (the device annotation is keyed by it)
-    devices: tuple[str, ...]  # what the NRI device injector puts into the sidecar
+    devices: tuple[str, ...]  # what the NRI injector puts into the sidecar beside the GPUs
     env: Mapping[str, str]
     # The NCCL release Google qualifies with this plugin (README.md "Compatible NCCL version",
     # "qualified and supported"). Recorded to track Google's releases; not the NCCL that runs
@@ -205,7 +212,7 @@ GPUDIRECT: dict[Interconnect, GpuDirect] = {
         installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.12",
         rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.15",
         sidecar="tcpx-daemon",
-        devices=GPU_DEVICES,
+        devices=(),
         env=TCPX_ENV,
         qualified_nccl="2.19.4",
         # gpudirect-tcpx/nccl-test-unprivileged-without-hostnetwork.yaml: the NCCL container
@@ -225,7 +232,7 @@ GPUDIRECT: dict[Interconnect, GpuDirect] = {
         installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15",
         rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21",
         sidecar="tcpxo-daemon",
-        devices=GPU_DEVICES + ("/dev/dmabuf_import_helper",),
+        devices=("/dev/dmabuf_import_helper",),
         env=TCPXO_ENV,
         qualified_nccl="2.28.7",  # "qualified and supported: NCCL 2.28.7-1" (-1: the package)
         # gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml: the NCCL container
@@ -255,9 +262,9 @@ def gpu_network_name(nic: int) -> str:
     return f"vpc{nic}"
 
 
-def pod_annotations(direct: GpuDirect) -> dict[str, str]:
-    """eth0 on the cluster's own network, ethN on vpcN; the GPUs injected into the sidecar
-    (enable-tcpx(o)-in-workload.py add_annotations)."""
+def pod_annotations(direct: GpuDirect, gpu: Machine) -> dict[str, str]:
+    """eth0 on the cluster's own network, ethN on vpcN; the machine's GPUs and the flavour's
+    devices injected into the sidecar (enable-tcpx(o)-in-workload.py add_annotations)."""
     interfaces = [{"interfaceName": "eth0", "network": "default"}] + [
         {"interfaceName": f"eth{n}", "network": gpu_network_name(n)}
         for n in range(1, direct.nics + 1)]
@@ -265,7 +272,7 @@ def pod_annotations(direct: GpuDirect) -> dict[str, str]:
         "networking.gke.io/default-interface": "eth0",
         "networking.gke.io/interfaces": json.dumps(interfaces),
         f"devices.gke.io/container.{direct.sidecar}":
-            "".join(f"- path: {device}\n" for device in direct.devices),
+            "".join(f"- path: {device}\n" for device in (*gpu_devices(gpu), *direct.devices)),
     }
 
 
@@ -425,7 +432,7 @@ def interconnect_spec(gpu: Machine, fabric: bool) -> InterconnectSpec:
     return InterconnectSpec(
         pod_resources={},
         env=dict(direct.env),
-        pod_annotations=pod_annotations(direct),
+        pod_annotations=pod_annotations(direct, gpu),
         volumes=pod_volumes(direct),
         trainer_volume_mounts=trainer_volume_mounts(direct),
         sidecars=[rxdm_sidecar(direct)],

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.data.batch import make_batch
+from trainer.data.batch import assemble, batch_tensors
 from trainer.data.criteo import CriteoSource, discover
 from trainer.data.synthetic import EVAL, TRAIN, SyntheticSource
 
@@ -255,7 +255,7 @@ def test_on_the_fly_multi_hot_keeps_the_id_first_and_gives_each_id_fixed_compani
         assert all((a[::-1] == b).all() for a, b in zip(again, out))
         twenty = out[20][:, 1:]  # 99 companions per id over a 1000-row table: spread
         assert len(np.unique(twenty)) > (300 if distribution == "uniform" else 20)
-    batch = make_batch(np.zeros((500, 13), np.float32), out, np.zeros(500, np.float32))
+    batch = assemble(batch_tensors(np.zeros((500, 13), np.float32), out, np.zeros(500, np.float32)))
     kjt = batch.sparse_features
     assert kjt["cat_20"].lengths().tolist() == [100] * 500
     assert torch.equal(kjt["cat_20"].values(), torch.from_numpy(out[20].reshape(-1)))

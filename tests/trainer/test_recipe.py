@@ -217,7 +217,7 @@ def test_on_the_fly_multi_hot_ids_are_the_references_tables(tmp_path, distributi
     same ids: the same ids in the same order."""
     from torchrec.datasets.utils import Batch
 
-    from trainer.data.batch import make_batch
+    from trainer.data.batch import assemble, batch_tensors
     from trainer.data.multi_hot import MultiHot
 
     spec = importlib.util.spec_from_file_location("ref_multi_hot", REFERENCE / "multi_hot.py")
@@ -228,11 +228,12 @@ def test_on_the_fly_multi_hot_ids_are_the_references_tables(tmp_path, distributi
             4000, 4000, 4000, 590, 129, 108, 36]
     batch_size = 64
     ids = np.random.default_rng(1).integers(0, rows, (batch_size, 26))
-    one_hot = make_batch(np.zeros((batch_size, 13), np.float32), ids, np.zeros(batch_size, np.float32))
+    one_hot = assemble(batch_tensors(np.zeros((batch_size, 13), np.float32), ids,
+                                     np.zeros(batch_size, np.float32)))
     ref = module.Multihot(sizes, rows, batch_size, collect_freqs_stats=False, dist_type=distribution)
     theirs: Batch = ref.convert_to_multi_hot(one_hot)
-    ours = make_batch(np.zeros((batch_size, 13), np.float32),
-                      MultiHot(sizes, rows, distribution, root=str(tmp_path)).expand(ids),
-                      np.zeros(batch_size, np.float32)).sparse_features
+    ours = assemble(batch_tensors(np.zeros((batch_size, 13), np.float32),
+                                  MultiHot(sizes, rows, distribution, root=str(tmp_path)).expand(ids),
+                                  np.zeros(batch_size, np.float32))).sparse_features
     assert torch.equal(ours.values(), theirs.sparse_features.values().long())
     assert torch.equal(ours.offsets(), theirs.sparse_features.offsets().long())

@@ -126,8 +126,3 @@ def assemble(t: BatchTensors) -> Batch:
             keys=SPARSE_KEYS[:features], values=t.values, lengths=t.lengths),
         labels=t.labels,
     )
-
-
-def make_batch(dense: np.ndarray, sparse: Sparse, labels: np.ndarray) -> Batch:
-    """dense [B,13] float, sparse ids (already hashed), labels [B] in {0,1}."""
-    return assemble(batch_tensors(dense, sparse, labels))
