@@ -341,3 +341,22 @@ def test_the_plan_verb_runs_from_the_command_line(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)["aws"]
     assert out["optimizer"] == "adagrad" and out["ranks"] == 8
     assert out["training_hours"] > out["gpu_bound_hours"] > 0
+
+
+def test_the_checkpoint_bench_projects_mlperf_at_the_advisors_exact_adagrad_size(mlperf):
+    """bench/checkpoint_bench.py's MLPerf projection is the advisor's checkpoint on 2 x p5
+    (exact Adagrad: 209 GB, 15.4 GB on the fullest rank), not row-wise Adagrad's 105 GB, and
+    its save time is the fullest rank's bytes at the measured rate per rank."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("checkpoint_bench",
+                                                  ROOT / "bench" / "checkpoint_bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    projection = bench.mlperf_projection()
+    aws = mlperf["aws"]
+    assert (projection.checkpoint_bytes, projection.fullest_rank_bytes) == (
+        round(aws.checkpoint_gb * 1e9), round(aws.fullest_rank_gb * 1e9))
+    assert round(projection.checkpoint_bytes / 1e9) == 209
+    assert projection.ranks == aws.ranks == 16
+    assert projection.save_seconds(100e6) == pytest.approx(aws.fullest_rank_gb * 1e9 / 100e6)
