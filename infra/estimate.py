@@ -761,7 +761,7 @@ def estimate_lines(s: Settings) -> list[str]:
         extra = (f" + the preparation's GPU node {_money(run.prepare_extra_usd_per_hour)}/h"
                  if run.prepare_extra_usd_per_hour and run.prepare_hours else "")
         lines.append(f"  cost          about USD {_money(run.usd)} at "
-                     f"{_money(run.usd_per_hour)}/h{extra} (an estimate: training is planned, never measured; "
-                     "evaluation, saves, preemptions and the preparation's vocabulary "
-                     "pass not counted)")
+                     f"{_money(run.usd_per_hour)}/h{extra} (an estimate: training is planned, "
+                     "never measured; evaluation, saves, preemptions and the preparation's "
+                     "vocabulary pass not counted)")
     return lines
