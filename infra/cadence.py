@@ -5,7 +5,7 @@ The trainer's saves are asynchronous (trainer/checkpoint.py): training stalls on
 state is copied to host memory, then goes on while the copy is written. A save falling due
 while the previous one is still being written is skipped, never queued (queued, it stalled
 training: MLPerf's 209 GB exact-Adagrad checkpoint, ~180 s a save to S3, behind a save every 500
-steps held 2 x 8 H100 to 500 steps per save instead of ~80 steps/s). Writing still shares the
+steps held 2 x 8 H100 to 500 steps per save instead of ~120 steps/s). Writing still shares the
 host's memory bandwidth, its CPUs and its network with training, and skipped saves stretch the
 interval silently: so the interval is at least one save's time / ``SAVE_SHARE``.
 

@@ -34,8 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 from infra.catalog import (
     SCALE_DOWN_UNNEEDED_MINUTES, THROUGHPUT_REFERENCES, Cloud, Machine, gpu_model,
-    ThroughputReference, fabric_in_use, inter_host_gb_s_per_gpu, machine, throughput_reference,
+    ThroughputReference, fabric_in_use, gpu_nvlink_gb_s, inter_host_gb_s_per_gpu, machine,
+    throughput_reference,
 )
+from infra.step_time import all_reduce_ms, dense_step_ms, exposed_all_reduce_ms, gpu_step_ms
 from infra.prices import (
     ACR_STANDARD_DAY, AKS_TIER_HOUR, ANF_GIB_HOUR, AWS_NAT_GATEWAY_HOUR, AWS_PUBLIC_IPV4_HOUR,
     AZURE_LOAD_BALANCER_HOUR, AZURE_PUBLIC_IP_HOUR, EKS_CLUSTER_HOUR, FILESTORE_GIB_MONTH,
@@ -381,9 +383,74 @@ def _from_reference(r: ThroughputReference, peak: float, job_macs: int, gpu: str
                   f"{model_ratio:.2f} dense work per sample = {rate / 1e6:.3f}M")
 
 
+@dataclass(frozen=True)
+class PlannedStep:
+    """One training step of the job as the sizing advisor times it (infra/step_time.py), from
+    torchrec's planner's figures recorded for the job's shape (trainer/sizing.py)."""
+
+    embeddings_ms: float
+    dense_ms: float
+    all_reduce_ms: float
+    batch_per_rank: int
+    tf32: bool
+
+    @property
+    def gpu_ms(self) -> float:
+        return gpu_step_ms(self.embeddings_ms, self.dense_ms, self.all_reduce_ms)
+
+    @property
+    def samples_per_s_per_gpu(self) -> float:
+        return self.batch_per_rank / (self.gpu_ms / 1e3)
+
+    def source(self) -> str:
+        return (f"the sizing advisor's step (`python -m torchrec_cloud plan`): embeddings "
+                f"{self.embeddings_ms:.2f} ms (torchrec's planner, slowest rank, recorded in "
+                f"trainer/sizing.py) + dense {self.dense_ms:.2f} ms (forward + backward at the "
+                f"rated {'TF32' if self.tf32 else 'FP32'} throughput) + "
+                f"{exposed_all_reduce_ms(self.all_reduce_ms, self.dense_ms):.2f} ms of the "
+                f"{self.all_reduce_ms:.2f} ms all-reduce not hidden = {self.gpu_ms:.2f} ms a step "
+                f"of {self.batch_per_rank}/rank, GPU-bound (input, evaluations and saves apart)")
+
+
+def planned_step(s: Settings) -> PlannedStep | None:
+    """The advisor's step for this job where torchrec's planner was run for its shape (tables,
+    optimizer, machine, nodes, per-rank batch, dense model) over the machine's fabric
+    (trainer/sizing.py planned_rank); None elsewhere (the stack has no torch to plan with)."""
+    from infra.preemption import _tables
+    from trainer.sizing import planned_rank
+
+    gpu = machine(s.cloud, s.job_pool.machine_type)
+    if gpu.gpu is None:
+        return None
+    flags = _trainer_flags(s)
+    nodes, ranks = s.job.nodes, s.job.nodes * s.job.processes_per_node
+    if s.job.processes_per_node != gpu.gpu_count or (
+            nodes > 1 and not fabric_in_use(gpu, s.interconnect.fabric)):
+        return None
+    batch = int(flags.get("global_batch_size") or 0) // ranks or int(flags["batch_size"])
+    recorded = planned_rank(*_tables(s.job.trainer_args), gpu.name, nodes, batch)
+    dense = (tuple(int(v) for v in flags["dense_arch_layer_sizes"]),
+             tuple(int(v) for v in flags["over_arch_layer_sizes"]), str(flags["interaction"]),
+             int(flags["dcn_num_layers"]), int(flags["dcn_low_rank_dim"]))
+    if recorded is None or recorded.dense != dense:
+        return None
+    tf32 = str(flags["tf32"]) == "on"
+    macs = dense_macs_per_sample(int(flags["embedding_dim"]), list(dense[0]), list(dense[1]),
+                                 dense[2], dense[3], dense[4])
+    link = inter_host_gb_s_per_gpu(gpu, True) if nodes > 1 else (gpu_nvlink_gb_s(gpu) or 0.0)
+    return PlannedStep(
+        embeddings_ms=recorded.embeddings_ms,
+        dense_ms=dense_step_ms(batch, macs, gpu.gpu.tf32_dense_tflops if tf32
+                               else gpu.gpu.fp32_dense_tflops),
+        all_reduce_ms=all_reduce_ms(recorded.dense_parameters, ranks, link),
+        batch_per_rank=batch, tf32=tf32)
+
+
 def planned_throughput(s: Settings) -> Throughput | None:
-    """Samples/s per GPU of the job's machine and model: a rough plan, never "measured" (no
-    recorded run repeats a job's batch, model, GPUs and software), the lower of:
+    """Samples/s per GPU of the job's machine and model, never "measured" (no recorded run
+    repeats a job's batch, model, GPUs and software). Where torchrec's planner was run for the
+    job's shape, the sizing advisor's step (planned_step: the same figure `plan` prints).
+    Elsewhere a rough plan, the lower of:
     - compute: the public anchor (THROUGHPUT_REFERENCES "p4d 1 node": torchrec's DLRM example,
       8 x A100, batch 8192 per GPU) scaled by matmul peak and dense work (_from_reference);
       on H200 also our own bench's figure scaled the same way (its batch was not recorded),
@@ -398,6 +465,9 @@ def planned_throughput(s: Settings) -> Throughput | None:
     gpu = machine(s.cloud, s.job_pool.machine_type)
     if gpu.gpu is None:
         return None
+    step = planned_step(s)
+    if step is not None:  # the advisor's own step: one rate for `plan` and `check`
+        return Throughput(step.samples_per_s_per_gpu, step.source())
     peak = gpu.gpu.bf16_dense_tflops
     flags = _trainer_flags(s)
     job_macs = dense_macs_per_sample(int(flags["embedding_dim"]),
@@ -440,6 +510,11 @@ class Steps:
     steps: int | None
     global_batch: int
     how: str
+    epochs: int | None = None  # where the steps are epochs of the prepared data
+
+    @property
+    def per_epoch(self) -> int | None:
+        return self.steps // self.epochs if self.steps and self.epochs else None
 
 
 def run_steps(s: Settings) -> Steps:
@@ -461,15 +536,18 @@ def run_steps(s: Settings) -> Steps:
         return Steps(None, batch, "dataset.path's size is unknown before it is read: set "
                      "job.trainerArgs.max_steps for a run estimate")
     from infra.settings.prepare_rules import prepare_days
-    from trainer.prepare import CRITEO_1TB_ROWS, CRITEO_KAGGLE_ROWS
+    from trainer.prepare import CRITEO_1TB_ROWS, CRITEO_1TB_TRAINING_ROWS, CRITEO_KAGGLE_ROWS
 
     if prepare.format.value == "criteo_1tb":
         days = len(prepare_days(prepare.days, "criteo_1tb") or [])
         train_days = days - 1 if days > 1 else days  # the last day is held out
         rows, what = CRITEO_1TB_ROWS * train_days // 24, f"{train_days} Criteo 1TB day(s)"
+        if train_days == 23:  # days 0-22 exactly, as the advisor counts an epoch
+            rows = CRITEO_1TB_TRAINING_ROWS
     else:  # the held-out tenth counted as training: a bound
         rows, what = CRITEO_KAGGLE_ROWS, "Criteo Kaggle"
-    return Steps(math.ceil(rows * epochs / batch), batch, f"{epochs} epoch(s) of {what}")
+    per_epoch = math.ceil(rows / batch)
+    return Steps(per_epoch * epochs, batch, f"{epochs} epoch(s) of {what}", epochs)
 
 
 @dataclass(frozen=True)
@@ -663,6 +741,10 @@ def estimate_lines(s: Settings) -> list[str]:
         lines.append(f"  throughput    about {rate * run.gpus / 1e6:,.2f}M samples/s "
                      f"({rate / 1e6:.3f}M per GPU{', ' + _scaling(run.gpus) if run.gpus > 1 else ''}):")
         lines += wrapped(run.throughput.source)
+        if steps.per_epoch:  # what `python -m torchrec_cloud plan` calls one epoch GPU-bound
+            epoch = steps.per_epoch * steps.global_batch / (rate * run.gpus)
+            lines.append(f"  one epoch     {epoch / 3600:.2f} h GPU-bound ({steps.per_epoch:,} steps "
+                         f"at {steps.per_epoch / epoch:,.0f} steps/s)")
     if run.hours is not None and run.training_hours is not None:
         parts = [f"up to {_hours(run.node_start_hours)} node start (the PodsReady bound)"]
         if run.prepare_hours:
@@ -673,7 +755,7 @@ def estimate_lines(s: Settings) -> list[str]:
         extra = (f" + the preparation's GPU node {_money(run.prepare_extra_usd_per_hour)}/h"
                  if run.prepare_extra_usd_per_hour and run.prepare_hours else "")
         lines.append(f"  cost          about USD {_money(run.usd)} at "
-                     f"{_money(run.usd_per_hour)}/h{extra} (an estimate: training is a rough "
-                     "plan; evaluation, saves, preemptions and the preparation's vocabulary "
-                     "pass not counted)")
+                     f"{_money(run.usd_per_hour)}/h{extra} (an estimate: training is planned, "
+                     "never measured; evaluation, saves, preemptions and the preparation's "
+                     "vocabulary pass not counted)")
     return lines

@@ -20,7 +20,7 @@ from tests.test_check import check, configured, write_stack
 P5 = {"machineType": "p5.48xlarge", "minNodes": 0, "desiredNodes": 0, "maxNodes": 2}
 MLPERF = {
     "gpuPools": {"onDemand": P5, "spot": P5},
-    # on-the-fly MLPerf on 2 x p5 reads 839 MB/s: the shipped 250 MB/s/TiB reads 586 (refused,
+    # on-the-fly MLPerf on 2 x p5 reads 1,259 MB/s: the shipped 250 MB/s/TiB reads 586 (refused,
     # cost_rules.on_the_fly_input_keeps_up_with_the_gpus); 1000 is what the advisor assumes
     "sharedFileSystem": {"throughputPerTib": 1000},
     "job": {"nodes": 2, "pool": "onDemand", "trainerArgs": {"recipe": "mlperf"}},
@@ -113,10 +113,11 @@ def test_mlperf_on_spot_runs_once_the_user_accepts_what_a_preemption_loses(tmp_p
 
 def test_on_the_fly_mlperf_on_2_p5_is_refused_on_the_shipped_fsx_throughput_with_the_tier_that_fits(
         tmp_path: Path) -> None:
-    """Drawn on the fly, MLPerf reads 160 bytes a sample: 839 MB/s at the planned 5.24M
-    samples/s on 2 x p5.48xlarge, more than the shipped FSx (250 MB/s/TiB x 2.34 TiB = 586
-    MB/s): `check` names sharedFileSystem.throughputPerTib and the tier that fits; the recipe's
-    own --multi_hot_sizes and dataset.prepare.multiHot onTheFly are judged alike."""
+    """Drawn on the fly, MLPerf reads 160 bytes a sample: 1,259 MB/s at the planned 7.87M
+    samples/s on 2 x p5.48xlarge (the advisor's step, 120 steps/s), more than the shipped FSx
+    (250 MB/s/TiB x 2.34 TiB = 586 MB/s) and than the 500 tier (1,172): `check` names
+    sharedFileSystem.throughputPerTib and the tier that fits, the one `plan` assumes; the
+    recipe's own --multi_hot_sizes and dataset.prepare.multiHot onTheFly are judged alike."""
     import pytest
 
     from infra.settings.errors import SettingsError
@@ -132,9 +133,10 @@ def test_on_the_fly_mlperf_on_2_p5_is_refused_on_the_shipped_fsx_throughput_with
         (found,) = [p for p in raised.value.problems
                     if p.path == "sharedFileSystem.throughputPerTib"]
         assert found.value == 250
-        assert "839 MB/s, more than the file system's 586 MB/s" in found.allowed
-        assert "sharedFileSystem.throughputPerTib 500` (1,172 MB/s)" in found.allowed
+        assert "1,259 MB/s, more than the file system's 586 MB/s" in found.allowed
+        assert "sharedFileSystem.throughputPerTib 1000` (2,344 MB/s)" in found.allowed
     done = check("--file", str(write_stack(tmp_path, "aws", shipped)))
     assert done.returncode == 1 and "sharedFileSystem.throughputPerTib = 250" in done.stderr
     _settings(MLPERF)  # at 1000 MB/s/TiB (2,344 MB/s) it feeds the GPUs
-    _settings({**MLPERF, "sharedFileSystem": {"throughputPerTib": 500}})
+    with pytest.raises(SettingsError):  # 500 MB/s/TiB (1,172 MB/s) does not
+        _settings({**MLPERF, "sharedFileSystem": {"throughputPerTib": 500}})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -341,3 +342,68 @@ def test_the_plan_verb_runs_from_the_command_line(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)["aws"]
     assert out["optimizer"] == "adagrad" and out["ranks"] == 8
     assert out["training_hours"] > out["gpu_bound_hours"] > 0
+
+
+def test_the_checkpoint_bench_projects_mlperf_at_the_advisors_exact_adagrad_size(mlperf):
+    """bench/checkpoint_bench.py's MLPerf projection is the advisor's checkpoint on 2 x p5
+    (exact Adagrad: 209 GB, 15.4 GB on the fullest rank), not row-wise Adagrad's 105 GB, and
+    its save time is the fullest rank's bytes at the measured rate per rank."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("checkpoint_bench",
+                                                  ROOT / "bench" / "checkpoint_bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclass looks its module up
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        del sys.modules[spec.name]
+    projection = bench.mlperf_projection()
+    aws = mlperf["aws"]
+    assert (projection.checkpoint_bytes, projection.fullest_rank_bytes) == (
+        round(aws.checkpoint_gb * 1e9), round(aws.fullest_rank_gb * 1e9))
+    assert round(projection.checkpoint_bytes / 1e9) == 209
+    assert projection.ranks == aws.ranks == 16
+    assert projection.save_seconds(100e6) == pytest.approx(aws.fullest_rank_gb * 1e9 / 100e6)
+
+
+def test_plan_and_check_time_mlperf_at_one_rate_and_print_the_same_hours_an_epoch(
+        mlperf, tmp_path):
+    """One step rate: the stack's run estimate and derived cadence (`check`, infra/estimate.py,
+    infra/cadence.py) time MLPerf on each cloud's 2 x 8 H100 with the advisor's own step
+    (torchrec's planner's embeddings, recorded in trainer/sizing.py, + dense + all-reduce), not
+    a public run scaled 1.5x slower (80 against 120 steps/s on 2 x p5; 15 against 106 on A3
+    Mega): `check` prints the GPU-bound hours of one epoch `plan` prints."""
+    from infra.cadence import steps_per_second
+    from infra.estimate import estimate_lines, planned_step
+    from tests.test_check import check, write_stack
+    from tests.test_checkpoint_cadence import MLPERF as STACK_MLPERF
+    from torchrec_cloud.plan import stack_settings
+    from trainer.sizing import planned_rank
+
+    dataset = STACK_MLPERF["dataset"]
+    for cloud, name in H100_PAIRS.items():
+        a = mlperf[cloud]
+        s = a.epoch.step
+        recorded = planned_rank(MLPERF_ROWS, 128, "exact_adagrad", DATA_PARALLEL_MAX_MB, name,
+                                2, 4096)
+        assert recorded is not None and recorded.embeddings_ms == pytest.approx(
+            s.embeddings_ms, rel=1e-9)  # the planner's figure, planned again here
+        settings = stack_settings(cloud, name, 2, "mlperf", None, 8, {"dataset": dataset})
+        step = planned_step(settings)
+        assert step is not None
+        assert (step.dense_ms, step.all_reduce_ms) == pytest.approx((s.dense_ms, s.all_reduce_ms),
+                                                                    rel=1e-9)
+        assert step.gpu_ms == pytest.approx(s.gpu_ms, rel=1e-9)
+        assert steps_per_second(settings) == pytest.approx(1e3 / s.gpu_ms, rel=1e-9)
+        assert a.stack_steps_per_second == pytest.approx(1e3 / s.gpu_ms, rel=1e-9)
+        hours = f"{a.epoch.gpu_seconds / 3600:.2f} h"
+        assert f"one epoch: GPU-bound {hours}" in render(a, MLPERF)
+        assert (f"  one epoch     {hours} GPU-bound ({a.epoch.steps:,} steps at "
+                f"{1e3 / s.gpu_ms:,.0f} steps/s)") in estimate_lines(settings)
+    # and `check` itself, on the AWS stack file the issue walked
+    done = check("--file", str(write_stack(tmp_path, "aws", STACK_MLPERF)))
+    assert done.returncode == 0, done.stderr
+    aws = mlperf["aws"]
+    assert (f"one epoch     {aws.epoch.gpu_seconds / 3600:.2f} h GPU-bound "
+            f"({aws.epoch.steps:,} steps at 120 steps/s)") in done.stdout

@@ -283,12 +283,22 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
 
 def stack_cadence(cloud: str, machine_name: str, nodes: int, recipe: str,
                   trainer_args: Optional[Dict[str, Any]], gpus: int) -> Any:
-    """The checkpoint cadence the stack derives for this job (infra/cadence.py cadence): the
+    """The checkpoint cadence the stack derives for this job (infra/cadence.py cadence) on
+    stack_settings."""
+    from infra.cadence import cadence
+
+    return cadence(stack_settings(cloud, machine_name, nodes, recipe, trainer_args, gpus))
+
+
+def stack_settings(cloud: str, machine_name: str, nodes: int, recipe: str,
+                   trainer_args: Optional[Dict[str, Any]], gpus: int,
+                   overrides: Optional[Dict[str, Any]] = None) -> Any:
+    """The settings the stack would run this job with: the
     cloud's stack file with its GPU pools on ``machine_name`` and its job on ``nodes`` nodes
-    running ``recipe`` under ``trainer_args``, the cadence left to be derived."""
+    running ``recipe`` under ``trainer_args`` over the machine's fabric, the cadence left to be
+    derived; ``overrides`` (sections) over it."""
     import yaml
 
-    from infra.cadence import cadence
     from infra.settings.loader import PLACEHOLDERS, with_cloud_defaults
     from infra.settings.model import Settings
     from torchrec_cloud.file_systems import ROOT
@@ -302,13 +312,18 @@ def stack_cadence(cloud: str, machine_name: str, nodes: int, recipe: str,
                   "pool": "onDemand",
                   "trainerArgs": {**({"recipe": recipe} if recipe else {}),
                                   **(trainer_args or {})}}
+    # over the fabric, as the advisor plans (hardware_of): the stack then times the step the
+    # advisor does (infra/estimate.py planned_step), one rate for both
+    raw["interconnect"] = {**(raw.get("interconnect") or {}), "fabric": True}
     checkpoints = dict(raw.get("checkpoints") or {})
     checkpoints.pop("everySteps", None)
     checkpoints.pop("everySeconds", None)
     raw["checkpoints"] = checkpoints
     for (section, key), value in PLACEHOLDERS.items():  # the user's own, unknown here
         raw[str(section)] = {str(key): value, **(raw.get(str(section)) or {})}
-    return cadence(Settings.model_validate(with_cloud_defaults(raw)))
+    for section, values in (overrides or {}).items():
+        raw[section] = {**(raw.get(section) or {}), **values}
+    return Settings.model_validate(with_cloud_defaults(raw))
 
 
 def recommend(tables: Any, recipe: str = "mlperf", **kwargs: Any) -> Dict[str, Advice]:

@@ -18,6 +18,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# The step's GPU time is the stack's formula too (its run estimate and cadence): one source.
+from infra.step_time import (all_reduce_ms, dense_flops_per_sample, dense_step_ms,  # noqa: F401
+                             exposed_all_reduce_ms, gpu_step_ms)
+
 # Criteo 1TB: days 0-22 train (mlcommons/training recommendation_v2/torchrec_dlrm/README.MD,
 # TOTAL_TRAINING_SAMPLES); day 23's first half validates (trainer/data/criteo.py: len // 2 +
 # len % 2 of its 178,274,637 rows, trainer/prepare/__init__.py).
@@ -44,23 +48,6 @@ RCP_EPOCHS_65536 = (0.75, 0.8, 0.75, 0.75, 0.8, 0.75, 0.8, 0.9, 0.95, 0.75,
 def epochs_to_target() -> float:
     """The mean of the reference's 30 runs (0.79 epoch); the slowest took 0.95."""
     return round(sum(RCP_EPOCHS_65536) / len(RCP_EPOCHS_65536), 2)
-
-
-def dense_flops_per_sample(forward_macs: int) -> float:
-    """Forward and backward: 2 FLOPs per multiply-add, backward about twice the forward."""
-    return 3 * 2 * forward_macs
-
-
-def dense_step_ms(batch_per_rank: int, forward_macs: int, tflops: float) -> float:
-    return batch_per_rank * dense_flops_per_sample(forward_macs) / (tflops * 1e12) * 1e3
-
-
-def all_reduce_ms(parameters: int, ranks: int, gb_s_per_gpu: float) -> float:
-    """A ring all-reduce of fp32 gradients: each GPU sends and receives 2 (n-1)/n of them over
-    its share of the slowest link (between nodes where there are several)."""
-    if ranks < 2:
-        return 0.0
-    return 2 * (ranks - 1) / ranks * parameters * 4 / (gb_s_per_gpu * 1e9) * 1e3
 
 
 def input_step_ms(bytes_per_sample: int, global_batch: int, read_mb_s: float) -> float:
@@ -110,12 +97,12 @@ class Step:
 
     @property
     def exposed_all_reduce_ms(self) -> float:
-        """DDP overlaps the all-reduce with the backward (two thirds of the dense work)."""
-        return max(0.0, self.all_reduce_ms - self.dense_ms * 2 / 3)
+        return exposed_all_reduce_ms(self.all_reduce_ms, self.dense_ms)
 
     @property
     def gpu_ms(self) -> float:
-        return self.embeddings_ms + self.dense_ms + self.exposed_all_reduce_ms
+        """infra/step_time.py's formula: the stack's planned steps per second use it too."""
+        return gpu_step_ms(self.embeddings_ms, self.dense_ms, self.all_reduce_ms)
 
     @property
     def input_extra_ms(self) -> float:

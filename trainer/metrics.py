@@ -62,25 +62,30 @@ def auc(scores: Any, labels: Any, device: Optional[torch.device] = None) -> floa
     return twice_u / (2.0 * n_pos * n_neg)
 
 
-def held_out_figures(samples: np.ndarray, device: torch.device) -> torch.Tensor:
+def held_out_figures(samples: Any, device: Optional[torch.device] = None) -> torch.Tensor:
     """Loss, AUC, count and positive rate of an evaluation's gathered [logits; labels] (rank 0),
-    in float64 on ``device``: its GPU where it has one, instead of minutes of host work an
-    epoch (20 evaluations of 89M scores). The loss is the mean binary cross-entropy of the
-    logits (DLRMTrain's), over the whole set: no per-batch means."""
-    both = torch.from_numpy(np.ascontiguousarray(samples)).to(device).double()
+    in float64 where ``samples`` live (or on ``device``): rank 0's GPU where it has one, the
+    gathered scores never copied to the host (20 evaluations of 89M scores an epoch). The loss
+    is the mean binary cross-entropy of the logits (DLRMTrain's), over the whole set: no
+    per-batch means."""
+    both = torch.as_tensor(samples)
+    if device is not None:
+        both = both.to(device)
+    both = both.double()
     logits, labels = both[0], both[1]
     loss = (torch.logaddexp(torch.zeros_like(logits), logits) - labels * logits).mean()
     return torch.tensor([float(loss), auc(logits, labels), float(labels.numel()),
                          float(labels.mean())], dtype=torch.float64)
 
 
-def gather_to_first(t: torch.Tensor) -> Optional[np.ndarray]:
+def gather_to_first(t: torch.Tensor) -> Optional[torch.Tensor]:
     """Concatenate ``t`` [rows, n_rank] of every rank along its last axis on rank 0 only
-    (sizes may differ); None on the other ranks. One ``gather`` to rank 0 instead of an
-    all-gather: an evaluation's 89M logits and labels land once, not on all 16 ranks."""
+    (sizes may differ), on ``t``'s device; None on the other ranks. One ``gather`` to rank 0
+    instead of an all-gather: an evaluation's 89M logits and labels land once, not on all 16
+    ranks, and stay on rank 0's GPU for the AUC."""
     world = dist.get_world_size()
     if world == 1:
-        return t.detach().float().cpu().numpy()
+        return t.detach().float()
     rank = dist.get_rank()
     size = torch.tensor([t.shape[-1]], device=t.device, dtype=torch.int64)
     sizes = [torch.zeros_like(size) for _ in range(world)]
@@ -92,7 +97,28 @@ def gather_to_first(t: torch.Tensor) -> Optional[np.ndarray]:
     dist.gather(padded, gather_list=out, dst=0)
     if out is None:
         return None
-    return np.concatenate([o[:, :c].cpu().numpy() for o, c in zip(out, counts)], axis=-1)
+    return torch.cat([o[:, :c] for o, c in zip(out, counts)], dim=-1)
+
+
+def held_out_order(samples: Optional[torch.Tensor], counts: Optional[torch.Tensor],
+                   world: int) -> Optional[torch.Tensor]:
+    """Rank 0's gathered samples [2, n] (rank 0's, then rank 1's, ...) put back in held-out
+    order: global batch after global batch, each its ranks' slices in rank order, from each
+    rank's scored samples per batch (``counts`` [1, world x batches], rank-major). One gather
+    by an index built where the samples live (rank 0's GPU): no host round trip."""
+    if samples is None or counts is None or world == 1:
+        return samples
+    per_rank = counts.reshape(world, -1).to(device=samples.device, dtype=torch.int64)
+    # where each (rank, batch) slice starts in the gathered samples (rank-major) ...
+    starts = (torch.cumsum(per_rank.reshape(-1), 0) - per_rank.reshape(-1)).reshape(world, -1)
+    # ... taken batch-major: batch 0 of rank 0, of rank 1, ..., then batch 1
+    lengths, firsts = per_rank.t().reshape(-1), starts.t().reshape(-1)
+    if not int(lengths.sum()):
+        return samples
+    placed = torch.cumsum(lengths, 0) - lengths  # where each slice lands in held-out order
+    index = (torch.repeat_interleave(firsts - placed, lengths)
+             + torch.arange(int(lengths.sum()), device=samples.device))
+    return samples[:, index]
 
 
 # The training window's AUC comes from a histogram of logits: AUC_BINS equal bins over

@@ -115,10 +115,12 @@ def largest_rank_checkpoint_bytes(rows: Sequence[int], dim: int, optimizer: str,
 
 @dataclass(frozen=True)
 class PlannedRank:
-    """The fullest rank of torchrec's own plan for one table set on one machine type, as the
-    sizing advisor (torchrec_cloud/plan.py, trainer/offline_plan.py) computes it: the planner
-    needs torch, which `make check` does not install, so the stack's settings read it here.
-    tests/test_plan.py plans each entry again and compares, byte for byte."""
+    """torchrec's own plan for one table set on one machine type, as the sizing advisor
+    (torchrec_cloud/plan.py, trainer/offline_plan.py) computes it: the fullest rank's
+    checkpoint bytes, the slowest rank's embedding step and the dense weights the step
+    all-reduces. The planner needs torch, which `make check` does not install, so the stack's
+    settings (its checkpoint sizes, its run estimate and derived cadence) read it here.
+    tests/test_plan.py plans each entry again and compares."""
 
     machine: str
     nodes: int
@@ -128,26 +130,41 @@ class PlannedRank:
     max_mb: float
     batch_per_rank: int
     fullest_bytes: int
+    embeddings_ms: float  # the planner's fwd + bwd of the slowest rank's shards, over the fabric
+    dense_parameters: int  # MLP and interaction weights, all-reduced each step
+    dense: Tuple[Tuple[int, ...], Tuple[int, ...], str, int, int]  # the model they belong to
 
 
 # MLPerf DLRM-DCNv2 (--recipe mlperf: exact Adagrad, 18 tables replicated, global batch 65,536)
 # on each cloud's 2 x 8 H100: the planner splits the five 40M-row tables table-row-wise over
 # one node's 8 ranks and puts three of them on one node (3 x 5.12 GB) beside an eighth of the
-# 590,152-row table: 15.4 GB, where the bound above says 18.2 GB.
+# 590,152-row table: 15.4 GB, where the bound above says 18.2 GB. Its embedding step is that
+# of each machine's fabric (EFA and InfiniBand 400 Gbit/s a GPU; GCP's A3 Mega 200).
+MLPERF_DENSE_SHAPE = ((512, 256, 128), (1024, 1024, 512, 256, 1), "dcn", 3, 512)
 PLANNED_FULLEST_RANKS = tuple(
     PlannedRank(machine, 2, tuple(MLPERF_ROWS), 128, "exact_adagrad", DATA_PARALLEL_MAX_MB,
-                MLPERF_GLOBAL_BATCH // 16, 15_435_539_456)
-    for machine in ("p5.48xlarge", "Standard_ND96isr_H100_v5", "a3-megagpu-8g"))
+                MLPERF_GLOBAL_BATCH // 16, 15_435_539_456, embeddings_ms, 16_044_545,
+                MLPERF_DENSE_SHAPE)
+    for machine, embeddings_ms in (("p5.48xlarge", 2.4477807508165834),
+                                   ("Standard_ND96isr_H100_v5", 2.4477807508165834),
+                                   ("a3-megagpu-8g", 3.1507275952610283)))
+
+
+def planned_rank(rows: Sequence[int], dim: int, optimizer: str, max_mb: float, machine: str,
+                 nodes: int, batch_per_rank: int) -> Optional[PlannedRank]:
+    """torchrec's planner's own plan where this shape was planned (PLANNED_FULLEST_RANKS)."""
+    for p in PLANNED_FULLEST_RANKS:
+        if (p.machine, p.nodes, p.rows, p.dim, p.optimizer, p.max_mb, p.batch_per_rank) == (
+                machine, nodes, tuple(rows), dim, optimizer, max_mb, batch_per_rank):
+            return p
+    return None
 
 
 def planned_fullest_rank_bytes(rows: Sequence[int], dim: int, optimizer: str, max_mb: float,
                                machine: str, nodes: int, batch_per_rank: int) -> Optional[int]:
     """torchrec's planner's own fullest rank where this shape was planned (PLANNED_FULLEST_RANKS)."""
-    for p in PLANNED_FULLEST_RANKS:
-        if (p.machine, p.nodes, p.rows, p.dim, p.optimizer, p.max_mb, p.batch_per_rank) == (
-                machine, nodes, tuple(rows), dim, optimizer, max_mb, batch_per_rank):
-            return p.fullest_bytes
-    return None
+    found = planned_rank(rows, dim, optimizer, max_mb, machine, nodes, batch_per_rank)
+    return None if found is None else found.fullest_bytes
 
 
 def fullest_rank_checkpoint_bytes(rows: Sequence[int], dim: int, optimizer: str, max_mb: float,

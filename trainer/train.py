@@ -34,7 +34,8 @@ from trainer.data.loader import BatchStream, readers_for
 from trainer.data.prefetch import Prefetched
 from trainer.data.source import first_step
 from trainer.distributed import DistContext, shard_model
-from trainer.metrics import MetricsLogger, Window, gather_to_first, held_out_figures
+from trainer.metrics import (MetricsLogger, Window, gather_to_first, held_out_figures,
+                             held_out_order)
 from trainer.model import build_model
 from trainer.restarts import record_start
 from trainer.schedule import eval_interval, learning_rate
@@ -647,9 +648,9 @@ class Trainer:
         if gathered is not None and self.cfg.eval_scores_dir:
             os.makedirs(self.cfg.eval_scores_dir, exist_ok=True)
             np.save(os.path.join(self.cfg.eval_scores_dir, f"{split}-step-{self.progress.step}.npy"),
-                    gathered.astype(np.float32))
+                    gathered.float().cpu().numpy())  # asked for: the only host copy
         if gathered is not None and gathered.shape[1]:  # rank 0, on its GPU where it has one
-            figures = held_out_figures(gathered, self.ctx.device)
+            figures = held_out_figures(gathered)
         if dist.get_world_size() > 1:
             dist.broadcast(figures, src=0, group=self.ctx.control_group)
         if math.isnan(float(figures[2])) or int(figures[2]) == 0:
@@ -685,16 +686,3 @@ def _test_delayed(batches: Iterator[Batch], rank: int, step: int) -> Iterator[Ba
     return slowed()
 
 
-def held_out_order(samples: Optional[np.ndarray], counts: Optional[np.ndarray],
-                   world: int) -> Optional[np.ndarray]:
-    """Rank 0's gathered samples [2, n] (rank 0's, then rank 1's, ...) put back in held-out
-    order: global batch after global batch, each its ranks' slices in rank order, from each
-    rank's scored samples per batch (``counts`` [1, world x batches], rank-major)."""
-    if samples is None or counts is None or world == 1:
-        return samples
-    per_rank = counts.reshape(world, -1).astype(np.int64)  # [rank, batch]
-    ends = np.cumsum(per_rank.sum(axis=1))
-    starts = np.cumsum(per_rank, axis=1) - per_rank + (ends - per_rank.sum(axis=1))[:, None]
-    order = [np.arange(starts[r, b], starts[r, b] + per_rank[r, b])
-             for b in range(per_rank.shape[1]) for r in range(world)]
-    return samples[:, np.concatenate(order)] if order else samples

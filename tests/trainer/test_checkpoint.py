@@ -410,3 +410,101 @@ def test_a_save_due_while_one_is_written_is_skipped_and_training_goes_on(
     assert skipped and all(r["in_flight"] < r["step"] for r in skipped), skipped
     saved = ckpt.complete_steps()
     assert saved[-1] == 60 and len(saved) < 30  # the final one; far fewer than every 2 steps
+
+
+class _CountingFile:
+    """An open file that counts the bytes read through it."""
+
+    def __init__(self, f, counter) -> None:
+        self._f, self._counter = f, counter
+
+    def read(self, n=-1):
+        data = self._f.read(n)
+        self._counter[0] += len(data)
+        return data
+
+    def readinto(self, buffer):
+        got = self._f.readinto(buffer)
+        self._counter[0] += got or 0
+        return got
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+class CountingReadFileSystem(LocalFileSystem):
+    """Counts the bytes read from checkpoint data files (.distcp)."""
+
+    def __init__(self, counter) -> None:
+        super().__init__()
+        self.counter = counter
+
+    def _open(self, path, mode="rb", **kwargs):
+        f = super()._open(path, mode, **kwargs)
+        return _CountingFile(f, self.counter) if "r" in mode and path.endswith(".distcp") else f
+
+
+ROWS, DIM = 4000, 64  # one saved chunk: 1,024,000 bytes
+
+
+def _row_wise(world: int):
+    from torch.distributed._shard.sharded_tensor import zeros
+    from torch.distributed._shard.sharding_spec import ChunkShardingSpec
+
+    return zeros(ChunkShardingSpec(dim=0, placements=[f"rank:{r}/cpu" for r in range(world)]),
+                 ROWS, DIM)
+
+
+def _save_then_load_on_more_ranks(rank: int, world: int, root: str, results) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{root}/store-{world}", rank=rank,
+                            world_size=world)
+    try:
+        counter = [0]
+        ckpt = Checkpointer(f"{root}/ckpt", keep=2, fs=CountingReadFileSystem(counter))
+        table = _row_wise(world)
+        if world == 1:  # one node saves the table as one chunk
+            table.local_shards()[0].tensor.copy_(torch.arange(ROWS * DIM, dtype=torch.float32)
+                                                 .reshape(ROWS, DIM))
+            ckpt.save(1, {"table": table}, blocking=True)
+            results[rank] = (True, 0)
+            return
+        ckpt.load(1, {"table": table})  # two nodes: each keeps half of its rows
+        shard = table.local_shards()[0]
+        first = shard.metadata.shard_offsets[0]
+        expected = torch.arange(ROWS * DIM, dtype=torch.float32).reshape(ROWS, DIM)[
+            first:first + shard.tensor.shape[0]]
+        results[rank] = (torch.equal(shard.tensor, expected), counter[0])
+    except BaseException as err:  # noqa: BLE001
+        results[rank] = (False, repr(err)[:300])
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_row_wise_table_resharded_onto_more_ranks_reads_only_each_ranks_rows(tmp_path):
+    """1 -> 2 ranks: the saved chunk holds all rows; each new rank keeps half and reads about
+    half of it (its rows, plus a few kB of the chunk's archive), not the whole chunk, as DCP's
+    own reader did (MLPerf 1 -> 2 nodes: ~41 GB a rank to keep 5M rows); the values are the
+    saved ones, row for row."""
+    context = multiprocessing.get_context("spawn")
+    chunk = ROWS * DIM * 4
+    for world in (1, 2):
+        with context.Manager() as manager:
+            results = manager.dict()
+            ranks = [context.Process(target=_save_then_load_on_more_ranks,
+                                     args=(r, world, str(tmp_path), results))
+                     for r in range(world)]
+            for process in ranks:
+                process.start()
+            for process in ranks:
+                process.join(timeout=120)
+            found = dict(results)
+        assert all(found.get(r, (False,))[0] for r in range(world)), found
+    for rank in (0, 1):
+        read = found[rank][1]
+        assert chunk // 2 <= read < chunk // 2 + 64 * 1024, (rank, read)

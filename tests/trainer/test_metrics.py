@@ -115,3 +115,53 @@ def test_held_out_figures_are_the_float64_loss_auc_count_and_rate_of_the_gathere
     assert float(figures[0]) == pytest.approx(np.mean(np.logaddexp(0.0, x) - y * x), rel=1e-12)
     assert float(figures[1]) == pytest.approx(auc_by_ranks(x, y), abs=1e-12)
     assert (int(figures[2]), float(figures[3])) == (30_000, pytest.approx(y.mean()))
+
+
+def _pairwise_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """The AUC by its definition: every (positive, negative) pair, a win when the positive
+    scores higher, half a win when tied."""
+    pos, neg = scores[labels > 0.5], scores[labels <= 0.5]
+    wins = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    return float(wins / (len(pos) * len(neg)))
+
+
+def test_the_gathered_evaluation_is_reordered_and_scored_where_it_lies_never_on_the_host(
+        monkeypatch):
+    """Rank 0's gathered [logits; labels] (3 ranks' slices, rank-major, uneven per batch, one
+    empty) are put back in held-out order and scored where they lie (rank 0's GPU where it has
+    one): no copy to the host, no numpy. The AUC is the pairwise count's, ties included."""
+    from trainer.metrics import held_out_figures, held_out_order
+
+    rng = np.random.default_rng(11)
+    world, per_rank = 3, np.array([[5, 4, 2], [5, 0, 3], [5, 4, 1]])  # [rank, batch] scored
+    held_out = []  # (rank, batch) -> its samples, in held-out order: batch after batch
+    slices = {}
+    for b in range(per_rank.shape[1]):
+        for r in range(world):
+            n = per_rank[r, b]
+            labels = (rng.random(n) < 0.4).astype(np.float32)
+            logits = (np.round(rng.normal(0, 1, n) * 2) / 2 + labels).astype(np.float32)  # ties
+            slices[r, b] = np.stack([logits, labels])
+            held_out.append(slices[r, b])
+    expected = np.concatenate(held_out, axis=1)
+    gathered = torch.from_numpy(np.concatenate(
+        [slices[r, b] for r in range(world) for b in range(per_rank.shape[1])], axis=1))
+    counts = torch.from_numpy(per_rank.reshape(1, -1).astype(np.float32))
+
+    def no_host(*_args, **_kwargs):
+        raise AssertionError("the evaluation's scores were copied to the host")
+
+    monkeypatch.setattr(torch.Tensor, "numpy", no_host)
+    monkeypatch.setattr(torch.Tensor, "cpu", no_host)
+    monkeypatch.setattr(np, "asarray", no_host)
+    ordered = held_out_order(gathered, counts, world)
+    assert isinstance(ordered, torch.Tensor) and ordered.device == gathered.device
+    figures = held_out_figures(ordered)
+    monkeypatch.undo()
+
+    assert np.array_equal(ordered.numpy(), expected)
+    x, y = expected[0].astype(np.float64), expected[1].astype(np.float64)
+    assert len(np.unique(x)) < len(x)  # tied scores across both classes
+    assert float(figures[1]) == _pairwise_auc(x, y)
+    assert float(figures[0]) == pytest.approx(np.mean(np.logaddexp(0.0, x) - y * x), rel=1e-12)
+    assert int(figures[2]) == per_rank.sum()
