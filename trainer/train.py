@@ -684,5 +684,3 @@ def _test_delayed(batches: Iterator[Batch], rank: int, step: int) -> Iterator[Ba
             yield batch
 
     return slowed()
-
-
