@@ -226,21 +226,12 @@ def most_hourly(s: Settings) -> Hourly:
     return Hourly((*lines, *_standing(s, nodes + system_count)))
 
 
-def job_pools(s: Settings) -> list[str]:
-    """The GPU pools the job can run on: its own, and on-demand too when a spot job falls back
-    to it (job.spotShortage.policy onDemand: workloads/kueue.py uses_fallback)."""
-    keys = [s.job.pool.value]
-    if s.job.pool.value == "spot" and s.job.spot_shortage.policy.value == "onDemand":
-        keys.append("onDemand")
-    return keys
-
-
 def job_most_hourly(s: Settings) -> Hourly:
     """What job.maxHourlyUsd judges: most_hourly with only the GPU pools the job can use (a
     pool it never schedules on does not grow for it), the system pool and the standing items."""
-    used = {f"GPU pool {key}" for key in job_pools(s)}
+    used = f"GPU pool {s.job.pool.value}"  # its own only: no fallback (workloads/kueue.py)
     return Hourly(tuple(line for line in most_hourly(s).lines
-                        if not line.item.startswith("GPU pool") or line.item in used))
+                        if not line.item.startswith("GPU pool") or line.item == used))
 
 
 def standing_usd_per_hour(s: Settings) -> float:
@@ -260,12 +251,6 @@ def standing_line(s: Settings, stack: str | None = None) -> str:
             f"(USD {rate:,.2f}/h: {items}) until `pulumi destroy{where}` ("
             + ("the checkpoint bucket is kept)" if s.checkpoints.retain_on_destroy
                else "checkpoints.retainOnDestroy is false: the checkpoints go with it)"))
-
-
-def most_hourly_usd(s: Settings) -> float:
-    total = most_hourly(s).total()
-    assert total is not None  # no spot figure in it
-    return total
 
 
 # --- One run of the job -----------------------------------------------------------------------

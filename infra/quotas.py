@@ -140,10 +140,6 @@ def ec2_quota(machine: Machine | str, spot: bool) -> Ec2Quota:
     return EC2_QUOTAS[ec2_family(machine)][1 if spot else 0]
 
 
-def ec2_quota_code(machine: Machine | str, spot: bool) -> str:
-    return ec2_quota(machine, spot).code
-
-
 def ec2_request_command(code: str, vcpus: int, region: str) -> str:
     return (f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code "
             f"{code} --desired-value {vcpus} --region {region}")

@@ -638,11 +638,6 @@ def test_the_ceiling_judges_the_pools_the_job_can_use_not_an_idle_on_demand_pool
     ceiling = round((own + every) / 2)
     settings_from_mapping(values("aws", job={"pool": "spot", "nodes": 1, "maxHourlyUsd": ceiling},
                                  gpuPools=sizes))  # passes: the on-demand pool is not the job's
-    with pytest.raises(SettingsError) as caught:  # falling back to on-demand: it is the job's
-        settings_from_mapping(values("aws", job={"pool": "spot", "nodes": 1, "maxHourlyUsd": ceiling,
-                                                 "spotShortage": {"policy": "onDemand"}},
-                                     gpuPools=sizes))
-    assert any(p.path == "job.maxHourlyUsd" for p in caught.value.problems)
 
 
 def test_check_says_what_a_stack_costs_a_month_while_it_exists() -> None:

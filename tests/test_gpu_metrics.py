@@ -24,7 +24,7 @@ import pytest
 from infra.dcgm import EXPORTERS, NOT_PROXIED
 from tests.fake_api import Answer, forbidden
 from tests.test_why import FakeApi, kubeconfig
-from torchrec_cloud.gpu_metrics import gpu_utilisation, parse, read_gpu_utilisation
+from torchrec_cloud.gpu_metrics import parse, read_gpu_utilisation
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
@@ -127,7 +127,7 @@ def test_the_node_comes_from_the_newer_lowercase_label_and_blank_values_are_not_
             exporter_output("aks-gpu-12345678-vmss000000", values, node_label="hostname"),
     }
     with FakeApi(routes) as api:
-        per_node = gpu_utilisation(_kubectl(tmp_path, api), "azure")
+        per_node = read_gpu_utilisation(_kubectl(tmp_path, api), "azure").per_node
     assert per_node == {"aks-gpu-12345678-vmss000000": pytest.approx(80.0)}
     # The GPU Operator's exporter, in its own namespace, with its own label.
     assert ("/api/v1/namespaces/gpu-operator/pods?labelSelector=app%3Dnvidia-dcgm-exporter"

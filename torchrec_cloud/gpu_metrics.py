@@ -244,9 +244,3 @@ def read_gpu_utilisation(read: Reader, cloud: str) -> GpuUtilisation:
     if forbidden:
         failures.append(_missing("get pods/proxy", exporter))
     return GpuUtilisation(per_node or None, "; ".join(failures))
-
-
-def gpu_utilisation(read: Reader, cloud: str) -> dict[str, float] | None:
-    """Mean GPU utilisation (percent) per node name, or None where the metrics are not
-    reachable from here (read_gpu_utilisation(...).reason says why)."""
-    return read_gpu_utilisation(read, cloud).per_node
