@@ -16,6 +16,7 @@ Last checked 2026-11 (see the sources file for the date and what could not be ve
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 
@@ -505,6 +506,27 @@ def checkpoint_store_speed(cloud: Cloud | str) -> CheckpointStoreSpeed:
 # https://learn.microsoft.com/azure/azure-netapp-files/azure-netapp-files-service-levels
 ANF_MIB_S_PER_TIB = {"Standard": 16, "Premium": 64, "Ultra": 128}
 FSX_SCRATCH_2_MB_S_PER_TIB = 200  # baseline; https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html
+# FSx for Lustre's throughput tiers (MB/s per TiB) by deployment type, the only values it takes
+# (SCRATCH_2 has the fixed baseline above), and its SSD sizes: 1200 or 2400 GiB, then steps of
+# 2400 GiB. https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html; the settings'
+# rule (infra/aws/rules.py), the advisors (infra/settings/cost_rules.py, torchrec_cloud/
+# file_systems.py) and the prices (infra/prices.py FSX_LUSTRE_GB_MONTH) read these.
+FSX_MB_S_PER_TIB_TIERS: dict[str, tuple[int, ...]] = {
+    "PERSISTENT_2": (125, 250, 500, 1000), "PERSISTENT_1": (50, 100, 200), "SCRATCH_2": ()}
+FSX_SMALL_CAPACITIES_GIB = (1200, 2400)
+FSX_CAPACITY_STEP_GIB = 2400
+
+
+def fsx_persistent_2_for(need_mb_s: float, capacity_gib: int) -> tuple[int, int]:
+    """(throughputPerTib, capacityGib) of the smallest PERSISTENT_2 change that gives
+    ``need_mb_s``: the lowest tier at this capacity, else the top tier with the capacity grown
+    in steps."""
+    tiers = FSX_MB_S_PER_TIB_TIERS["PERSISTENT_2"]
+    for tier in tiers:
+        if tier * capacity_gib / 1024 >= need_mb_s:
+            return tier, capacity_gib
+    step_mb_s = tiers[-1] * FSX_CAPACITY_STEP_GIB / 1024
+    return tiers[-1], max(capacity_gib, FSX_CAPACITY_STEP_GIB * math.ceil(need_mb_s / step_mb_s))
 # Filestore: write throughput of the smallest instance of each tier (conservative: it grows
 # with capacity on ZONAL/REGIONAL/HIGH_SCALE_SSD). https://cloud.google.com/filestore/docs/performance
 FILESTORE_WRITE_MB_S = {"BASIC_HDD": 100, "BASIC_SSD": 350, "ZONAL": 260, "REGIONAL": 260,

@@ -19,7 +19,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationIn
 from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
 
-from infra.catalog import Cloud
+from infra.catalog import Cloud, FSX_CAPACITY_STEP_GIB, FSX_MB_S_PER_TIB_TIERS, FSX_SMALL_CAPACITIES_GIB
 
 
 # Every field that holds a number (int or float), by name: `true` is refused in them
@@ -322,11 +322,13 @@ class FsxLustre(Section):
     deployment_type: FsxDeploymentType = Field(
         FsxDeploymentType.PERSISTENT_2, description="SCRATCH_2, PERSISTENT_1 or PERSISTENT_2."
     )
-    capacity_gib: int = Field(2400, description="1200, 2400, then steps of 2400 GiB.")
+    capacity_gib: int = Field(2400, description=(
+        f"{', '.join(map(str, FSX_SMALL_CAPACITIES_GIB))}, then steps of {FSX_CAPACITY_STEP_GIB} GiB."))
     throughput_per_tib: int | None = Field(
         250,
-        description="MB/s per TiB: PERSISTENT_2 125/250/500/1000, PERSISTENT_1 50/100/200, "
-        "none for SCRATCH_2.",
+        description="MB/s per TiB: " + ", ".join(
+            f"{kind} {'/'.join(map(str, tiers))}" for kind, tiers in FSX_MB_S_PER_TIB_TIERS.items()
+            if tiers) + ", none for SCRATCH_2.",
     )
     mount_path: str = Field("/mnt/shared", description="Where pods mount the file system.")
     backup_id: str | None = Field(
