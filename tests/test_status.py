@@ -777,3 +777,36 @@ def test_the_unreachable_fix_adds_the_next_api_range_and_never_overwrites_one(tm
     assert api_ranges_in_stack_file("absent", tmp_path) == 1
     said = unreachable("two", "dial tcp 1.2.3.4:443: i/o timeout", listed=2)
     assert said is not None and "'kubernetes.apiAccessCidrs[2]'" in said
+
+
+def test_a_queued_gang_s_line_names_the_workload_condition_that_holds_it() -> None:
+    """status reads Kueue's Workload through the waiting module (workload_admission): quota
+    not reserved names QuotaReserved, reserved but checks pending names Admitted, one admitted
+    names its ClusterQueue and flavor."""
+    from torchrec_cloud.status import _admission
+    from workloads.waiting import ClusterView
+
+    def workload(*conditions: dict[str, str], admission: dict | None = None) -> dict:
+        return {"metadata": {"name": "jobset-dlrm-1a2b3", "ownerReferences": [
+                    {"kind": "JobSet", "name": "dlrm"}]},
+                "status": {"conditions": list(conditions), **({"admission": admission}
+                                                              if admission else {})}}
+
+    def line(wl: dict) -> str:
+        return _admission(ClusterView("dlrm", "torchrec", workloads=[wl]))
+
+    pending = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+               "message": "couldn't assign flavors to pod set workers: insufficient quota"}
+    assert line(workload(pending)) == (
+        "not admitted by Kueue: Workload/jobset-dlrm-1a2b3 QuotaReserved=False (Pending): "
+        "couldn't assign flavors to pod set workers: insufficient quota")
+    checks = {"type": "Admitted", "status": "False", "reason": "NoReservation",
+              "message": "The workload has not all checks ready"}
+    assert line(workload({**pending, "status": "True"}, checks)) == (
+        "not admitted by Kueue: Workload/jobset-dlrm-1a2b3 Admitted=False (NoReservation): "
+        "The workload has not all checks ready")
+    assert line(workload()) == ("not admitted by Kueue: Workload/jobset-dlrm-1a2b3 "
+                                "QuotaReserved=False (): not yet considered")
+    admitted = workload({"type": "Admitted", "status": "True"}, admission={
+        "clusterQueue": "dlrm", "podSetAssignments": [{"flavors": {"nvidia.com/gpu": "dlrm-spot"}}]})
+    assert line(admitted) == "admitted by Kueue (ClusterQueue dlrm, flavor dlrm-spot)"
