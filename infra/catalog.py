@@ -690,7 +690,7 @@ def inter_host_gb_s_per_gpu(m: Machine, fabric: bool) -> float:
     return gbps / 8 / max(m.gpu_count, 1)
 
 
-# --- Training throughput: recorded runs the run estimate plans from (infra/estimate.py) ---------
+# --- Training throughput: recorded runs the run estimate plans from (infra/throughput.py) -------
 @dataclass(frozen=True)
 class ThroughputReference:
     """One recorded training run, with every input it was recorded with: the run estimate plans

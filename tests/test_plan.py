@@ -286,7 +286,7 @@ def test_materialized_multi_hot_draws_its_tables_once_in_the_preparation():
 def test_dense_time_is_the_models_flops_at_the_rated_fp32_or_tf32_throughput():
     """MLPerf's DCN model: 16.0M multiply-adds a sample forward; forward + backward of 4,096
     samples a rank at H100's 67 FP32 TFLOPS is 5.9 ms, at 494.5 TF32 TFLOPS 0.8 ms."""
-    from infra.estimate import dense_macs_per_sample
+    from infra.throughput import dense_macs_per_sample
 
     macs = dense_macs_per_sample(128, [512, 256, 128], [1024, 1024, 512, 256, 1], "dcn", 3, 512)
     assert macs == 170_496 + 3 * 2 * 27 * 128 * 512 + 5_243_136

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 from infra.cadence import SAVE_SHARE, cadence
 from infra.catalog import find_machine, fsx_persistent_2_for
-from infra.estimate import job_hourly_usd, job_most_hourly, planned_throughput
+from infra.estimate import job_hourly_usd, job_most_hourly
+from infra.throughput import planned_throughput
 from infra.preemption import (TABLE_FLAGS, estimated_save, largest_rank_bytes,
                               shared_file_system_mb_s, stop_budget)
 from infra.settings.errors import Problem, set_command
