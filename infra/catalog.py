@@ -653,6 +653,30 @@ MULTI_HOT_EXPAND_MS_PER_SAMPLE = 31.0 / 4096
 # https://cloud.google.com/filestore/docs/service-tiers-zonal "260 MiB/s per 1 TiB" read,
 # 88 MiB/s write); other tiers: their write figure above, conservative.
 FILESTORE_READ_MIB_S_PER_TIB = {"ZONAL": 260}
+# Filestore's sizes per tier: (least TiB, most TiB, step GiB or None for any size) ranges
+# (https://cloud.google.com/filestore/docs/service-tiers): ZONAL and REGIONAL take 1-9.75 TiB in
+# 256 GiB steps (the Enterprise class) or 10-100 TiB in 2.5 TiB steps (High Scale's successor).
+# The settings' rule (infra/gcp/rules.py), the mount's nconnect (infra/gcp/filestore.py) and the
+# advisor's larger size (torchrec_cloud/file_systems.py) read these.
+_ZONAL_SIZES = ((1.0, 9.75, 256), (10.0, 100.0, 2560))
+FILESTORE_CAPACITY_RANGES: dict[str, tuple[tuple[float, float, int | None], ...]] = {
+    "BASIC_HDD": ((1.0, 63.9, None),), "BASIC_SSD": ((2.5, 63.9, None),),
+    "ZONAL": _ZONAL_SIZES, "REGIONAL": _ZONAL_SIZES, "HIGH_SCALE_SSD": ((10.0, 100.0, None),)}
+
+
+def filestore_capacity_fits(tier: str, gib: int) -> bool:
+    return any(least * 1024 <= gib <= most * 1024 and (step is None or gib % step == 0)
+               for least, most, step in FILESTORE_CAPACITY_RANGES[tier])
+
+
+def filestore_capacity_at_least(tier: str, gib: float) -> int | None:
+    """The smallest size of ``tier`` of at least ``gib`` GiB; None past the tier's largest."""
+    for least, most, step in FILESTORE_CAPACITY_RANGES[tier]:
+        size = max(gib, least * 1024)
+        size = math.ceil(size / step) * step if step else math.ceil(size)
+        if size <= most * 1024:
+            return int(size)
+    return None
 # An 8192^3 BF16 matmul reaches well over half the peak on a healthy GPU; a throttled (HW
 # slowdown, power brake, thermal) or broken one falls far under it. CONSERVATIVE.
 GPU_MATMUL_FLOOR_FRACTION = 0.4

@@ -293,3 +293,14 @@ def test_every_fsx_tier_the_settings_take_has_a_price_and_the_advisor_names_one_
     assert tier == max(FSX_MB_S_PER_TIB_TIERS["PERSISTENT_2"])
     assert capacity % FSX_CAPACITY_STEP_GIB == 0 and tier * capacity / 1024 >= 5000
     assert tier * (capacity - FSX_CAPACITY_STEP_GIB) / 1024 < 5000
+
+
+def test_every_filestore_tier_the_settings_take_has_its_sizes_price_and_write_rate():
+    """One row per tier in each Filestore table: a tier the settings accept without its sizes
+    would fail the size rule with a KeyError instead of a message."""
+    from infra.catalog import FILESTORE_CAPACITY_RANGES, FILESTORE_WRITE_MB_S
+    from infra.prices import FILESTORE_GIB_MONTH
+    from infra.settings.model import FilestoreTier
+
+    tiers = {t.value for t in FilestoreTier}
+    assert tiers == set(FILESTORE_CAPACITY_RANGES) == set(FILESTORE_GIB_MONTH) == set(FILESTORE_WRITE_MB_S)

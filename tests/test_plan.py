@@ -341,3 +341,20 @@ def test_the_plan_verb_runs_from_the_command_line(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)["aws"]
     assert out["optimizer"] == "adagrad" and out["ranks"] == 8
     assert out["training_hours"] > out["gpu_bound_hours"] > 0
+
+
+@pytest.mark.parametrize("need_mb_s", [2800.0, 6000.0, 20000.0])
+def test_the_advisor_names_a_filestore_size_the_settings_accept(need_mb_s):
+    """Past 9.75 TiB a Zonal share grows in 2.5 TiB steps: the size the advisor names for the
+    GCP stack file's Filestore passes the settings' own rule and reads what is needed (it named
+    10,752 GiB for 2,800 MB/s, which `pulumi up` then refused)."""
+    from infra.settings.loader import settings_and_problems
+    from tests.test_cloud_rules import stack_values
+    from torchrec_cloud.file_systems import faster_file_system
+
+    faster = faster_file_system("gcp", need_mb_s)
+    capacity = int(faster.change.rsplit(" ", 1)[1])
+    assert faster.read_mb_s >= need_mb_s
+    _, problems = settings_and_problems(stack_values("gcp", {"sharedFileSystem": {
+        "kind": "filestore", "tier": "ZONAL", "capacityGib": capacity}}))
+    assert not [p for p in problems if p.path == "sharedFileSystem.capacityGib"], problems

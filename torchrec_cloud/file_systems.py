@@ -92,10 +92,13 @@ def faster_file_system(cloud: str, need_mb_s: float) -> FileSystem:
         return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
                           f"sharedFileSystem.serviceLevel {level}, volumeSizeGib {tib * 1024} "
                           f"and poolSizeTib {tib}")
+    from infra.catalog import FILESTORE_CAPACITY_RANGES, filestore_capacity_at_least
+
     fs = file_system(cloud, raw)
-    capacity = given.capacity_gib
-    per_gib = fs.read_mb_s / capacity
-    capacity = max(capacity, math.ceil(need_mb_s / per_gib / 256) * 256)
+    per_gib = fs.read_mb_s / given.capacity_gib
+    # A size the tier takes (infra/catalog.py FILESTORE_CAPACITY_RANGES), else its largest.
+    capacity = max(given.capacity_gib, filestore_capacity_at_least(given.tier.value, need_mb_s / per_gib)
+                   or int(FILESTORE_CAPACITY_RANGES[given.tier.value][-1][1] * 1024))
     fs = file_system(cloud, {**raw, "capacityGib": capacity})
     return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
                       f"sharedFileSystem.capacityGib {capacity}")
