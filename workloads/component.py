@@ -172,8 +172,8 @@ class TrainingJob(pulumi.ComponentResource):
 
 @dataclass(frozen=True)
 class Queue:
-    """What the JobSet is queued through: the LocalQueue's name, its flavors (most preferred
-    first) and the objects."""
+    """What the JobSet is queued through: the LocalQueue's name, its flavor (the job's pool;
+    workloads/kueue.py) and the objects."""
 
     name: str
     flavors: list[kueue.Flavor]
