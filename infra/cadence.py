@@ -10,7 +10,7 @@ host's memory bandwidth, its CPUs and its network with training, and skipped sav
 interval silently: so the interval is at least one save's time / ``SAVE_SHARE``.
 
 Saves by steps (``checkpoints.everySteps``) need the job's steps per second: the run estimate's
-planned throughput (infra/estimate.py). Unset, ``everySteps`` and ``everySeconds`` are derived
+planned throughput (infra/throughput.py). Unset, ``everySteps`` and ``everySeconds`` are derived
 here; set, a value under the bound is refused (infra/settings/rules.py).
 """
 
@@ -37,7 +37,7 @@ class Cadence:
     """The job's save cadence in effect, and the figures it comes from."""
 
     save: SaveEstimate
-    steps_per_second: float | None  # planned (infra/estimate.py); None: not planned
+    steps_per_second: float | None  # planned (infra/throughput.py); None: not planned
     every_steps: int
     every_seconds: int  # on spot pools; on-demand pools save by steps only
     steps_derived: bool  # checkpoints.everySteps was unset
@@ -79,7 +79,8 @@ def round_up(value: float, unit: int) -> int:
 
 def steps_per_second(s: "Settings") -> float | None:
     """Global steps a second at the run estimate's planned throughput (None: not planned)."""
-    from infra.estimate import planned_throughput, run_steps
+    from infra.estimate import run_steps
+    from infra.throughput import planned_throughput
 
     planned = planned_throughput(s)
     if planned is None:

@@ -286,3 +286,32 @@ def test_stop_budgets_nest_inside_the_notice() -> None:
                              notice.min_kubernetes)
         assert 0 < budget.save_deadline_seconds < budget.shutdown_timeout_seconds \
             < budget.pod_grace_seconds
+
+
+def test_every_fsx_tier_the_settings_take_has_a_price_and_the_advisor_names_one_of_them():
+    """The FSx throughput tiers live in one table (infra/catalog.py): the settings refuse any
+    other value, the estimate prices each one, and the smallest change the advisors name is
+    one of them (the top tier with more capacity when none is enough)."""
+    from infra.catalog import (FSX_CAPACITY_STEP_GIB, FSX_MB_S_PER_TIB_TIERS,
+                               fsx_persistent_2_for)
+    from infra.prices import FSX_LUSTRE_GB_MONTH
+
+    priced = {(kind, tier) for kind, tiers in FSX_MB_S_PER_TIB_TIERS.items()
+              for tier in tiers or (None,)}
+    assert priced == set(FSX_LUSTRE_GB_MONTH)
+    assert fsx_persistent_2_for(500, 2400) == (250, 2400)  # 250 x 2.34 TiB = 586 MB/s
+    tier, capacity = fsx_persistent_2_for(5000, 2400)
+    assert tier == max(FSX_MB_S_PER_TIB_TIERS["PERSISTENT_2"])
+    assert capacity % FSX_CAPACITY_STEP_GIB == 0 and tier * capacity / 1024 >= 5000
+    assert tier * (capacity - FSX_CAPACITY_STEP_GIB) / 1024 < 5000
+
+
+def test_every_filestore_tier_the_settings_take_has_its_sizes_price_and_write_rate():
+    """One row per tier in each Filestore table: a tier the settings accept without its sizes
+    would fail the size rule with a KeyError instead of a message."""
+    from infra.catalog import FILESTORE_CAPACITY_RANGES, FILESTORE_WRITE_MB_S
+    from infra.prices import FILESTORE_GIB_MONTH
+    from infra.settings.model import FilestoreTier
+
+    tiers = {t.value for t in FilestoreTier}
+    assert tiers == set(FILESTORE_CAPACITY_RANGES) == set(FILESTORE_GIB_MONTH) == set(FILESTORE_WRITE_MB_S)

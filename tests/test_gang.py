@@ -20,7 +20,7 @@ import torch
 
 import yaml
 
-from infra.settings.model import Job, PoolChoice, SpotShortage, SpotShortagePolicy
+from infra.settings.model import Job, PoolChoice, SpotShortage
 from tests.gang import Capacity, GangRecord, KueueRules, NodePool, Pod, SimulatedJobSet
 from tests.k8s_manifests import clean
 from tests.test_workloads import run_workload
@@ -375,24 +375,3 @@ def test_spot_capacity_that_never_comes_back_holds_the_job_when_a_bound_is_set(t
     assert len(record.evictions) == kueue.backoff_limit + 1, record
     assert record.actions == [] and record.counted_restarts == 0, record
     assert not rendezvous_would_have_timed_out(tmp_path)
-
-
-def test_spot_shortage_on_demand_runs_the_gang_on_the_on_demand_pool(uninterrupted, tmp_path):
-    """Policy onDemand (GKE): the spot flavor's ProvisioningRequest is not provisioned (no spot
-    capacity), so with Concurrent Admission the on-demand Variant is admitted; its pods fit only
-    the on-demand pool's nodes, and the run matches an uninterrupted one."""
-    rendered = render(Job(pool=PoolChoice.SPOT, spot_shortage=SpotShortage(
-        policy=SpotShortagePolicy.ON_DEMAND)), flavour="gcp")
-    kueue: KueueRules = rendered["kueue"]
-    assert [name for name, _ in kueue.flavors] == ["dlrm-spot", "dlrm-on-demand"]
-    job = gang(rendered, tmp_path, time_scale=MINUTE)
-
-    def on_demand_only(pool: str, now: float) -> int:
-        return 2 if pool == "onDemand" else 0
-
-    record = job.run_queued(kueue, rendered["pools"], on_demand_only, timeout=180)
-    assert record.outcome == "Completed", record
-    assert record.admissions == [(record.admissions[0][0], "dlrm-on-demand")], record
-    assert record.pools == ["onDemand"], record
-    assert not record.evictions and record.counted_restarts == 0, record
-    assert_same_training(tmp_path, uninterrupted)

@@ -287,7 +287,7 @@ def test_materialized_multi_hot_draws_its_tables_once_in_the_preparation():
 def test_dense_time_is_the_models_flops_at_the_rated_fp32_or_tf32_throughput():
     """MLPerf's DCN model: 16.0M multiply-adds a sample forward; forward + backward of 4,096
     samples a rank at H100's 67 FP32 TFLOPS is 5.9 ms, at 494.5 TF32 TFLOPS 0.8 ms."""
-    from infra.estimate import dense_macs_per_sample
+    from infra.throughput import dense_macs_per_sample
 
     macs = dense_macs_per_sample(128, [512, 256, 128], [1024, 1024, 512, 256, 1], "dcn", 3, 512)
     assert macs == 170_496 + 3 * 2 * 27 * 128 * 512 + 5_243_136
@@ -375,7 +375,8 @@ def test_plan_and_check_time_mlperf_at_one_rate_and_print_the_same_hours_an_epoc
     a public run scaled 1.5x slower (80 against 120 steps/s on 2 x p5; 15 against 106 on A3
     Mega): `check` prints the GPU-bound hours of one epoch `plan` prints."""
     from infra.cadence import steps_per_second
-    from infra.estimate import estimate_lines, planned_step
+    from infra.estimate import estimate_lines
+    from infra.throughput import planned_step
     from tests.test_check import check, write_stack
     from tests.test_checkpoint_cadence import MLPERF as STACK_MLPERF
     from torchrec_cloud.plan import stack_settings
@@ -407,3 +408,18 @@ def test_plan_and_check_time_mlperf_at_one_rate_and_print_the_same_hours_an_epoc
     aws = mlperf["aws"]
     assert (f"one epoch     {aws.epoch.gpu_seconds / 3600:.2f} h GPU-bound "
             f"({aws.epoch.steps:,} steps at 120 steps/s)") in done.stdout
+@pytest.mark.parametrize("need_mb_s", [2800.0, 6000.0, 20000.0])
+def test_the_advisor_names_a_filestore_size_the_settings_accept(need_mb_s):
+    """Past 9.75 TiB a Zonal share grows in 2.5 TiB steps: the size the advisor names for the
+    GCP stack file's Filestore passes the settings' own rule and reads what is needed (it named
+    10,752 GiB for 2,800 MB/s, which `pulumi up` then refused)."""
+    from infra.settings.loader import settings_and_problems
+    from tests.test_cloud_rules import stack_values
+    from torchrec_cloud.file_systems import faster_file_system
+
+    faster = faster_file_system("gcp", need_mb_s)
+    capacity = int(faster.change.rsplit(" ", 1)[1])
+    assert faster.read_mb_s >= need_mb_s
+    _, problems = settings_and_problems(stack_values("gcp", {"sharedFileSystem": {
+        "kind": "filestore", "tier": "ZONAL", "capacityGib": capacity}}))
+    assert not [p for p in problems if p.path == "sharedFileSystem.capacityGib"], problems

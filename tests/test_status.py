@@ -809,3 +809,34 @@ def test_an_unreachable_cluster_still_prints_what_the_stack_costs_a_month_and_ho
     line = status.standing_without_cluster(outputs(bucket), root)[0]
     assert line.startswith("while the stack exists, even idle: about USD ") and " a month " in line
     assert "`pulumi destroy --stack aws`" in line
+def test_a_queued_gang_s_line_names_the_workload_condition_that_holds_it() -> None:
+    """status reads Kueue's Workload through the waiting module (workload_admission): quota
+    not reserved names QuotaReserved, reserved but checks pending names Admitted, one admitted
+    names its ClusterQueue and flavor."""
+    from torchrec_cloud.status import _admission
+    from workloads.waiting import ClusterView
+
+    def workload(*conditions: dict[str, str], admission: dict | None = None) -> dict:
+        return {"metadata": {"name": "jobset-dlrm-1a2b3", "ownerReferences": [
+                    {"kind": "JobSet", "name": "dlrm"}]},
+                "status": {"conditions": list(conditions), **({"admission": admission}
+                                                              if admission else {})}}
+
+    def line(wl: dict) -> str:
+        return _admission(ClusterView("dlrm", "torchrec", workloads=[wl]))
+
+    pending = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+               "message": "couldn't assign flavors to pod set workers: insufficient quota"}
+    assert line(workload(pending)) == (
+        "not admitted by Kueue: Workload/jobset-dlrm-1a2b3 QuotaReserved=False (Pending): "
+        "couldn't assign flavors to pod set workers: insufficient quota")
+    checks = {"type": "Admitted", "status": "False", "reason": "NoReservation",
+              "message": "The workload has not all checks ready"}
+    assert line(workload({**pending, "status": "True"}, checks)) == (
+        "not admitted by Kueue: Workload/jobset-dlrm-1a2b3 Admitted=False (NoReservation): "
+        "The workload has not all checks ready")
+    assert line(workload()) == ("not admitted by Kueue: Workload/jobset-dlrm-1a2b3 "
+                                "QuotaReserved=False (): not yet considered")
+    admitted = workload({"type": "Admitted", "status": "True"}, admission={
+        "clusterQueue": "dlrm", "podSetAssignments": [{"flavors": {"nvidia.com/gpu": "dlrm-spot"}}]})
+    assert line(admitted) == "admitted by Kueue (ClusterQueue dlrm, flavor dlrm-spot)"

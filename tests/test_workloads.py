@@ -867,62 +867,6 @@ def test_spot_shortage_wait_queues_on_the_spot_flavor_only_and_the_pod_follows_t
     assert len(terms) == 1  # the spot pool's labels: still a GPU node of the job's pool
 
 
-def test_spot_shortage_on_demand_pursues_spot_by_capacity_and_runs_on_demand_meanwhile():
-    """policy onDemand: flavors spot then on-demand, Concurrent Admission (gate on), and a
-    ProvisioningRequest check on the spot flavor only; the pod may land on either pool."""
-    import yaml
-
-    from infra.settings.model import SpotShortage, SpotShortagePolicy
-
-    scenario = run_workload("gcp", Job(pool=PoolChoice.SPOT, spot_shortage=SpotShortage(
-        policy=SpotShortagePolicy.ON_DEMAND)))
-    (queue,) = scenario.run.of_type(f"{KUEUE}:ClusterQueue")
-    spec = queue.inputs["spec"]
-    (group,) = spec["resourceGroups"]
-    assert [f["name"] for f in group["flavors"]] == ["dlrm-spot", "dlrm-on-demand"]
-    assert spec["concurrentAdmissionPolicy"] == {"migration": {"mode": "TryPreferredFlavors"}}
-    (check,) = spec["admissionChecksStrategy"]["admissionChecks"]
-    assert check["onFlavors"] == ["dlrm-spot"]
-    (admission,) = scenario.run.of_type(f"{KUEUE}:AdmissionCheck")
-    assert admission.inputs["metadata"]["name"] == check["name"]
-    assert admission.inputs["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
-    (config,) = scenario.run.of_type(f"{KUEUE}:ProvisioningRequestConfig")
-    assert config.inputs["spec"]["provisioningClassName"] == \
-        "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
-    (release,) = scenario.run.of_type("kubernetes:helm.sh/v3:Release")
-    assert {"name": "ConcurrentAdmission", "enabled": True} in \
-        release.inputs["values"]["controllerManager"]["featureGates"]
-    yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
-    terms = scenario.pod_spec()["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert len(terms) == 2  # either GPU pool; the admitted flavor's nodeSelector picks one
-    validate_manifests(scenario.run, KUBERNETES_VERSION)
-
-
-def test_switching_the_spot_shortage_policy_creates_a_new_cluster_queue():
-    """Kueue's webhook rejects any change of a ClusterQueue's concurrentAdmissionPolicy
-    (immutable), so each policy has its own ClusterQueue name: a switch on a live stack is a
-    replacement (a new name: the new one first, the old one deleted once the replaced JobSet's
-    Workload has left it), never an in-place patch. The LocalQueue keeps the job's name (the
-    JobSet's label) and, its spec.clusterQueue immutable too, is replaced delete-first."""
-    from infra.settings.model import SpotShortage, SpotShortagePolicy
-
-    queues = {}
-    for policy in SpotShortagePolicy:
-        scenario = run_workload("gcp", Job(pool=PoolChoice.SPOT,
-                                           spot_shortage=SpotShortage(policy=policy)))
-        (queue,) = scenario.run.of_type(f"{KUEUE}:ClusterQueue")
-        (local,) = scenario.run.of_type(f"{KUEUE}:LocalQueue")
-        name = queue.inputs["metadata"]["name"]
-        queues[name] = "concurrentAdmissionPolicy" in queue.inputs["spec"]
-        assert local.inputs["metadata"]["name"] == "dlrm", policy
-        assert local.inputs["spec"]["clusterQueue"] == name, policy
-        assert "spec.clusterQueue" in local.replace_on_changes and local.delete_before_replace
-        assert scenario.workload().inputs["metadata"]["labels"][
-            "kueue.x-k8s.io/queue-name"] == "dlrm"
-    assert queues == {"dlrm": False, "dlrm-fallback": True}  # one name per policy
-
-
 def test_kueue_waits_for_capacity_without_a_bound_by_default():
     """backoffLimitCount null: Kueue requeues without end (RequeuingStrategy, v1beta2). A bound
     would count PodsReady timeouts over the job's whole life, never reset when the gang runs,

@@ -31,20 +31,26 @@ def _stack_file_system(cloud: str) -> Dict[str, Any]:
     return dict((data.get("config") or {}).get("torchrec-cloud:sharedFileSystem") or {})
 
 
+def _validated(cloud: str, raw: Dict[str, Any]) -> Any:
+    """The block as the settings' own model reads it, its defaults filled in."""
+    from infra.settings.model import AzureNetAppFiles, Filestore, FsxLustre
+
+    kind = raw.get("kind") or {"aws": "fsx-lustre", "azure": "azure-netapp-files",
+                               "gcp": "filestore"}[cloud]
+    model = {"fsx-lustre": FsxLustre, "azure-netapp-files": AzureNetAppFiles,
+             "filestore": Filestore}[kind]
+    return model.model_validate({**raw, "kind": kind})
+
+
 def file_system(cloud: str, values: Optional[Dict[str, Any]] = None) -> FileSystem:
     """Read and write throughput of a sharedFileSystem block (the stack file's by default),
     validated by the settings' own model: FSx's throughput tier per TiB, NetApp Files' service
     level per TiB of volume, Filestore's read rate per TiB (infra/catalog.py)."""
     from infra.catalog import FILESTORE_READ_MIB_S_PER_TIB
     from infra.preemption import shared_file_system_mb_s
-    from infra.settings.model import AzureNetAppFiles, Filestore, FsxLustre
+    from infra.settings.model import Filestore
 
-    raw = values if values is not None else _stack_file_system(cloud)
-    kind = raw.get("kind") or {"aws": "fsx-lustre", "azure": "azure-netapp-files",
-                               "gcp": "filestore"}[cloud]
-    model = {"fsx-lustre": FsxLustre, "azure-netapp-files": AzureNetAppFiles,
-             "filestore": Filestore}[kind]
-    fs = model.model_validate({**raw, "kind": kind})
+    fs = _validated(cloud, values if values is not None else _stack_file_system(cloud))
     write, what = shared_file_system_mb_s(fs)
     read = write
     if isinstance(fs, Filestore) and fs.tier.value in FILESTORE_READ_MIB_S_PER_TIB:
@@ -57,42 +63,42 @@ def faster_file_system(cloud: str, need_mb_s: float) -> FileSystem:
     """The smallest change of the stack file's file system that reads ``need_mb_s``: FSx's
     throughput tier (then its capacity), NetApp Files' volume (and pool) size at its level,
     Filestore's capacity; the setting to change is named."""
+    from infra.settings.model import AzureNetAppFiles, FsxLustre
+
     raw = _stack_file_system(cloud)
-    kind = raw.get("kind") or {"aws": "fsx-lustre", "azure": "azure-netapp-files",
-                               "gcp": "filestore"}[cloud]
-    if kind == "fsx-lustre":
-        capacity = int(raw.get("capacityGib", 2400))
-        for tier in (125, 250, 500, 1000):
-            fs = file_system(cloud, {**raw, "throughputPerTib": tier})
-            if fs.read_mb_s >= need_mb_s:
-                return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
-                                  f"sharedFileSystem.throughputPerTib {tier}")
-        steps = math.ceil(need_mb_s / (1000 * 2400 / 1024))
-        capacity = max(capacity, 2400 * steps)
-        fs = file_system(cloud, {**raw, "throughputPerTib": 1000, "capacityGib": capacity})
+    given = _validated(cloud, raw)
+    if isinstance(given, FsxLustre):
+        from infra.catalog import fsx_persistent_2_for
+
+        tier, capacity = fsx_persistent_2_for(need_mb_s, given.capacity_gib)
+        fs = file_system(cloud, {**raw, "throughputPerTib": tier, "capacityGib": capacity})
         return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
-                          f"sharedFileSystem.throughputPerTib 1000 and capacityGib {capacity}")
-    if kind == "azure-netapp-files":  # the cheapest pool of the level given or a faster one
+                          f"sharedFileSystem.throughputPerTib {tier}" + (
+                              f" and capacityGib {capacity}" if capacity != given.capacity_gib
+                              else ""))
+    if isinstance(given, AzureNetAppFiles):  # the cheapest pool of the level given or a faster one
         from infra.catalog import ANF_MIB_S_PER_TIB
         from infra.prices import ANF_GIB_HOUR, per_hour
 
         levels = list(ANF_MIB_S_PER_TIB)
-        given = str(raw.get("serviceLevel", "Premium"))
         options = []
-        for level in levels[levels.index(given):]:
+        for level in levels[levels.index(given.service_level.value):]:
             tib = max(math.ceil(need_mb_s / (ANF_MIB_S_PER_TIB[level] * MIB / 1e6)),
-                      math.ceil(int(raw.get("volumeSizeGib", 4096)) / 1024))
+                      math.ceil(given.volume_size_gib / 1024))
             options.append((per_hour(ANF_GIB_HOUR[level], tib * 1024), level, tib))
         _, level, tib = min(options)
         fs = file_system(cloud, {**raw, "serviceLevel": level, "volumeSizeGib": tib * 1024,
-                                 "poolSizeTib": max(tib, int(raw.get("poolSizeTib", 4)))})
+                                 "poolSizeTib": max(tib, given.pool_size_tib)})
         return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
                           f"sharedFileSystem.serviceLevel {level}, volumeSizeGib {tib * 1024} "
                           f"and poolSizeTib {tib}")
+    from infra.catalog import FILESTORE_CAPACITY_RANGES, filestore_capacity_at_least
+
     fs = file_system(cloud, raw)
-    capacity = int(raw.get("capacityGib", 2560))
-    per_gib = fs.read_mb_s / capacity
-    capacity = max(capacity, math.ceil(need_mb_s / per_gib / 256) * 256)
+    per_gib = fs.read_mb_s / given.capacity_gib
+    # A size the tier takes (infra/catalog.py FILESTORE_CAPACITY_RANGES), else its largest.
+    capacity = max(given.capacity_gib, filestore_capacity_at_least(given.tier.value, need_mb_s / per_gib)
+                   or int(FILESTORE_CAPACITY_RANGES[given.tier.value][-1][1] * 1024))
     fs = file_system(cloud, {**raw, "capacityGib": capacity})
     return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
                       f"sharedFileSystem.capacityGib {capacity}")

@@ -20,6 +20,7 @@ from infra.telemetry import TELEMETRY_FOLDER
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
                                   open_bucket, read_outputs)
 from torchrec_cloud.invocation import cli
+from workloads.waiting.kueue import is_admitted  # the one reader of Kueue's conditions
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -68,7 +69,7 @@ def state_of(jobset: dict[str, Any], workload: dict[str, Any] | None) -> str:
         return "failed"
     active = sum(int(r.get("active") or 0) + int(r.get("ready") or 0)
                  for r in (jobset.get("status") or {}).get("replicatedJobsStatus") or [])
-    admitted = _condition(workload, "Admitted") if workload is not None \
+    admitted = is_admitted(workload) if workload is not None \
         else not (jobset.get("spec") or {}).get("suspend")
     if admitted:
         return "running" if active else "admitted"

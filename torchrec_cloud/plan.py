@@ -154,7 +154,7 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
     from infra.catalog import (GPU_SORT_KEYS_PER_S, HOST_STAGING_GB_S,
                                MULTI_HOT_EXPAND_MS_PER_SAMPLE, inter_host_gb_s_per_gpu,
                                gpu_nvlink_gb_s, machine as catalog_machine)
-    from infra.estimate import dense_macs_per_sample
+    from infra.throughput import dense_macs_per_sample
     from infra.preemption import object_store_save, stop_budget
     from trainer import offline_plan, planning
     from trainer.data.loader import multi_hot_readers

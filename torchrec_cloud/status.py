@@ -31,7 +31,7 @@ from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, PROJ
 from torchrec_cloud.invocation import pins, pip_install
 from workloads.names import JobNames
 from workloads.waiting import ClusterView, Kind, explain
-from workloads.waiting.kueue import owned_workload
+from workloads.waiting.kueue import QUOTA_RESERVED, workload_admission
 from workloads.why import ApiError, Kubectl, NotFound, Reader, read_view
 
 OUT_DIR = Path("out/status")
@@ -155,27 +155,20 @@ def gang_section(view: ClusterView) -> list[str]:
 
 
 def _admission(view: ClusterView) -> str:
-    """Kueue's Workload owned by the JobSet: Admitted=True with its ClusterQueue and flavor
-    (kueue.x-k8s.io Workload status.admission.clusterQueue, podSetAssignments[].flavors); which
-    Workload is the job's is the waiting module's answer (owned_workload)."""
-    wl = owned_workload(view)
-    if wl is not None:
-        conditions = {c.get("type"): c for c in (wl.get("status") or {}).get("conditions") or []}
-        admitted = conditions.get("Admitted") or {}
-        if admitted.get("status") == "True":
-            admission = (wl.get("status") or {}).get("admission") or {}
-            flavors = sorted({f for a in admission.get("podSetAssignments") or []
-                              for f in (a.get("flavors") or {}).values()})
-            where = ", ".join(x for x in (
-                f"ClusterQueue {admission['clusterQueue']}" if admission.get("clusterQueue") else "",
-                f"flavor {', '.join(flavors)}" if flavors else "") if x)
-            return f"admitted by Kueue{f' ({where})' if where else ''}"
-        reserved = conditions.get("QuotaReserved") or {}
-        why = admitted if admitted else reserved
-        return (f"not admitted by Kueue: Workload/{wl['metadata'].get('name')} "
-                f"{why.get('type', 'QuotaReserved')}={why.get('status', 'False')}"
-                f" ({why.get('reason', '')}): {why.get('message', 'not yet considered')}")
-    return "no Kueue Workload for the job (no queue, or Kueue not installed)"
+    """Kueue's word on the job's Workload, as the waiting module reads it (workload_admission):
+    admitted with its ClusterQueue and flavor, or the condition that holds it."""
+    found = workload_admission(view)
+    if found is None:
+        return "no Kueue Workload for the job (no queue, or Kueue not installed)"
+    if found.admitted:
+        where = ", ".join(x for x in (
+            f"ClusterQueue {found.cluster_queue}" if found.cluster_queue else "",
+            f"flavor {', '.join(found.flavors)}" if found.flavors else "") if x)
+        return f"admitted by Kueue{f' ({where})' if where else ''}"
+    why = found.waiting_on
+    return (f"not admitted by Kueue: Workload/{found.name} "
+            f"{why.get('type', QUOTA_RESERVED)}={why.get('status', 'False')}"
+            f" ({why.get('reason', '')}): {why.get('message', 'not yet considered')}")
 
 
 def progress_section(view: ClusterView | None, telemetry: Telemetry, read: Reader | None,

@@ -153,8 +153,7 @@ class TrainingJob(pulumi.ComponentResource):
                ns: pulumi.Resource, opts_for: Callable[..., pulumi.ResourceOptions]) -> "Queue":
         """Kueue, the job's flavors and queues (workloads/kueue.py); the JobSet waits for them."""
         cluster = self._cluster
-        flavor_list = kueue.flavors(names.job, job.pool, job.spot_shortage, cluster.gpu_pools)
-        fallback = kueue.concurrent(flavor_list)
+        flavor_list = kueue.flavors(names.job, job.pool, cluster.gpu_pools)
         controller = kueue.controller(f"{name}-kueue", version, job.spot_shortage, flavor_list,
                                       opts_for(), job.kind)
         labels = names.common_labels
@@ -162,27 +161,19 @@ class TrainingJob(pulumi.ComponentResource):
         for flavor in flavor_list:
             made.append(kueue.resource_flavor(f"{name}-flavor-{flavor.name}", flavor, labels,
                                               opts_for(controller)))
-        check = None
-        if fallback:
-            check = kueue.provisioning_check_name(names.job)
-            config = kueue.provisioning_request_config(f"{name}-provisioning-config", check,
-                                                       labels, opts_for(controller))
-            made += [config, kueue.admission_check(f"{name}-spot-capacity-check", check, labels,
-                                                   opts_for(controller, config))]
-        backing = kueue.cluster_queue_name(names.job, flavor_list)
-        made.append(kueue.cluster_queue(f"{name}-cluster-queue", backing, flavor_list, check,
+        made.append(kueue.cluster_queue(f"{name}-cluster-queue", names.job, flavor_list,
                                         labels, opts_for(*made)))
         # Cluster-scoped, for jobs submitted beside this one (torchrec_cloud/submit.py).
         made.append(kueue.priority_classes(f"{name}-priority-classes", labels, opts_for(controller)))
         made.append(kueue.local_queue(f"{name}-local-queue", names.job, names.namespace,
-                                      backing, labels, opts_for(ns, *made)))
+                                      names.job, labels, opts_for(ns, *made)))
         return Queue(names.job, flavor_list, made)
 
 
 @dataclass(frozen=True)
 class Queue:
-    """What the JobSet is queued through: the LocalQueue's name, its flavors (most preferred
-    first) and the objects."""
+    """What the JobSet is queued through: the LocalQueue's name, its flavor (the job's pool;
+    workloads/kueue.py) and the objects."""
 
     name: str
     flavors: list[kueue.Flavor]

@@ -38,32 +38,14 @@ What it does here (Kueue v0.19.2, config.kueue.x-k8s.io/v1beta2 and kueue.x-k8s.
   infra/aws/autoscaler.py; AKS's and GKE's defaults), so nodes that joined for one attempt are
   still there when the gang is admitted again;
 
-Capacity fallback (job.spotShortage.policy onDemand), unreachable from a checked stack: the
-settings refuse the policy on every cloud (infra/settings/rules.py SPOT_FALLBACK_REFUSED; on GKE
-the best-effort-atomic ProvisioningRequest below is Provisioned when the scale-up is asked, not
-when the Spot VMs exist, so the gang would be moved to nodes that may never come). What it
-would do: Kueue assigns flavors by quota, in the
-ClusterQueue's order, and a requeued Workload starts the search at the first flavor again
-(pkg/scheduler/scheduler.go: the flavor scan state `LastAssignment` is cleared on admission
-and eviction), so a spot flavor with free quota but no spot capacity would be chosen forever.
-Kueue's way to pursue a less preferred flavor while the preferred one waits is Concurrent
-Admission (alpha since v0.18, feature gate ConcurrentAdmission; site/content/en/docs/concepts/
-concurrent_admission.md, keps/8691-concurrent-admission): a Variant per flavor; the on-demand
-Variant runs while the spot Variant waits, and once the spot Variant is admitted the workload
-migrates back to spot (mode TryPreferredFlavors, the only one supported) - a gang restart from
-its checkpoint, i.e. "back to spot at the next restart". The on-demand Variant has no admission
-check, so it is admitted at once: the gang starts on on-demand and moves to spot when the spot
-Variant's atomic scale-up succeeds.
+No capacity fallback: job.spotShortage.policy onDemand is refused on every cloud
+(infra/settings/rules.py SPOT_FALLBACK_REFUSED: Kueue would need the autoscaler to answer a
+ProvisioningRequest for spot capacity only once spot nodes exist, which none here does), so the
+ClusterQueue has one flavor, the job's pool, and is named after the job.
 
-Switching the policy on a live stack: the ClusterQueue's `concurrentAdmissionPolicy` is immutable
-(pkg/webhooks/clusterqueue_webhook.go ValidateClusterQueueUpdate; concepts/concurrent_admission.md
-"immutable after the ClusterQueue is created"), so each policy has its own ClusterQueue name
-(cluster_queue_name) and a switch creates the new one. Not delete-before-replace under one name:
-Kueue keeps a ClusterQueue with an admitted Workload (finalizer kueue.x-k8s.io/resource-in-use,
-removed only when it is empty), and the JobSet holding it is replaced only later in the same
-update. The LocalQueue keeps the job's name (the JobSet's queue label) and is replaced, delete
-first, when it points at another ClusterQueue: its spec.clusterQueue is immutable
-(apis/kueue/v1beta2/localqueue_types.go, "field is immutable"), and it has no finalizer.
+The LocalQueue's spec.clusterQueue is immutable (apis/kueue/v1beta2/localqueue_types.go, "field
+is immutable") and it has no finalizer: pointing it at another ClusterQueue replaces it, delete
+first, under the job's name (the JobSet's queue label).
 """
 
 from __future__ import annotations
@@ -77,7 +59,7 @@ import pulumi_kubernetes as k8s
 from infra.addon_versions import ADDON_VERSIONS, version_for
 from infra.contract import GpuPool
 from infra.kubernetes_release import minor_key, minor_of
-from infra.settings.model import JobKind, PoolChoice, SpotShortage, SpotShortagePolicy
+from infra.settings.model import JobKind, PoolChoice, SpotShortage
 
 ADDON = "kueue"
 # Kueue's own install guide (site/content/en/docs/getting-started/installation.md, "Install by
@@ -168,30 +150,19 @@ def manager_config(shortage: SpotShortage, ready_minutes: int,
     }
 
 
-def uses_fallback(pool: PoolChoice, shortage: SpotShortage, pools: Mapping[str, GpuPool]) -> bool:
-    return (pool == PoolChoice.SPOT and shortage.policy == SpotShortagePolicy.ON_DEMAND
-            and PoolChoice.ON_DEMAND.value in pools)
-
-
-def helm_values(shortage: SpotShortage, fallback: bool, ready_minutes: int,
+def helm_values(shortage: SpotShortage, ready_minutes: int,
                 kind: JobKind = JobKind.JOB_SET) -> dict[str, object]:
     import yaml
 
-    return {
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
-            manager_config(shortage, ready_minutes, kind), sort_keys=False)},
-        # controllerManager.featureGates: [{name, enabled}] (charts/kueue/values.yaml).
-        "controllerManager": {"featureGates": [{"name": "ConcurrentAdmission", "enabled": True}]}
-        if fallback else {},
-    }
+    return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
+        manager_config(shortage, ready_minutes, kind), sort_keys=False)}}
 
 
 def controller(name: str, kubernetes_version: str | None, shortage: SpotShortage,
                flavor_list: Sequence["Flavor"], opts: pulumi.ResourceOptions,
                kind: JobKind = JobKind.JOB_SET) -> k8s.helm.v3.Release:
     """Kueue's CRDs, webhook and controller (namespace kueue-system) from its Helm chart."""
-    values = helm_values(shortage, concurrent(flavor_list),
-                         ready_timeout_minutes([f.pool for f in flavor_list]), kind)
+    values = helm_values(shortage, ready_timeout_minutes([f.pool for f in flavor_list]), kind)
     return k8s.helm.v3.Release(
         name,
         k8s.helm.v3.ReleaseArgs(
@@ -217,14 +188,9 @@ def flavor_name(job_name: str, key: str) -> str:
     return f"{job_name}-{'on-demand' if key == PoolChoice.ON_DEMAND.value else 'spot'}"
 
 
-def flavors(job_name: str, pool: PoolChoice, shortage: SpotShortage,
-            pools: Mapping[str, GpuPool]) -> list[Flavor]:
-    """The ClusterQueue's flavors, most preferred first: the job's pool, then on-demand when
-    the spot shortage policy falls back to it."""
-    keys = [pool.value]
-    if uses_fallback(pool, shortage, pools):
-        keys.append(PoolChoice.ON_DEMAND.value)
-    return [Flavor(flavor_name(job_name, key), pools[key]) for key in keys]
+def flavors(job_name: str, pool: PoolChoice, pools: Mapping[str, GpuPool]) -> list[Flavor]:
+    """The ClusterQueue's flavors: the job's pool (no capacity fallback, module docstring)."""
+    return [Flavor(flavor_name(job_name, pool.value), pools[pool.value])]
 
 
 def resource_flavor(name: str, flavor: Flavor, labels: Mapping[str, str],
@@ -240,54 +206,8 @@ def resource_flavor(name: str, flavor: Flavor, labels: Mapping[str, str],
         opts=opts)
 
 
-# Capacity, not quota, decides whether the spot Variant may run: a ProvisioningRequest on the
-# spot flavor only (admissionChecksStrategy.onFlavors, keps/1432-admission-check-per-resource-
-# flavor), answered by Cluster Autoscaler (concepts/admission_check/provisioning_request.md).
-# best-effort-atomic-scale-up: all of the gang's nodes or none (cluster-autoscaler FAQ.md
-# "Supported ProvisioningClasses").
-PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
-PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
-
-
-def provisioning_check_name(job_name: str) -> str:
-    return f"{job_name}-spot-capacity"
-
-
-def provisioning_request_config(name: str, check: str, labels: Mapping[str, str],
-                                opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
-    return k8s.apiextensions.CustomResource(
-        name, api_version=API_VERSION, kind="ProvisioningRequestConfig",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=check, labels=dict(labels)),
-        spec={"provisioningClassName": PROVISIONING_CLASS, "managedResources": [GPU_RESOURCE],
-              "podSetMergePolicy": "IdenticalWorkloadSchedulingRequirements"},
-        opts=opts)
-
-
-def admission_check(name: str, check: str, labels: Mapping[str, str],
-                    opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
-    return k8s.apiextensions.CustomResource(
-        name, api_version=API_VERSION, kind="AdmissionCheck",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=check, labels=dict(labels)),
-        spec={"controllerName": PROVISIONING_CONTROLLER, "parameters": {
-            "apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": check}},
-        opts=opts)
-
-
-def concurrent(flavor_list: Sequence[Flavor]) -> bool:
-    """Concurrent Admission: a Variant per flavor, when there is more than one (the fallback)."""
-    return len(flavor_list) > 1
-
-
-def cluster_queue_name(job_name: str, flavor_list: Sequence[Flavor]) -> str:
-    """One name per concurrentAdmissionPolicy (immutable, module docstring): the job's name,
-    or `<job>-fallback` with Concurrent Admission. A ClusterQueue name may be a DNS subdomain
-    (253 characters); the LocalQueue, whose name is a label value, keeps the job's."""
-    return f"{job_name}-fallback" if concurrent(flavor_list) else job_name
-
-
-def cluster_queue_spec(flavor_list: Sequence[Flavor], capacity_check: str | None = None
-                       ) -> dict[str, object]:
-    spec: dict[str, object] = {
+def cluster_queue_spec(flavor_list: Sequence[Flavor]) -> dict[str, object]:
+    return {
         "namespaceSelector": {},  # the LocalQueue decides who may use it
         "queueingStrategy": "BestEffortFIFO",
         "resourceGroups": [{
@@ -296,21 +216,15 @@ def cluster_queue_spec(flavor_list: Sequence[Flavor], capacity_check: str | None
                 {"name": GPU_RESOURCE, "nominalQuota": f.gpu_quota}]} for f in flavor_list],
         }],
     }
-    if concurrent(flavor_list):
-        spec["concurrentAdmissionPolicy"] = {"migration": {"mode": "TryPreferredFlavors"}}
-    if capacity_check is not None:
-        spec["admissionChecksStrategy"] = {"admissionChecks": [
-            {"name": capacity_check, "onFlavors": [flavor_list[0].name]}]}
-    return spec
 
 
 def cluster_queue(name: str, queue_name: str, flavor_list: Sequence[Flavor],
-                  capacity_check: str | None, labels: Mapping[str, str],
+                  labels: Mapping[str, str],
                   opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
     return k8s.apiextensions.CustomResource(
         name, api_version=API_VERSION, kind="ClusterQueue",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=queue_name, labels=dict(labels)),
-        spec=cluster_queue_spec(flavor_list, capacity_check), opts=opts)
+        spec=cluster_queue_spec(flavor_list), opts=opts)
 
 
 def local_queue(name: str, queue_name: str, namespace: str, backing_queue: str,
@@ -321,8 +235,8 @@ def local_queue(name: str, queue_name: str, namespace: str, backing_queue: str,
         metadata=k8s.meta.v1.ObjectMetaArgs(name=queue_name, namespace=namespace,
                                             labels=dict(labels)),
         spec={"clusterQueue": backing_queue},
-        # spec.clusterQueue is immutable: pointing at another ClusterQueue (a policy switch)
-        # replaces the LocalQueue under the same name, so the old one goes first.
+        # spec.clusterQueue is immutable: pointing at another ClusterQueue replaces the
+        # LocalQueue under the same name, so the old one goes first.
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
             replace_on_changes=["spec.clusterQueue"], delete_before_replace=True)))
 

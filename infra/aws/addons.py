@@ -13,8 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 
-from dataclasses import dataclass
-
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
@@ -52,13 +50,6 @@ SYSTEM_NAMESPACE = "kube-system"
 BEFORE_NODES = ("vpc-cni", "kube-proxy")
 # Needs running nodes to become ACTIVE: created after the node groups.
 AFTER_NODES = ("coredns",)
-
-
-@dataclass(frozen=True)
-class Chart:
-    name: str
-    version: str
-    repo: str
 
 
 # The VPC CNI's network policy agent is off by default, which leaves every NetworkPolicy

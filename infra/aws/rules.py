@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from infra.catalog import Cloud
+from infra.catalog import (FSX_CAPACITY_STEP_GIB, FSX_MB_S_PER_TIB_TIERS, FSX_SMALL_CAPACITIES_GIB,
+                           Cloud)
 from infra.settings.errors import Problem
 from infra.settings.model import CheckpointLocation, FsxDeploymentType, FsxLustre, Settings
 from infra.settings.rules import Rule, one_gpu_zone_commands
@@ -26,14 +27,13 @@ def fsx_lustre_sizes(s: Settings) -> Iterator[Problem]:
     fs = s.shared_file_system
     if not isinstance(fs, FsxLustre):
         return
-    if fs.capacity_gib not in (1200, 2400) and (fs.capacity_gib <= 0 or fs.capacity_gib % 2400):
+    step = FSX_CAPACITY_STEP_GIB
+    if fs.capacity_gib not in FSX_SMALL_CAPACITIES_GIB and (fs.capacity_gib <= 0
+                                                            or fs.capacity_gib % step):
         yield Problem("sharedFileSystem.capacityGib", fs.capacity_gib,
-                      f"{fs.deployment_type.value}: 1200, 2400, or a multiple of 2400 GiB")
-    allowed = {
-        FsxDeploymentType.PERSISTENT_2: {125, 250, 500, 1000},
-        FsxDeploymentType.PERSISTENT_1: {50, 100, 200},
-        FsxDeploymentType.SCRATCH_2: set(),
-    }[fs.deployment_type]
+                      f"{fs.deployment_type.value}: "
+                      f"{', '.join(map(str, FSX_SMALL_CAPACITIES_GIB))}, or a multiple of {step} GiB")
+    allowed = set(FSX_MB_S_PER_TIB_TIERS[fs.deployment_type.value])
     if allowed and fs.throughput_per_tib not in allowed:
         yield Problem("sharedFileSystem.throughputPerTib", fs.throughput_per_tib,
                       f"{fs.deployment_type.value}: one of {sorted(allowed)} MB/s per TiB")

@@ -26,7 +26,6 @@ from infra.azure.identity import (ACR_PULL, ACR_PUSH, AKS_RBAC_CLUSTER_ADMIN, NE
                                   STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER)
 
 ROLE_FILE = Path(__file__).with_name("deployer-role.json")
-RBAC_ADMINISTRATOR = "f58310d9-a9f6-439a-9e8d-f62e7b41a168"  # Role Based Access Control Administrator
 GRANTED_ROLES = (STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER, ACR_PULL, ACR_PUSH,
                  AKS_RBAC_CLUSTER_ADMIN, NETWORK_CONTRIBUTOR)
 

@@ -17,11 +17,9 @@ from __future__ import annotations
 import pulumi
 
 from infra.azure.interconnect import RDMA_RESOURCE
-from infra.device_admission import no_device_expression, restrict_device
+from infra.device_admission import restrict_device
 
 SHORT = "rdma-ib"
-POLICY_NAME = f"{SHORT}-only-in-the-training-namespace"
-NO_RDMA = no_device_expression(RDMA_RESOURCE)
 
 
 def restrict_rdma(prefix: str, job_namespace: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.catalog import FILESTORE_CAPACITY_RANGES
 from infra.contract import NfsVolumeSource, SharedFileSystem
 from infra.settings.model import Filestore, FilestoreTier
 
@@ -15,7 +16,8 @@ from infra.settings.model import Filestore, FilestoreTier
 # (https://cloud.google.com/filestore/docs/service-tiers), so they take 7 and 2
 # (https://cloud.google.com/filestore/docs/testing-performance). Basic tiers: none advised.
 BASE_MOUNT_OPTIONS = ["nfsvers=3", "hard", "timeo=600", "retrans=3"]
-HIGH_CAPACITY_GIB = 10 * 1024  # where the Zonal / Regional higher capacity range starts
+# Where the Zonal / Regional higher capacity range starts (infra/catalog.py).
+HIGH_CAPACITY_GIB = int(FILESTORE_CAPACITY_RANGES["ZONAL"][-1][0] * 1024)
 NCONNECT_LOW, NCONNECT_HIGH = 2, 7
 
 

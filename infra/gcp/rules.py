@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from infra.catalog import Cloud, Interconnect, find_machine
+from infra.catalog import (FILESTORE_CAPACITY_RANGES, Cloud, Interconnect, filestore_capacity_fits,
+                           find_machine)
 from infra.settings.errors import Problem, set_command
-from infra.settings.model import CheckpointLocation, Filestore, FilestoreTier, Settings
+from infra.settings.model import CheckpointLocation, Filestore, Settings
 from infra.settings.rules import GCP_FABRICS_SET_UP, TIB, Rule, _pools
 
 
@@ -23,24 +24,11 @@ def filestore_sizes(s: Settings) -> Iterator[Problem]:
     if not isinstance(fs, Filestore):
         return
     gib = fs.capacity_gib
-    tib = gib / TIB
-    if fs.tier in (FilestoreTier.ZONAL, FilestoreTier.REGIONAL):
-        small = 1 * TIB <= gib <= 9.75 * TIB and gib % 256 == 0
-        large = 10 * TIB <= gib <= 100 * TIB and gib % 2560 == 0
-        if not (small or large):
-            yield Problem("sharedFileSystem.capacityGib", gib,
-                          f"{fs.tier.value}: 1024-9984 GiB in 256 GiB steps, or "
-                          "10240-102400 GiB in 2560 GiB steps")
-        return
-    bounds = {
-        FilestoreTier.BASIC_HDD: (1.0, 63.9),
-        FilestoreTier.BASIC_SSD: (2.5, 63.9),
-        FilestoreTier.HIGH_SCALE_SSD: (10.0, 100.0),
-    }[fs.tier]
-    if not bounds[0] <= tib <= bounds[1]:
-        yield Problem("sharedFileSystem.capacityGib", gib,
-                      f"{fs.tier.value}: {bounds[0]}-{bounds[1]} TiB "
-                      f"({int(bounds[0] * TIB)}-{int(bounds[1] * TIB)} GiB)")
+    if not filestore_capacity_fits(fs.tier.value, gib):
+        sizes = [f"{int(least * TIB)}-{int(most * TIB)} GiB in {step} GiB steps" if step
+                 else f"{least}-{most} TiB ({int(least * TIB)}-{int(most * TIB)} GiB)"
+                 for least, most, step in FILESTORE_CAPACITY_RANGES[fs.tier.value]]
+        yield Problem("sharedFileSystem.capacityGib", gib, f"{fs.tier.value}: {', or '.join(sizes)}")
 
 
 # --- GCP capacity: reservations, DWS flex-start, queued provisioning --------------------------

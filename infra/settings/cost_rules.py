@@ -13,9 +13,9 @@ import math
 from collections.abc import Iterator
 
 from infra.cadence import SAVE_SHARE, cadence
-from infra.catalog import Cloud, find_machine
-from infra.estimate import (job_hourly_usd, job_most_hourly, job_pools, planned_throughput,
-                            spot_most_usd_per_hour)
+from infra.catalog import Cloud, find_machine, fsx_persistent_2_for
+from infra.estimate import job_hourly_usd, job_most_hourly, spot_most_usd_per_hour
+from infra.throughput import planned_throughput
 from infra.preemption import (TABLE_FLAGS, estimated_save, largest_rank_bytes,
                               shared_file_system_mb_s, stop_budget)
 from infra.settings.errors import Problem, set_command
@@ -203,11 +203,6 @@ def materialized_multi_hot_keeps_up_with_the_gpus(s: Settings) -> Iterator[Probl
                   "MLPerf's reference alternative), or a file system with more throughput")
 
 
-# FSx PERSISTENT_2's throughput tiers, MB/s per TiB (infra/aws/rules.py fsx_lustre_sizes refuses
-# any other): the one that feeds the GPUs is named.
-FSX_PERSISTENT_2_TIERS = (125, 250, 500, 1000)
-
-
 def on_the_fly_input_keeps_up_with_the_gpus(s: Settings) -> Iterator[Problem]:
     """Multi-hot drawn on the fly (the mlperf recipe's --multi_hot_sizes, or
     dataset.prepare.multiHot onTheFly) reads the one-hot days every epoch, 160 bytes a sample
@@ -241,17 +236,16 @@ def on_the_fly_input_keeps_up_with_the_gpus(s: Settings) -> Iterator[Problem]:
              f"{need_mb_s:,.0f} MB/s, more than the file system's {have_mb_s:,.0f} MB/s ({how}); "
              "the GPUs would wait for their input")
     if isinstance(fs, FsxLustre) and fs.deployment_type.value == "PERSISTENT_2":
-        tib = fs.capacity_gib / 1024
-        tier = next((t for t in FSX_PERSISTENT_2_TIERS if t * tib >= need_mb_s), None)
-        if tier is not None:
+        # The tier that feeds the GPUs is named (infra/catalog.py FSX_MB_S_PER_TIB_TIERS).
+        tier, capacity = fsx_persistent_2_for(need_mb_s, fs.capacity_gib)
+        if capacity == fs.capacity_gib:
             yield Problem("sharedFileSystem.throughputPerTib", fs.throughput_per_tib,
                           f"{reads}: `{set_command('sharedFileSystem.throughputPerTib', tier)}` "
-                          f"({tier * tib:,.0f} MB/s)")
+                          f"({tier * capacity / 1024:,.0f} MB/s)")
             return
-        capacity = 2400 * math.ceil(need_mb_s / (1000 * 2400 / 1024))
         yield Problem("sharedFileSystem.capacityGib", fs.capacity_gib,
-                      f"{reads}: throughputPerTib 1000 and capacityGib {capacity} "
-                      f"(`{set_command('sharedFileSystem.throughputPerTib', 1000)}`, then "
+                      f"{reads}: throughputPerTib {tier} and capacityGib {capacity} "
+                      f"(`{set_command('sharedFileSystem.throughputPerTib', tier)}`, then "
                       f"`{set_command('sharedFileSystem.capacityGib', capacity)}`)")
         return
     size = {"AzureNetAppFiles": "sharedFileSystem.volumeSizeGib",
@@ -299,7 +293,7 @@ def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
     fixes = [f"Raise the ceiling: `{set_command('job.maxHourlyUsd', math.ceil(total))}`"]
     # Growing less helps only where a pool the job uses may grow past the gang: at job.nodes
     # already, the same refusal would follow the command.
-    for key in job_pools(s):
+    for key in (s.job.pool.value,):  # its own pool only (workloads/kueue.py: no fallback)
         if s.gpu_pools_by_key[PoolChoice(key)].max_nodes > s.job.nodes:
             fixes.append(f"let the {key} pool grow less: "
                          f"`{set_command(f'gpuPools.{key}.maxNodes', s.job.nodes)}` (the gang's "

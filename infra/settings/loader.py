@@ -19,11 +19,6 @@ from infra.settings.model import Settings
 from infra.settings.all_rules import check_all
 from infra.settings.rules import FS_KIND_BY_CLOUD
 
-TOP_LEVEL_KEYS = tuple(
-    field.alias or name for name, field in Settings.model_fields.items()
-)
-
-
 FS_KINDS = set(FS_KIND_BY_CLOUD.values())  # the union tags pydantic puts in locations
 
 

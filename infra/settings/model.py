@@ -19,7 +19,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationIn
 from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
 
-from infra.catalog import Cloud
+from infra.catalog import Cloud, FSX_CAPACITY_STEP_GIB, FSX_MB_S_PER_TIB_TIERS, FSX_SMALL_CAPACITIES_GIB
 
 
 # Every field that holds a number (int or float), by name: `true` is refused in them
@@ -166,6 +166,23 @@ UNREACHABLE_RANGES = {
 FIND_YOUR_ADDRESS = (
     "pulumi config set --path 'kubernetes.apiAccessCidrs[0]' "
     "\"$(curl -s https://checkip.amazonaws.com)/32\"")
+# IPv6 prefixes that carry IPv4 addresses in their last 32 bits (RFC 4291 IPv4-mapped, RFC 6052
+# NAT64's well-known prefix): a range inside one is judged as the IPv4 range it stands for, here
+# (private, documentation) and by the breadth rule (infra/settings/security_rules.py).
+IPV4_IN_IPV6 = tuple(ipaddress.ip_network(n) for n in ("::ffff:0:0/96", "64:ff9b::/96"))
+
+
+def ipv4_equivalent(network: ipaddress.IPv4Network | ipaddress.IPv6Network
+                    ) -> ipaddress.IPv4Network | None:
+    """The IPv4 range an IPv6 range inside IPV4_IN_IPV6 stands for (`::ffff:10.1.2.3/128` ->
+    `10.1.2.3/32`); None for an IPv4 range or one of IPv6 addresses only."""
+    if network.version != 6:
+        return None
+    for embedding in IPV4_IN_IPV6:
+        if network.subnet_of(embedding):  # type: ignore[arg-type]
+            return ipaddress.IPv4Network((int(network.network_address) & 0xFFFFFFFF,
+                                          network.prefixlen - embedding.prefixlen))
+    return None
 
 
 def _inside(network: ipaddress.IPv4Network | ipaddress.IPv6Network, cidrs: tuple[str, ...]) -> bool:
@@ -197,13 +214,17 @@ def api_access_cidr(cidr: str, index: int = 0) -> str:
             f"{cidr!r} opens the API server to the whole internet; name your own public "
             f"address or network (a /32, or your office's public range): "
             f"`{FIND_YOUR_ADDRESS.replace('[0]', f'[{index}]')}`")
-    if _inside(network, tuple(str(doc) for doc in DOCUMENTATION_RANGES)):
+    # IPv4 written as IPv6 is that IPv4 range: `::ffff:10.1.2.3` is still a private address.
+    judged = ipv4_equivalent(network) or network
+    if judged is not network:
+        cidr = f"{cidr.strip()} (IPv4 {judged})"
+    if _inside(judged, tuple(str(doc) for doc in DOCUMENTATION_RANGES)):
         raise ValueError(
             f"{cidr!r} is a documentation range (RFC 5737/3849) no real machine has, so "
             f"`pulumi up` could not reach the cluster it creates; use your own address: "
             f"{FIND_YOUR_ADDRESS}")
     for kind, cidrs in UNREACHABLE_RANGES.items():
-        if _inside(network, cidrs):
+        if _inside(judged, cidrs):
             raise ValueError(
                 f"{cidr!r} is in {kind}: the API server sees your machine come from its public "
                 f"address, never this one, so `pulumi up` could not reach the cluster; use "
@@ -301,11 +322,13 @@ class FsxLustre(Section):
     deployment_type: FsxDeploymentType = Field(
         FsxDeploymentType.PERSISTENT_2, description="SCRATCH_2, PERSISTENT_1 or PERSISTENT_2."
     )
-    capacity_gib: int = Field(2400, description="1200, 2400, then steps of 2400 GiB.")
+    capacity_gib: int = Field(2400, description=(
+        f"{', '.join(map(str, FSX_SMALL_CAPACITIES_GIB))}, then steps of {FSX_CAPACITY_STEP_GIB} GiB."))
     throughput_per_tib: int | None = Field(
         250,
-        description="MB/s per TiB: PERSISTENT_2 125/250/500/1000, PERSISTENT_1 50/100/200, "
-        "none for SCRATCH_2.",
+        description="MB/s per TiB: " + ", ".join(
+            f"{kind} {'/'.join(map(str, tiers))}" for kind, tiers in FSX_MB_S_PER_TIB_TIERS.items()
+            if tiers) + ", none for SCRATCH_2.",
     )
     mount_path: str = Field("/mnt/shared", description="Where pods mount the file system.")
     backup_id: str | None = Field(

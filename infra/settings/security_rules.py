@@ -14,16 +14,15 @@ from collections.abc import Iterator
 
 from infra.catalog import Cloud
 from infra.settings.errors import Problem, rm_command, set_command
-from infra.settings.model import Settings
+from infra.settings.model import IPV4_IN_IPV6, Settings, ipv4_equivalent
 
 # The broadest API range taken without kubernetes.allowBroadApiAccess: a /16 is a large
 # office or campus; anything wider (0.0.0.0/1 + 128.0.0.0/1 is all of IPv4) admits strangers.
 BROADEST_API_PREFIX = {4: 16, 6: 48}
-# IPv6 prefixes that carry IPv4 addresses in their last 32 bits (RFC 4291 IPv4-mapped, RFC 6052
-# NAT64's well-known prefix): `::ffff:0.0.0.0/96` is all of IPv4 and passes a /48 limit, so a
-# range inside one is judged by the IPv4 limit on its last 32 bits, and a range holding one
-# whole (`::/80`) as all of IPv4.
-IPV4_IN_IPV6 = tuple(ipaddress.ip_network(n) for n in ("::ffff:0:0/96", "64:ff9b::/96"))
+# IPv4 written as IPv6 (infra/settings/model.py IPV4_IN_IPV6): `::ffff:0.0.0.0/96` is all of IPv4
+# and passes a /48 limit, so a range inside one is judged by the IPv4 limit on the IPv4 range it
+# stands for (ipv4_equivalent, as the private-range check does), and a range holding one whole
+# (`::/80`) as all of IPv4.
 # The most apiAccessCidrs each control plane takes: EKS "Public endpoint access CIDR ranges per
 # cluster" 40, not adjustable (https://docs.aws.amazon.com/eks/latest/userguide/
 # service-quotas.html); GKE authorized networks "up to 50 CIDR ranges" for a public endpoint
@@ -126,13 +125,12 @@ AZURE_TAG_NAME_FORBIDDEN = set('<>%&\\?/')
 def _ipv4_prefix(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> int | None:
     """The IPv4 prefix length an IPv6 range stands for when it carries IPv4 addresses
     (IPV4_IN_IPV6): `::ffff:0.0.0.0/96` -> 0; None for a range of IPv6 addresses only."""
-    if network.version != 6:
-        return None
-    for embedding in IPV4_IN_IPV6:
-        if network.subnet_of(embedding):  # type: ignore[arg-type]
-            return network.prefixlen - embedding.prefixlen
-        if network.supernet_of(embedding):  # type: ignore[arg-type]
-            return 0
+    as_ipv4 = ipv4_equivalent(network)
+    if as_ipv4 is not None:
+        return as_ipv4.prefixlen
+    if network.version == 6 and any(network.supernet_of(e)  # type: ignore[arg-type]
+                                    for e in IPV4_IN_IPV6):
+        return 0
     return None
 
 

@@ -5,6 +5,7 @@ autoscaler's last word on the evicted pods, from autoscaler.py) and waiting for 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from workloads.cloud_errors import Refusal
@@ -30,6 +31,12 @@ from workloads.waiting.view import ClusterView, Facts, conditions_of, name_of
 #   BackoffFinished). A deactivated Workload is never admitted again until spec.active is set
 #   back to true.
 
+# The Workload's condition types read here (apis/kueue/v1beta2/workload_types.go, v0.19.2): this
+# module is the one place that knows them; `status` and `list` ask it (workload_admission).
+QUOTA_RESERVED = "QuotaReserved"
+ADMITTED = "Admitted"
+EVICTED = "Evicted"
+REQUEUED = "Requeued"
 # Kueue's Evicted reasons (apis/kueue/v1beta2/workload_types.go, v0.19.2).
 EVICTED_PODS_READY_TIMEOUT = "PodsReadyTimeout"
 EVICTED_DEACTIVATED = "Deactivated"  # a prefix: "DeactivatedDueTo<cause>"
@@ -46,10 +53,42 @@ def owned_workload(view: ClusterView) -> dict[str, Any] | None:
     return None
 
 
+def is_admitted(wl: dict[str, Any]) -> bool:
+    """Admitted=True: Kueue let the gang start (quota reserved and admission checks passed)."""
+    return (conditions_of(wl).get(ADMITTED) or {}).get("status") == "True"
+
+
+@dataclass(frozen=True)
+class WorkloadAdmission:
+    """Where Kueue stands on the job's Workload: admitted, with its ClusterQueue and flavors
+    (status.admission.clusterQueue, podSetAssignments[].flavors), or the condition that says
+    why not (Admitted once quota is reserved, else QuotaReserved; empty before either)."""
+
+    name: str
+    admitted: bool
+    cluster_queue: str | None
+    flavors: tuple[str, ...]
+    waiting_on: dict[str, Any]
+
+
+def workload_admission(view: ClusterView) -> WorkloadAdmission | None:
+    """The job's Workload (owned_workload) as a WorkloadAdmission; None without one."""
+    wl = owned_workload(view)
+    if wl is None:
+        return None
+    conditions = conditions_of(wl)
+    admission = (wl.get("status") or {}).get("admission") or {}
+    flavors = sorted({f for a in admission.get("podSetAssignments") or []
+                      for f in (a.get("flavors") or {}).values()})
+    return WorkloadAdmission(
+        name_of(wl), is_admitted(wl), admission.get("clusterQueue") or None, tuple(flavors),
+        conditions.get(ADMITTED) or conditions.get(QUOTA_RESERVED) or {})
+
+
 def _held(f: Facts, wl: dict[str, Any]) -> Verdict | None:
     """A deactivated Workload (spec.active false; Evicted reason Deactivated...): Kueue never
     admits it again by itself."""
-    evicted = conditions_of(wl).get("Evicted") or {}
+    evicted = conditions_of(wl).get(EVICTED) or {}
     deactivated = (evicted.get("status") == "True"
                    and str(evicted.get("reason", "")).startswith(EVICTED_DEACTIVATED))
     if (wl.get("spec") or {}).get("active", True) is not False and not deactivated:
@@ -71,7 +110,7 @@ def _requeued(f: Facts, wl: dict[str, Any]) -> Verdict | None:
     """Evicted for PodsReadyTimeout and waiting out the requeue backoff: no pods exist now, so
     the reason is read from what the autoscaler said about the gang's earlier pods."""
     conditions = conditions_of(wl)
-    evicted, requeued = conditions.get("Evicted") or {}, conditions.get("Requeued") or {}
+    evicted, requeued = conditions.get(EVICTED) or {}, conditions.get(REQUEUED) or {}
     state = (wl.get("status") or {}).get("requeueState") or {}
     if not (evicted.get("status") == "True"
             and evicted.get("reason") == EVICTED_PODS_READY_TIMEOUT
@@ -105,8 +144,8 @@ def admission(f: Facts) -> Verdict | None:
     if held is not None:
         return held
     conditions = conditions_of(wl)
-    reserved, admitted = conditions.get("QuotaReserved"), conditions.get("Admitted")
-    if admitted and admitted.get("status") == "True":
+    reserved, admitted = conditions.get(QUOTA_RESERVED), conditions.get(ADMITTED)
+    if is_admitted(wl):
         return None
     where = f"Workload/{name_of(wl)}"
     if reserved is None or reserved.get("status") != "True":
