@@ -1,4 +1,4 @@
-"""The sizing advisor (`python -m torchrec_cloud plan`): torchrec's planner on a table set and a
+"""The sizing advisor (`torchrec-cloud plan`): torchrec's planner on a table set and a
 catalog machine, offline on CPU, and the whole time-to-train it prints. Its checkpoint figures
 are the planner's own for the recipe's optimizer (exact Adagrad for MLPerf), its MLPerf
 estimate on each cloud's 2 x 8 H100 stays within 1.5x of its GPU-bound time, and
@@ -319,7 +319,7 @@ def test_docs_data_md_shows_exactly_what_the_advisor_prints_for_mlperf(mlperf):
     """docs/data.md's MLPerf block is the advisor's output on the three clouds, figure for
     figure: a change to the model or the catalog that moves a figure must update the docs."""
     doc = (ROOT / "docs" / "data.md").read_text()
-    command = "$ python -m torchrec_cloud plan --tables mlperf --cloud aws --machine p5.48xlarge --nodes 2"
+    command = "$ .venv/bin/torchrec-cloud plan --tables mlperf --cloud aws --machine p5.48xlarge --nodes 2"
     assert command in doc
     block = doc.split(command, 1)[1].split("\n", 1)[1].split("```", 1)[0].strip("\n")
     printed = "\n\n".join(render(mlperf[cloud], MLPERF) for cloud in ("aws", "azure", "gcp"))
