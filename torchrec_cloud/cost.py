@@ -143,4 +143,8 @@ def run(args: argparse.Namespace, opener: BucketOpener | None = None) -> int:
         # The same explanation status, list and logs give an unreachable API server.
         unread = unreachable(outputs.stack, unread) or unread[:300]
     print("\n".join(report(outputs, records, created, now, unread)))
-    return 0
+    from torchrec_cloud.kube import CLUSTER_UNREAD
+
+    # As status and list: what could be read is printed, and a script sees the gap (with
+    # --since the cluster is not needed).
+    return CLUSTER_UNREAD if unread else 0
