@@ -291,13 +291,13 @@ def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
     pools = "; ".join(f"{line.item}: {line.detail}" for line in most.lines
                       if "pool" in line.item or "nodes" in line.item)
     fixes = [f"Raise the ceiling: `{set_command('job.maxHourlyUsd', math.ceil(total))}`"]
-    # Growing less helps only where a pool the job uses may grow past the gang: at job.nodes
-    # already, the same refusal would follow the command.
-    for key in (s.job.pool.value,):  # its own pool only (workloads/kueue.py: no fallback)
-        if s.gpu_pools_by_key[PoolChoice(key)].max_nodes > s.job.nodes:
-            fixes.append(f"let the {key} pool grow less: "
-                         f"`{set_command(f'gpuPools.{key}.maxNodes', s.job.nodes)}` (the gang's "
-                         "own size)")
+    # Growing less helps only where the job's pool (its only one: workloads/kueue.py) may grow
+    # past the gang: at job.nodes already, the same refusal would follow the command.
+    key = s.job.pool.value
+    if s.gpu_pools_by_key[s.job.pool].max_nodes > s.job.nodes:
+        fixes.append(f"let the {key} pool grow less: "
+                     f"`{set_command(f'gpuPools.{key}.maxNodes', s.job.nodes)}` (the gang's "
+                     "own size)")
     yield Problem(
         "job.maxHourlyUsd", ceiling,
         f"the stack may cost up to USD {total:,.2f} an hour with every pool at its maxNodes "
