@@ -201,6 +201,10 @@ def _applied(sections: dict[str, Any], command: str) -> dict[str, Any]:
                "gpuPools": {"spot": {"maxNodes": 2}}}, ["job.maxHourlyUsd", "gpuPools.spot.maxPrice"]),
     ("aws", {"job": {"nodes": 2, "maxHourlyUsd": 30}, "gpuPools": {"onDemand": {"maxNodes": 2}}},
      ["job.maxHourlyUsd"]),
+    # Second walkthrough: maxNodes 4 above the gang of 2, but 2 spot nodes at on-demand still
+    # pass 30/h: growing less alone lifts nothing, so it is not offered.
+    ("aws", {"job": {"pool": "spot", "nodes": 2, "maxHourlyUsd": 30},
+             "gpuPools": {"spot": {"maxNodes": 4}}}, ["job.maxHourlyUsd"]),
 ])
 def test_every_fix_the_ceiling_refusal_prints_lifts_it(cloud: str, sections: dict[str, Any],
                                                        expected: list[str]) -> None:
@@ -214,9 +218,12 @@ def test_every_fix_the_ceiling_refusal_prints_lifts_it(cloud: str, sections: dic
     for command in commands:
         assert _ceiling_refusal(_applied(sections, command), cloud) is None, command
     if sections["job"].get("pool") == "spot":
-        assert "spot nodes counted at the on-demand price" in refusal
+        # said beside the figure it explains, not beside the job's figure at today's spot price
+        most, job = refusal.split("), above this ceiling", 1)
+        assert "spot nodes counted at the on-demand price" in most
+        assert "at today's spot price" in job and "on-demand" not in job.split(". ", 1)[0]
         if cloud == "aws":
-            assert "the stack sets no spot price cap on aws" in refusal
+            assert "the stack sets no spot price cap on aws" in most
 
 
 def test_a_ceiling_above_the_most_the_pools_reach_is_accepted() -> None:

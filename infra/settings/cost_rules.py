@@ -291,20 +291,33 @@ def hourly_cost_fits_the_ceiling(s: Settings) -> Iterator[Problem]:
     pools = "; ".join(f"{line.item}: {line.detail}" for line in most.lines
                       if "pool" in line.item or "nodes" in line.item)
     fixes = [f"Raise the ceiling: `{set_command('job.maxHourlyUsd', math.ceil(total))}`"]
-    # Growing less helps only where the job's pool (its only one: workloads/kueue.py) may grow
-    # past the gang: at job.nodes already, the same refusal would follow the command.
+    # Growing less is a fix only where the job's pool (its only one: workloads/kueue.py) may
+    # grow past the gang and the stack at the gang's size fits the ceiling: otherwise the same
+    # refusal would follow the command.
     key = s.job.pool.value
-    if s.gpu_pools_by_key[s.job.pool].max_nodes > s.job.nodes:
+    if s.gpu_pools_by_key[s.job.pool].max_nodes > s.job.nodes and \
+            (_most_at_the_gang_s_size(s) or math.inf) <= ceiling:
         fixes.append(f"let the {key} pool grow less: "
                      f"`{set_command(f'gpuPools.{key}.maxNodes', s.job.nodes)}` (the gang's "
                      "own size)")
     yield Problem(
         "job.maxHourlyUsd", ceiling,
         f"the stack may cost up to USD {total:,.2f} an hour with every pool at its maxNodes "
-        f"that the job can use ({pools}; with the file system, network and control plane), "
-        "above this ceiling; the "
+        f"that the job can use ({pools}; with the file system, network and control plane"
+        + _spot_ceiling(s, ceiling, total, fixes) + "), above this ceiling; the "
         f"job itself on {s.job.nodes} {s.job.pool.value} node(s) costs USD {job:,.2f} an hour"
-        + _spot_ceiling(s, ceiling, total, fixes) + ". " + "; or ".join(fixes))
+        + (" at today's spot price" if s.job.pool == PoolChoice.SPOT else "")
+        + ". " + "; or ".join(fixes))
+
+
+def _most_at_the_gang_s_size(s: Settings) -> float | None:
+    """job_most_hourly with the job's pool bounded at job.nodes: what `maxNodes job.nodes`
+    would leave (the standing items that count nodes included)."""
+    pools = s.gpu_pools
+    field = "spot" if s.job.pool == PoolChoice.SPOT else "on_demand"
+    bounded = getattr(pools, field).model_copy(update={"max_nodes": s.job.nodes})
+    return job_most_hourly(s.model_copy(
+        update={"gpu_pools": pools.model_copy(update={field: bounded})})).total()
 
 
 def _spot_ceiling(s: Settings, ceiling: float, total: float, fixes: list[str]) -> str:
@@ -318,18 +331,18 @@ def _spot_ceiling(s: Settings, ceiling: float, total: float, fixes: list[str]) -
         return ""
     price, _ = spot_most_usd_per_hour(s, found)
     if price < found.on_demand_usd_per_hour:  # Azure's maxPrice below on-demand
-        return f" (spot nodes counted at gpuPools.spot.maxPrice, USD {price:g} an hour each)"
-    text = (f" (spot nodes counted at the on-demand price, USD {price:g} an hour each: a spot "
+        return f"; spot nodes counted at gpuPools.spot.maxPrice, USD {price:g} an hour each"
+    text = (f"; spot nodes counted at the on-demand price, USD {price:g} an hour each: a spot "
             "price may rise to it, so the ceiling must cover that however low spot is now")
     if s.cloud != Cloud.AZURE:
-        return text + f"; the stack sets no spot price cap on {s.cloud.value})"
+        return text + f"; the stack sets no spot price cap on {s.cloud.value}"
     # A cap on the spot pool's price (infra/azure/node_pools.py spot_max_price): Azure evicts a
     # spot VM whose price passes it, so the pool cannot cost more.
     cap = math.floor((ceiling - (total - price * spot.max_nodes)) / max(spot.max_nodes, 1) * 100) / 100
     if found.spot_usd_per_hour and found.spot_usd_per_hour <= cap < found.on_demand_usd_per_hour:
         fixes.append(f"cap the spot price: `{set_command('gpuPools.spot.maxPrice', cap)}` "
                      "(Azure evicts a spot node whose price passes it)")
-    return text + ")"
+    return text
 
 
 COST_RULES: tuple[Rule, ...] = (spot_save_fits_the_notice,
