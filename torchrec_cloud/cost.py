@@ -118,7 +118,7 @@ def _time(text: str) -> datetime | None:
 def run(args: argparse.Namespace, opener: BucketOpener | None = None) -> int:
     from torchrec_cloud.pools import now_utc
     from torchrec_cloud.cluster_age import cluster_created_or_why
-    from torchrec_cloud.kube import unreachable
+    from torchrec_cloud.kube import CLUSTER_UNREAD, unreachable
     from workloads.why import Kubectl
 
     try:
@@ -143,8 +143,6 @@ def run(args: argparse.Namespace, opener: BucketOpener | None = None) -> int:
         # The same explanation status, list and logs give an unreachable API server.
         unread = unreachable(outputs.stack, unread) or unread[:300]
     print("\n".join(report(outputs, records, created, now, unread)))
-    from torchrec_cloud.kube import CLUSTER_UNREAD
-
     # As status and list: what could be read is printed, and a script sees the gap (with
     # --since the cluster is not needed).
     return CLUSTER_UNREAD if unread else 0
