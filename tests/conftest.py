@@ -20,14 +20,17 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 import time_machine
 
 from tests import file_order
+from tests.warm import popen as warm
 
 PINNED_DAY = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
 REAL_CLOCK_MODULES = ("test_gang", "test_image", "test_prepare")
@@ -67,6 +70,21 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Each process that runs tests starts a warm server (tests/warm/): the trainer processes
+    its tests start are forked from an interpreter that imported torch once. WARM_PYTHON=0
+    starts every process the ordinary way (the same tests, about twice the CPU)."""
+    config = session.config
+    controller = config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput")
+    if controller or os.environ.get("WARM_PYTHON") == "0":
+        return
+    warm.start_server(Path(tempfile.mkdtemp(prefix="warm-python-")))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    warm.stop_server()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from tests.trainer.helpers import REPO
+from tests.warm import popen as warm
 
 VENV_BIN = REPO / ".venv" / "bin"
 
@@ -370,7 +371,7 @@ class SimulatedJobSet:
         script = script.replace(join.group(0),
                                 f"join_timeout={max(1, round(self.join_timeout * time_scale))}")
         self.argv = [command[0], command[1], script, *command[3:], *args]
-        self.env = {**env, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "PYTHONPATH": str(REPO),
+        self.env = {**env, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "PYTHONPATH": warm.pythonpath(),
                     "OMP_NUM_THREADS": "1", "HOME": str(workdir)}
         self.grace = float(self.pod_spec["terminationGracePeriodSeconds"]) * time_scale
 

@@ -1,0 +1,68 @@
+"""The warm server (tests/warm/) starts a trainer process as `python -m` would, only without
+paying torch's import again, and starts anything it could not reproduce the ordinary way."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.warm import popen as warm
+
+PROBE = "tests.warm.probe"
+
+
+@pytest.fixture
+def probe_is_warm(monkeypatch: pytest.MonkeyPatch) -> None:
+    if warm._socket_path is None:
+        pytest.skip("WARM_PYTHON=0: every process starts the ordinary way")
+    monkeypatch.setattr(warm, "MODULES", warm.MODULES | {PROBE})
+
+
+def _probe(args: list[str], tmp_path: Path, **env: str) -> tuple[dict, subprocess.CompletedProcess]:
+    done = subprocess.run([sys.executable, "-u", "-m", PROBE, *args], cwd=tmp_path,
+                          env={**os.environ, "MARKER": "m1", "OMP_NUM_THREADS": "1",
+                               "PYTHONPATH": str(warm.REPO), **env},
+                          capture_output=True, text=True, timeout=60)
+    return json.loads(done.stdout.splitlines()[0]), done
+
+
+def test_a_trainer_process_is_forked_with_its_own_argv_cwd_env_streams_and_exit_status(
+        probe_is_warm: None, tmp_path: Path) -> None:
+    seen, done = _probe(["--flag", "x y", "--exit", "3"], tmp_path)
+    assert seen["ppid"] != os.getpid()  # the server's child: no new interpreter was started
+    assert seen["torch"]  # imported once, before the fork
+    assert seen["argv"] == ["--flag", "x y", "--exit", "3"]
+    assert seen["cwd"] == seen["path0"] == str(tmp_path)
+    assert seen["marker"] == "m1"
+    assert done.stderr == "to stderr\n"
+    assert done.returncode == 3
+
+
+def test_a_signal_ends_a_forked_process_as_it_ends_a_started_one(
+        probe_is_warm: None, tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-u", "-m", PROBE, "--sleep"], cwd=tmp_path,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(warm.REPO)},
+                            stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    seen = json.loads(proc.stdout.readline())
+    assert seen["sid"] == seen["pid"] == proc.pid  # its own session, as start_new_session asks
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.1)
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM
+    proc.stdout.close()
+
+
+@pytest.mark.parametrize("env", [{"PYTHONPATH": f"{warm.REPO}{os.pathsep}/elsewhere"}, {"PYTHONDEVMODE": "1"},
+                                 {"OMP_NUM_THREADS": "2"}])
+def test_what_an_import_would_see_differently_is_started_the_ordinary_way(
+        probe_is_warm: None, tmp_path: Path, env: dict[str, str]) -> None:
+    seen, done = _probe([], tmp_path, **env)
+    assert seen["ppid"] == os.getpid() and not seen["torch"], env
+    assert done.returncode == 0

@@ -1,0 +1,179 @@
+"""The warm server: imports the trainer once, then forks one child per request.
+
+Protocol (a Unix stream socket, one connection per child): the client sends one pickled
+request with its child's stdin, stdout and stderr descriptors attached (SCM_RIGHTS); the
+server forks and answers the child's pid as a line, then, when the child ends, its raw wait
+status as a second line, and closes the connection. The server is single-threaded, so a fork
+never copies a lock another thread holds; it exits when its parent closes its stdin.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import runpy
+import selectors
+import signal
+import socket
+import sys
+import threading
+import traceback
+from typing import Any
+
+# What a trainer process imports before its first step (trainer/__main__.py, trainer/launch.py).
+PRELOAD = ("torch", "torch.distributed.run", "torch.distributed.launcher.api", "trainer.launch",
+           "trainer.train", "trainer.distributed", "trainer.fabric_gate", "trainer.telemetry",
+           "trainer.data.prefetch", "trainer.__main__")
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+    while True:  # a request larger than one read (a long environment)
+        try:
+            request = pickle.loads(data)
+            return request, fds
+        except (EOFError, pickle.UnpicklingError):
+            more = conn.recv(1 << 20)
+            if not more:
+                raise
+            data += more
+
+
+def _text_stream(fd: int, unbuffered: bool, errors: str, line_buffering: bool) -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8", errors=errors,
+                            line_buffering=line_buffering, write_through=unbuffered)
+
+
+def _exit_status(code: Any) -> int:
+    """What the interpreter does with SystemExit's argument."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def refusal(env: dict[str, str]) -> str:
+    """Why a child with `env` would not be the process a fresh interpreter makes ('' if none):
+    settings read when the interpreter or torch starts cannot change after the import."""
+    mine = os.environ
+    paths = set(filter(None, mine.get("PYTHONPATH", "").split(os.pathsep)))
+    extra = set(filter(None, env.get("PYTHONPATH", "").split(os.pathsep))) - paths
+    if extra:
+        return f"PYTHONPATH has {sorted(extra)}"
+    for key in sorted(set(env) | set(mine)):
+        startup = key.startswith(("PYTHON", "LD_", "OMP_", "MKL_")) or key == "TORCH_CPP_LOG_LEVEL"
+        if startup and key not in ("PYTHONPATH", "PYTHONUNBUFFERED") \
+                and env.get(key) != mine.get(key):
+            return f"{key}={env.get(key)!r}"
+    return ""
+
+
+def run_child(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -> None:
+    """In the forked child: become the process `python -m MODULE ARGS` would be, run it, exit."""
+    for fd in keep_closed:
+        os.close(fd)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter has it
+    if request["start_new_session"]:
+        os.setsid()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    unbuffered = request["unbuffered"] or bool(os.environ.get("PYTHONUNBUFFERED"))
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.stdout = _text_stream(1, unbuffered, "strict", line_buffering=False)
+    sys.stderr = _text_stream(2, unbuffered, "backslashreplace", line_buffering=True)
+    sys.path[0] = request["cwd"]  # `python -m` puts the working directory first
+    sys.argv = [request["module"], *request["args"]]
+    try:
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        status = 0
+    except SystemExit as stop:
+        status = _exit_status(stop.code)
+    except BaseException:  # noqa: BLE001 - the interpreter prints any uncaught exception
+        traceback.print_exc()
+        status = 1
+    threading._shutdown()  # type: ignore[attr-defined]  # as at interpreter exit
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
+def serve(path: str) -> None:
+    for module in PRELOAD:
+        __import__(module)
+    from tests.warm.popen import install
+
+    install(path)  # torchrun's agent in a child forks its ranks here too
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(sys.stdin, selectors.EVENT_READ, "parent")
+    children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, connection)
+    print("ready", flush=True)
+    while True:
+        for key, _ in selector.select():
+            if key.data == "parent":
+                if not sys.stdin.buffer.read1(1):
+                    return  # the pytest process is gone: leave the children to their ends
+            elif key.data == "accept":
+                conn, _ = listener.accept()
+                try:
+                    request, fds = _receive(conn)
+                except (OSError, EOFError, pickle.UnpicklingError):
+                    conn.close()
+                    continue
+                why = refusal(request["env"])
+                if why:
+                    _send(conn, f"-{why}\n")
+                    conn.close()
+                    for fd in fds:
+                        os.close(fd)
+                    if os.environ.get("WARM_PYTHON_DEBUG"):
+                        print(f"warm: refused {request['module']}: {why}", file=sys.stderr)
+                    continue
+                open_fds = [listener.fileno(), conn.fileno(), sys.stdin.fileno(),
+                            *(c.fileno() for _, c in children.values()), *children]
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    run_child(request, fds, open_fds)
+                for fd in fds:
+                    os.close(fd)
+                pidfd = os.pidfd_open(pid)
+                children[pidfd] = (pid, conn)
+                selector.register(pidfd, selectors.EVENT_READ, "child")
+                _send(conn, f"{pid}\n")
+            else:
+                pidfd = key.fd
+                pid, conn = children.pop(pidfd)
+                selector.unregister(pidfd)
+                os.close(pidfd)
+                _, status = os.waitpid(pid, 0)
+                _send(conn, f"{status}\n")
+                conn.close()
+
+
+def _send(conn: socket.socket, line: str) -> None:
+    try:
+        conn.sendall(line.encode())
+    except OSError:
+        pass  # the client went away (a killed launcher): its child still gets reaped
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in pytest must not kill the server first
+    serve(sys.argv[1])
