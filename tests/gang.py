@@ -371,7 +371,7 @@ class SimulatedJobSet:
         script = script.replace(join.group(0),
                                 f"join_timeout={max(1, round(self.join_timeout * time_scale))}")
         self.argv = [command[0], command[1], script, *command[3:], *args]
-        self.env = {**env, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "PYTHONPATH": warm.pythonpath(),
+        self.env = {**env, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", **warm.environment(),
                     "OMP_NUM_THREADS": "1", "HOME": str(workdir)}
         self.grace = float(self.pod_spec["terminationGracePeriodSeconds"]) * time_scale
 

@@ -31,8 +31,16 @@ _ready = False
 
 
 def pythonpath() -> str:
-    """PYTHONPATH for a process a shell starts (a gang pod): its torchrun ranks come warm."""
     return f"{REPO}{os.pathsep}{SITE}"
+
+
+def environment() -> dict[str, str]:
+    """What a process a shell starts (a gang pod's launcher) needs in its environment, beside
+    the pod's own, for its torchrun ranks to come warm: PYTHONPATH with the repository."""
+    found = {"PYTHONPATH": pythonpath()}
+    if _socket_path is not None:
+        found[SOCKET_ENV] = _socket_path
+    return found
 
 
 def _module_and_args(args: list[str], env: dict[str, str]) -> Optional[tuple[str, list[str], bool]]:

@@ -55,6 +55,11 @@ def _exit_status(code: Any) -> int:
     return 1
 
 
+# Read after start-up, or set again in the child (run_child): they may differ from the server's.
+SET_IN_THE_CHILD = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE",
+                              "PYTHONBREAKPOINT", "PYTHONSTARTUP"})
+
+
 def refusal(env: dict[str, str]) -> str:
     """Why a child with `env` would not be the process a fresh interpreter makes ('' if none):
     settings read when the interpreter or torch starts cannot change after the import."""
@@ -65,8 +70,7 @@ def refusal(env: dict[str, str]) -> str:
         return f"PYTHONPATH has {sorted(extra)}"
     for key in sorted(set(env) | set(mine)):
         startup = key.startswith(("PYTHON", "LD_", "OMP_", "MKL_")) or key == "TORCH_CPP_LOG_LEVEL"
-        if startup and key not in ("PYTHONPATH", "PYTHONUNBUFFERED") \
-                and env.get(key) != mine.get(key):
+        if startup and key not in SET_IN_THE_CHILD and env.get(key) != mine.get(key):
             return f"{key}={env.get(key)!r}"
     return ""
 
@@ -85,6 +89,7 @@ def run_child(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -
     os.environ.clear()
     os.environ.update(request["env"])
     unbuffered = request["unbuffered"] or bool(os.environ.get("PYTHONUNBUFFERED"))
+    sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     sys.stdout = _text_stream(1, unbuffered, "strict", line_buffering=False)
     sys.stderr = _text_stream(2, unbuffered, "backslashreplace", line_buffering=True)
