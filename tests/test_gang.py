@@ -24,6 +24,7 @@ from infra.settings.model import Job, PoolChoice, SpotShortage
 from tests.gang import Capacity, GangRecord, KueueRules, NodePool, Pod, SimulatedJobSet
 from tests.k8s_manifests import clean
 from tests.test_workloads import run_workload
+from tests.warm import popen as warm
 from trainer.exit_codes import RESUME
 from workloads.command import RENDEZVOUS_JOIN_TIMEOUT_SECONDS
 
@@ -227,6 +228,9 @@ def worker_pids(pod: Pod) -> list[int]:
         argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
         if b"-m" in argv and argv[argv.index(b"-m") + 1:][:1] == [b"trainer"]:
             workers.append(child)
+    # Workers forked by the warm server (tests/warm/) are its children, not the launcher's.
+    workers += [child for child, module in warm.started_by(pid) if module == "trainer"
+                and Path(f"/proc/{child}").exists()]
     assert workers, children
     return workers
 

@@ -176,7 +176,10 @@ def test_sigterm_skips_a_save_that_cannot_finish_in_time_and_keeps_the_periodic_
     fs = GatedFileSystem()
     fs.gate.set()
     # 1 KB/s assumed until measured, and the measured rate is what the first save achieved.
-    trainer, stop = _trainer(tmp_path, fs, ["--save_deadline_seconds", "5", "--checkpoint_every",
+    # A deadline the steps after SIGTERM cannot use up on a loaded machine (it once did at 5 s:
+    # the step-15 save was then still judged busy), far under the estimate: the skip is the
+    # estimate's.
+    trainer, stop = _trainer(tmp_path, fs, ["--save_deadline_seconds", "60", "--checkpoint_every",
                                             "5", "--checkpoint_write_mb_per_sec", "0.001"],
                              monkeypatch)
     trainer.checkpointer.bytes_per_second = None
@@ -193,7 +196,7 @@ def test_sigterm_skips_a_save_that_cannot_finish_in_time_and_keeps_the_periodic_
     result = trainer.run()
     assert result["preempted"] is True
     # The save at the stop was judged by its estimate (~775 s at the measured 1 KB/s, past the
-    # 5 s deadline) and skipped, though this store would have written it at once: no save of
+    # 60 s deadline) and skipped, though this store would have written it at once: no save of
     # the last step. (How long the steps after SIGTERM took is this machine's, not the test's:
     # CI failed here on a loaded runner at 6.6 s with the decision still right.)
     saved = trainer.checkpointer.complete_steps()

@@ -129,7 +129,7 @@ def _ask_server(args: list[str], cwd: Any, env: dict[str, str], rest: tuple,
     module, module_args, unbuffered = found
     request = {"module": module, "args": module_args, "env": env, "unbuffered": unbuffered,
                "cwd": os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd()),
-               "start_new_session": bool(start_new_session)}
+               "start_new_session": bool(start_new_session), "parent": os.getpid()}
     if not _wait_until_ready():
         return None
     std = [fd if fd != -1 else default for fd, default in zip(fds, (0, 1, 2))]
@@ -145,6 +145,17 @@ def _ask_server(args: list[str], cwd: Any, env: dict[str, str], rest: tuple,
         conn.close()
         return None
     return conn
+
+
+def started_by(parent: int) -> list[tuple[int, str]]:
+    """(pid, module) of every process the server forked at `parent`'s request."""
+    from tests.warm.server import started_folder
+
+    if _socket_path is None:
+        return []
+    folder = Path(started_folder(_socket_path, parent))
+    names = sorted(folder.iterdir()) if folder.is_dir() else []
+    return [(int(name.name.split(".", 1)[0]), name.name.split(".", 1)[1]) for name in names]
 
 
 def _wait_until_ready() -> bool:

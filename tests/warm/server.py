@@ -158,6 +158,7 @@ def serve(path: str) -> None:
                     run_child(request, fds, open_fds)
                 for fd in fds:
                     os.close(fd)
+                _record(path, request, pid)
                 pidfd = os.pidfd_open(pid)
                 children[pidfd] = (pid, conn)
                 selector.register(pidfd, selectors.EVENT_READ, "child")
@@ -170,6 +171,19 @@ def serve(path: str) -> None:
                 _, status = os.waitpid(pid, 0)
                 _send(conn, f"{status}\n")
                 conn.close()
+
+
+def started_folder(path: str, parent: int) -> str:
+    """Where the server notes the processes it forked at `parent`'s request, one empty file
+    `<pid>.<module>` each: /proc names the server as their parent and its command line as
+    theirs (no exec), so a test that looks for a launcher's workers asks here too."""
+    return os.path.join(os.path.dirname(path), "started", str(parent))
+
+
+def _record(path: str, request: dict[str, Any], pid: int) -> None:
+    folder = started_folder(path, request["parent"])
+    os.makedirs(folder, exist_ok=True)
+    open(os.path.join(folder, f"{pid}.{request['module']}"), "w").close()
 
 
 def _send(conn: socket.socket, line: str) -> None:
