@@ -635,7 +635,7 @@ AWS_EFA_MACHINES = ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarg
 
 @pytest.mark.parametrize("name", AWS_EFA_MACHINES)
 def test_every_efa_machine_gets_the_forced_ofi_environment(name: str) -> None:
-    from trainer.fabric_gate import transport_of_network
+    from trainer.gate.nccl_log import transport_of_network  # torch-free (fabric_gate: torch)
 
     gpu = machine(Cloud.AWS, name)
     spec = efa_interconnect(gpu, fabric=True)

@@ -997,7 +997,7 @@ def test_only_nd_v5_gets_the_hopper_tuning() -> None:
 
 
 def test_the_forced_network_is_the_one_the_fabric_gate_expects() -> None:
-    from trainer.fabric_gate import transport_of_network
+    from trainer.gate.nccl_log import transport_of_network  # torch-free (fabric_gate: torch)
 
     for name in ND_MACHINES:
         assert transport_of_network(_env(name)["NCCL_NET"]) == machine(

@@ -1,5 +1,7 @@
-"""`python -m torchrec_cloud check` as a user runs it: a real process on a stack file, with no
-Pulumi CLI, backend or credentials on this machine (none is installed here).
+"""`python -m torchrec_cloud check` as a user runs it: on a stack file, with no Pulumi CLI,
+backend or credentials on this machine (none is installed here). Most tests run the console
+entry's function in this process (`check`); a real process gives the same bytes
+(test_check_as_a_process_...) and closes its pipe as a shell would (test_a_reader_...).
 
 Each mistake a new user made is refused with exit status 1 and one line naming the setting,
 the value, what is allowed and how to fix it; the shipped stack files after the user's
@@ -53,9 +55,44 @@ def write_stack(tmp_path: Path, stack: str, overrides: dict[str, Any] | None = N
     return path
 
 
-def check(*args: str) -> subprocess.CompletedProcess[str]:
+def check_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m torchrec_cloud check ARGS` as a real process: the console entry itself."""
     return subprocess.run([sys.executable, "-m", "torchrec_cloud", "check", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    """`torchrec-cloud check ARGS` in this process, through the console entry's own function
+    (guarded: its exit statuses), with the exit status, stdout and stderr a process would give;
+    an uncaught exception is printed as Python prints it (a test asserting no traceback sees
+    one). Saves a Python start and the imports per call (check_process for the real one)."""
+    import contextlib
+    import io
+    import signal
+    import traceback
+
+    from infra.settings import errors
+    from torchrec_cloud.__main__ import guarded
+
+    out, err = io.StringIO(), io.StringIO()
+    stack, sigterm = errors._stack, signal.getsignal(signal.SIGTERM)
+    try:
+        with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            try:
+                code = guarded(["check", *args])
+            except SystemExit as done:  # argparse's refusals
+                code = done.code if isinstance(done.code, int) else (done.code is not None)
+                if isinstance(done.code, str):
+                    print(done.code, file=sys.stderr)
+            except Exception:  # noqa: BLE001 (as the interpreter would end the process)
+                traceback.print_exc()
+                code = 1
+    finally:
+        errors.use_stack(stack)
+        signal.signal(signal.SIGTERM, sigterm)
+    return subprocess.CompletedProcess(["check", *args], int(code), out.getvalue(),
+                                       err.getvalue())
 
 
 def test_no_pulumi_cli_is_needed_here() -> None:
@@ -579,6 +616,21 @@ def test_a_refusal_ends_with_one_line_that_says_nothing_was_created(tmp_path: Pa
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1] == (
         "check: 1 problem in Pulumi.aws.yaml; nothing was created (exit status 1)")
+
+
+def test_check_as_a_process_exits_and_prints_exactly_what_the_in_process_runs_assert(
+        tmp_path: Path) -> None:
+    """The console entry (`python -m torchrec_cloud check`) as a real process, on a file that
+    passes and on one refused: the same exit status, stdout and stderr, byte for byte, as the
+    in-process `check` the other tests of this file read."""
+    passing = write_stack(tmp_path, "aws")
+    (tmp_path / "refused").mkdir()
+    refused = write_stack(tmp_path / "refused", "gcp", {"region": "us-east-9"})
+    for path, status in ((passing, 0), (refused, 1)):
+        process, here = check_process("--file", str(path)), check("--file", str(path))
+        assert process.returncode == here.returncode == status, process.stderr
+        assert (process.stdout, process.stderr) == (here.stdout, here.stderr)
+        assert "Traceback" not in process.stderr
 
 
 def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:

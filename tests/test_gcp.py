@@ -266,7 +266,8 @@ def test_webhook_ports_are_the_ones_the_installed_manifests_serve():
     from infra.webhooks import ADMISSION_WEBHOOKS
     from workloads.pytorchjob import TRAINING_OPERATOR_MANIFESTS
 
-    docs = [d for d in yaml.safe_load_all(TRAINING_OPERATOR_MANIFESTS.read_text()) if d]
+    docs = [d for d in yaml.load_all(TRAINING_OPERATOR_MANIFESTS.read_text(),
+                                 Loader=yaml.CSafeLoader) if d]
     hooks = {h.name: h for h in ADMISSION_WEBHOOKS}
     [config] = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
     services = {w["clientConfig"]["service"]["name"] for w in config["webhooks"]}

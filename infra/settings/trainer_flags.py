@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import difflib
+import functools
 import os
 import re
 import shlex
@@ -40,12 +42,20 @@ def format_value(value: TrainerArgValue) -> str:
 
 def trainer_flag_names() -> list[str]:
     """Every flag trainer/config.py's parser takes, as a key of job.trainerArgs."""
-    return [action.dest for action in _actions(build_parser()).values()]
+    return [action.dest for action in _trainer_actions().values()]
 
 
 def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {option: action for option, action in parser._option_string_actions.items()
             if option.startswith("--") and action.dest != "help"}
+
+
+@functools.lru_cache(maxsize=1)
+def _trainer_actions() -> dict[str, argparse.Action]:
+    """The trainer parser's flags, built once a process: one `pulumi up` or `check` reads them
+    some 20 times (every estimate of the run) and argparse's set-up was most of that. Read
+    only; _defaults hands out copies of the defaults."""
+    return _actions(build_parser())
 
 
 def _default(action: argparse.Action) -> str:
@@ -126,18 +136,18 @@ def parsed_trainer_args(args: Mapping[str, TrainerArgValue]) -> dict[str, Any]:
     """job.trainerArgs as the pod's argparse turns them into values (`512,256,128` and
     [512, 256, 128] both a list, `1` a one-item list for a list flag). Keys the trainer refuses
     are left out (trainer_args_fit_the_trainer names them)."""
-    return _converted(args, _actions(build_parser()))[0]
+    return _converted(args, _trainer_actions())[0]
 
 
 def trainer_flags_in_effect(args: Mapping[str, TrainerArgValue]) -> dict[str, Any]:
     """Every trainer flag's value as the pod's trainer will take it: what every estimate of the
     job reads (infra/estimate.py, infra/preemption.py)."""
-    actions = _actions(build_parser())
+    actions = _trainer_actions()
     return _in_effect(_converted(args, actions)[0], _defaults(actions))
 
 
 def _defaults(actions: Mapping[str, argparse.Action]) -> dict[str, Any]:
-    return {action.dest: action.default for action in actions.values()}
+    return {action.dest: copy.deepcopy(action.default) for action in actions.values()}
 
 
 def _in_effect(given: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
@@ -193,7 +203,7 @@ def _combination_problems(given: dict[str, Any], defaults: dict[str, Any], ranks
 def trainer_args_fit_the_trainer(s: Settings) -> Iterator[Problem]:
     """Names, types, choices, ranges and combinations of job.trainerArgs, as the trainer
     judges them; flags the stack owns or misshapen names are left to trainer_args_are_flags."""
-    actions = _actions(build_parser())
+    actions = _trainer_actions()
     args = {key: value for key, value in s.job.trainer_args.items()
             if key not in WORKLOAD_OWNED_FLAGS and TRAINER_FLAG.match(key)}
     given, problems = _converted(args, actions)
