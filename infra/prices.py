@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.catalog import Cloud
+from infra.catalog.cloud import Cloud
 
 # How the three clouds turn a monthly list price into an hourly one (AWS and Azure bill 730
 # hours a month in their calculators; Google's "per month" prices are 730 hours too).

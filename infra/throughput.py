@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.catalog import (
-    THROUGHPUT_REFERENCES, Cloud, ThroughputReference, fabric_in_use, gpu_model,
-    gpu_nvlink_gb_s, inter_host_gb_s_per_gpu, machine, throughput_reference,
-)
+from infra.catalog.cloud import Cloud
+from infra.catalog.gpus import gpu_model
+from infra.catalog.machines import fabric_in_use, gpu_nvlink_gb_s, inter_host_gb_s_per_gpu, machine
+from infra.catalog.planning import THROUGHPUT_REFERENCES, ThroughputReference, throughput_reference
 from infra.step_time import all_reduce_ms, dense_step_ms, exposed_all_reduce_ms, gpu_step_ms
 
 if TYPE_CHECKING:
-    from infra.settings.model import Settings
+    from infra.settings.model.stack_file import Settings
 
 
 @dataclass(frozen=True)

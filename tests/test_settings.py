@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from infra.catalog import Cloud, find_machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import find_machine
 from infra.settings import cost_rules, rules
 from infra.settings.errors import SettingsError
 from infra.settings.loader import settings_from_mapping
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 from tests.harness import (
     PROJECT,
     STACKS,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-from infra.catalog import find_machine
+from infra.catalog.machines import find_machine
 from workloads import cloud_errors
 from workloads.waiting import (SCALE_UP_FAILED_EVENTS, SPOT_LABELS, ClusterView, Event,
                                autoscaler_node_groups)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 
 from infra.preemption import StopBudget
-from infra.settings.model import Job
+from infra.settings.model.job import Job
 from trainer.exit_codes import CONFIG_ERROR
 from workloads.names import JobNames
 

@@ -59,7 +59,7 @@ import pulumi_kubernetes as k8s
 from infra.addon_versions import ADDON_VERSIONS, version_for
 from infra.contract import GpuPool
 from infra.kubernetes_release import minor_key, minor_of
-from infra.settings.model import JobKind, PoolChoice, SpotShortage
+from infra.settings.model.job import JobKind, PoolChoice, SpotShortage
 
 ADDON = "kueue"
 # Kueue's own install guide (site/content/en/docs/getting-started/installation.md, "Install by

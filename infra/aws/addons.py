@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 
 from infra import dcgm
 from infra.addon_versions import version_for
-from infra.catalog import MACHINES, Interconnect
+from infra.catalog.machines import MACHINES, Interconnect
 from infra.contract import Taint
 
 # Helm charts, each read in its repository at the version infra/addon_versions.py lists:

@@ -33,7 +33,8 @@ import pulumi_aws as aws
 
 from infra.addon_versions import version_for
 from infra.aws import identity
-from infra.catalog import SCALE_DOWN_UNNEEDED_MINUTES, Cloud
+from infra.catalog.cloud import Cloud
+from infra.catalog.node_times import SCALE_DOWN_UNNEEDED_MINUTES
 from trainer.node_taint import TAINT_KEY as UNHEALTHY_TAINT
 
 # (name, version, repository) as infra/aws/addons.helm_release installs it, into kube-system.

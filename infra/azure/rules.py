@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from infra.catalog import Cloud, find_machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import find_machine
 from infra.settings.errors import Problem, set_command
-from infra.settings.model import AzureNetAppFiles, CheckpointLocation, Settings
+from infra.settings.model.checkpoints import CheckpointLocation
+from infra.settings.model.shared_file_system import AzureNetAppFiles
+from infra.settings.model.stack_file import Settings
 from infra.settings.rules import TIB, Rule
 
 

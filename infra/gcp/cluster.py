@@ -25,7 +25,7 @@ from infra.gcp.identity import workload_pool
 from infra.gcp.network import PODS_RANGE, SERVICES_RANGE, Network
 from infra.gcp.versions import CHANNEL
 from infra.kubernetes_release import Release
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 # DCGM needs managed Prometheus; GKE exposes GPU metrics from it on GKE 1.30.1+.
 MONITORED_COMPONENTS = ["SYSTEM_COMPONENTS", "DCGM"]

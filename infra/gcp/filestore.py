@@ -5,9 +5,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.catalog import FILESTORE_CAPACITY_RANGES
+from infra.catalog.storage import FILESTORE_CAPACITY_RANGES
 from infra.contract import NfsVolumeSource, SharedFileSystem
-from infra.settings.model import Filestore, FilestoreTier
+from infra.settings.model.shared_file_system import Filestore, FilestoreTier
 
 # Filestore serves NFSv3 on every tier. `hard` retries rather than corrupting a checkpoint
 # write. nconnect: "up to 7 connections for High Scale tier and up to 2 connections for

@@ -13,12 +13,16 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.catalog import Capacity, Cloud, Machine, machine, stop_notice
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import Machine, machine
+from infra.catalog.stop_notices import Capacity, stop_notice
 from infra.contract import GpuPool, Taint
 from infra.gcp.interconnect import gpudirect_for
 from infra.gcp.network import GPU_NODE_TAG, NODE_TAG, GpuNetwork
 from infra.gcp.versions import NodeVersions
-from infra.settings.model import NodePool, PoolChoice, Settings
+from infra.settings.model.job import PoolChoice
+from infra.settings.model.pools import NodePool
+from infra.settings.model.stack_file import Settings
 
 POOL_LABEL = "torchrec-cloud/pool"
 GKE_POOL_LABEL = "cloud.google.com/gke-nodepool"

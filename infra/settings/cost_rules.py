@@ -13,13 +13,17 @@ import math
 from collections.abc import Iterator
 
 from infra.cadence import SAVE_SHARE, cadence
-from infra.catalog import Cloud, find_machine, fsx_persistent_2_for
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import find_machine
+from infra.catalog.storage import fsx_persistent_2_for
 from infra.estimate import job_hourly_usd, job_most_hourly, spot_most_usd_per_hour
 from infra.throughput import planned_throughput
 from infra.preemption import (TABLE_FLAGS, estimated_save, largest_rank_bytes,
                               shared_file_system_mb_s, stop_budget)
 from infra.settings.errors import Problem, set_command
-from infra.settings.model import FsxLustre, PoolChoice, Settings
+from infra.settings.model.job import PoolChoice
+from infra.settings.model.shared_file_system import FsxLustre
+from infra.settings.model.stack_file import Settings
 from infra.settings.prepare_rules import _training_rows
 from infra.settings.rules import Rule
 from infra.settings.trainer_flags import parsed_trainer_args

@@ -12,9 +12,10 @@ import re
 import shlex
 from collections.abc import Iterator
 
-from infra.catalog import Cloud
+from infra.catalog.cloud import Cloud
 from infra.settings.errors import Problem, rm_command, set_command
-from infra.settings.model import IPV4_IN_IPV6, Settings, ipv4_equivalent
+from infra.settings.model.api_access import IPV4_IN_IPV6, ipv4_equivalent
+from infra.settings.model.stack_file import Settings
 
 # The broadest API range taken without kubernetes.allowBroadApiAccess: a /16 is a large
 # office or campus; anything wider (0.0.0.0/1 + 128.0.0.0/1 is all of IPv4) admits strangers.

@@ -27,7 +27,8 @@ def instance_family(instance_type: str) -> str | None:
 
 
 def _aws_gpu_machines() -> list:
-    from infra.catalog import MACHINES, Cloud
+    from infra.catalog.cloud import Cloud
+    from infra.catalog.machines import MACHINES
 
     return [m for m in MACHINES if m.cloud == Cloud.AWS and m.has_gpus]
 
