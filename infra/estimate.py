@@ -1,5 +1,5 @@
 """What a stack costs an hour, and what one run of its job takes in hours and dollars, before
-anything exists: pure functions of the settings, the machine catalog (infra/catalog.py) and the
+anything exists: pure functions of the settings, the machine catalog (infra/catalog/) and the
 other list prices (infra/prices.py). `make check` prints `estimate_lines`, the stack exports
 `estimate_output` as `estimated_cost`, and the spend ceiling (job.maxHourlyUsd,
 infra/settings/rules.py) judges `most_hourly`.
@@ -371,7 +371,7 @@ def _round(value: float | None, digits: int = 2) -> float | None:
 
 def _prices_note(s: Settings) -> str:
     reference = PRICE_REGIONS[s.cloud]
-    note = f"USD list prices for {reference}: infra/catalog.py, infra/prices.py"
+    note = f"USD list prices for {reference}: infra/catalog/machines.py, infra/prices.py"
     return note if s.region == reference else f"{note}; {s.region} may differ"
 
 

@@ -1,4 +1,4 @@
-"""How long a stop may take, derived in one place from the cloud's notice (infra/catalog.py).
+"""How long a stop may take, derived in one place from the cloud's notice (infra/catalog/stop_notices.py).
 
 A spot node's notice is fixed by the cloud; the pod's grace, torchrun's shutdown timeout and
 the trainer's save deadline must nest inside it, each leaving the next layer time to exit:
@@ -147,7 +147,7 @@ def shared_file_system_mb_s(fs: "SharedFileSystem") -> tuple[float, str]:
 
 def estimated_save(settings: "Settings") -> SaveEstimate:
     """One checkpoint of the stack's job against the write throughput of where it saves (object
-    store or shared file system, infra/catalog.py), with the fullest rank's share."""
+    store or shared file system, infra/catalog/storage.py), with the fullest rank's share."""
     from infra.settings.model.checkpoints import CheckpointLocation
 
     job = settings.job

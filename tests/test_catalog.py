@@ -282,7 +282,7 @@ def test_stop_budgets_nest_inside_the_notice() -> None:
 
 
 def test_every_fsx_tier_the_settings_take_has_a_price_and_the_advisor_names_one_of_them():
-    """The FSx throughput tiers live in one table (infra/catalog.py): the settings refuse any
+    """The FSx throughput tiers live in one table (infra/catalog/storage.py): the settings refuse any
     other value, the estimate prices each one, and the smallest change the advisors name is
     one of them (the top tier with more capacity when none is enough)."""
     from infra.catalog.storage import (FSX_CAPACITY_STEP_GIB, FSX_MB_S_PER_TIB_TIERS,

@@ -45,7 +45,7 @@ def _validated(cloud: str, raw: Dict[str, Any]) -> Any:
 def file_system(cloud: str, values: Optional[Dict[str, Any]] = None) -> FileSystem:
     """Read and write throughput of a sharedFileSystem block (the stack file's by default),
     validated by the settings' own model: FSx's throughput tier per TiB, NetApp Files' service
-    level per TiB of volume, Filestore's read rate per TiB (infra/catalog.py)."""
+    level per TiB of volume, Filestore's read rate per TiB (infra/catalog/storage.py)."""
     from infra.catalog.storage import FILESTORE_READ_MIB_S_PER_TIB
     from infra.preemption import shared_file_system_mb_s
     from infra.settings.model.shared_file_system import Filestore
@@ -96,7 +96,7 @@ def faster_file_system(cloud: str, need_mb_s: float) -> FileSystem:
 
     fs = file_system(cloud, raw)
     per_gib = fs.read_mb_s / given.capacity_gib
-    # A size the tier takes (infra/catalog.py FILESTORE_CAPACITY_RANGES), else its largest.
+    # A size the tier takes (infra/catalog/storage.py FILESTORE_CAPACITY_RANGES), else its largest.
     capacity = max(given.capacity_gib, filestore_capacity_at_least(given.tier.value, need_mb_s / per_gib)
                    or int(FILESTORE_CAPACITY_RANGES[given.tier.value][-1][1] * 1024))
     fs = file_system(cloud, {**raw, "capacityGib": capacity})

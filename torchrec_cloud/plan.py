@@ -1,6 +1,6 @@
 """`python -m torchrec_cloud plan`: the sizing advisor. Plans a table set on a cloud machine
 offline (CPU, tables on the meta device, no GPU) with torchrec's own planner, told the
-machine's topology from infra/catalog.py, and prints the whole time-to-train before it is paid
+machine's topology from infra/catalog/machines.py, and prints the whole time-to-train before it is paid
 for: per step embeddings, dense layers, input; per run evaluations, checkpoints, start-up,
 preparation, a spot preemption's cost, and hours and dollars to MLPerf's target.
 
@@ -451,7 +451,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trainer_args", default="{}",
                         help='trainer flags over the recipe\'s, as JSON: \'{"tf32": "on"}\'')
     parser.add_argument("--cloud", choices=("aws", "azure", "gcp"))
-    parser.add_argument("--machine", help="a GPU machine of infra/catalog.py")
+    parser.add_argument("--machine", help="a GPU machine of infra/catalog/machines.py")
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--embedding_dim", type=int,
                         help="the tables' width (default: the recipe's, or the trainer's)")

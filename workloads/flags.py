@@ -193,7 +193,7 @@ def gang_gate_flags(machine: Machine, nodes: int, enforced: bool = True) -> list
     flags = [f"--fabric_max_nodes_left_out={gate_left_out_bound(nodes)}"]
     if not enforced or nodes < 2:
         return flags
-    floor = machine.fabric_floor(nodes)  # infra/catalog.py: each floor with its source
+    floor = machine.fabric_floor(nodes)  # infra/catalog/gate_floors.py: each floor with its source
     sizes = ",".join(str(s) for s in (*GATE_SMALLER_SIZES, floor.size))
     return [*flags, f"--fabric_gate_sizes={sizes}",
             f"--fabric_floor_gbps={floor.all_reduce_gbps:g}",

@@ -171,7 +171,7 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 def efa_instance_types() -> list[str]:
-    """Every EFA machine in infra/catalog.py: the instance types the EFA plugin may run on."""
+    """Every EFA machine in infra/catalog/machines.py: the instance types the EFA plugin may run on."""
     return sorted(m.name for m in MACHINES if m.interconnect == Interconnect.EFA)
 
 

@@ -100,7 +100,7 @@ def private_cluster_config(network: Network) -> gcp.container.ClusterPrivateClus
     )
 
 
-# GKE's cluster autoscaler and the catalog's node-ready budget (infra/catalog.py
+# GKE's cluster autoscaler and the catalog's node-ready budget (infra/catalog/machines.py
 # node_ready_minutes, 30 on GCP, Kueue's PodsReady timeout). GKE lets a Standard cluster choose
 # only the autoscaling profile (ClusterAutoscaling: autoscaling_profile, node auto-provisioning
 # limits and locations; https://cloud.google.com/kubernetes-engine/docs/concepts/

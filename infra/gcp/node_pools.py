@@ -107,7 +107,7 @@ def spot_shutdown_grace(version: str) -> tuple[int, int]:
     """(total, critical-pods) seconds of graceful node shutdown a Spot node on `version` gives:
     ordinary pods, the training pod among them, get total - critical from the preemption notice
     on. The numbers, and from which GKE build the 120 s apply, are the catalog's
-    (infra/catalog.py STOP_NOTICES, compared by infra/kubernetes_versions.py version_reaches):
+    (infra/catalog/stop_notices.py STOP_NOTICES, compared by infra/kubernetes_versions.py version_reaches):
     GKE's kubelet gives Spot nodes 30 s (15 s for ordinary pods); a Standard Spot pool may
     extend the total to 120 s from GKE 1.35.0-gke.1171000 (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms,
     https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config). Critical pods

@@ -53,7 +53,7 @@ def _run(log: str, all_reduce: float, all_to_all: float, size: int, nodes: int =
 
 
 # (fabric log, machine, healthy all_reduce busbw at the floor's size and where it comes from).
-# all_to_all: nothing published for these machines (infra/catalog.py); a healthy run is taken
+# all_to_all: nothing published for these machines (infra/catalog/gate_floors.py); a healthy run is taken
 # as 80 % of what the network allows, a degraded one as a fallback to the node's 100 Gbit/s
 # Ethernet (12.5 GB/s per node).
 FABRICS = [

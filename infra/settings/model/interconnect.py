@@ -30,7 +30,7 @@ class Interconnect(Section):
             "Run the fabric gate before training: collectives across all ranks, NCCL's "
             "transport and bus bandwidth, a GPU health check. With fabric on, a bad node is "
             "tainted and left out (the gang restarts elsewhere, not counted), and so is every "
-            "node of the gang when bandwidth is under the machine's floor (infra/catalog.py), "
+            "node of the gang when bandwidth is under the machine's floor (infra/catalog/gate_floors.py), "
             "up to --fabric_max_nodes_left_out nodes, then the job fails; otherwise it reports."
         ),
     )

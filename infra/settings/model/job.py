@@ -79,7 +79,7 @@ class Job(Section):
     termination_grace_seconds: int = Field(
         120, ge=30,
         description="On-demand pools: the pod's time from SIGTERM to SIGKILL on a drain. "
-        "Spot pools take it from the cloud's notice (infra/catalog.py).")
+        "Spot pools take it from the cloud's notice (infra/catalog/stop_notices.py).")
     suspend: bool = Field(
         False, description="Create the training job suspended: no pods, so the GPU pools stay "
         "at their minimum, e.g. while dataset.prepare runs for hours; set it back to false and "
