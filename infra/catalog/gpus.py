@@ -50,3 +50,9 @@ _GPU_MODELS: dict[tuple[str | None, int], GpuModel] = {(g.model, g.memory_gib): 
 def gpu_model(model: str, memory_gib: int) -> GpuModel:
     """The record of a GPU model at a memory size (a recorded run's GPU: ThroughputReference)."""
     return _GPU_MODELS[(model, memory_gib)]
+
+
+def find_gpu_model(model: str | None, memory_gib: int) -> GpuModel | None:
+    """The record of a GPU model at a memory size, or None where the table has none (a
+    machine's check when the catalog loads: machines.py)."""
+    return _GPU_MODELS.get((model, memory_gib))

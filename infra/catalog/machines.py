@@ -21,7 +21,7 @@ from enum import Enum
 
 from infra.catalog.cloud import Cloud
 from infra.catalog.gate_floors import FabricFloor, fabric_floor
-from infra.catalog.gpus import _GPU_MODELS, GpuModel
+from infra.catalog.gpus import GpuModel, find_gpu_model
 from infra.catalog.node_times import NODE_READY_MINUTES, OFED_BUILD_MINUTES
 
 
@@ -102,7 +102,7 @@ class Machine:
         if not self.has_gpus:
             return
         missing = []
-        if (self.gpu_model, self.gpu_memory_gib) not in _GPU_MODELS:
+        if find_gpu_model(self.gpu_model, self.gpu_memory_gib) is None:
             missing.append(f"a GpuModel entry for ({self.gpu_model!r}, {self.gpu_memory_gib})")
         if self.cloud == Cloud.GCP and not (self.gcp_accelerator_type and self.gcp_gpu_quota_metric):
             missing.append("gcp_accelerator_type and gcp_gpu_quota_metric")
@@ -121,7 +121,7 @@ class Machine:
     @property
     def gpu(self) -> "GpuModel | None":
         """The machine's GPU model record (rated throughput and bandwidth); None without GPUs."""
-        return _GPU_MODELS.get((self.gpu_model, self.gpu_memory_gib)) if self.has_gpus else None
+        return find_gpu_model(self.gpu_model, self.gpu_memory_gib) if self.has_gpus else None
 
     @property
     def fabric_transport(self) -> str:
