@@ -29,7 +29,7 @@ from datetime import date
 
 import pulumi
 
-from infra.catalog import Cloud
+from infra.catalog.cloud import Cloud
 from infra.kubernetes_release import minor_key
 from infra.settings.errors import Problem, SettingsError
 

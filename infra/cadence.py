@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 from infra.preemption import SaveEstimate, estimated_save, stop_budget
 
 if TYPE_CHECKING:
-    from infra.settings.model import Checkpoints, Settings
+    from infra.settings.model.checkpoints import Checkpoints
+    from infra.settings.model.stack_file import Settings
 
 # A save is written at most this share of the run's time.
 SAVE_SHARE = 0.10
@@ -136,7 +137,7 @@ def preemption_loss(s: "Settings") -> str | None:
     """What a stop may lose, for `check`: a spot node's preemption, or an on-demand node's drain
     (job.terminationGraceSeconds): nothing where the stop-time save fits the trainer's deadline,
     else up to one interval, in steps and minutes. None without checkpoints."""
-    from infra.settings.model import PoolChoice
+    from infra.settings.model.job import PoolChoice
 
     if not s.checkpoints.enabled:
         return None

@@ -6,11 +6,11 @@ import importlib
 
 import pulumi
 
-from infra.catalog import Cloud
+from infra.catalog.cloud import Cloud
 from infra.contract import GpuCluster, GpuClusterArgs
 from infra.kubernetes_release import Release, choose_release
 from infra.previous_run import PreviousRun
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 COMPONENTS = {
     Cloud.AWS: ("infra.aws.component", "AwsGpuCluster"),

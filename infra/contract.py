@@ -13,7 +13,8 @@ from typing import Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.catalog import Cloud, Machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import Machine
 
 
 @dataclass(frozen=True)
@@ -184,4 +185,5 @@ class GpuClusterArgs:
 
 from infra.kubernetes_release import Release  # noqa: E402
 from infra.previous_run import PreviousRun  # noqa: E402
-from infra.settings.model import Settings  # noqa: E402  (typing only; avoids an import cycle)
+# typing only; avoids an import cycle
+from infra.settings.model.stack_file import Settings  # noqa: E402

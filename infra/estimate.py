@@ -1,5 +1,5 @@
 """What a stack costs an hour, and what one run of its job takes in hours and dollars, before
-anything exists: pure functions of the settings, the machine catalog (infra/catalog.py) and the
+anything exists: pure functions of the settings, the machine catalog (infra/catalog/) and the
 other list prices (infra/prices.py). `make check` prints `estimate_lines`, the stack exports
 `estimate_output` as `estimated_cost`, and the spend ceiling (job.maxHourlyUsd,
 infra/settings/rules.py) judges `most_hourly`.
@@ -32,7 +32,9 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.catalog import SCALE_DOWN_UNNEEDED_MINUTES, Cloud, Machine, machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import Machine, machine
+from infra.catalog.node_times import SCALE_DOWN_UNNEEDED_MINUTES
 from infra.prices import (
     ACR_STANDARD_DAY, AKS_TIER_HOUR, ANF_GIB_HOUR, AWS_NAT_GATEWAY_HOUR, AWS_PUBLIC_IPV4_HOUR,
     AZURE_LOAD_BALANCER_HOUR, AZURE_PUBLIC_IP_HOUR, EKS_CLUSTER_HOUR, FILESTORE_GIB_MONTH,
@@ -42,7 +44,7 @@ from infra.prices import (
 from infra.throughput import Throughput, job_trainer_flags, planned_throughput
 
 if TYPE_CHECKING:  # the settings package imports its rules, which import this module
-    from infra.settings.model import Settings
+    from infra.settings.model.stack_file import Settings
 
 # Above this much an hour at its largest, a stack without job.maxHourlyUsd gets a note.
 LARGE_STACK_USD_PER_HOUR = 1_000.0
@@ -369,7 +371,7 @@ def _round(value: float | None, digits: int = 2) -> float | None:
 
 def _prices_note(s: Settings) -> str:
     reference = PRICE_REGIONS[s.cloud]
-    note = f"USD list prices for {reference}: infra/catalog.py, infra/prices.py"
+    note = f"USD list prices for {reference}: infra/catalog/machines.py, infra/prices.py"
     return note if s.region == reference else f"{note}; {s.region} may differ"
 
 

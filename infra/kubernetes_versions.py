@@ -20,7 +20,7 @@ def version_key(version: str) -> tuple[int, ...]:
     """'1.35.0-gke.1171000' -> (1, 35, 0, 1171000); '1.35' -> (1, 35); 'v1.33.4' -> (1, 33, 4).
 
     The one parser of Kubernetes and GKE version strings in this project: the stop notices
-    (infra/catalog.py), the GKE version the program resolves (infra/gcp/versions.py) and the
+    (infra/catalog/stop_notices.py), the GKE version the program resolves (infra/gcp/versions.py) and the
     settings all compare versions through it and `version_reaches`.
     """
     release, _, build = version.lstrip("v").partition("-gke.")

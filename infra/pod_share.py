@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.catalog import Machine
+from infra.catalog.machines import Machine
 from trainer.prepare import default_workers
 
 # A pod takes this fraction of its node's vCPUs and memory, leaving room for the node's own

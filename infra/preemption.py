@@ -1,4 +1,4 @@
-"""How long a stop may take, derived in one place from the cloud's notice (infra/catalog.py).
+"""How long a stop may take, derived in one place from the cloud's notice (infra/catalog/stop_notices.py).
 
 A spot node's notice is fixed by the cloud; the pod's grace, torchrun's shutdown timeout and
 the trainer's save deadline must nest inside it, each leaving the next layer time to exit:
@@ -17,19 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from infra.catalog import (
-    ANF_MIB_S_PER_TIB,
-    FILESTORE_WRITE_MB_S,
-    FSX_SCRATCH_2_MB_S_PER_TIB,
-    Capacity,
-    Cloud,
-    StopNotice,
-    checkpoint_store_speed,
-    stop_notice,
-)
+from infra.catalog.cloud import Cloud
+from infra.catalog.stop_notices import Capacity, StopNotice, stop_notice
+from infra.catalog.storage import (ANF_MIB_S_PER_TIB, FILESTORE_WRITE_MB_S,
+                                   FSX_SCRATCH_2_MB_S_PER_TIB, checkpoint_store_speed)
 
 if TYPE_CHECKING:
-    from infra.settings.model import Settings, SharedFileSystem
+    from infra.settings.model.shared_file_system import SharedFileSystem
+    from infra.settings.model.stack_file import Settings
 
 LAUNCHER_EXIT_SECONDS = 2  # the launcher reports its status after torchrun's workers are gone
 WORKER_EXIT_SECONDS = 3  # the trainer leaves its deadline this long before torchrun's SIGKILL
@@ -137,7 +132,7 @@ def object_store_mb_s(cloud: Cloud | str, streams: int) -> tuple[float, str]:
 
 def shared_file_system_mb_s(fs: "SharedFileSystem") -> tuple[float, str]:
     """The provisioned write throughput of the stack's shared file system."""
-    from infra.settings.model import AzureNetAppFiles, FsxLustre
+    from infra.settings.model.shared_file_system import AzureNetAppFiles, FsxLustre
 
     if isinstance(fs, FsxLustre):
         per_tib = fs.throughput_per_tib or FSX_SCRATCH_2_MB_S_PER_TIB
@@ -152,8 +147,8 @@ def shared_file_system_mb_s(fs: "SharedFileSystem") -> tuple[float, str]:
 
 def estimated_save(settings: "Settings") -> SaveEstimate:
     """One checkpoint of the stack's job against the write throughput of where it saves (object
-    store or shared file system, infra/catalog.py), with the fullest rank's share."""
-    from infra.settings.model import CheckpointLocation
+    store or shared file system, infra/catalog/storage.py), with the fullest rank's share."""
+    from infra.settings.model.checkpoints import CheckpointLocation
 
     job = settings.job
     args = dict(job.trainer_args)

@@ -1,5 +1,5 @@
 """List prices of what the stack creates besides its machines: the one table infra/estimate.py
-reads. The machines' own prices live in infra/catalog.py.
+reads. The machines' own prices live in infra/catalog/machines.py.
 
 Every figure is a public list price in USD for the catalog's reference regions (us-east-1,
 eastus, us-central1), checked 2026-11; each says where it comes from and whether a stored copy
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.catalog import Cloud
+from infra.catalog.cloud import Cloud
 
 # How the three clouds turn a monthly list price into an hourly one (AWS and Azure bill 730
 # hours a month in their calculators; Google's "per month" prices are 730 hours too).

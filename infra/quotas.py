@@ -11,9 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from infra.catalog import Machine, find_machine
+from infra.catalog.machines import Machine, find_machine
 from infra.settings.errors import set_command
-from infra.settings.model import PoolChoice, Settings
+from infra.settings.model.job import PoolChoice
+from infra.settings.model.stack_file import Settings
 
 
 @dataclass(frozen=True)

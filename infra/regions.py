@@ -15,7 +15,7 @@ A region opened after that day is refused until it is added here; the message sa
 
 from __future__ import annotations
 
-from infra.catalog import Cloud
+from infra.catalog.cloud import Cloud
 
 CHECKED_ON = "2026-11-26"
 

@@ -1,7 +1,7 @@
 """How fast the job would train, before anything exists: a planned samples/s per GPU. Where
 torchrec's planner was run for the job's shape, the sizing advisor's step (planned_step, the
 figure `plan` prints); elsewhere a rough plan (could be off several-fold) from recorded public
-and bench runs (infra/catalog.py
+and bench runs (infra/catalog/planning.py
 THROUGHPUT_REFERENCES) scaled by the GPUs' matmul peak and the model's dense work, bounded by
 the network's share of the embedding all-to-all on 2 or more nodes (planned_throughput). The
 run estimate (infra/estimate.py), the checkpoint cadence (infra/cadence.py), the input rules
@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.catalog import (
-    THROUGHPUT_REFERENCES, Cloud, ThroughputReference, fabric_in_use, gpu_model,
-    gpu_nvlink_gb_s, inter_host_gb_s_per_gpu, machine, throughput_reference,
-)
+from infra.catalog.cloud import Cloud
+from infra.catalog.gpus import gpu_model
+from infra.catalog.machines import fabric_in_use, gpu_nvlink_gb_s, inter_host_gb_s_per_gpu, machine
+from infra.catalog.planning import THROUGHPUT_REFERENCES, ThroughputReference, throughput_reference
 from infra.step_time import all_reduce_ms, dense_step_ms, exposed_all_reduce_ms, gpu_step_ms
 
 if TYPE_CHECKING:
-    from infra.settings.model import Settings
+    from infra.settings.model.stack_file import Settings
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def _ids_per_sample(s: Settings, flags: dict[str, Any]) -> int:
 ROUGH_PLAN = "rough plan (could be off several-fold)"
 COMM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 ID_BYTES = 8  # int64 ids in the KeyedJaggedTensor the input all-to-all sends
-ANCHOR = "p4d 1 node"  # infra/catalog.py THROUGHPUT_REFERENCES: every plan starts there
+ANCHOR = "p4d 1 node"  # infra/catalog/planning.py THROUGHPUT_REFERENCES: every plan starts there
 NETWORK_REFERENCE = "p4d 2 nodes"  # ... and its network share is calibrated on this one
 
 

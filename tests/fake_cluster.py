@@ -13,7 +13,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.catalog import Cloud, machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import machine
 from infra.contract import (CheckpointStore, CsiVolumeSource, GpuCluster, GpuPool,
                             InterconnectSpec, NfsVolumeSource, PreparationIdentity,
                             SharedFileSystem, Taint)

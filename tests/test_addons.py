@@ -18,7 +18,7 @@ import time_machine
 from infra import addon_versions, table_age
 from infra.addon_versions import (ADDON_VERSIONS, CLOUD_ADDONS, NEWEST_RELEASED_MINOR, check_minor,
                                   choose, version_for)
-from infra.catalog import Cloud
+from infra.catalog.cloud import Cloud
 from infra.kubernetes_release import Release, minor_key
 from infra.settings.errors import SettingsError
 from tests.harness import Run, run_stack

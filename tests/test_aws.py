@@ -15,7 +15,8 @@ import time_machine
 from infra.aws.addons import DCGM_EXPORTER, EFA_DEVICE_PLUGIN, FSX_CSI_DRIVER, NVIDIA_DEVICE_PLUGIN
 from infra.aws.interconnect import efa_interconnect, hugepages
 from infra.aws.network import subnet_cidrs
-from infra.catalog import MACHINES, Cloud, Interconnect, machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import MACHINES, Interconnect, machine
 from infra.settings.errors import SettingsError
 from tests import harness
 from tests.fakes import aws as aws_fake
@@ -1819,7 +1820,8 @@ def test_a_capacity_block_group_with_nodes_waits_for_zero_before_it_upgrades(
     version on this run (the rest upgrades) and the user is told how to suspend the job, let
     the group empty, upgrade it and resume; at 0 it follows the control plane."""
     from infra.aws.node_groups import gpu_node_group_name, gpu_pool_plan
-    from infra.settings.model import CapacityReservation, NodePool
+    from infra.settings.model.cloud_options import CapacityReservation
+    from infra.settings.model.pools import NodePool
 
     plan = gpu_pool_plan("onDemand", NodePool(machine_type="p4d.24xlarge", min_nodes=0,
                                               desired_nodes=0, max_nodes=2, name="gpu"),
@@ -1851,7 +1853,8 @@ def test_a_capacity_block_group_with_nodes_keeps_its_template_version_on_a_same_
     """No upgrade, but the template may change (a program upgrade, a new setting): the group
     with nodes stays on its live template version and the user is told how to move it."""
     from infra.aws.node_groups import gpu_node_group_name, gpu_pool_plan
-    from infra.settings.model import CapacityReservation, NodePool
+    from infra.settings.model.cloud_options import CapacityReservation
+    from infra.settings.model.pools import NodePool
 
     plan = gpu_pool_plan("onDemand", NodePool(machine_type="p4d.24xlarge", min_nodes=0,
                                               desired_nodes=0, max_nodes=2, name="gpu"),

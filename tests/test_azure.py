@@ -27,7 +27,8 @@ from infra.azure.node_pools import label_tag, resource_tag
 from infra.azure.identity import (ACR_PULL, ACR_PUSH, AKS_RBAC_CLUSTER_ADMIN,
                                   STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DATA_READER)
 from infra.azure.network import plan_subnets
-from infra.catalog import Cloud, Interconnect, MACHINES, machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import Interconnect, MACHINES, machine
 from infra.settings.errors import SettingsError
 from tests.fakes import azure as fake
 from tests.harness import (JOBSET, USER_API_CIDRS, Captured, Run, run_stack,
@@ -195,7 +196,8 @@ def test_the_autoscaler_keeps_a_new_nd_node_until_its_drivers_are_built(run: Run
     compiled on it (the catalog budgets 45 minutes): AKS's defaults (unready nodes removed
     after 20m, a scale-up failed after 15m, the autoscaler halted past 3 unready nodes) would
     remove it or stop scaling before then; idle nodes still go 10 minutes after the job ends."""
-    from infra.catalog import Cloud, machine as catalog_machine
+    from infra.catalog.cloud import Cloud
+    from infra.catalog.machines import machine as catalog_machine
 
     budget = catalog_machine(Cloud.AZURE, "Standard_ND96asr_v4").node_ready_minutes
     assert budget == 45
@@ -2142,7 +2144,7 @@ def test_without_infiniband_no_rdma_policy() -> None:
 def test_the_readme_states_what_anf_gives_the_dataset_reads() -> None:
     """docs/azure.md's ANF read figures follow from the catalog's per-TiB rates and the trainer's
     one-hot layout (trainer/prepare/write.py: float32 dense, int32 ids and label)."""
-    from infra.catalog import ANF_MIB_S_PER_TIB
+    from infra.catalog.storage import ANF_MIB_S_PER_TIB
     from trainer.config import NUM_DENSE_FEATURES, NUM_SPARSE_FEATURES
 
     readme = (Path(__file__).resolve().parent.parent / "docs" / "azure.md").read_text()

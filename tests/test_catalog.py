@@ -7,17 +7,10 @@ import pytest
 from dataclasses import replace
 
 from infra import quotas
-from infra.catalog import (
-    MACHINES,
-    Cloud,
-    Interconnect,
-    Machine,
-    find_machine,
-    gpu_hbm_gb_s,
-    gpu_matmul_floor_tflops,
-    machine,
-    machine_names,
-)
+from infra.catalog.cloud import Cloud
+from infra.catalog.gate_floors import gpu_matmul_floor_tflops
+from infra.catalog.machines import (MACHINES, Interconnect, Machine, find_machine, gpu_hbm_gb_s,
+                                    machine, machine_names)
 from workloads.waiting import cloud_steps
 
 GPU_MACHINES = [m for m in MACHINES if m.has_gpus]
@@ -230,7 +223,7 @@ def test_machines_sold_only_through_reservations_are_flagged():
 
 
 def test_every_cloud_has_a_spot_and_an_on_demand_stop_notice_with_a_source() -> None:
-    from infra.catalog import Capacity, stop_notice
+    from infra.catalog.stop_notices import Capacity, stop_notice
 
     for cloud in Cloud:
         spot = stop_notice(cloud, Capacity.SPOT)
@@ -240,7 +233,7 @@ def test_every_cloud_has_a_spot_and_an_on_demand_stop_notice_with_a_source() -> 
 
 
 def test_gke_spot_notice_depends_on_the_kubernetes_version() -> None:
-    from infra.catalog import Capacity, stop_notice
+    from infra.catalog.stop_notices import Capacity, stop_notice
 
     assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.33").pod_seconds == 15
     assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.35").pod_seconds == 105
@@ -264,7 +257,7 @@ def test_one_version_comparison_for_minors_and_gke_builds(version, minimum, reac
 
 
 def test_gke_spot_notice_follows_the_exact_gke_build() -> None:
-    from infra.catalog import Capacity, stop_notice
+    from infra.catalog.stop_notices import Capacity, stop_notice
 
     assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.35.0-gke.1100000").pod_seconds == 15
     assert stop_notice(Cloud.GCP, Capacity.SPOT, "1.35.0-gke.2398000").pod_seconds == 105
@@ -278,7 +271,7 @@ def test_gke_machine_disks_come_from_the_catalog() -> None:
 
 
 def test_stop_budgets_nest_inside_the_notice() -> None:
-    from infra.catalog import STOP_NOTICES
+    from infra.catalog.stop_notices import STOP_NOTICES
     from infra.preemption import stop_budget
 
     for notice in STOP_NOTICES:
@@ -289,11 +282,11 @@ def test_stop_budgets_nest_inside_the_notice() -> None:
 
 
 def test_every_fsx_tier_the_settings_take_has_a_price_and_the_advisor_names_one_of_them():
-    """The FSx throughput tiers live in one table (infra/catalog.py): the settings refuse any
+    """The FSx throughput tiers live in one table (infra/catalog/storage.py): the settings refuse any
     other value, the estimate prices each one, and the smallest change the advisors name is
     one of them (the top tier with more capacity when none is enough)."""
-    from infra.catalog import (FSX_CAPACITY_STEP_GIB, FSX_MB_S_PER_TIB_TIERS,
-                               fsx_persistent_2_for)
+    from infra.catalog.storage import (FSX_CAPACITY_STEP_GIB, FSX_MB_S_PER_TIB_TIERS,
+                                       fsx_persistent_2_for)
     from infra.prices import FSX_LUSTRE_GB_MONTH
 
     priced = {(kind, tier) for kind, tiers in FSX_MB_S_PER_TIB_TIERS.items()
@@ -309,9 +302,9 @@ def test_every_fsx_tier_the_settings_take_has_a_price_and_the_advisor_names_one_
 def test_every_filestore_tier_the_settings_take_has_its_sizes_price_and_write_rate():
     """One row per tier in each Filestore table: a tier the settings accept without its sizes
     would fail the size rule with a KeyError instead of a message."""
-    from infra.catalog import FILESTORE_CAPACITY_RANGES, FILESTORE_WRITE_MB_S
+    from infra.catalog.storage import FILESTORE_CAPACITY_RANGES, FILESTORE_WRITE_MB_S
     from infra.prices import FILESTORE_GIB_MONTH
-    from infra.settings.model import FilestoreTier
+    from infra.settings.model.shared_file_system import FilestoreTier
 
     tiers = {t.value for t in FilestoreTier}
     assert tiers == set(FILESTORE_CAPACITY_RANGES) == set(FILESTORE_GIB_MONTH) == set(FILESTORE_WRITE_MB_S)

@@ -259,10 +259,10 @@ def test_a_waiting_reason_read_from_a_cloud_s_refusal_opens_its_patterns_and_its
 
 
 def test_a_cloud_rule_row_opens_where_its_cases_and_a_new_setting_live() -> None:
-    """Rule cases live in tests/test_settings.py's BAD table; a new setting is a field of the
-    settings model and regenerated docs."""
+    """Rule cases live in tests/test_settings.py's BAD table; a new setting is a field of its
+    section's module of the settings model (infra/settings/model/) and regenerated docs."""
     opened = opened_by("a cloud rule (AKS / EKS / GKE)")
-    assert {"tests/test_settings.py", "infra/settings/model.py"} <= opened
+    assert {"tests/test_settings.py", "infra/settings/model"} <= opened
     row = table_rows()["a cloud rule (AKS / EKS / GKE)"]
     assert "`BAD`" in row and "`make settings-docs`" in row
 
@@ -289,12 +289,13 @@ def test_the_contract_links_each_cloud_s_shared_file_system_module() -> None:
 
 
 def test_adding_a_gpu_machine_names_every_place_the_catalog_does_not_hold() -> None:
-    """The catalog, the one table kept by a name it gives (the EC2 Spot quota names), and the
-    generated pages `make settings-docs` rewrites from the catalog."""
+    """The catalog's machine table and GPU models, the one table kept by a name it gives (the
+    EC2 Spot quota names), and the generated pages `make settings-docs` rewrites from the
+    catalog."""
     row = table_rows()["add a GPU machine"]
     opened = opened_by("add a GPU machine")
-    assert {"infra/catalog.py", "workloads/waiting/cloud_steps.py", "docs/interconnect.md",
-            "docs/spot.md"} <= opened
+    assert {"infra/catalog/machines.py", "infra/catalog/gpus.py",
+            "workloads/waiting/cloud_steps.py", "docs/interconnect.md", "docs/spot.md"} <= opened
     assert "`make settings-docs`" in row and "`AWS_SPOT_P_QUOTAS`" in row
     # Azure ND: the InfiniBand facts are the catalog's; a new topology family is an image file
     assert "`ib_hcas`" in row and "`azure_topology`" in row and "trainer/Dockerfile" in opened

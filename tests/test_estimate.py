@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from infra.catalog import machine, throughput_reference
+from infra.catalog.machines import machine
+from infra.catalog.planning import throughput_reference
 from infra.estimate import (job_most_hourly, standing_line, standing_usd_per_hour,
     LARGE_STACK_USD_PER_HOUR, control_plane_plan, estimate_lines, estimate_output, hourly,
     job_hourly_usd, most_hourly, run_estimate,
@@ -23,7 +24,7 @@ from infra.throughput import ROUGH_PLAN
 from infra.prices import AKS_TIER_HOUR, EKS_CLUSTER_HOUR, GKE_CLUSTER_HOUR
 from infra.settings.errors import SettingsError
 from infra.settings.loader import settings_from_mapping
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 from tests.harness import PROJECT, STACKS, stack_config
 
 
@@ -377,7 +378,7 @@ def test_no_job_is_called_measured_every_plan_names_its_inputs() -> None:
 
 
 def test_a_plan_scales_by_matmul_peak_and_never_above_the_anchor_for_a_smaller_model() -> None:
-    from infra.catalog import gpu_model
+    from infra.catalog.gpus import gpu_model
     from infra.throughput import dense_macs_per_sample
 
     a100 = run_estimate(settings("aws", job=_bench_job(1))).throughput
@@ -427,7 +428,7 @@ def test_the_network_share_is_calibrated_on_the_public_two_node_run() -> None:
 def test_across_nodes_the_embedding_all_to_all_bounds_the_rate() -> None:
     """GCP's a2-highgpu-8g has 100 Gbit/s for 8 GPUs: two nodes are bound by the pooled
     embeddings and their gradients crossing nodes; half-precision comms halve those bytes."""
-    from infra.catalog import inter_host_gb_s_per_gpu
+    from infra.catalog.machines import inter_host_gb_s_per_gpu
     from infra.throughput import network_efficiency
 
     s = settings("gcp")
@@ -458,7 +459,7 @@ SOCKET_GBPS = {("aws", "p4d.24xlarge"): 100, ("aws", "p5.48xlarge"): 100,
 
 @pytest.mark.parametrize(("cloud", "name"), list(SOCKET_GBPS))
 def test_the_inter_host_figure_follows_the_fabric_setting(cloud: str, name: str) -> None:
-    from infra.catalog import fabric_in_use, inter_host_gb_s_per_gpu
+    from infra.catalog.machines import fabric_in_use, inter_host_gb_s_per_gpu
 
     m = machine(cloud, name)
     sockets = SOCKET_GBPS[(cloud, name)] / 8 / m.gpu_count
@@ -479,7 +480,7 @@ def _pools(stack: str, name: str) -> dict[str, Any]:
 def test_without_the_fabric_the_network_bound_is_the_primary_nic_s(stack: str, name: str) -> None:
     """a3-ultragpu-8g must run with interconnect.fabric false (the rules), and any fabric
     machine may: NCCL then goes over plain sockets, and the plan says so at that figure."""
-    from infra.catalog import inter_host_gb_s_per_gpu
+    from infra.catalog.machines import inter_host_gb_s_per_gpu
     from infra.throughput import all_to_all_bytes_per_sample, network_efficiency
 
     extra: dict[str, Any] = {"flexStart": True} if name == "a3-ultragpu-8g" else {}
@@ -577,7 +578,7 @@ def test_a_large_stack_without_a_ceiling_gets_a_note() -> None:
 
 def test_every_file_system_setting_the_rules_accept_has_a_price() -> None:
     from infra.prices import ANF_GIB_HOUR, FILESTORE_GIB_MONTH, FSX_LUSTRE_GB_MONTH
-    from infra.settings.model import AnfServiceLevel, FilestoreTier
+    from infra.settings.model.shared_file_system import AnfServiceLevel, FilestoreTier
 
     fsx = [("PERSISTENT_2", t) for t in (125, 250, 500, 1000)] + [
         ("PERSISTENT_1", t) for t in (50, 100, 200)] + [("SCRATCH_2", None)]
@@ -616,7 +617,8 @@ def test_an_azure_spot_max_price_caps_the_spot_pool_at_most() -> None:
 
 def test_the_idle_tail_is_the_autoscaler_s_own_setting() -> None:
     from infra.aws.autoscaler import values as chart_values
-    from infra.catalog import SCALE_DOWN_UNNEEDED_MINUTES, Cloud
+    from infra.catalog.cloud import Cloud
+    from infra.catalog.node_times import SCALE_DOWN_UNNEEDED_MINUTES
 
     chart = chart_values("c", "us-east-1", "1.33", "arn", {})
     assert chart["extraArgs"]["scale-down-unneeded-time"] == f"{SCALE_DOWN_UNNEEDED_MINUTES[Cloud.AWS]}m"

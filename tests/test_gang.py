@@ -20,7 +20,7 @@ import torch
 
 import yaml
 
-from infra.settings.model import Job, PoolChoice, SpotShortage
+from infra.settings.model.job import Job, PoolChoice, SpotShortage
 from tests.gang import Capacity, GangRecord, KueueRules, NodePool, Pod, SimulatedJobSet
 from tests.k8s_manifests import clean
 from tests.test_workloads import run_workload

@@ -22,7 +22,8 @@ import pulumi.runtime.rpc
 import pytest
 import yaml
 
-from infra.catalog import Cloud, machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import machine
 from infra.gcp.network import secondary_ranges
 from infra.settings.errors import SettingsError
 from tests import harness
@@ -576,7 +577,7 @@ def test_regional_filestore_lives_in_the_region():
 def test_filestore_mounts_with_the_connections_google_advises_for_its_tier_and_size(
         tier, capacity_gib, expected):
     from infra.gcp.filestore import mount_options
-    from infra.settings.model import FilestoreTier
+    from infra.settings.model.shared_file_system import FilestoreTier
     options = mount_options(FilestoreTier(tier), capacity_gib)
     assert [o for o in options if o.startswith("nconnect=")] == ([expected] if expected else [])
     assert options[:2] == ["nfsvers=3", "hard"]
@@ -757,7 +758,7 @@ def test_a3_with_fabric_gets_the_tcpx_nccl_environment(a3_contract):
 def test_the_tcpx_release_notes_pair_the_images_the_stack_pins():
     """The pinned pair is one of Google's releases, as its release notes list them (coupled:
     "The tcpx-daemon version is coupled with the NCCL plugin installer version")."""
-    from infra.catalog import Interconnect
+    from infra.catalog.machines import Interconnect
     from infra.gcp.interconnect import GPUDIRECT
 
     releases = {  # gpudirect-tcpx/README.md: installer, rxdm, qualified NCCL
@@ -794,7 +795,7 @@ def test_the_tcpx_sidecar_is_started_only_once_the_rxdm_serves_its_sockets(tmp_p
     """The startup probe's command, run for real against a folder standing in for /run/tcpx:
     it fails while the rxdm has not bound its sockets (or a plain file has the name), and
     passes once all three are unix sockets."""
-    from infra.catalog import Interconnect
+    from infra.catalog.machines import Interconnect
     from infra.gcp.interconnect import GPUDIRECT, TCPX_RXDM_SOCKETS, rxdm_sidecar
 
     probe = rxdm_sidecar(GPUDIRECT[Interconnect.GPUDIRECT_TCPX]).startup_probe
@@ -1293,7 +1294,7 @@ def test_the_version_is_asked_of_the_clusters_location(run):
 def test_the_job_is_budgeted_for_the_resolved_build(gke_135_run):
     # "1.35" resolves to 1.35.0-gke.2398000 >= 1.35.0-gke.1171000: the spot pool's 120 s and the
     # job's stop budget agree, both read from the same version.
-    from infra.catalog import Capacity, stop_notice
+    from infra.catalog.stop_notices import Capacity, stop_notice
 
     assert gke_135_run.one(CLUSTER).inputs["minMasterVersion"] == "1.35"  # GKE's alias
     assert gke_135_run.outputs["kubernetes_version"] == "1.35.0-gke.2398000"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from infra.catalog import machine
+from infra.catalog.machines import machine
 from torchrec_cloud import time_to_train as ttt
 from torchrec_cloud.file_systems import file_system
 from torchrec_cloud.plan import advise, render
@@ -171,7 +171,7 @@ def test_drawing_multi_hot_on_the_fly_is_counted_on_the_readers_a_rank_gets(mlpe
     (infra/catalog.py). A 2 x 8 H100 rank gets 8 readers (trainer/data/loader.py), 3.9 ms a
     batch, counted in the step's input and in each evaluation's batches; with the 2 readers it
     had, 15.5 ms a batch left the step input-bound, 1.9x its 8.3 ms GPU-bound time."""
-    from infra.catalog import MULTI_HOT_EXPAND_MS_PER_SAMPLE
+    from infra.catalog.planning import MULTI_HOT_EXPAND_MS_PER_SAMPLE
     from trainer.data.loader import multi_hot_readers
 
     for cloud in H100_PAIRS:

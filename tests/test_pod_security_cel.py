@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from infra.settings.model import Job
+from infra.settings.model.job import Job
 from tests.test_workloads import WorkloadRun, run_workload
 
 celpy = pytest.importorskip("celpy", reason="cel-python is in requirements-dev.txt")

@@ -17,11 +17,14 @@ import pytest
 
 from trainer.exit_codes import RESUME
 
-from infra.catalog import Cloud, machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import machine
 from infra.settings.errors import SettingsError
 from infra.settings.loader import settings_from_mapping
-from infra.settings.model import (Checkpoints, Dataset, DatasetPrepare, Job, JobKind,
-                                  PoolChoice, SystemPool)
+from infra.settings.model.checkpoints import Checkpoints
+from infra.settings.model.dataset import Dataset, DatasetPrepare
+from infra.settings.model.job import Job, JobKind, PoolChoice
+from infra.settings.model.pools import SystemPool
 from tests.fake_cluster import FLAVOURS, IMAGE
 from tests.harness import USER_API_CIDRS, Captured
 from tests.k8s_manifests import validate_manifests

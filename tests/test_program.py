@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.catalog import find_machine
+from infra.catalog.machines import find_machine
 from infra.estimate import estimate_output
 from infra.kubernetes_release import minor_of
 from infra.settings.loader import settings_from_mapping

@@ -242,20 +242,25 @@ def test_the_reserved_tag_key_and_job_folders_are_the_program_s_own() -> None:
 def test_every_number_setting_refuses_true() -> None:
     """pydantic reads true as 1 in a number field; NUMBER_FIELDS names every int or float field
     of the models, so each one refuses it."""
+    import importlib
+    import pkgutil
     import typing
 
     from pydantic import BaseModel
 
     from infra.settings import model
+    from infra.settings.model.section import NUMBER_FIELDS
 
+    sections = [importlib.import_module(f"{model.__name__}.{info.name}")
+                for info in pkgutil.iter_modules(model.__path__)]
     numbers = set()
-    for cls in vars(model).values():
+    for cls in (obj for section in sections for obj in vars(section).values()):
         if isinstance(cls, type) and issubclass(cls, BaseModel):
             for name, field in cls.model_fields.items():
                 kinds = set(typing.get_args(field.annotation) or (field.annotation,)) - {type(None)}
                 if kinds and kinds <= {int, float}:
                     numbers.add(name)
-    assert numbers == set(model.NUMBER_FIELDS)
+    assert numbers == set(NUMBER_FIELDS)
 
 
 def test_an_eks_pool_past_the_node_group_quota_goes_ahead_with_a_raise_asked_for() -> None:

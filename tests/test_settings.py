@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from infra.catalog import Cloud, find_machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import find_machine
 from infra.settings import cost_rules, rules
 from infra.settings.errors import SettingsError
 from infra.settings.loader import settings_from_mapping
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 from tests.harness import (
     PROJECT,
     STACKS,
@@ -65,7 +66,7 @@ def test_a_spot_shortage_is_waited_out_without_a_bound_unless_one_is_set() -> No
     base: dict[str, Any] = {"cloud": "aws", "kubernetes": {"apiAccessCidrs": USER_API_CIDRS},
                             "job": {"pool": "spot"}}
     assert settings_from_mapping(base).job.spot_shortage.max_wait_minutes is None
-    base["job"]["spotShortage"] = {"maxWaitMinutes": 30}  # one p4d join (infra/catalog.py)
+    base["job"]["spotShortage"] = {"maxWaitMinutes": 30}  # one p4d join (infra/catalog/node_times.py)
     assert settings_from_mapping(base).job.spot_shortage.max_wait_minutes == 30
 
 
@@ -633,7 +634,7 @@ def test_every_flag_the_stack_passes_is_refused_in_trainer_args_naming_what_deci
                                    else f"to change it, set {setting}" if setting
                                    else "remove it"), said[flag]
     assert said["hbm_gb_per_sec"] == ("set by the stack from the machine's GPU memory "
-                                      "(infra/catalog.py); remove it")
+                                      "(infra/catalog/gpus.py); remove it")
     assert said["fabric_max_nodes_left_out"] == "set by the stack from job.nodes; set job.nodes instead"
     # on the on-demand pool the stack passes 0 whatever checkpoints.everySeconds says
     assert said["checkpoint_every_seconds"] == (

@@ -448,7 +448,7 @@ def test_a_stack_deployed_before_the_per_node_mark_does_not_count_its_nodes_as_f
 
 
 def test_capacity_block_nodes_are_labelled_and_priced_as_on_demand():
-    from infra.catalog import machine
+    from infra.catalog.machines import machine
     from torchrec_cloud.pools import pools, spend
     from workloads.waiting import ClusterView
 
@@ -732,7 +732,7 @@ def test_gke_pools_are_matched_to_the_autoscalers_groups_and_spot_is_read_from_g
         "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
     assert not by_name["gpu-spot"].failure and unnamed == []
     # Spot nodes at the catalog's spot price, the others on-demand, each for its two hours.
-    from infra.catalog import machine
+    from infra.catalog.machines import machine
     from torchrec_cloud.pools import spend
 
     a2, e2 = machine("gcp", "a2-highgpu-8g"), machine("gcp", "e2-standard-4")

@@ -21,7 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from infra.settings.model import Job, PoolChoice
+from infra.settings.model.job import Job, PoolChoice
 from tests.fake_api import FakeApi, api_list, kubeconfig
 from tests.k8s_manifests import _jobset_jobs, manifest_of, validate_custom_resource
 from torchrec_cloud.__main__ import main
@@ -557,7 +557,8 @@ def test_every_flag_stack_flags_passes_is_one_a_submitted_job_gets_for_itself():
     """PER_JOB_FLAGS names every flag stack_flags may pass (checkpoints on, a dataset, spot), so
     none of them is copied from the stack's JobSet into a job of another name or size."""
     from infra.preemption import stop_budget
-    from infra.settings.model import Checkpoints, Dataset
+    from infra.settings.model.checkpoints import Checkpoints
+    from infra.settings.model.dataset import Dataset
     from workloads.flags import PER_JOB_FLAGS, STACK_OWNED, stack_flags
 
     job = Job(name="exp", nodes=1, pool=PoolChoice.SPOT)
@@ -595,7 +596,8 @@ def _last_values(args: list[str]) -> dict[str, str]:
 
 def _gate_submission(machine: Any, nodes: int) -> Any:
     from infra.preemption import stop_budget
-    from infra.settings.model import Checkpoints, Dataset
+    from infra.settings.model.checkpoints import Checkpoints
+    from infra.settings.model.dataset import Dataset
     from workloads.submitted import Submission
 
     return Submission(job=Job(name="exp", nodes=nodes, pool=PoolChoice.ON_DEMAND), stack="aws",
@@ -614,7 +616,7 @@ def test_a_submitted_job_of_another_size_gets_every_gang_gate_flag_for_its_own_n
     """Every flag gang_gate_flags returns follows the node count: a job submitted beside a
     4-node stack gets each one's value for its own nodes (and none the stack's size alone has),
     on every catalog machine with a fabric; the gate's other flags as the stack has them."""
-    from infra.catalog import MACHINES, Interconnect
+    from infra.catalog.machines import MACHINES, Interconnect
     from workloads.flags import gang_gate_flags
     from workloads.submitted import trainer_args
 
@@ -634,7 +636,8 @@ def test_a_submitted_job_of_another_size_gets_every_gang_gate_flag_for_its_own_n
 def test_a_new_gate_flag_that_follows_the_node_count_needs_no_second_list(monkeypatch):
     """A maintainer adds a per-size flag to gang_gate_flags (and the settings own it): a job
     submitted beside the stack gets its value for its own nodes, not the stack's copied."""
-    from infra.catalog import machine as catalog_machine, Cloud
+    from infra.catalog.cloud import Cloud
+    from infra.catalog.machines import machine as catalog_machine
     from workloads import flags, submitted
 
     original = flags.gang_gate_flags

@@ -17,9 +17,11 @@ import pulumi
 import pytest
 import yaml
 
-from infra.catalog import Cloud, machine
-from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Job, JobKind,
-                                  PoolChoice)
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import machine
+from infra.settings.model.checkpoints import CheckpointLocation, Checkpoints
+from infra.settings.model.dataset import Dataset
+from infra.settings.model.job import Job, JobKind, PoolChoice
 from tests.fake_cluster import FLAVOURS, IMAGE, FakeCluster, fake_cluster
 from tests.harness import ROOT, Captured, RecordingMocks, RecordingMonitor, Run
 from tests.k8s_manifests import manifests_of, validate_manifests, write_manifests
@@ -644,7 +646,7 @@ def test_manifest_conversion_restores_what_the_wire_changed():
 
 
 def test_the_fabric_gate_enforces_the_machine_s_transport_and_floor_when_the_fabric_is_used(runs):
-    from infra.catalog import gpu_matmul_floor_tflops
+    from infra.catalog.gate_floors import gpu_matmul_floor_tflops
 
     p4d = machine(Cloud.AWS, "p4d.24xlarge")
     flags = runs["aws"].flags()
@@ -698,8 +700,8 @@ def test_without_a_fabric_the_gate_reports_it_but_leaves_out_a_bad_gpu_s_node():
     """The shipped GCP A2 stack (fabric false): transport and bandwidth are only reported, but
     a GPU that fails the health check (or the matmul floor) has its node left out, as on a
     fabric stack (issue 32: a bad GPU was only reported there, never left out)."""
-    from infra.catalog import gpu_matmul_floor_tflops
-    from infra.settings.model import Interconnect
+    from infra.catalog.gate_floors import gpu_matmul_floor_tflops
+    from infra.settings.model.interconnect import Interconnect
 
     without = run_workload("gcp", Job(), interconnect=Interconnect(fabric=False))
     flags = without.flags()
@@ -874,7 +876,7 @@ KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
 def test_spot_shortage_wait_queues_on_the_spot_flavor_only_and_the_pod_follows_the_flavor():
     """policy wait: one flavor (the spot pool), no capacity check; the pod requires a GPU pool
     node but no longer pins one, so Kueue's flavor nodeSelector decides."""
-    from infra.settings.model import SpotShortage
+    from infra.settings.model.job import SpotShortage
 
     scenario = run_workload("gcp", Job(pool=PoolChoice.SPOT, spot_shortage=SpotShortage()))
     (queue,) = scenario.run.of_type(f"{KUEUE}:ClusterQueue")
@@ -890,7 +892,7 @@ def test_kueue_waits_for_capacity_without_a_bound_by_default():
     """backoffLimitCount null: Kueue requeues without end (RequeuingStrategy, v1beta2). A bound
     would count PodsReady timeouts over the job's whole life, never reset when the gang runs,
     so a multi-day spot run would be held after enough reclaims."""
-    from infra.settings.model import SpotShortage
+    from infra.settings.model.job import SpotShortage
 
     config = kueue_config(run_workload("aws", Job(pool=PoolChoice.SPOT)))
     strategy = config["waitForPodsReady"]["requeuingStrategy"]
@@ -958,7 +960,7 @@ def test_a_running_job_is_queued_in_kueue_for_both_kinds(runs):
 def test_the_rendezvous_outwaits_every_machines_cold_start() -> None:
     """Kueue's ready timeout (a machine's node_ready_minutes) must end a partial gang's wait
     first: it frees the nodes the gang holds, where a rendezvous timeout only restarts it."""
-    from infra.catalog import MACHINES
+    from infra.catalog.machines import MACHINES
     from workloads.command import RENDEZVOUS_JOIN_TIMEOUT_SECONDS
 
     slowest = max(m.node_ready_minutes for m in MACHINES if m.gpu_count)
@@ -968,7 +970,7 @@ def test_the_rendezvous_outwaits_every_machines_cold_start() -> None:
 def test_the_planner_is_given_the_machines_bandwidths_from_the_catalog() -> None:
     """torchrec's planner costs a plan with the machine's own HBM, NVLink and network figures,
     not its defaults (12.5 GB/s between hosts), and a user cannot override them by accident."""
-    from infra.catalog import gpu_hbm_gb_s, inter_host_gb_s_per_gpu
+    from infra.catalog.machines import gpu_hbm_gb_s, inter_host_gb_s_per_gpu
     from workloads.flags import STACK_OWNED
 
     scenario = run_workload("aws", Job())
@@ -985,8 +987,8 @@ def test_without_the_fabric_the_planner_is_given_the_primary_nic_s_sockets(flavo
     """interconnect.fabric false: NCCL goes over plain sockets on the pod network's NIC, so the
     planner costs the all-to-all at that figure, the one the run estimate uses, not the
     fabric's rated speed (p4d: 100 of 400 Gbit/s)."""
-    from infra.catalog import inter_host_gb_s_per_gpu
-    from infra.settings.model import Interconnect
+    from infra.catalog.machines import inter_host_gb_s_per_gpu
+    from infra.settings.model.interconnect import Interconnect
 
     on = run_workload(flavour, Job())
     off = run_workload(flavour, Job(), interconnect=Interconnect(fabric=False))

@@ -35,10 +35,11 @@ def stack_pools(cloud: str) -> dict[str, Any]:
     """The shipped stack's GPU pools (contract GpuPool: labels and taints) as that cloud's own
     pool code builds them: infra/aws/node_groups.gpu_pool_plan, infra/azure/node_pools.plan_pools,
     infra/gcp/node_pools.gpu_pool_labels (GKE spot pools carry the gke-spot label, no taint)."""
-    from infra.catalog import Cloud, machine
+    from infra.catalog.cloud import Cloud
+    from infra.catalog.machines import machine
     from infra.contract import GpuPool
     from infra.settings.loader import settings_from_mapping
-    from infra.settings.model import PoolChoice
+    from infra.settings.model.job import PoolChoice
     from tests.harness import PROJECT, stack_config
 
     prefix = f"{PROJECT}:"

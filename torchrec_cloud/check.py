@@ -17,13 +17,16 @@ import re
 import sys
 from pathlib import Path
 
-from infra.catalog import Cloud, Machine, find_machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import Machine, find_machine
 from infra.estimate import estimate_lines, standing_line
 from infra.settings.errors import SettingsError
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 from infra.settings.errors import use_stack
 from infra.settings.loader import project_values, settings_and_problems
-from infra.settings.model import CheckpointLocation, NodePool, PoolChoice
+from infra.settings.model.checkpoints import CheckpointLocation
+from infra.settings.model.job import PoolChoice
+from infra.settings.model.pools import NodePool
 from torchrec_cloud.encrypted import (Place, doubtful, encrypted_places, marked, on_encrypted,
                                      shown_place, unjudged, with_stand_ins)
 from torchrec_cloud.stack_file import StackFileError, project_name, read_stack_file

@@ -28,10 +28,10 @@ from ipaddress import ip_address, ip_network
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from infra.catalog import Cloud
+from infra.catalog.cloud import Cloud
 from infra.quotas import (Need, Reading, azure_family, azure_readings, ec2_quota,
                           ec2_request_command, gcp_readings, pool_needs)
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 from torchrec_cloud.invocation import cli, typed
 
 MIN_PULUMI = (3, 174, 0)

@@ -19,7 +19,7 @@ from typing import Any
 
 from infra.settings.errors import CONFIG_NAMESPACE, Problem, config_path
 from infra.settings.loader import PLACEHOLDERS
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 Place = tuple[str | int, ...]  # a setting's place, e.g. ("kubernetes", "apiAccessCidrs", 0)
 _PART = re.compile(r"[^.\[\]]+")
@@ -72,7 +72,7 @@ def _stand_in(values: dict[str, Any], place: Place, encrypted: set[Place]) -> An
 def _cloud_defaults(values: dict[str, Any]) -> dict[str, Any]:
     """The cloud's defaults, their zones named in the stack's region: a default zone of
     another region would be refused as one, and shown as if the user had written it."""
-    from infra.catalog import Cloud
+    from infra.catalog.cloud import Cloud
     from infra.settings.defaults import with_cloud_defaults
     from infra.settings.rules import zone_name
 
@@ -91,7 +91,7 @@ def _cloud_defaults(values: dict[str, Any]) -> dict[str, Any]:
 def _region_of_zones(values: dict[str, Any], encrypted: set[Place]) -> str | None:
     """The region every readable zone names (AWS, GCP), to stand in for an encrypted region:
     the cloud's default region would put each of them in the wrong region."""
-    from infra.catalog import Cloud
+    from infra.catalog.cloud import Cloud
     from infra.regions import REGIONS
 
     try:

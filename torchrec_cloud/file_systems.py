@@ -33,7 +33,7 @@ def _stack_file_system(cloud: str) -> Dict[str, Any]:
 
 def _validated(cloud: str, raw: Dict[str, Any]) -> Any:
     """The block as the settings' own model reads it, its defaults filled in."""
-    from infra.settings.model import AzureNetAppFiles, Filestore, FsxLustre
+    from infra.settings.model.shared_file_system import AzureNetAppFiles, Filestore, FsxLustre
 
     kind = raw.get("kind") or {"aws": "fsx-lustre", "azure": "azure-netapp-files",
                                "gcp": "filestore"}[cloud]
@@ -45,10 +45,10 @@ def _validated(cloud: str, raw: Dict[str, Any]) -> Any:
 def file_system(cloud: str, values: Optional[Dict[str, Any]] = None) -> FileSystem:
     """Read and write throughput of a sharedFileSystem block (the stack file's by default),
     validated by the settings' own model: FSx's throughput tier per TiB, NetApp Files' service
-    level per TiB of volume, Filestore's read rate per TiB (infra/catalog.py)."""
-    from infra.catalog import FILESTORE_READ_MIB_S_PER_TIB
+    level per TiB of volume, Filestore's read rate per TiB (infra/catalog/storage.py)."""
+    from infra.catalog.storage import FILESTORE_READ_MIB_S_PER_TIB
     from infra.preemption import shared_file_system_mb_s
-    from infra.settings.model import Filestore
+    from infra.settings.model.shared_file_system import Filestore
 
     fs = _validated(cloud, values if values is not None else _stack_file_system(cloud))
     write, what = shared_file_system_mb_s(fs)
@@ -63,12 +63,12 @@ def faster_file_system(cloud: str, need_mb_s: float) -> FileSystem:
     """The smallest change of the stack file's file system that reads ``need_mb_s``: FSx's
     throughput tier (then its capacity), NetApp Files' volume (and pool) size at its level,
     Filestore's capacity; the setting to change is named."""
-    from infra.settings.model import AzureNetAppFiles, FsxLustre
+    from infra.settings.model.shared_file_system import AzureNetAppFiles, FsxLustre
 
     raw = _stack_file_system(cloud)
     given = _validated(cloud, raw)
     if isinstance(given, FsxLustre):
-        from infra.catalog import fsx_persistent_2_for
+        from infra.catalog.storage import fsx_persistent_2_for
 
         tier, capacity = fsx_persistent_2_for(need_mb_s, given.capacity_gib)
         fs = file_system(cloud, {**raw, "throughputPerTib": tier, "capacityGib": capacity})
@@ -77,7 +77,7 @@ def faster_file_system(cloud: str, need_mb_s: float) -> FileSystem:
                               f" and capacityGib {capacity}" if capacity != given.capacity_gib
                               else ""))
     if isinstance(given, AzureNetAppFiles):  # the cheapest pool of the level given or a faster one
-        from infra.catalog import ANF_MIB_S_PER_TIB
+        from infra.catalog.storage import ANF_MIB_S_PER_TIB
         from infra.prices import ANF_GIB_HOUR, per_hour
 
         levels = list(ANF_MIB_S_PER_TIB)
@@ -92,11 +92,11 @@ def faster_file_system(cloud: str, need_mb_s: float) -> FileSystem:
         return FileSystem(fs.read_mb_s, fs.write_mb_s, fs.what,
                           f"sharedFileSystem.serviceLevel {level}, volumeSizeGib {tib * 1024} "
                           f"and poolSizeTib {tib}")
-    from infra.catalog import FILESTORE_CAPACITY_RANGES, filestore_capacity_at_least
+    from infra.catalog.storage import FILESTORE_CAPACITY_RANGES, filestore_capacity_at_least
 
     fs = file_system(cloud, raw)
     per_gib = fs.read_mb_s / given.capacity_gib
-    # A size the tier takes (infra/catalog.py FILESTORE_CAPACITY_RANGES), else its largest.
+    # A size the tier takes (infra/catalog/storage.py FILESTORE_CAPACITY_RANGES), else its largest.
     capacity = max(given.capacity_gib, filestore_capacity_at_least(given.tier.value, need_mb_s / per_gib)
                    or int(FILESTORE_CAPACITY_RANGES[given.tier.value][-1][1] * 1024))
     fs = file_system(cloud, {**raw, "capacityGib": capacity})

@@ -1,6 +1,6 @@
 """`python -m torchrec_cloud plan`: the sizing advisor. Plans a table set on a cloud machine
 offline (CPU, tables on the meta device, no GPU) with torchrec's own planner, told the
-machine's topology from infra/catalog.py, and prints the whole time-to-train before it is paid
+machine's topology from infra/catalog/machines.py, and prints the whole time-to-train before it is paid
 for: per step embeddings, dense layers, input; per run evaluations, checkpoints, start-up,
 preparation, a spot preemption's cost, and hours and dollars to MLPerf's target.
 
@@ -36,7 +36,7 @@ INPUT_HIDDEN = 1.0
 def hardware_of(machine: Any, nodes: int, fabric: bool = True) -> Any:
     """planning.Hardware of ``nodes`` catalog machines, one rank per GPU, the network between
     them over the fabric (the stack's default, interconnect.fabric) or plain sockets."""
-    from infra.catalog import gpu_hbm_gb_s, gpu_nvlink_gb_s, inter_host_gb_s_per_gpu
+    from infra.catalog.machines import gpu_hbm_gb_s, gpu_nvlink_gb_s, inter_host_gb_s_per_gpu
     from trainer.planning import Hardware
 
     gpus = machine.gpu_count
@@ -151,9 +151,10 @@ def advise(tables: Any, cloud: str, machine_name: str, nodes: int, recipe: str =
            debug: bool = False) -> Advice:
     """Plan ``tables`` on ``nodes`` x ``machine_name`` and work out memory, the time-to-train
     part by part, and cost. Raises torchrec's PlannerError when the tables do not fit."""
-    from infra.catalog import (GPU_SORT_KEYS_PER_S, HOST_STAGING_GB_S,
-                               MULTI_HOT_EXPAND_MS_PER_SAMPLE, inter_host_gb_s_per_gpu,
-                               gpu_nvlink_gb_s, machine as catalog_machine)
+    from infra.catalog.machines import (inter_host_gb_s_per_gpu, gpu_nvlink_gb_s,
+                                        machine as catalog_machine)
+    from infra.catalog.planning import (GPU_SORT_KEYS_PER_S, HOST_STAGING_GB_S,
+                                        MULTI_HOT_EXPAND_MS_PER_SAMPLE)
     from infra.throughput import dense_macs_per_sample
     from infra.preemption import object_store_save, stop_budget
     from trainer import offline_plan, planning
@@ -300,7 +301,7 @@ def stack_settings(cloud: str, machine_name: str, nodes: int, recipe: str,
     import yaml
 
     from infra.settings.loader import PLACEHOLDERS, with_cloud_defaults
-    from infra.settings.model import Settings
+    from infra.settings.model.stack_file import Settings
     from torchrec_cloud.file_systems import ROOT
 
     data = yaml.safe_load((ROOT / f"Pulumi.{cloud}.yaml").read_text()) or {}
@@ -331,7 +332,7 @@ def recommend(tables: Any, recipe: str = "mlperf", **kwargs: Any) -> Dict[str, A
     dollars to the target."""
     from torchrec.distributed.planner.types import PlannerError
 
-    from infra.catalog import MACHINES
+    from infra.catalog.machines import MACHINES
 
     best: Dict[str, Advice] = {}
     for m in MACHINES:
@@ -450,7 +451,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trainer_args", default="{}",
                         help='trainer flags over the recipe\'s, as JSON: \'{"tf32": "on"}\'')
     parser.add_argument("--cloud", choices=("aws", "azure", "gcp"))
-    parser.add_argument("--machine", help="a GPU machine of infra/catalog.py")
+    parser.add_argument("--machine", help="a GPU machine of infra/catalog/machines.py")
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--embedding_dim", type=int,
                         help="the tables' width (default: the recipe's, or the trainer's)")

@@ -9,7 +9,7 @@ Where each fact comes from:
   label (EKS eks.amazonaws.com/nodegroup, GKE cloud.google.com/gke-nodepool, AKS
   kubernetes.azure.com/agentpool);
 - its machine: the well-known label node.kubernetes.io/instance-type (Kubernetes "Well-Known
-  Labels, Annotations and Taints"), priced from infra/catalog.py;
+  Labels, Annotations and Taints"), priced from infra/catalog/machines.py;
 - spot or on-demand: the labels each cloud (and this stack) puts on spot nodes, one table in
   workloads/waiting/pods.py SPOT_LABELS;
 - pending scale-up and backoff: the autoscaler's status ConfigMap, nodeGroups[].health
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-from infra.catalog import find_machine
+from infra.catalog.machines import find_machine
 from workloads import cloud_errors
 from workloads.waiting import (SCALE_UP_FAILED_EVENTS, SPOT_LABELS, ClusterView, Event,
                                autoscaler_node_groups)

@@ -27,7 +27,7 @@ from infra.telemetry import TELEMETRY_FOLDER
 
 STACKS = ("aws", "azure", "gcp")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_NAMESPACE = "torchrec"  # infra/settings/model.py Job.namespace, for stacks before job_namespace
+DEFAULT_NAMESPACE = "torchrec"  # infra/settings/model/job.py Job.namespace, for stacks before job_namespace
 
 
 class StackError(Exception):

@@ -237,7 +237,7 @@ def spend_section(view: ClusterView, outputs: Outputs, read: Reader, now: dateti
              "alive now, each from its creation at the catalog's list price, spot or on-demand"
              f"{fixed}; an estimate: nodes already removed, disks and per-GB traffic are not in it)"]
     if s.unpriced:
-        lines.append(f"not priced (not in infra/catalog.py): {', '.join(s.unpriced)}")
+        lines.append(f"not priced (not in infra/catalog/machines.py): {', '.join(s.unpriced)}")
     return lines
 
 

@@ -21,13 +21,13 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from infra.cadence import checkpoints_in_effect
-from infra.catalog import find_machine
+from infra.catalog.machines import find_machine
 from infra.preemption import estimated_save, stop_budget
 from infra.settings.errors import SettingsError
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 from infra.settings.errors import Problem, for_stack, use_stack
 from infra.settings.loader import project_values, settings_and_problems
-from infra.settings.model import Job, JobKind, PoolChoice
+from infra.settings.model.job import Job, JobKind, PoolChoice
 from torchrec_cloud.encrypted import encrypted_places, with_stand_ins
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, kubeconfig_file,
                                   read_outputs)

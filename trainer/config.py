@@ -21,7 +21,7 @@ from trainer.sizing import DATA_PARALLEL_MAX_MB
 NUM_DENSE_FEATURES = 13
 NUM_SPARSE_FEATURES = 26
 CHECKPOINT_SCHEMES = ("file", "memory", "s3", "gs", "gcs", "az", "abfs", "abfss")
-# NCCL transports the fabric gate can require (trainer/fabric_gate.py); infra/catalog.py's
+# NCCL transports the fabric gate can require (trainer/fabric_gate.py); infra/catalog/machines.py's
 # FABRIC_TRANSPORTS maps each machine's interconnect to one of these names.
 FABRIC_TRANSPORTS = ("socket", "efa", "ib", "tcpx", "tcpxo")
 COMM_PRECISIONS = ("fp32", "fp16", "bf16")
@@ -97,13 +97,13 @@ class TrainConfig:
         "run); 'off': full fp32.", default="off", meta={"choices": ("off", "on")})
     hbm_gb_per_sec: float = _help(
         "GPU memory bandwidth (GB/s) the sharding planner assumes; the stack sets it from "
-        "infra/catalog.py; 0 = torchrec's default.", default=0.0)
+        "infra/catalog/gpus.py; 0 = torchrec's default.", default=0.0)
     intra_host_gb_per_sec: float = _help(
         "GPU-to-GPU bandwidth within a node (GB/s, NVLink) the planner assumes; the stack sets "
-        "it from infra/catalog.py; 0 = torchrec's default.", default=0.0)
+        "it from infra/catalog/gpus.py; 0 = torchrec's default.", default=0.0)
     inter_host_gb_per_sec: float = _help(
         "Bandwidth between nodes per GPU (GB/s) the planner assumes; the stack sets it from "
-        "infra/catalog.py (the machine's network over its GPUs); 0 = torchrec's default.",
+        "infra/catalog/machines.py (the machine's network over its GPUs); 0 = torchrec's default.",
         default=0.0)
 
     # --- optimisation ---

@@ -138,7 +138,7 @@ def host_memory_bytes() -> int:
 
 def hardware(ctx: DistContext, cfg: TrainConfig) -> planning.Hardware:
     """The planner's view of the real hardware: GPU memory per device, host memory per rank,
-    and the bandwidths the stack passes from infra/catalog.py (0: torchrec's defaults)."""
+    and the bandwidths the stack passes from infra/catalog/ (0: torchrec's defaults)."""
     hbm = None
     if ctx.device.type == "cuda":
         hbm = torch.cuda.get_device_properties(ctx.device).total_memory

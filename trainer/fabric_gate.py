@@ -14,7 +14,7 @@ figures are printed (and recorded in the metrics JSON lines). With ``--fabric_ga
   nodes without using the retry budget; at most ``--fabric_max_nodes_left_out`` nodes, and
   without API access, FABRIC_ERROR instead;
 - all_reduce or all_to_all bus bandwidth under the machine's floors (``--fabric_floor_gbps``,
-  ``--fabric_all_to_all_floor_gbps``, judged at the largest size: infra/catalog.py
+  ``--fabric_all_to_all_floor_gbps``, judged at the largest size: infra/catalog/gate_floors.py
   fabric_floor, each with its published source) names no node: one degraded link lowers every
   rank's figure (on 2 nodes the bad one cannot be told apart), so the gate leaves out every node
   of the gang, within the same bound, and the gang restarts on fresh nodes; past the bound

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 
 from infra.preemption import StopBudget
-from infra.settings.model import Job
+from infra.settings.model.job import Job
 from trainer.exit_codes import CONFIG_ERROR
 from workloads.names import JobNames
 
@@ -38,7 +38,7 @@ def launcher_options(budget: StopBudget) -> list[str]:
 # quota), the launcher exits RESUME, not a crash (trainer/launch.py): the JobSet recreates the
 # gang without using maxRestarts, so this bounds one wait, not the job; how long a job may wait
 # for capacity in all is the gang admission's bound, not the retry budget. An hour: longer than
-# any machine's cold start (infra/catalog.py node_ready_minutes, Kueue's ready timeout), so
+# any machine's cold start (infra/catalog/machines.py node_ready_minutes, Kueue's ready timeout), so
 # Kueue's eviction, which frees the nodes a partial gang holds, acts before the rendezvous gives up.
 RENDEZVOUS_JOIN_TIMEOUT_SECONDS = 3600
 

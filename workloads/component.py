@@ -13,7 +13,11 @@ from typing import Callable
 import pulumi
 
 from infra.contract import GpuCluster
-from infra.settings.model import Checkpoints, Dataset, Interconnect, Job, JobKind, NodePool
+from infra.settings.model.checkpoints import Checkpoints
+from infra.settings.model.dataset import Dataset
+from infra.settings.model.interconnect import Interconnect
+from infra.settings.model.job import Job, JobKind
+from infra.settings.model.pools import NodePool
 from infra.preemption import SaveEstimate, stop_budget
 from workloads import (identity, jobset, kueue, network_policy, node_gate, pod_security,
                        prepare, pytorchjob, service, storage)

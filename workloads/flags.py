@@ -12,16 +12,20 @@ from collections.abc import Mapping
 
 import pulumi
 
-from infra.catalog import (MACHINES, Cloud, Interconnect as FabricKind, Machine, gpu_hbm_gb_s,
-                           gpu_matmul_floor_tflops, gpu_nvlink_gb_s, inter_host_gb_s_per_gpu)
+from infra.catalog.cloud import Cloud
+from infra.catalog.gate_floors import gpu_matmul_floor_tflops
+from infra.catalog.machines import (MACHINES, Interconnect as FabricKind, Machine, gpu_hbm_gb_s,
+                                    gpu_nvlink_gb_s, inter_host_gb_s_per_gpu)
 from infra.cadence import DEFAULT_EVERY_SECONDS, DEFAULT_EVERY_STEPS
 from infra.contract import GpuCluster
 from infra.preemption import SaveEstimate, StopBudget, object_store_mb_s
 from infra.settings.rules import gate_left_out_bound
 from infra.settings.stack_flags import WORKLOAD_OWNED_FLAGS
 from infra.settings.trainer_flags import format_value  # one rendering, judged by the settings
-from infra.settings.model import (CheckpointLocation, Checkpoints, Dataset, Interconnect, Job,
-                                  PoolChoice, TrainerArgValue)
+from infra.settings.model.checkpoints import CheckpointLocation, Checkpoints
+from infra.settings.model.dataset import Dataset
+from infra.settings.model.interconnect import Interconnect
+from infra.settings.model.job import Job, PoolChoice, TrainerArgValue
 from infra.telemetry import TELEMETRY_FOLDER  # where the trainer mirrors its metrics
 from workloads.pod import job_pool
 from workloads.prepare import trainer_data_flags
@@ -189,7 +193,7 @@ def gang_gate_flags(machine: Machine, nodes: int, enforced: bool = True) -> list
     flags = [f"--fabric_max_nodes_left_out={gate_left_out_bound(nodes)}"]
     if not enforced or nodes < 2:
         return flags
-    floor = machine.fabric_floor(nodes)  # infra/catalog.py: each floor with its source
+    floor = machine.fabric_floor(nodes)  # infra/catalog/gate_floors.py: each floor with its source
     sizes = ",".join(str(s) for s in (*GATE_SMALLER_SIZES, floor.size))
     return [*flags, f"--fabric_gate_sizes={sizes}",
             f"--fabric_floor_gbps={floor.all_reduce_gbps:g}",

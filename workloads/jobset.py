@@ -31,7 +31,7 @@ import pulumi_kubernetes as k8s
 
 from infra.addon_versions import ADDON_VERSIONS, version_for
 from infra.kubernetes_release import minor_key, minor_of
-from infra.settings.model import JOBSET_REPLICATED_JOB, Job
+from infra.settings.model.job import JOBSET_REPLICATED_JOB, Job
 from trainer.exit_codes import NODE_LEFT_OUT, NO_RETRY, RESUME
 from workloads.kueue import queue_label
 from workloads.names import JobNames

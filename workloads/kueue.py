@@ -23,7 +23,7 @@ What it does here (Kueue v0.19.2, config.kueue.x-k8s.io/v1beta2 and kueue.x-k8s.
   loses readiness for `recoveryTimeout`, e.g. a spot node gone and not coming back) is
   suspended and requeued with exponential backoff. A suspension deletes the pods; JobSet counts
   no restart for it, so waiting never spends `maxRestarts`. The timeout is the slowest flavor
-  machine's node join time (infra/catalog.py node_ready_minutes: a p5, ND or A3 cold start
+  machine's node join time (infra/catalog/machines.py node_ready_minutes: a p5, ND or A3 cold start
   plus the image pull), so a slow but healthy scale-up is not taken for missing capacity;
 - no requeue bound by default: `backoffLimitCount` null means "the workloads will repeatedly
   and endless re-queueing" (apis/config/v1beta2/configuration_types.go RequeuingStrategy).
@@ -59,7 +59,7 @@ import pulumi_kubernetes as k8s
 from infra.addon_versions import ADDON_VERSIONS, version_for
 from infra.contract import GpuPool
 from infra.kubernetes_release import minor_key, minor_of
-from infra.settings.model import JobKind, PoolChoice, SpotShortage
+from infra.settings.model.job import JobKind, PoolChoice, SpotShortage
 
 ADDON = "kueue"
 # Kueue's own install guide (site/content/en/docs/getting-started/installation.md, "Install by

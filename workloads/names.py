@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.settings.model import JOBSET_REPLICATED_JOB, PREPARE_JOB_SUFFIX, Job
+from infra.settings.model.job import JOBSET_REPLICATED_JOB, PREPARE_JOB_SUFFIX, Job
 
 RENDEZVOUS_PORT = 29500  # torchrun's default c10d port
 TRAINER_CONTAINER = "trainer"

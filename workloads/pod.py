@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from infra.contract import GpuCluster, GpuPool
 from infra.preemption import StopBudget
-from infra.settings.model import Job
+from infra.settings.model.job import Job
 from trainer.node_taint import NODE_NAME_ENV, TOKEN_DIR
 from trainer.privileges import DROP_TO_ENV
 from workloads.names import RENDEZVOUS_PORT, JobNames

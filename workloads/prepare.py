@@ -41,12 +41,14 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.catalog import Cloud, Machine, machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import Machine, machine
 from infra.contract import GpuCluster
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
 from infra.settings.trainer_flags import trainer_flags_in_effect  # the recipe's tables too
-from infra.settings.model import (Dataset, DatasetPrepare, Job, MultiHotMode, NodePool,
-                                  PreparePool)
+from infra.settings.model.dataset import Dataset, DatasetPrepare, MultiHotMode, PreparePool
+from infra.settings.model.job import Job
+from infra.settings.model.pools import NodePool
 from trainer.data.layout import LAYOUT_FILE  # written last by trainer.prepare: present = complete
 from trainer.prepare.status import FAILED_FILE, HEARTBEAT_FILE, HEARTBEAT_SECONDS, RUN_ID_ENV
 from trainer.exit_codes import CONFIG_ERROR, RESUME

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from infra.addon_versions import ADDON_VERSIONS, version_for
 from infra.kubernetes_release import minor_key, minor_of
-from infra.settings.model import Job
+from infra.settings.model.job import Job
 from workloads.jobset import SKIP_AWAIT
 from workloads.kueue import queue_label
 from workloads.names import JobNames

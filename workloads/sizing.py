@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.catalog import Machine
+from infra.catalog.machines import Machine
 from infra.contract import GpuPool, InterconnectSpec
 from infra.pod_share import NODE_SHARE
 

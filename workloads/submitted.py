@@ -21,9 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.catalog import Machine
+from infra.catalog.machines import Machine
 from infra.preemption import SaveEstimate, StopBudget
-from infra.settings.model import JOBSET_REPLICATED_JOB, Checkpoints, Dataset, Job, PoolChoice
+from infra.settings.model.checkpoints import Checkpoints
+from infra.settings.model.dataset import Dataset
+from infra.settings.model.job import JOBSET_REPLICATED_JOB, Job, PoolChoice
 from workloads.command import job_command
 from workloads.flags import (PER_JOB_FLAGS, STACK_OWNED, gang_gate_flag_names, gang_gate_flags,
                              stack_flags, user_flags)

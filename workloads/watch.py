@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.settings.model import JobKind
+from infra.settings.model.job import JobKind
 from workloads.names import COMPLETION_INDEX_LABEL, JobNames
 
 

@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 
 from infra import dcgm
 from infra.addon_versions import version_for
-from infra.catalog import MACHINES, Interconnect
+from infra.catalog.machines import MACHINES, Interconnect
 from infra.contract import Taint
 
 # Helm charts, each read in its repository at the version infra/addon_versions.py lists:
@@ -171,7 +171,7 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 def efa_instance_types() -> list[str]:
-    """Every EFA machine in infra/catalog.py: the instance types the EFA plugin may run on."""
+    """Every EFA machine in infra/catalog/machines.py: the instance types the EFA plugin may run on."""
     return sorted(m.name for m in MACHINES if m.interconnect == Interconnect.EFA)
 
 

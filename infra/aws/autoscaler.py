@@ -33,7 +33,8 @@ import pulumi_aws as aws
 
 from infra.addon_versions import version_for
 from infra.aws import identity
-from infra.catalog import SCALE_DOWN_UNNEEDED_MINUTES, Cloud
+from infra.catalog.cloud import Cloud
+from infra.catalog.node_times import SCALE_DOWN_UNNEEDED_MINUTES
 from trainer.node_taint import TAINT_KEY as UNHEALTHY_TAINT
 
 # (name, version, repository) as infra/aws/addons.helm_release installs it, into kube-system.
@@ -159,7 +160,7 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
     - skip-nodes-with-local-storage left at its default (true): the only pods with emptyDir on a
       GPU node are training pods, protected anyway by SAFE_TO_EVICT while they run and no
       obstacle once Completed; daemon set pods (device plugins, CSI node) never block removal.
-    - scale-down-unneeded-time 10m (the default, stated; infra/catalog.py SCALE_DOWN_UNNEEDED_MINUTES,
+    - scale-down-unneeded-time 10m (the default, stated; infra/catalog/node_times.py SCALE_DOWN_UNNEEDED_MINUTES,
       which the run estimate counts too): an idle GPU node goes after 10 minutes.
     - status-taint (the health gate's taint, trainer/node_taint.py):
       the autoscaler builds an empty group's template from its last real node, keeps custom
@@ -173,7 +174,7 @@ def values(cluster_name: str, region: str, kubernetes_version: str,
       even with training pods' data on it). A tainted, empty node is then unneeded and goes
       after scale-down-unneeded-time, down to the group's minimum (0 in the shipped stack).
     - max-node-provision-time and scale-down-unready-time = the catalog's node-ready budget
-      (infra/catalog.py node_ready_minutes, 30 minutes for p4d/p5): a GPU node whose device
+      (infra/catalog/machines.py node_ready_minutes, 30 minutes for p4d/p5): a GPU node whose device
       plugins have not advertised its GPUs yet counts as unready (the GPU label, infra/aws/
       node_groups.py ACCELERATOR_LABEL: core/utils/utils.go FilterOutNodesWithUnreadyResources),
       and the defaults (15 and 20 minutes) would time its scale-up out and back the group off,

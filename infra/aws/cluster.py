@@ -7,7 +7,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 # EKS writes control-plane logs to /aws/eks/<cluster>/cluster and creates that group with no

@@ -23,7 +23,8 @@ from infra.aws import (
 )
 from infra.aws.interconnect import EFA_RESOURCE, efa_interconnect
 from infra.aws.registry import trainer_image
-from infra.catalog import Cloud, machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import machine
 from infra.contract import (
     CheckpointStore,
     CsiVolumeSource,
@@ -33,7 +34,9 @@ from infra.contract import (
 )
 from infra.device_admission import restrict_device
 from infra.naming import name_prefix, prefix_was_cut, stack_unique_prefix
-from infra.settings.model import CheckpointLocation, FsxLustre, PoolChoice
+from infra.settings.model.checkpoints import CheckpointLocation
+from infra.settings.model.job import PoolChoice
+from infra.settings.model.shared_file_system import FsxLustre
 
 TYPE_TOKEN = "torchrec-cloud:aws:GpuCluster"
 

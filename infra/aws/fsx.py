@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws.storage import BucketCheckError
-from infra.settings.model import FsxDeploymentType, FsxLustre
+from infra.settings.model.shared_file_system import FsxDeploymentType, FsxLustre
 from infra.store_owner import OWNER_KEY, owner_tags, owner_value
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # Lustre: LNet (988) and its 1018-1023 range

@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.contract import PreparationIdentity
-from infra.settings.model import uri_parts
+from infra.settings.model.dataset import uri_parts
 
 # AWS managed policies (arn:aws partition; GovCloud/China would need another partition).
 WORKER_NODE_POLICY = "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"

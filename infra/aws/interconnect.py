@@ -24,7 +24,7 @@ Sources, pinned to what was read (a value without a source here is a bug):
 
 from __future__ import annotations
 
-from infra.catalog import Interconnect, Machine
+from infra.catalog.machines import Interconnect, Machine
 from infra.contract import InterconnectSpec
 
 EFA_RESOURCE = "vpc.amazonaws.com/efa"

@@ -24,10 +24,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
-from infra.catalog import Machine
+from infra.catalog.machines import Machine
 from infra.contract import GpuPool, Taint
 from infra.aws.interconnect import EFA_RESOURCE, GPU_RESOURCE, node_hugepages, uses_efa
-from infra.settings.model import CapacityReservation, NodePool
+from infra.settings.model.cloud_options import CapacityReservation
+from infra.settings.model.pools import NodePool
 
 POOL_LABEL = "torchrec-cloud/pool"
 GPU_LABEL = "torchrec-cloud/gpu"

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from infra.catalog import machine as machine_of
+from infra.catalog.machines import machine as machine_of
 from infra.quotas import ec2_quota, ec2_request_command, refuse_or_go_ahead
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 
 def check_job_quota(s: Settings, provider: aws.Provider) -> None:

@@ -23,7 +23,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.settings.errors import Problem, SettingsError
-from infra.settings.model import CapacityReservation
+from infra.settings.model.cloud_options import CapacityReservation
 
 PATH = "aws.capacityReservation.id"
 

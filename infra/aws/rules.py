@@ -12,10 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from infra.catalog import (FSX_CAPACITY_STEP_GIB, FSX_MB_S_PER_TIB_TIERS, FSX_SMALL_CAPACITIES_GIB,
-                           Cloud)
+from infra.catalog.cloud import Cloud
+from infra.catalog.storage import (FSX_CAPACITY_STEP_GIB, FSX_MB_S_PER_TIB_TIERS,
+                                   FSX_SMALL_CAPACITIES_GIB)
 from infra.settings.errors import Problem
-from infra.settings.model import CheckpointLocation, FsxDeploymentType, FsxLustre, Settings
+from infra.settings.model.checkpoints import CheckpointLocation
+from infra.settings.model.shared_file_system import FsxDeploymentType, FsxLustre
+from infra.settings.model.stack_file import Settings
 from infra.settings.rules import Rule, one_gpu_zone_commands
 
 

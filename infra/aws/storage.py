@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.previous_run import PreviousRun
-from infra.settings.model import Checkpoints
+from infra.settings.model.checkpoints import Checkpoints
 from infra.store_owner import OWNER_KEY, check_owner, owner_tags, owner_value
 from infra.telemetry import TELEMETRY_NONCURRENT_DAYS, telemetry_key_prefix
 

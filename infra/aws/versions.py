@@ -33,7 +33,7 @@ from infra.kubernetes_release import Offered, Release, minor_key, minor_of
 from infra.naming import name_prefix
 from infra.previous_run import PreviousRun
 from infra.settings.errors import Problem, SettingsError
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 STANDARD = "STANDARD_SUPPORT"
 EXTENDED = "EXTENDED_SUPPORT"

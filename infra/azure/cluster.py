@@ -31,8 +31,8 @@ from pulumi_azure_native import containerservice as aks
 from infra.azure.identity import NETWORK_CONTRIBUTOR, assign_role
 from infra.azure.kube_login import KubeLogin, use_login
 from infra.azure.node_pools import declared_count
-from infra.catalog import machine
-from infra.settings.model import Settings
+from infra.catalog.machines import machine
+from infra.settings.model.stack_file import Settings
 
 # Overlay CNI: pods get addresses outside the VNet, so these ranges must not overlap it.
 POD_CIDR = "192.168.0.0/16"

@@ -36,11 +36,11 @@ from infra.azure.upgrade import check_changes
 from infra.azure.storage import (STORAGE_ACCOUNT_MAX_LENGTH, KeptStore, checkpoint_store,
                                  create_checkpoints, find_kept_store)
 from infra.azure.versions import CLUSTER_GROUP_OUTPUT, LiveCluster, live_cluster
-from infra.catalog import machine
+from infra.catalog.machines import machine
 from infra.contract import GpuCluster, GpuClusterArgs
 from infra.naming import name_prefix, stack_unique_prefix, unique_compact
 from infra.previous_run import PreviousRun
-from infra.settings.model import AzureNetAppFiles
+from infra.settings.model.shared_file_system import AzureNetAppFiles
 
 TYPE_TOKEN = "torchrec-cloud:azure:GpuCluster"
 # True when this stack's checkpoint store was found after a destroy and imported, not created.

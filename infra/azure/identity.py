@@ -10,7 +10,7 @@ import pulumi
 from pulumi_azure_native import authorization, managedidentity, storage
 
 from infra.contract import PreparationIdentity
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 from infra.settings.prepare_rules import AZURE_SOURCE_URI
 
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"

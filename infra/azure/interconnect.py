@@ -35,10 +35,10 @@ from __future__ import annotations
 import pulumi
 from pulumi_azure_native import compute
 
-from infra.catalog import Interconnect as Fabric
-from infra.catalog import Machine
+from infra.catalog.machines import Interconnect as Fabric
+from infra.catalog.machines import Machine
 from infra.contract import InterconnectSpec
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 RDMA_RESOURCE_PREFIX = "rdma"  # the device plugin's resourcePrefix (also its default)
 RDMA_RESOURCE_NAME = "ib"  # the device plugin's resourceName; no "_" (autoscaler tags)

@@ -14,7 +14,8 @@ from infra.azure import versions
 from infra.azure.versions import ARM_ENDPOINT
 from infra.contract import NfsVolumeSource, SharedFileSystem
 from infra.settings.errors import Problem, SettingsError
-from infra.settings.model import AzureNetAppFiles, Settings
+from infra.settings.model.shared_file_system import AzureNetAppFiles
+from infra.settings.model.stack_file import Settings
 
 # The Microsoft.NetApp API version azure-native 3 creates the account, pool and volume with
 # ("Uses Azure REST API version 2024-09-01", pulumi_azure_native/netapp/capacity_pool_volume.py).

@@ -16,9 +16,11 @@ import pulumi
 from pulumi_azure_native import containerservice as aks
 
 from infra.azure.interconnect import RDMA_HCA_MAX, RDMA_RESOURCE, uses_infiniband
-from infra.catalog import machine
+from infra.catalog.machines import machine
 from infra.contract import GpuPool, Taint
-from infra.settings.model import NodePool, PoolChoice, Settings, SpotGpuPool
+from infra.settings.model.job import PoolChoice
+from infra.settings.model.pools import NodePool, SpotGpuPool
+from infra.settings.model.stack_file import Settings
 
 GPU_TAINT = Taint(key="sku", value="gpu", effect="NoSchedule")
 # AKS taints and labels every spot node itself; the job must tolerate this to land there.

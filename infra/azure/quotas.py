@@ -24,7 +24,7 @@ from infra.azure import versions
 from infra.azure.versions import ARM_ENDPOINT
 from infra.quotas import (azure_family, azure_readings, job_need, preflight_refusal,
                           refuse_or_go_ahead)
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 API_VERSION = "2024-07-01"  # Compute's Usage_List (stable)
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from infra.catalog import Cloud, find_machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import find_machine
 from infra.settings.errors import Problem, set_command
-from infra.settings.model import AzureNetAppFiles, CheckpointLocation, Settings
+from infra.settings.model.checkpoints import CheckpointLocation
+from infra.settings.model.shared_file_system import AzureNetAppFiles
+from infra.settings.model.stack_file import Settings
 from infra.settings.rules import TIB, Rule
 
 
@@ -32,7 +35,7 @@ def spot_price_is_azure_only(s: Settings) -> Iterator[Problem]:
         if found is not None and found.spot_usd_per_hour and price < found.spot_usd_per_hour:
             yield Problem("gpuPools.spot.maxPrice", price,
                           f"below {found.name}'s spot list price {found.spot_usd_per_hour:g}/h "
-                          "(infra/catalog.py): Azure would allocate no node at this cap; "
+                          "(infra/catalog/machines.py): Azure would allocate no node at this cap; "
                           f"`{set_command('gpuPools.spot.maxPrice', -1)}` (up to on-demand) or "
                           f"a cap of at least {found.spot_usd_per_hour:g}")
 

@@ -25,7 +25,7 @@ from typing import Any
 from infra.azure import versions
 from infra.azure.versions import ARM_ENDPOINT
 from infra.settings.errors import Problem, SettingsError
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 API_VERSION = "2021-07-01"  # the Resource SKUs API's current stable version
 VIRTUAL_MACHINES = "virtualMachines"

@@ -48,7 +48,7 @@ from infra.azure.identity import (STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_BLOB_DA
                                   assign_role, federated_identity, preparation_identity,
                                   service_account_subject)
 from infra.contract import CheckpointStore, PreparationIdentity
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 from infra.store_owner import OWNER_KEY, check_owner, owner_tags, owner_value
 
 CHECKPOINT_CONTAINER = "checkpoints"

@@ -35,7 +35,7 @@ from infra.kubernetes_release import Offered, minor_key, minor_of
 from infra.kubernetes_versions import aks_advice
 from infra.previous_run import PreviousRun
 from infra.settings.errors import Problem, SettingsError
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 # Public Azure, as the program's azure-native provider (infra/azure/subscription.py: a sovereign
 # cloud is refused before this is called; getClientConfig does not say which cloud it reached).

@@ -25,7 +25,7 @@ from infra.gcp.identity import workload_pool
 from infra.gcp.network import PODS_RANGE, SERVICES_RANGE, Network
 from infra.gcp.versions import CHANNEL
 from infra.kubernetes_release import Release
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 # DCGM needs managed Prometheus; GKE exposes GPU metrics from it on GKE 1.30.1+.
 MONITORED_COMPONENTS = ["SYSTEM_COMPONENTS", "DCGM"]
@@ -100,7 +100,7 @@ def private_cluster_config(network: Network) -> gcp.container.ClusterPrivateClus
     )
 
 
-# GKE's cluster autoscaler and the catalog's node-ready budget (infra/catalog.py
+# GKE's cluster autoscaler and the catalog's node-ready budget (infra/catalog/machines.py
 # node_ready_minutes, 30 on GCP, Kueue's PodsReady timeout). GKE lets a Standard cluster choose
 # only the autoscaling profile (ClusterAutoscaling: autoscaling_profile, node auto-provisioning
 # limits and locations; https://cloud.google.com/kubernetes-engine/docs/concepts/

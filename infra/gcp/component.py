@@ -10,7 +10,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.catalog import Cloud, machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import machine
 from infra.contract import CheckpointStore, GpuCluster, GpuClusterArgs, PreparationIdentity
 from infra.gcp.cluster import create_cluster, gpu_zone
 from infra.gcp.filestore import create_filestore
@@ -29,7 +30,7 @@ from infra.gcp.storage import (ADOPTED_OUTPUT, choose_bucket, create_checkpoint_
 from infra.gcp.versions import (NODE_BASIS_OUTPUT, SETTINGS_OUTPUT, check_features,
                                 node_versions, settings_fingerprint)
 from infra.settings.errors import SettingsError
-from infra.settings.model import Filestore
+from infra.settings.model.shared_file_system import Filestore
 from infra.settings.cost_rules import spot_save_fits_the_notice
 
 TYPE_TOKEN = "torchrec-cloud:gcp:GpuCluster"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.catalog import FILESTORE_CAPACITY_RANGES
+from infra.catalog.storage import FILESTORE_CAPACITY_RANGES
 from infra.contract import NfsVolumeSource, SharedFileSystem
-from infra.settings.model import Filestore, FilestoreTier
+from infra.settings.model.shared_file_system import Filestore, FilestoreTier
 
 # Filestore serves NFSv3 on every tier. `hard` retries rather than corrupting a checkpoint
 # write. nconnect: "up to 7 connections for High Scale tier and up to 2 connections for
@@ -16,7 +16,7 @@ from infra.settings.model import Filestore, FilestoreTier
 # (https://cloud.google.com/filestore/docs/service-tiers), so they take 7 and 2
 # (https://cloud.google.com/filestore/docs/testing-performance). Basic tiers: none advised.
 BASE_MOUNT_OPTIONS = ["nfsvers=3", "hard", "timeo=600", "retrans=3"]
-# Where the Zonal / Regional higher capacity range starts (infra/catalog.py).
+# Where the Zonal / Regional higher capacity range starts (infra/catalog/storage.py).
 HIGH_CAPACITY_GIB = int(FILESTORE_CAPACITY_RANGES["ZONAL"][-1][0] * 1024)
 NCONNECT_LOW, NCONNECT_HIGH = 2, 7
 

@@ -24,10 +24,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.addon_versions import version_for
-from infra.catalog import Cloud, Interconnect, machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import Interconnect, machine
 from infra.gcp.interconnect import GPUDIRECT, GpuDirect, gpu_network_name, gpudirect_for
 from infra.gcp.network import GpuNetwork
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 core = k8s.core.v1
 meta = k8s.meta.v1

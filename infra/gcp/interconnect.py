@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pulumi_kubernetes as k8s
 
-from infra.catalog import Interconnect, Machine
+from infra.catalog.machines import Interconnect, Machine
 from infra.contract import InterconnectSpec
 
 core = k8s.core.v1

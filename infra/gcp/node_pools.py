@@ -13,12 +13,16 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.catalog import Capacity, Cloud, Machine, machine, stop_notice
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import Machine, machine
+from infra.catalog.stop_notices import Capacity, stop_notice
 from infra.contract import GpuPool, Taint
 from infra.gcp.interconnect import gpudirect_for
 from infra.gcp.network import GPU_NODE_TAG, NODE_TAG, GpuNetwork
 from infra.gcp.versions import NodeVersions
-from infra.settings.model import NodePool, PoolChoice, Settings
+from infra.settings.model.job import PoolChoice
+from infra.settings.model.pools import NodePool
+from infra.settings.model.stack_file import Settings
 
 POOL_LABEL = "torchrec-cloud/pool"
 GKE_POOL_LABEL = "cloud.google.com/gke-nodepool"
@@ -103,7 +107,7 @@ def spot_shutdown_grace(version: str) -> tuple[int, int]:
     """(total, critical-pods) seconds of graceful node shutdown a Spot node on `version` gives:
     ordinary pods, the training pod among them, get total - critical from the preemption notice
     on. The numbers, and from which GKE build the 120 s apply, are the catalog's
-    (infra/catalog.py STOP_NOTICES, compared by infra/kubernetes_versions.py version_reaches):
+    (infra/catalog/stop_notices.py STOP_NOTICES, compared by infra/kubernetes_versions.py version_reaches):
     GKE's kubelet gives Spot nodes 30 s (15 s for ordinary pods); a Standard Spot pool may
     extend the total to 120 s from GKE 1.35.0-gke.1171000 (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms,
     https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config). Critical pods

@@ -26,7 +26,7 @@ import pulumi_gcp as gcp
 
 from infra.quotas import gcp_readings, job_need, preflight_refusal, refuse_or_go_ahead
 from infra.settings.errors import Problem, SettingsError, set_command
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 COMPUTE_API = "https://compute.googleapis.com/compute/v1"
 REQUEST_TIMEOUT_SECONDS = 60

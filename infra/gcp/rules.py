@@ -12,10 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from infra.catalog import (FILESTORE_CAPACITY_RANGES, Cloud, Interconnect, filestore_capacity_fits,
-                           find_machine)
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import Interconnect, find_machine
+from infra.catalog.storage import FILESTORE_CAPACITY_RANGES, filestore_capacity_fits
 from infra.settings.errors import Problem, set_command
-from infra.settings.model import CheckpointLocation, Filestore, Settings
+from infra.settings.model.checkpoints import CheckpointLocation
+from infra.settings.model.shared_file_system import Filestore
+from infra.settings.model.stack_file import Settings
 from infra.settings.rules import GCP_FABRICS_SET_UP, TIB, Rule, _pools
 
 

@@ -23,7 +23,8 @@ import pulumi_gcp as gcp
 from infra.naming import name_prefix, stable_hash
 from infra.store_owner import OWNER_KEY, check_owner, owner_tags, owner_value
 from infra.previous_run import PreviousRun
-from infra.settings.model import Checkpoints, uri_parts
+from infra.settings.model.checkpoints import Checkpoints
+from infra.settings.model.dataset import uri_parts
 from infra.telemetry import TELEMETRY_NONCURRENT_DAYS, telemetry_key_prefix
 
 # Objects only: create, get, list, update, delete, restore (and multipart uploads, folders);

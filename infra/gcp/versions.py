@@ -20,13 +20,15 @@ from dataclasses import dataclass, field, replace
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.catalog import Capacity, Cloud, stop_notice
+from infra.catalog.cloud import Cloud
+from infra.catalog.stop_notices import Capacity, stop_notice
 from infra.kubernetes_versions import version_key, version_reaches
 from infra.kubernetes_release import Offered, Release, minor_key, minor_of
 from infra.naming import stable_hash
 from infra.previous_run import PreviousRun
 from infra.settings.errors import Problem, SettingsError
-from infra.settings.model import PoolChoice, Settings
+from infra.settings.model.job import PoolChoice
+from infra.settings.model.stack_file import Settings
 
 # The channel the cluster is enrolled in (infra/gcp/cluster.py): a cluster in a channel can be
 # created only at a version that channel offers

@@ -18,7 +18,7 @@ from infra.azure.rules import RULES as AZURE_RULES
 from infra.gcp.rules import RULES as GCP_RULES
 from infra.settings.cost_rules import COST_RULES
 from infra.settings.errors import Problem
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 from infra.settings.prepare_rules import RULES as PREPARE_RULES
 from infra.settings.rules import RULES as SHARED_RULES, Rule
 from infra.settings.security_rules import SECURITY_RULES

@@ -13,13 +13,17 @@ import math
 from collections.abc import Iterator
 
 from infra.cadence import SAVE_SHARE, cadence
-from infra.catalog import Cloud, find_machine, fsx_persistent_2_for
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import find_machine
+from infra.catalog.storage import fsx_persistent_2_for
 from infra.estimate import job_hourly_usd, job_most_hourly, spot_most_usd_per_hour
 from infra.throughput import planned_throughput
 from infra.preemption import (TABLE_FLAGS, estimated_save, largest_rank_bytes,
                               shared_file_system_mb_s, stop_budget)
 from infra.settings.errors import Problem, set_command
-from infra.settings.model import FsxLustre, PoolChoice, Settings
+from infra.settings.model.job import PoolChoice
+from infra.settings.model.shared_file_system import FsxLustre
+from infra.settings.model.stack_file import Settings
 from infra.settings.prepare_rules import _training_rows
 from infra.settings.rules import Rule
 from infra.settings.trainer_flags import parsed_trainer_args
@@ -30,7 +34,7 @@ def spot_save_fits_the_notice(s: Settings, node_version: str | None = None
                               ) -> Iterator[Problem]:
     """On spot, one checkpoint save (every byte over the store's write throughput, and the
     fullest rank's bytes under the trainer's sharding rule, trainer/sizing.py, over one
-    stream's, infra/catalog.py) must fit the trainer's save deadline inside the cloud's notice.
+    stream's, infra/catalog/storage.py) must fit the trainer's save deadline inside the cloud's notice.
 
     `node_version`: the version the job's nodes run, where the cloud knows it and it decides the
     notice (GKE: infra/gcp/component.py checks again with the value the job's stop budget
@@ -236,7 +240,7 @@ def on_the_fly_input_keeps_up_with_the_gpus(s: Settings) -> Iterator[Problem]:
              f"{need_mb_s:,.0f} MB/s, more than the file system's {have_mb_s:,.0f} MB/s ({how}); "
              "the GPUs would wait for their input")
     if isinstance(fs, FsxLustre) and fs.deployment_type.value == "PERSISTENT_2":
-        # The tier that feeds the GPUs is named (infra/catalog.py FSX_MB_S_PER_TIB_TIERS).
+        # The tier that feeds the GPUs is named (infra/catalog/storage.py FSX_MB_S_PER_TIB_TIERS).
         tier, capacity = fsx_persistent_2_for(need_mb_s, fs.capacity_gib)
         if capacity == fs.capacity_gib:
             yield Problem("sharedFileSystem.throughputPerTib", fs.throughput_per_tib,

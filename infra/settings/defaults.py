@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from infra.catalog import Cloud
+from infra.catalog.cloud import Cloud
 
 CLOUD_DEFAULTS: dict[Cloud, dict[str, Any]] = {
     Cloud.AWS: {

@@ -11,11 +11,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from infra.catalog import Cloud
+from infra.catalog.cloud import Cloud
 from infra.settings.defaults import with_cloud_defaults
 from infra.settings.errors import (CONFIG_NAMESPACE, Problem, SettingsError, config_path,
                                    rename_commands, set_command, shown, use_stack)
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 from infra.settings.all_rules import check_all
 from infra.settings.rules import FS_KIND_BY_CLOUD
 

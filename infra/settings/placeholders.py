@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infra.settings.errors import Problem
-from infra.settings.model import Settings
+from infra.settings.model.stack_file import Settings
 
 # Values earlier stack files and guides shipped (Pulumi.gcp.yaml carried `project:
 # my-gcp-project  # replace with your project id`), by setting.

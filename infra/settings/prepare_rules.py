@@ -10,17 +10,14 @@ import math
 import re
 from collections.abc import Iterator
 
-from infra.catalog import Cloud, Machine, find_machine
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import Machine, find_machine
 from infra.pod_share import NODE_SHARE, SYSTEM_POOL_SHARE, PrepareSize
 from infra.settings.errors import Problem, set_command
-from infra.settings.model import (
-    CRITEO_1TB_DAYS,
-    CRITEO_SPARSE_FEATURES,
-    AzureNetAppFiles,
-    DatasetPrepare,
-    PoolChoice,
-    Settings,
-)
+from infra.settings.model.dataset import CRITEO_1TB_DAYS, CRITEO_SPARSE_FEATURES, DatasetPrepare
+from infra.settings.model.job import PoolChoice
+from infra.settings.model.shared_file_system import AzureNetAppFiles
+from infra.settings.model.stack_file import Settings
 from infra.settings.rules import Rule
 from trainer.prepare.shuffle_size import (DAY_BYTES_PER_ROW as SHUFFLE_DAY_BYTES_PER_ROW,
                                           PERMUTATION_BYTES_PER_ROW as SHUFFLE_PERMUTATION_BYTES_PER_ROW,

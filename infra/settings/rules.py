@@ -13,22 +13,18 @@ import difflib
 import re
 from collections.abc import Callable, Iterator
 
-from infra.catalog import Cloud, Interconnect, find_machine, machine_names
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import Interconnect, find_machine, machine_names
 from infra.settings.placeholders import no_placeholders_left
 from infra.settings.stack_flags import TRAINER_FLAG, WORKLOAD_OWNED_FLAGS
 from infra.settings.trainer_flags import closest_flag, trainer_args_fit_the_trainer, trainer_flag_names
 from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region, counterpart
 from infra.settings.errors import Problem, rename_commands, rm_command, set_command, shown
-from infra.settings.model import (
-    JOBSET_REPLICATED_JOB,
-    PREPARE_JOB_SUFFIX,
-    PULUMI_AUTONAME_SUFFIX,
-    JobKind,
-    NodePool,
-    PoolChoice,
-    Settings,
-    SpotShortagePolicy,
-)
+from infra.settings.model.job import (JOBSET_REPLICATED_JOB, PREPARE_JOB_SUFFIX,
+                                      PULUMI_AUTONAME_SUFFIX, JobKind, PoolChoice,
+                                      SpotShortagePolicy)
+from infra.settings.model.pools import NodePool
+from infra.settings.model.stack_file import Settings
 
 Rule = Callable[[Settings], Iterator[Problem]]
 

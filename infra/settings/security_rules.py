@@ -12,14 +12,15 @@ import re
 import shlex
 from collections.abc import Iterator
 
-from infra.catalog import Cloud
+from infra.catalog.cloud import Cloud
 from infra.settings.errors import Problem, rm_command, set_command
-from infra.settings.model import IPV4_IN_IPV6, Settings, ipv4_equivalent
+from infra.settings.model.api_access import IPV4_IN_IPV6, ipv4_equivalent
+from infra.settings.model.stack_file import Settings
 
 # The broadest API range taken without kubernetes.allowBroadApiAccess: a /16 is a large
 # office or campus; anything wider (0.0.0.0/1 + 128.0.0.0/1 is all of IPv4) admits strangers.
 BROADEST_API_PREFIX = {4: 16, 6: 48}
-# IPv4 written as IPv6 (infra/settings/model.py IPV4_IN_IPV6): `::ffff:0.0.0.0/96` is all of IPv4
+# IPv4 written as IPv6 (infra/settings/model/api_access.py IPV4_IN_IPV6): `::ffff:0.0.0.0/96` is all of IPv4
 # and passes a /48 limit, so a range inside one is judged by the IPv4 limit on the IPv4 range it
 # stands for (ipv4_equivalent, as the private-range check does), and a range holding one whole
 # (`::/80`) as all of IPv4.

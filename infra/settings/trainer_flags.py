@@ -22,7 +22,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from infra.settings.errors import Problem, rename_commands, rm_command
-from infra.settings.model import Settings, TrainerArgValue
+from infra.settings.model.job import TrainerArgValue
+from infra.settings.model.stack_file import Settings
 from infra.settings.stack_flags import TRAINER_FLAG, WORKLOAD_OWNED_FLAGS
 from trainer.config import TrainConfig, build_parser, closest_flag, recipe_defaults
 

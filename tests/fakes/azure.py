@@ -9,7 +9,8 @@ from typing import Any
 import pulumi
 import yaml
 
-from infra.catalog import MACHINES, Cloud
+from infra.catalog.cloud import Cloud
+from infra.catalog.machines import MACHINES
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000abcd"
 TENANT = "11111111-1111-1111-1111-111111111111"

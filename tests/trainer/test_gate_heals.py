@@ -18,8 +18,9 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from infra.catalog import (GIB, MACHINES, PUBLISHED_BUSBW, Cloud, Interconnect,
-                           all_to_all_bound_gbps, machine)
+from infra.catalog.cloud import Cloud
+from infra.catalog.gate_floors import GIB, PUBLISHED_BUSBW, all_to_all_bound_gbps
+from infra.catalog.machines import MACHINES, Interconnect, machine
 from tests.gang import job_failure, jobset_action
 from tests.trainer.helpers import REPO, TINY, env
 from trainer.exit_codes import FABRIC_ERROR, NODE_LEFT_OUT, RESUME
@@ -52,7 +53,7 @@ def _run(log: str, all_reduce: float, all_to_all: float, size: int, nodes: int =
 
 
 # (fabric log, machine, healthy all_reduce busbw at the floor's size and where it comes from).
-# all_to_all: nothing published for these machines (infra/catalog.py); a healthy run is taken
+# all_to_all: nothing published for these machines (infra/catalog/gate_floors.py); a healthy run is taken
 # as 80 % of what the network allows, a degraded one as a fallback to the node's 100 Gbit/s
 # Ethernet (12.5 GB/s per node).
 FABRICS = [
@@ -353,7 +354,7 @@ def test_a_node_named_by_its_own_problem_is_the_only_one_left_out():
 # --- the job's rules: restart elsewhere, not counted ---
 
 def test_a_node_left_out_restarts_the_gang_without_using_the_retry_budget():
-    from infra.settings.model import Job
+    from infra.settings.model.job import Job
     from workloads.jobset import failure_policy, pod_failure_policy
 
     assert status_of_worker_failures({NODE_LEFT_OUT, -15}) == NODE_LEFT_OUT

@@ -27,7 +27,8 @@ def instance_family(instance_type: str) -> str | None:
 
 
 def _aws_gpu_machines() -> list:
-    from infra.catalog import MACHINES, Cloud
+    from infra.catalog.cloud import Cloud
+    from infra.catalog.machines import MACHINES
 
     return [m for m in MACHINES if m.cloud == Cloud.AWS and m.has_gpus]
 
@@ -50,7 +51,7 @@ def aws_family(texts: list[str]) -> str | None:
 
 def gang_vcpus(family: str | None, nodes: int | None) -> int | None:
     """The vCPUs the whole gang needs: its nodes times the vCPUs of the P family's machines in
-    infra/catalog.py (p4: 96, p5: 192), when every machine of the family has the same count;
+    infra/catalog/machines.py (p4: 96, p5: 192), when every machine of the family has the same count;
     None when the family, the count or the node count is unknown."""
     counts = {m.vcpus for m in _aws_gpu_machines() if family and instance_family(m.name) == family}
     return counts.pop() * nodes if nodes and len(counts) == 1 else None
