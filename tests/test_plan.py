@@ -168,7 +168,7 @@ def test_mlperf_training_stays_within_1_5x_of_its_gpu_bound_time(mlperf, cloud):
 
 def test_drawing_multi_hot_on_the_fly_is_counted_on_the_readers_a_rank_gets(mlperf):
     """MLPerf's 214 ids a sample drawn on the fly cost ~31 ms of CPU a 4,096-sample batch
-    (infra/catalog.py). A 2 x 8 H100 rank gets 8 readers (trainer/data/loader.py), 3.9 ms a
+    (infra/catalog/planning.py). A 2 x 8 H100 rank gets 8 readers (trainer/data/loader.py), 3.9 ms a
     batch, counted in the step's input and in each evaluation's batches; with the 2 readers it
     had, 15.5 ms a batch left the step input-bound, 1.9x its 8.3 ms GPU-bound time."""
     from infra.catalog.planning import MULTI_HOT_EXPAND_MS_PER_SAMPLE

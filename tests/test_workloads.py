@@ -650,7 +650,7 @@ def test_the_fabric_gate_enforces_the_machine_s_transport_and_floor_when_the_fab
 
     p4d = machine(Cloud.AWS, "p4d.24xlarge")
     flags = runs["aws"].flags()
-    floor = p4d.fabric_floor(Job().nodes)  # infra/catalog.py: per machine and node count
+    floor = p4d.fabric_floor(Job().nodes)  # infra/catalog/gate_floors.py: per machine and node count
     assert flags["fabric_gate"] == "enforce"
     assert flags["fabric_transport"] == "efa"
     assert float(flags["fabric_floor_gbps"]) == floor.all_reduce_gbps
@@ -904,7 +904,7 @@ def test_kueue_waits_for_capacity_without_a_bound_by_default():
 
 
 def test_kueue_gives_each_machine_its_cold_start_and_requeues_before_scale_down():
-    """The PodsReady timeout is the machine's node join time (infra/catalog.py): 30 minutes for
+    """The PodsReady timeout is the machine's node join time (infra/catalog/node_times.py): 30 minutes for
     p4d and A2, 45 for an ND with InfiniBand (its OFED and GPU drivers built on the node); the
     requeue backoff cap stays below the autoscaler's scale-down-unneeded-time, so the nodes a
     timed-out attempt brought up are still there when the gang is admitted again."""

@@ -412,7 +412,7 @@ def spot_shortage_fallback_fits(s: Settings) -> Iterator[Problem]:
 
 def spot_shortage_wait_fits_one_node_join(s: Settings) -> Iterator[Problem]:
     """job.spotShortage.maxWaitMinutes shorter than one PodsReady timeout (the machine's node
-    join time, infra/catalog.py node_ready_minutes) would not even wait for one cold start."""
+    join time, infra/catalog/machines.py node_ready_minutes) would not even wait for one cold start."""
     minutes = s.job.spot_shortage.max_wait_minutes
     found = find_machine(s.cloud, s.job_pool.machine_type)
     if minutes is None or found is None:
