@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.config_commands import run_config_command
 from tests.harness import PROJECT, STACKS, USER_API_CIDRS, USER_GCP_PROJECT, shipped_stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -848,33 +849,6 @@ def test_a_key_written_twice_is_refused_naming_the_key_and_both_lines(tmp_path: 
             f"{first + 2})") in result.stderr
 
 
-def _run_config_command(path: Path, command: str) -> None:
-    """What `pulumi config set|rm --stack S --path P [V]` does to the stack file (the CLI is
-    not installed here): a value read as the CLI reads it under --path (numbers, true/false)."""
-    import re
-    import shlex
-
-    words = shlex.split(command)
-    assert words[:2] == ["pulumi", "config"] and words[3:5] == ["--stack", path.stem.split(".")[1]]
-    assert words[5] == "--path", command
-    verb, keys = words[2], [k if not k.isdigit() else int(k)
-                            for k in re.findall(r"[^.\[\]]+", words[6])]
-    data = yaml.safe_load(path.read_text())
-    keys[0] = f"{PROJECT}:{keys[0]}"
-    node: Any = data["config"]
-    for key, after in zip(keys, keys[1:]):
-        if isinstance(node, dict) and key not in node:
-            node[key] = [] if isinstance(after, int) else {}
-        node = node[key]
-    if verb == "rm":
-        del node[keys[-1]]
-    elif isinstance(node, list) and keys[-1] == len(node):
-        node.append(yaml.safe_load(words[7]))
-    else:
-        node[keys[-1]] = yaml.safe_load(words[7])
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-
-
 # (stack, zone settings a user got wrong): each is refused with commands that, run as printed
 # (the first way the line offers), leave a stack file that check passes.
 ZONE_MISTAKES = [
@@ -913,8 +887,10 @@ def test_every_zone_refusal_prints_the_commands_that_fix_it(
             commands = re.findall(r"`(pulumi config (?:set|rm) [^`]*)`", line.split(", or ")[0])
             assert commands, f"no command in {line}"
             for command in commands:
-                _run_config_command(path, command)
+                run_config_command(path, command)
     assert result.returncode == 0, result.stderr
+
+
 # (stack, zones a user copied from another region): the stack's region stays; every zone rule
 # that fires in the first round must agree with the others on what the zones become.
 CROSS_REGION_ZONES = [
@@ -963,7 +939,7 @@ def test_zones_of_another_region_are_fixed_by_the_first_round_of_commands(
     for command in commands:
         if command.split()[2] == "set" and "ones[" in command:  # zones[i], gpuZones[i]
             assert of_the_region(command.split()[-1]), command
-        _run_config_command(path, command)
+        run_config_command(path, command)
     result = check("--file", str(path))
     assert result.returncode == 0, result.stderr
 
