@@ -212,8 +212,8 @@ def _duration_seconds(text: str) -> float:
 @dataclass(frozen=True)
 class KueueRules:
     """Kueue's admission rules, with every value read from the rendered stack: the manager
-    Configuration (waitForPodsReady), the ClusterQueue (flavors in order, nominal quotas,
-    admission checks per flavor, Concurrent Admission) and the ResourceFlavors.
+    Configuration (waitForPodsReady), the ClusterQueue (flavors in order, nominal quotas) and
+    the ResourceFlavors.
 
     - All or nothing: a Workload (the whole JobSet) is admitted into one flavor whose free
       nominal quota covers all of its pods' requests; flavors are tried in the ClusterQueue's
@@ -221,11 +221,6 @@ class KueueRules:
       suspended and has no pods (tasks/run/jobsets.md).
     - On admission Kueue writes the flavor's nodeLabels into the pods' nodeSelector and adds its
       tolerations (concepts/resource_flavor.md), then unsuspends the JobSet.
-    - An AdmissionCheck on a flavor (admissionChecksStrategy.onFlavors) holds admission until it
-      is Ready; a ProvisioningRequest of class best-effort-atomic-scale-up is Provisioned only
-      when the autoscaler can add every node at once. Without Concurrent Admission the Workload
-      keeps to its first fitting flavor; with it, each flavor is a Variant and a less preferred
-      Variant runs while a preferred one waits (concepts/concurrent_admission.md).
     - waitForPodsReady: an admitted Workload whose pods are not all Ready `timeout` after
       admission, or again not all Ready for `recoveryTimeout` after having been, is evicted (the
       JobSet suspended, its pods deleted) and requeued after backoffBaseSeconds * 2^(n-1)
@@ -242,13 +237,13 @@ class KueueRules:
     backoff_limit: int | None
     flavors: tuple[tuple[str, float], ...]  # (name, nominal GPU quota), most preferred first
     flavor_specs: Mapping[str, Mapping[str, Any]]
-    checks: Mapping[str, tuple[str, ...]]  # flavor -> admission checks on it
-    concurrent: bool
     resource: str = "nvidia.com/gpu"
 
     @classmethod
     def rendered(cls, config: Mapping[str, Any], cluster_queue: Mapping[str, Any],
                  resource_flavors: Mapping[str, Mapping[str, Any]]) -> "KueueRules":
+        # what the fallback once rendered, and this no longer simulates (workloads/kueue.py)
+        assert not {"admissionChecksStrategy", "concurrentAdmissionPolicy"} & set(cluster_queue)
         ready = config["waitForPodsReady"]
         requeue = ready.get("requeuingStrategy", {})
         timeout = _duration_seconds(ready.get("timeout", "5m"))
@@ -257,10 +252,6 @@ class KueueRules:
         flavors = tuple((f["name"], float(next(r["nominalQuota"] for r in f["resources"]
                                                if r["name"] == resource)))
                         for f in group["flavors"])
-        checks: dict[str, tuple[str, ...]] = {name: () for name, _ in flavors}
-        for check in cluster_queue.get("admissionChecksStrategy", {}).get("admissionChecks", []):
-            for name in check.get("onFlavors") or [n for n, _ in flavors]:
-                checks[name] += (check["name"],)
         limit = requeue.get("backoffLimitCount")
         return cls(
             ready_timeout=timeout,
@@ -269,8 +260,7 @@ class KueueRules:
             backoff_base=float(requeue.get("backoffBaseSeconds", 60)),
             backoff_max=float(requeue.get("backoffMaxSeconds", 3600)),
             backoff_limit=None if limit is None else int(limit),
-            flavors=flavors, flavor_specs=resource_flavors, checks=checks,
-            concurrent="concurrentAdmissionPolicy" in cluster_queue, resource=resource)
+            flavors=flavors, flavor_specs=resource_flavors, resource=resource)
 
     def requeue_delay(self, count: int) -> float:
         return min(self.backoff_base * 2 ** (count - 1), self.backoff_max)
@@ -291,16 +281,12 @@ class KueueRules:
                        for e in term.get("matchExpressions", []))
                    for term in required["nodeSelectorTerms"])
 
-    def assign(self, pod_spec: Mapping[str, Any], requests: float,
-               provisioned: Callable[[str], bool]) -> str | None:
+    def assign(self, pod_spec: Mapping[str, Any], requests: float) -> str | None:
         """The flavor the whole gang is admitted into now, or None (it stays queued)."""
         for name, quota in self.flavors:
             if requests > quota or not self.matches(pod_spec, name):
                 continue  # all or nothing: the gang is never split across flavors
-            if all(provisioned(name) for _ in self.checks[name]):
-                return name
-            if not self.concurrent:
-                return None
+            return name
         return None
 
     def admitted_pod_spec(self, pod_spec: Mapping[str, Any], flavor: str) -> dict[str, Any]:
@@ -497,8 +483,7 @@ class SimulatedJobSet:
             while flavor is None:
                 assert time.monotonic() < deadline, record
                 if now() >= requeue_at:
-                    flavor = kueue.assign(self.pod_spec, gang, lambda f: capacity(
-                        self.pool_of(kueue, f, pools).key, now()) >= self.nodes)
+                    flavor = kueue.assign(self.pod_spec, gang)
                 if flavor is None:
                     time.sleep(0.05)
             admitted_at = now()

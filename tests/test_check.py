@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.config_commands import run_config_command
 from tests.harness import PROJECT, STACKS, USER_API_CIDRS, USER_GCP_PROJECT, shipped_stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -900,33 +901,6 @@ def test_a_key_written_twice_is_refused_naming_the_key_and_both_lines(tmp_path: 
             f"{first + 2})") in result.stderr
 
 
-def _run_config_command(path: Path, command: str) -> None:
-    """What `pulumi config set|rm --stack S --path P [V]` does to the stack file (the CLI is
-    not installed here): a value read as the CLI reads it under --path (numbers, true/false)."""
-    import re
-    import shlex
-
-    words = shlex.split(command)
-    assert words[:2] == ["pulumi", "config"] and words[3:5] == ["--stack", path.stem.split(".")[1]]
-    assert words[5] == "--path", command
-    verb, keys = words[2], [k if not k.isdigit() else int(k)
-                            for k in re.findall(r"[^.\[\]]+", words[6])]
-    data = yaml.safe_load(path.read_text())
-    keys[0] = f"{PROJECT}:{keys[0]}"
-    node: Any = data["config"]
-    for key, after in zip(keys, keys[1:]):
-        if isinstance(node, dict) and key not in node:
-            node[key] = [] if isinstance(after, int) else {}
-        node = node[key]
-    if verb == "rm":
-        del node[keys[-1]]
-    elif isinstance(node, list) and keys[-1] == len(node):
-        node.append(yaml.safe_load(words[7]))
-    else:
-        node[keys[-1]] = yaml.safe_load(words[7])
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-
-
 # (stack, zone settings a user got wrong): each is refused with commands that, run as printed
 # (the first way the line offers), leave a stack file that check passes.
 ZONE_MISTAKES = [
@@ -965,8 +939,63 @@ def test_every_zone_refusal_prints_the_commands_that_fix_it(
             commands = re.findall(r"`(pulumi config (?:set|rm) [^`]*)`", line.split(", or ")[0])
             assert commands, f"no command in {line}"
             for command in commands:
-                _run_config_command(path, command)
+                run_config_command(path, command)
     assert result.returncode == 0, result.stderr
+
+
+# (stack, zones a user copied from another region): the stack's region stays; every zone rule
+# that fires in the first round must agree with the others on what the zones become.
+CROSS_REGION_ZONES = [
+    ("aws", {"zones": ["eu-west-1a"]}),  # also EKS's two zones and the GPU zone among them
+    ("aws", {"zones": ["eu-west-1a", "eu-west-1b"]}),
+    ("aws", {"gpuZones": ["eu-west-1a"]}),
+    ("aws", {"zones": ["eu-west-1a"], "gpuZones": ["eu-west-1b"]}),
+    ("aws", {"zones": ["eu-west-1a", "us-east-1a"]}),
+    ("aws", {"gpuZones": ["eu-west-1a", "eu-west-1b"]}),  # placement: one GPU zone
+    ("aws", {"zones": ["us-east-1b", "eu-west-1a"], "gpuZones": ["us-east-1b", "eu-west-1a"],
+             "interconnect": {"placement": False}}),  # AWS: one GPU zone all the same
+    ("gcp", {"zones": ["europe-west4-a"]}),
+    ("gcp", {"zones": ["europe-west4-a"], "gpuZones": ["europe-west4-b"]}),
+    # Azure's region-named zone (eastus-1): its fix, not the name, is what the others follow
+    ("azure", {"zones": ["eastus-1"], "gpuZones": ["2"]}),
+    ("azure", {"zones": [], "gpuZones": ["1", "eastus-1"]}),
+]
+
+
+@pytest.mark.parametrize(("stack", "overrides"), CROSS_REGION_ZONES,
+                         ids=[f"{s}-" + "-".join("-".join([k, *v]) if isinstance(v, list) else k
+                                                 for k, v in o.items())
+                              for s, o in CROSS_REGION_ZONES])
+def test_zones_of_another_region_are_fixed_by_the_first_round_of_commands(
+        tmp_path: Path, stack: str, overrides: dict[str, Any]) -> None:
+    """aws in us-east-1 with zones [eu-west-1a] once drew three commands that undid each other
+    (gpuZones[0] eu-west-1a, a zone another line removes; zones[1] us-east-1a, the zone just
+    given to zones[0]): applied as printed they took three rounds. Now every suggested zone is
+    of the stack's region, none is chosen twice, and one round, as printed, passes."""
+    import re
+
+    path = write_stack(tmp_path, stack)
+    config = yaml.safe_load(path.read_text())
+    for key, value in overrides.items():  # lists replace, not merge
+        config["config"][f"{PROJECT}:{key}"] = value
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    result = check("--file", str(path))
+    assert result.returncode == 1, result.stdout
+    region = config["config"][f"{PROJECT}:region"]
+    of_the_region = ((lambda zone: zone in {"1", "2", "3"}) if stack == "azure"
+                     else (lambda zone: zone.startswith(region)))
+    commands = [command for line in result.stderr.splitlines()  # in the order printed
+                for command in re.findall(r"`(pulumi config (?:set|rm) [^`]*)`",
+                                          line.split(", or ")[0])]
+    assert commands, result.stderr
+    for command in commands:
+        if command.split()[2] == "set" and "ones[" in command:  # zones[i], gpuZones[i]
+            assert of_the_region(command.split()[-1]), command
+        run_config_command(path, command)
+    result = check("--file", str(path))
+    assert result.returncode == 0, result.stderr
+
+
 def test_check_takes_any_stack_with_a_file_here_its_cloud_read_from_the_file(tmp_path,
                                                                               monkeypatch) -> None:
     """Walkthrough 8: `make check STACK=aws-prod` after copying the stack file, as the unknown

@@ -25,6 +25,7 @@ from infra.prices import AKS_TIER_HOUR, EKS_CLUSTER_HOUR, GKE_CLUSTER_HOUR
 from infra.settings.errors import SettingsError
 from infra.settings.loader import settings_from_mapping
 from infra.settings.model.stack_file import Settings
+from tests.config_commands import config_after
 from tests.harness import PROJECT, STACKS, stack_config
 
 
@@ -179,19 +180,6 @@ def _ceiling_refusal(sections: dict[str, Any], cloud: str) -> str | None:
     return None
 
 
-def _applied(sections: dict[str, Any], command: str) -> dict[str, Any]:
-    """The sections with one printed `pulumi config set --path a.b.c V` applied."""
-    words = command.split()
-    assert words[:4] == ["pulumi", "config", "set", "--path"] and len(words) == 6, command
-    *parents, key = words[4].split(".")
-    out = json.loads(json.dumps(sections))
-    place = out
-    for part in parents:
-        place = place.setdefault(part, {})
-    place[key] = float(words[5])
-    return out
-
-
 @pytest.mark.parametrize("cloud, sections, expected", [
     # The walkthrough's: an 18.79/h spot job under 30/h, its pool's maxNodes the gang's size.
     ("aws", {"job": {"pool": "spot", "nodes": 2, "maxHourlyUsd": 30},
@@ -217,7 +205,7 @@ def test_every_fix_the_ceiling_refusal_prints_lifts_it(cloud: str, sections: dic
     commands = re.findall(r"`(pulumi config set [^`]+)`", refusal)
     assert [c.split()[4] for c in commands] == expected
     for command in commands:
-        assert _ceiling_refusal(_applied(sections, command), cloud) is None, command
+        assert _ceiling_refusal(config_after(sections, command), cloud) is None, command
     if sections["job"].get("pool") == "spot":
         # said beside the figure it explains, not beside the job's figure at today's spot price
         most, job = refusal.split("), above this ceiling", 1)

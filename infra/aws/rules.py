@@ -19,7 +19,8 @@ from infra.settings.errors import Problem
 from infra.settings.model.checkpoints import CheckpointLocation
 from infra.settings.model.shared_file_system import FsxDeploymentType, FsxLustre
 from infra.settings.model.stack_file import Settings
-from infra.settings.rules import Rule, one_gpu_zone_commands
+from infra.settings.rules import (Rule, distinct_zones, one_gpu_zone_commands,
+                                  zones_once_in_the_region)
 
 
 # Capacity reservation ids, e.g. cr-02168da1478b509e0 (EKS User Guide, capacity-blocks-mng).
@@ -78,7 +79,8 @@ def capacity_reservation_fits_the_pool(s: Settings) -> Iterator[Problem]:
 def aws_gpu_groups_share_one_zone(s: Settings) -> Iterator[Problem]:
     """infra/aws puts every GPU group and the (single-AZ) FSx file system in one zone; with
     placement on, placement_needs_one_zone already says so."""
-    if s.cloud == Cloud.AWS and not s.interconnect.placement and len(set(s.gpu_zones)) != 1:
+    gpu = zones_once_in_the_region(s, "gpuZones")  # as the zones rule's commands leave them
+    if s.cloud == Cloud.AWS and not s.interconnect.placement and distinct_zones(gpu) != 1:
         yield Problem("gpuZones", s.gpu_zones,
                       "one zone on AWS: the GPU groups and FSx for Lustre (single-AZ) share it; "
                       f"keep one with {one_gpu_zone_commands(s)}")

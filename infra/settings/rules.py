@@ -173,14 +173,18 @@ def _zone_fixes(s: Settings, region: str) -> dict[tuple[str, int], str | None]:
     if s.cloud == Cloud.AZURE:
         return {}
     defaults = CLOUD_DEFAULTS[s.cloud]
-    known = list(defaults["zones"]) if defaults["region"] == region else []
-    named = [zone for zone in s.zones if _in_region(zone, region)]
+    # a GPU zone the stack names in the region first: the cluster's zones then keep it
+    known = [zone for zone in s.gpu_zones if _in_region(zone, region)]
+    known += list(defaults["zones"]) if defaults["region"] == region else []
     fixes: dict[tuple[str, int], str | None] = {}
     for index, zone in enumerate(s.zones):
         if _in_region(zone, region) or (s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone)):
             continue
         fresh = [z for z in known if z not in s.zones and z not in fixes.values()]
         fixes["zones", index] = fresh[0] if fresh else None
+    # the cluster's zones once fixed: a GPU zone moved onto one of them stays among them
+    named = [fixes.get(("zones", index), zone) for index, zone in enumerate(s.zones)]
+    named = [zone for zone in named if zone is not None and _in_region(zone, region)]
     for index, zone in enumerate(s.gpu_zones):
         if _in_region(zone, region) or (s.cloud == Cloud.AWS and AWS_ZONE_ID.match(zone)):
             continue
@@ -188,6 +192,46 @@ def _zone_fixes(s: Settings, region: str) -> dict[tuple[str, int], str | None]:
         was = fixes.get(("zones", s.zones.index(zone))) if zone in s.zones else None
         fixes["gpuZones", index] = was or (named[0] if named else None)
     return fixes
+
+
+AZURE_ZONES = ("1", "2", "3")
+
+
+def _azure_zone_fixes(s: Settings) -> dict[tuple[str, int], str]:
+    """(setting, index) -> the Azure zone to write there, for each name Azure does not have
+    (eastus-1): for a cluster zone one not yet chosen, for a GPU zone the cluster zone it was
+    (else the cluster's first), as _zone_fixes does across regions."""
+    fixes: dict[tuple[str, int], str] = {}
+    known = [*(zone for zone in s.gpu_zones if zone in AZURE_ZONES), *AZURE_ZONES]
+    for index, zone in enumerate(s.zones):
+        if zone not in AZURE_ZONES:
+            fresh = [z for z in known if z not in s.zones and z not in fixes.values()]
+            fixes["zones", index] = fresh[0] if fresh else AZURE_ZONES[0]
+    named = [fixes.get(("zones", index), zone) for index, zone in enumerate(s.zones)]
+    for index, zone in enumerate(s.gpu_zones):
+        if zone not in AZURE_ZONES:
+            was = fixes.get(("zones", s.zones.index(zone))) if zone in s.zones else None
+            fixes["gpuZones", index] = (was or (named[0] if named else _another_zone(s, []))
+                                        or AZURE_ZONES[0])
+    return fixes
+
+
+def zones_once_in_the_region(s: Settings, path: str) -> list[str | None]:
+    """`zones` or `gpuZones` as zones_are_in_the_region's commands leave them (None: a zone the
+    user looks up), so that the other zone rules judge and suggest from what the stack will
+    hold, never from a zone that rule has the user replace. As written where that rule does not
+    run (a region the cloud does not have); on Azure, as its names' commands leave them."""
+    zones = s.zones if path == "zones" else s.gpu_zones
+    if s.cloud != Cloud.AZURE and s.region not in REGIONS[s.cloud]:
+        return list(zones)
+    fixes: dict[tuple[str, int], str | None] = dict(
+        _azure_zone_fixes(s) if s.cloud == Cloud.AZURE else _zone_fixes(s, s.region))
+    return [fixes.get((path, index), zone) for index, zone in enumerate(zones)]
+
+
+def distinct_zones(zones: list[str | None]) -> int:
+    """How many zones a list will hold, each zone still to be looked up counted as its own."""
+    return len({zone for zone in zones if zone is not None}) + zones.count(None)
 
 
 def _zone_advice(s: Settings, region: str, path: str, index: int, zone: str | None) -> str:
@@ -236,8 +280,19 @@ def _another_zone(s: Settings, taken: list[str]) -> str | None:
     defaults = CLOUD_DEFAULTS[s.cloud]
     known = [*s.zones, *s.gpu_zones, *(defaults["zones"] if defaults["region"] == s.region else [])]
     if s.cloud == Cloud.AZURE:
-        known += ["1", "2", "3"]
+        known += AZURE_ZONES
+    # only the stack's own region: a zone of another one is what zones_are_in_the_region replaces
+    known = [zone for zone in known if _of_the_region(s, zone)]
     return next((zone for zone in known if zone not in taken), None)
+
+
+def _of_the_region(s: Settings, zone: str) -> bool:
+    """Whether `zone` may be one of the stack's region: Azure's 1, 2 and 3, an AWS zone id
+    (the program checks its region), any zone where the region is not the cloud's."""
+    if s.cloud == Cloud.AZURE:
+        return zone in AZURE_ZONES
+    return (s.region not in REGIONS[s.cloud] or _in_region(zone, s.region)
+            or (s.cloud == Cloud.AWS and bool(AWS_ZONE_ID.match(zone))))
 
 
 def add_zone_advice(s: Settings, path: str, index: int, zone: str | None) -> str:
@@ -251,10 +306,12 @@ def add_zone_advice(s: Settings, path: str, index: int, zone: str | None) -> str
 
 
 def one_gpu_zone_commands(s: Settings) -> str:
-    """The commands that leave exactly one GPU zone: the list removed, then its first zone (or
-    the cluster's first) set again; `pulumi config rm` of an item shifts the rest, so the whole
-    list goes."""
-    zone = next(iter([*s.gpu_zones, *s.zones]), None)
+    """The commands that leave exactly one GPU zone: the list removed, then its first zone that
+    is one of the cluster's (else the cluster's first) set again, each as the zones rules'
+    commands leave it; `pulumi config rm` of an item shifts the rest, so the whole list goes."""
+    cluster = [zone for zone in zones_once_in_the_region(s, "zones") if zone is not None]
+    gpu = [zone for zone in zones_once_in_the_region(s, "gpuZones") if zone is not None]
+    zone = next((zone for zone in [*gpu, *cluster] if zone in cluster or not cluster), None)
     keep = (f"`{set_command('gpuZones[0]', zone)}`" if zone is not None
             else add_zone_advice(s, "gpuZones", 0, None))
     return f"`{rm_command('gpuZones')}` then {keep}"
@@ -262,26 +319,35 @@ def one_gpu_zone_commands(s: Settings) -> str:
 
 def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
     """The zones' shape, whatever the region: some zones, Azure's names, GPU zones among the
-    cluster's, two zones for EKS; each with the command that fixes it."""
+    cluster's, two zones for EKS; each with the command that fixes it. Judged on the zones as
+    zones_are_in_the_region's commands leave them, so that the commands of one run agree."""
+    cluster = zones_once_in_the_region(s, "zones")
+    gpu = zones_once_in_the_region(s, "gpuZones")
+    chosen = [zone for zone in cluster if zone is not None]
     for path, zones in (("zones", s.zones), ("gpuZones", s.gpu_zones)):
         if not zones and not (path == "zones" and s.cloud == Cloud.AWS):  # EKS's two: below
-            first = s.zones[0] if path == "gpuZones" and s.zones else _another_zone(s, [])
+            first = next(iter(chosen), None) if path == "gpuZones" and s.zones \
+                else _another_zone(s, [])
             yield Problem(path, zones, "at least one zone; set it with "
                           + add_zone_advice(s, path, 0, first))
+        planned = cluster if path == "zones" else gpu
         for index, zone in enumerate(zones):
-            if s.cloud == Cloud.AZURE and zone not in {"1", "2", "3"}:
+            if s.cloud == Cloud.AZURE and zone not in AZURE_ZONES:
                 yield Problem(path, zone, "Azure availability zones are 1, 2 or 3; set it with "
-                              f"`{set_command(f'{path}[{index}]', '1')}`")
+                              f"`{set_command(f'{path}[{index}]', planned[index])}`")
+    added: dict[str, int] = {}  # each GPU zone added gets its own slot after the zones
     for index, zone in enumerate(s.gpu_zones):
-        if zone not in s.zones:
-            fix = (f"set it with `{set_command(f'gpuZones[{index}]', s.zones[0])}`, or add it to "
-                   f"the zones with `{set_command(f'zones[{len(s.zones)}]', zone)}`"
-                   if s.zones else f"add it to the zones with `{set_command('zones[0]', zone)}`")
+        if gpu[index] != zone:  # moved, or to be looked up: zones_are_in_the_region says so
+            continue
+        if zone not in cluster:
+            add = set_command(f"zones[{added.setdefault(zone, len(s.zones) + len(added))}]", zone)
+            fix = (f"set it with `{set_command(f'gpuZones[{index}]', chosen[0])}`, or add it to "
+                   f"the zones with `{add}`" if chosen else f"add it to the zones with `{add}`")
             yield Problem("gpuZones", zone, f"must be one of zones {shown(s.zones)}; {fix}")
-    if s.cloud == Cloud.AWS and len(set(s.zones)) < 2:
+    if s.cloud == Cloud.AWS and distinct_zones(cluster) < 2:
         # The slots after the first distinct zone: [a] -> zones[1], [a, a] -> zones[1] again.
-        first = s.zones[:1] or [_another_zone(s, [])]
-        second = _another_zone(s, [z for z in first if z])
+        first = cluster[:1] or [_another_zone(s, [])]
+        second = _another_zone(s, [*chosen, *(z for z in first if z)])
         commands = ([] if s.zones else [add_zone_advice(s, "zones", 0, first[0])]) + [
             add_zone_advice(s, "zones", 1, second)]
         yield Problem("zones", s.zones, "EKS needs subnets in at least two zones; add "
@@ -289,7 +355,7 @@ def zones_belong_to_the_region(s: Settings) -> Iterator[Problem]:
 
 
 def placement_needs_one_zone(s: Settings) -> Iterator[Problem]:
-    if s.interconnect.placement and len(set(s.gpu_zones)) != 1:
+    if s.interconnect.placement and distinct_zones(zones_once_in_the_region(s, "gpuZones")) != 1:
         yield Problem("gpuZones", s.gpu_zones,
                       "placement packs nodes in one zone: give exactly one GPU zone with "
                       f"{one_gpu_zone_commands(s)}, or turn placement off with "
