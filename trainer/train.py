@@ -572,9 +572,13 @@ class Trainer:
                 self.metrics.record("train", step, values)
                 self.window.reset()
             due = self.cfg.checkpoint_every and step % self.cfg.checkpoint_every == 0
-            if due and step == self.segment_end and self._at_evaluation_step():
+            if due and (step == self.total_steps()
+                        or step == self.segment_end and self._at_evaluation_step()):
                 # Saved after the evaluation, so that the checkpoint says it was made: one cut by
                 # a SIGTERM is then made on resume (_evaluate_on_resume), one that completed is not.
+                # The run's last step is saved by the final save, after the final evaluation
+                # (saved here, the final save found the step saved and the checkpoint said "not
+                # evaluated", or, where this save was skipped for a busy store, said "evaluated").
                 self.save_after_eval = True
             elif due or batches.save_requested:  # same step on every rank
                 batches.save_requested = False

@@ -205,6 +205,23 @@ def test_an_evaluation_cut_by_sigterm_is_made_first_on_resume_and_its_target_sto
     assert summary(target)["step"] == 20 and summary(target)["target_reached"] is True
 
 
+def test_the_last_checkpoint_records_the_final_evaluation_where_a_periodic_save_falls_on_it(
+        tmp_path):
+    """A finished run's checkpoint says its final evaluation was made, so a later run from it
+    (more steps, a restart after completion) does not evaluate that step again. The periodic
+    save due at the last step used to be written before the final evaluation: the checkpoint
+    said "not evaluated", or, where that save was skipped for a busy store, "evaluated" (the
+    gang's uninterrupted and resumed runs once differed so)."""
+    ckpt, metrics = tmp_path / "ckpt", tmp_path / "m.jsonl"
+    run_trainer(TINY + ["--max_steps", "8", "--checkpoint_every", "4", "--checkpoint_dir",
+                        str(ckpt), "--metrics_file", str(metrics)])
+    final = summary(metrics)
+    tensors = _checkpoint_tensors(ckpt / "step-8", tmp_path / "final.pt")
+    (key,) = [k for k in tensors if k.endswith("evaluation")]
+    assert tensors[key].tolist() == [8.0, final["auc"]]
+    assert (ckpt / "step-4" / ".metadata").exists()  # the periodic saves before it are kept
+
+
 def test_incomplete_checkpoint_is_skipped_and_old_ones_pruned(tmp_path):
     ckpt, metrics = tmp_path / "ckpt", tmp_path / "m.jsonl"
     run_trainer(TINY + ["--max_steps", "6", "--checkpoint_every", "2", "--keep_checkpoints", "2",
