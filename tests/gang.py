@@ -94,13 +94,48 @@ class Pod:
             self.lose_node()
 
     def lose_node(self) -> None:
+        """SIGKILL to every process of the pod at once, as when its node goes: the launcher's
+        process group and the workers torchrun started in sessions of their own."""
         if self.process is None:
             return
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        doomed = descendants(self.process.pid)  # found before the launcher is gone
+        for kill in (lambda: os.killpg(self.process.pid, signal.SIGKILL),
+                     *(lambda pid=pid: os.kill(pid, signal.SIGKILL) for pid in doomed)):
+            try:
+                kill()
+            except ProcessLookupError:
+                pass
         self.process.wait()
+
+    def worker_pids(self) -> list[int]:
+        """The trainer processes the pod's launcher (its PID 1, after the shell's exec) started."""
+        assert self.process is not None
+        return [pid for pid in children(self.process.pid) if _runs_module(pid, "trainer")]
+
+
+def children(pid: int) -> list[int]:
+    """The processes `pid` started: its children, and those the warm server (tests/warm/)
+    forked at its request, which are the server's children."""
+    try:
+        found = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        found = []
+    return found + [child for child, _ in warm.started_by(pid) if Path(f"/proc/{child}").exists()]
+
+
+def descendants(pid: int) -> list[int]:
+    found = children(pid)
+    return found + [grandchild for child in found for grandchild in descendants(child)]
+
+
+def _runs_module(pid: int, module: str) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except FileNotFoundError:
+        return False
+    if b"-m" in argv and argv[argv.index(b"-m") + 1:][:1] == [module.encode()]:
+        return True
+    return warm.forked_module(pid) == module
 
 
 def _matches_exit_codes(rule: dict[str, Any], container: str, code: int) -> bool:

@@ -24,7 +24,6 @@ from infra.settings.model.job import Job, PoolChoice, SpotShortage
 from tests.gang import Capacity, GangRecord, KueueRules, NodePool, Pod, SimulatedJobSet
 from tests.k8s_manifests import clean
 from tests.test_workloads import run_workload
-from tests.warm import popen as warm
 from trainer.exit_codes import RESUME
 from workloads.command import RENDEZVOUS_JOIN_TIMEOUT_SECONDS
 
@@ -219,19 +218,8 @@ def test_preempting_pod_zero_the_rendezvous_host_also_resumes(rendered, uninterr
 
 
 def worker_pids(pod: Pod) -> list[int]:
-    """The trainer processes the pod's launcher (its PID 1, after the shell's exec) started."""
-    assert pod.process is not None
-    pid = pod.process.pid
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    workers = []
-    for child in map(int, children):
-        argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-        if b"-m" in argv and argv[argv.index(b"-m") + 1:][:1] == [b"trainer"]:
-            workers.append(child)
-    # Workers forked by the warm server (tests/warm/) are its children, not the launcher's.
-    workers += [child for child, module in warm.started_by(pid) if module == "trainer"
-                and Path(f"/proc/{child}").exists()]
-    assert workers, children
+    workers = pod.worker_pids()
+    assert workers, pod
     return workers
 
 

@@ -60,9 +60,33 @@ def test_a_signal_ends_a_forked_process_as_it_ends_a_started_one(
 
 
 @pytest.mark.parametrize("env", [{"PYTHONPATH": f"{warm.REPO}{os.pathsep}/elsewhere"}, {"PYTHONDEVMODE": "1"},
-                                 {"OMP_NUM_THREADS": "2"}])
+                                 {"OMP_NUM_THREADS": "2"}, {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}])
 def test_what_an_import_would_see_differently_is_started_the_ordinary_way(
         probe_is_warm: None, tmp_path: Path, env: dict[str, str]) -> None:
     seen, done = _probe([], tmp_path, **env)
     assert seen["ppid"] == os.getpid() and not seen["torch"], env
     assert done.returncode == 0
+
+
+def test_an_entry_point_the_child_could_not_import_fails_as_it_would_in_a_fresh_process(
+        probe_is_warm: None, tmp_path: Path) -> None:
+    """The server has the repository on its path; a child started elsewhere without it must
+    not find `tests` (or `trainer`) there: it is started the ordinary way, and fails so."""
+    done = subprocess.run([sys.executable, "-m", PROBE], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ""})
+    assert done.returncode == 1 and "No module named 'tests'" in done.stderr
+
+
+def test_a_preloaded_entry_point_runs_as_main_without_a_word_a_fresh_process_would_not_say(
+        probe_is_warm: None, tmp_path: Path) -> None:
+    """`python -m trainer --help` from the server, which imported trainer.__main__ before the
+    fork: the same help and status, and nothing more on stderr (runpy warns of a module it
+    finds already imported)."""
+    done = subprocess.run([sys.executable, "-m", "trainer", "--help"], cwd=warm.REPO,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(warm.REPO)})
+    forked = [pid for pid, module in warm.started_by(os.getpid()) if module == "trainer"]
+    assert forked  # from the server, not a new interpreter
+    assert done.returncode == 0 and "--max_steps" in done.stdout
+    assert done.stderr == ""

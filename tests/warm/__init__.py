@@ -9,6 +9,16 @@ server). The child is still a separate process running the real entry point with
 environment, working directory, standard streams, session and signals, as `python -m` would
 run it; only the import is shared. Anything else (another interpreter or module, a changed
 PYTHONPATH, LD_PRELOAD, other PYTHON* settings, more than one OpenMP thread) is started the
-ordinary way. `site/sitecustomize.py` carries the same into processes a shell starts (the gang
-pods' `sh -c`), so their torchrun ranks are forked too.
+ordinary way, as is an entry point the child could not import from its own working directory
+and PYTHONPATH, or a Popen with close_fds=False. `site/sitecustomize.py` carries the same into
+processes a shell starts (the gang pods' `sh -c`), so their torchrun ranks are forked too.
+
+What a forked child shares with the server, unlike a fresh process (none of it is a setting a
+test varies today; a test that does must start its process the ordinary way):
+- the str hash secret (every child iterates a set of strings in the same order);
+- resource limits, user, CPU affinity and signal dispositions other than SIGINT's;
+- the process group, unless start_new_session asks for a session of its own;
+- its end: `os._exit` after atexit, without the interpreter's finalisation (the trainer leaves
+  by `os._exit` itself).
+WARM_PYTHON=0 turns the server off; WARM_PYTHON_DEBUG=1 has it print each refusal and why.
 """

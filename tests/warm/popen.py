@@ -66,7 +66,8 @@ class WarmPopen(_ORIGINAL_POPEN):  # type: ignore[misc, valid-type]
                        startupinfo, creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite,
                        errread, errwrite, *rest: Any) -> None:
         conn = None
-        if not (shell or executable or preexec_fn or pass_fds or isinstance(args, (str, bytes))):
+        if close_fds and not (shell or executable or preexec_fn or pass_fds
+                              or isinstance(args, (str, bytes))):
             conn = _ask_server(list(map(os.fspath, args)), cwd,
                                dict(os.environ if env is None else env), rest,
                                (p2cread, c2pwrite, errwrite))
@@ -156,6 +157,17 @@ def started_by(parent: int) -> list[tuple[int, str]]:
     folder = Path(started_folder(_socket_path, parent))
     names = sorted(folder.iterdir()) if folder.is_dir() else []
     return [(int(name.name.split(".", 1)[0]), name.name.split(".", 1)[1]) for name in names]
+
+
+def forked_module(pid: int) -> Optional[str]:
+    """The module the server forked `pid` to run, or None: /proc shows the server's own
+    command line for its children (they were never exec'd)."""
+    from tests.warm.server import started_folder
+
+    if _socket_path is None:
+        return None
+    found = list(Path(started_folder(_socket_path, 0)).parent.glob(f"*/{pid}.*"))
+    return found[0].name.split(".", 1)[1] if found else None
 
 
 def _wait_until_ready() -> bool:

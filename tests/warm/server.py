@@ -18,7 +18,6 @@ import signal
 import socket
 import sys
 import threading
-import traceback
 from typing import Any
 
 # What a trainer process imports before its first step (trainer/__main__.py, trainer/launch.py).
@@ -60,16 +59,35 @@ SET_IN_THE_CHILD = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONDONTWRITE
                               "PYTHONBREAKPOINT", "PYTHONSTARTUP"})
 
 
-def refusal(env: dict[str, str]) -> str:
-    """Why a child with `env` would not be the process a fresh interpreter makes ('' if none):
-    settings read when the interpreter or torch starts cannot change after the import."""
-    mine = os.environ
-    paths = set(filter(None, mine.get("PYTHONPATH", "").split(os.pathsep)))
-    extra = set(filter(None, env.get("PYTHONPATH", "").split(os.pathsep))) - paths
+# torch reads these when it is imported (torch/__init__.py, torch/distributed/__init__.py).
+READ_BY_TORCH_AT_IMPORT = frozenset({"TORCH_LOGS", "TORCH_DISTRIBUTED_DEBUG", "TORCH_CPP_LOG_LEVEL",
+                                     "TORCH_SHOW_CPP_STACKTRACES"})
+
+
+def _entries(pythonpath: str) -> list[str]:
+    return [os.path.realpath(p) for p in pythonpath.split(os.pathsep) if p]
+
+
+# The interpreter's own path (standard library, site-packages): sys.path without the server's
+# working directory (first) and its PYTHONPATH entries. Set by serve().
+BASE_PATH: list[str] = []
+
+
+def refusal(request: dict[str, Any]) -> str:
+    """Why the child would not be the process a fresh interpreter makes ('' if none): settings
+    read when the interpreter or torch starts cannot change after the import, and the entry
+    point must be importable from the child's own path (its working directory and PYTHONPATH)."""
+    env, mine = request["env"], os.environ
+    extra = set(_entries(env.get("PYTHONPATH", ""))) - set(_entries(mine.get("PYTHONPATH", "")))
     if extra:
         return f"PYTHONPATH has {sorted(extra)}"
+    top = sys.modules[request["module"].split(".")[0]]
+    home = os.path.realpath(os.path.dirname(os.path.dirname(top.__file__ or "")))
+    if home not in {os.path.realpath(request["cwd"]), *_entries(env.get("PYTHONPATH", "")),
+                    *BASE_PATH}:
+        return f"{request['module']} is not importable from {request['cwd']} and its PYTHONPATH"
     for key in sorted(set(env) | set(mine)):
-        startup = key.startswith(("PYTHON", "LD_", "OMP_", "MKL_")) or key == "TORCH_CPP_LOG_LEVEL"
+        startup = key.startswith(("PYTHON", "LD_", "OMP_", "MKL_")) or key in READ_BY_TORCH_AT_IMPORT
         if startup and key not in SET_IN_THE_CHILD and env.get(key) != mine.get(key):
             return f"{key}={env.get(key)!r}"
     return ""
@@ -93,15 +111,24 @@ def run_child(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     sys.stdout = _text_stream(1, unbuffered, "strict", line_buffering=False)
     sys.stderr = _text_stream(2, unbuffered, "backslashreplace", line_buffering=True)
-    sys.path[0] = request["cwd"]  # `python -m` puts the working directory first
+    # `python -m`'s path: the working directory, PYTHONPATH, then the interpreter's own.
+    sys.path[:] = [request["cwd"], *_entries(os.environ.get("PYTHONPATH", "")), *BASE_PATH]
     sys.argv = [request["module"], *request["args"]]
+    # Run as __main__ from its code, as `python -m` does; the preloaded copy stays imported
+    # (runpy warns of it in sys.modules otherwise, a line a fresh process does not print).
+    for name in (request["module"], f"{request['module']}.__main__"):
+        sys.modules.pop(name, None)
     try:
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         status = 0
     except SystemExit as stop:
         status = _exit_status(stop.code)
-    except BaseException:  # noqa: BLE001 - the interpreter prints any uncaught exception
-        traceback.print_exc()
+    except KeyboardInterrupt:  # the interpreter ends itself by SIGINT then (status -2)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        status = 1
+    except BaseException:  # noqa: BLE001 - the interpreter reports any uncaught exception
+        sys.excepthook(*sys.exc_info())
         status = 1
     threading._shutdown()  # type: ignore[attr-defined]  # as at interpreter exit
     import atexit
@@ -116,6 +143,8 @@ def run_child(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -
 
 
 def serve(path: str) -> None:
+    own = set(_entries(os.environ.get("PYTHONPATH", "")))
+    BASE_PATH[:] = [p for p in sys.path[1:] if p and os.path.realpath(p) not in own]
     for module in PRELOAD:
         __import__(module)
     from tests.warm.popen import install
@@ -141,7 +170,7 @@ def serve(path: str) -> None:
                 except (OSError, EOFError, pickle.UnpicklingError):
                     conn.close()
                     continue
-                why = refusal(request["env"])
+                why = refusal(request)
                 if why:
                     _send(conn, f"-{why}\n")
                     conn.close()
