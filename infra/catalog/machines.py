@@ -6,8 +6,8 @@ settings validation, node pools, pod resources, the NCCL environment, the quota 
 cost estimate all read this table (`Machine` per machine; its GPU model's rated figures are
 gpus.py's `GpuModel`). A GPU machine whose GPU model has no `GpuModel` entry, or that lacks a
 fact its cloud needs, is refused when this module loads (`Machine.__post_init__`). Tables kept
-elsewhere by a name the catalog gives (the EC2 Spot quota names per P family,
-workloads/waiting/cloud_steps.py) have a test that every catalog GPU machine has an entry
+elsewhere by a name the catalog gives (the EC2 quotas per P family, `EC2_QUOTAS` in
+infra/quotas.py) have a test that every catalog GPU machine has an entry
 (tests/test_catalog.py). Sources per entry are in docs/catalog-sources.md; prices are
 on-demand list prices in USD per hour in the reference regions (us-east-1, eastus,
 us-central1) and drift, so treat the cost outputs as estimates. Last checked 2026-11 (see the

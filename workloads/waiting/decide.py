@@ -42,7 +42,7 @@ RULES: tuple[Callable[[Facts], Verdict | None], ...] = (
 
 
 def explain(view: ClusterView) -> Verdict:
-    """The first answer that applies, in the precedence of Kind."""
+    """The first answer that applies, in the order of RULES."""
     f = facts(view)
     for rule in RULES:
         verdict = rule(f)
