@@ -624,8 +624,10 @@ def test_tensorboard_keeps_copying_while_it_runs_and_stops_with_it(tmp_path):
 
 def test_ctrl_c_during_a_slow_copy_leaves_at_once(tmp_path, monkeypatch):
     """Ctrl-C while a copy is downloading a large event file: TensorBoard is stopped and the
-    command returns within a short bound, not when the download ends."""
-    import os
+    command returns within a short bound, not when the download ends. The signal is given to
+    the copy thread, as the kernel may (any thread that does not block it): the main thread,
+    waiting for TensorBoard, must still see it (torchrec_cloud/child_wait.py; under load a
+    blocking wait slept through it until TensorBoard ended, 60 s here)."""
     import signal
     import threading
     import time
@@ -634,15 +636,17 @@ def test_ctrl_c_during_a_slow_copy_leaves_at_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tensorboard, "JOIN_S", 0.5)
     copying, release = threading.Event(), threading.Event()
+    copier: list[int] = []
 
     def slow_copy() -> list[str]:
+        copier.append(threading.get_ident())
         copying.set()
         release.wait(60)  # a download that takes a minute
         return []
 
     def ctrl_c() -> None:
-        if copying.wait(30):
-            os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, to this process
+        if copying.wait(30):  # the terminal's Ctrl-C, received by the copy thread
+            signal.pthread_kill(copier[0], signal.SIGINT)
 
     threading.Thread(target=ctrl_c, daemon=True).start()
     started = time.monotonic()

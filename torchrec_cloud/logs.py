@@ -24,6 +24,7 @@ from torchrec_cloud.stack import StackError, add_stack_arguments, kubeconfig_fil
 from torchrec_cloud.invocation import cli
 from workloads.names import COMPLETION_INDEX_LABEL, PYTORCHJOB_CONTAINER, TRAINER_CONTAINER, JobNames
 from workloads.why import ApiError, Kubectl, NotFound
+from torchrec_cloud.child_wait import wait_for_exit
 
 PYTORCHJOB_RANK_LABEL = "training.kubeflow.org/replica-index"
 
@@ -117,7 +118,7 @@ def run_kubectl(command: list[str]) -> int:
     try:
         # A signal that came during the spawn is handled here, inside the cleanup's reach.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
-        return process.wait()
+        return wait_for_exit(process)
     finally:
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):

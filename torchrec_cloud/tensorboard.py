@@ -28,6 +28,7 @@ from torchrec_cloud.local_copy import UnsafeKey, local_path
 from torchrec_cloud.stack import (Outputs, StackError, add_stack_arguments, file_name, open_bucket,
                                   read_outputs)
 from torchrec_cloud.invocation import pip_install
+from torchrec_cloud.child_wait import wait_for_exit
 
 OUT_DIR = Path("out/tensorboard")
 SYNC_EVERY_S = 60.0  # the trainer's mirror is written about as often (trainer/telemetry.py)
@@ -129,7 +130,7 @@ def serve(command: list[str], resync: Callable[[], list[str]], every: float) -> 
     if every > 0:
         worker.start()
     try:
-        return process.wait()
+        return wait_for_exit(process)
     except KeyboardInterrupt:
         process.terminate()
         process.wait()
