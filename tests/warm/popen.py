@@ -192,8 +192,13 @@ def install(path: str) -> None:
 
 
 def start_server(directory: Path) -> str:
-    """Start this process's server (imports run in the background) and route through it."""
+    """Start this process's server (imports run in the background) and route through it; ''
+    where this system cannot (no pidfds)."""
     global _server
+    try:  # the server waits for its children through pidfds (Linux 5.3+)
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return ""  # every process starts the ordinary way
     path = str(directory / "warm.sock")
     env = {**os.environ, SOCKET_ENV: path, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath()}
     _server = _ORIGINAL_POPEN([sys.executable, "-m", "tests.warm.server", path], cwd=REPO,
