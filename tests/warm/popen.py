@@ -150,24 +150,24 @@ def _ask_server(args: list[str], cwd: Any, env: dict[str, str], rest: tuple,
 
 def started_by(parent: int) -> list[tuple[int, str]]:
     """(pid, module) of every process the server forked at `parent`'s request."""
-    from tests.warm.server import started_folder
+    from tests.warm.server import parse_record, started_folder
 
     if _socket_path is None:
         return []
     folder = Path(started_folder(_socket_path, parent))
     names = sorted(folder.iterdir()) if folder.is_dir() else []
-    return [(int(name.name.split(".", 1)[0]), name.name.split(".", 1)[1]) for name in names]
+    return [parse_record(name.name) for name in names]
 
 
 def forked_module(pid: int) -> Optional[str]:
     """The module the server forked `pid` to run, or None: /proc shows the server's own
     command line for its children (they were never exec'd)."""
-    from tests.warm.server import started_folder
+    from tests.warm.server import parse_record, started_root
 
     if _socket_path is None:
         return None
-    found = list(Path(started_folder(_socket_path, 0)).parent.glob(f"*/{pid}.*"))
-    return found[0].name.split(".", 1)[1] if found else None
+    found = list(Path(started_root(_socket_path)).glob(f"*/{pid}.*"))
+    return parse_record(found[0].name)[1] if found else None
 
 
 def _wait_until_ready() -> bool:

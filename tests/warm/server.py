@@ -206,7 +206,17 @@ def started_folder(path: str, parent: int) -> str:
     """Where the server notes the processes it forked at `parent`'s request, one empty file
     `<pid>.<module>` each: /proc names the server as their parent and its command line as
     theirs (no exec), so a test that looks for a launcher's workers asks here too."""
-    return os.path.join(os.path.dirname(path), "started", str(parent))
+    return os.path.join(started_root(path), str(parent))
+
+
+def started_root(path: str) -> str:
+    return os.path.join(os.path.dirname(path), "started")
+
+
+def parse_record(name: str) -> tuple[int, str]:
+    """(pid, module) from a record's file name, `<pid>.<module>` (_record writes it)."""
+    pid, module = name.split(".", 1)
+    return int(pid), module
 
 
 def _record(path: str, request: dict[str, Any], pid: int) -> None:
