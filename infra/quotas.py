@@ -126,15 +126,22 @@ class Reading:
 
 
 # --- AWS ------------------------------------------------------------------------------------
+def p_generation(instance_type: str) -> str | None:
+    """The P generation of an EC2 instance type ("p4" for p4d.24xlarge, "p5" for p5en.48xlarge,
+    "p6" for p6-b200.48xlarge), None for any other family: EC2 names its P quotas by it. The
+    one parse of it (the waiting messages' quota step uses it too)."""
+    generation = re.match(r"p\d+", instance_type.split(".")[0].lower())
+    return generation.group(0) if generation else None
+
+
 def ec2_family(machine: Machine | str) -> str:
     """The key of EC2_QUOTAS a machine (or an instance type's name) counts under: its P
-    generation ("p4" for p4d, "p5" for p5en), "g" for G and VT, else "standard"."""
+    generation, "g" for G and VT, else "standard"."""
     name = machine if isinstance(machine, str) else machine.name
-    prefix = name.split(".")[0].lower()
-    generation = re.match(r"p\d+", prefix)
-    if generation and generation.group(0) in EC2_QUOTAS:
-        return generation.group(0)
-    return "g" if prefix.startswith(("g", "vt")) else "standard"
+    generation = p_generation(name)
+    if generation in EC2_QUOTAS:
+        return generation
+    return "g" if name.lower().startswith(("g", "vt")) else "standard"
 
 
 def ec2_quota(machine: Machine | str, spot: bool) -> Ec2Quota:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 import tempfile
 from collections import defaultdict
@@ -48,10 +49,20 @@ def _distributes_files(config: pytest.Config) -> bool:
     return config.getoption("dist", "no") == "loadfile"
 
 
+def take_ctrl_c_as_from_a_terminal() -> None:
+    """A suite started in the background by a script (`make test &`, `nohup`) inherits SIGINT
+    ignored, and so would every process it starts: the tests that give a command Ctrl-C
+    (`logs --follow`, `tensorboard`) then wait for ever. The suite takes SIGINT as a terminal's
+    foreground job does, with the interpreter's handler; its processes get it at its default."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Hand out whole files heaviest first (tests/file_order.py: the workers' collection is in
-    that order, and xdist must keep it rather than sort by number of tests). Then re-run this
-    pytest command without libfaketime, carrying the date it faked."""
+    """Take Ctrl-C as from a terminal. Hand out whole files heaviest first (tests/file_order.py:
+    the workers' collection is in that order, and xdist must keep it rather than sort by number
+    of tests). Then re-run this pytest command without libfaketime, carrying the date it faked."""
+    take_ctrl_c_as_from_a_terminal()
     if _distributes_files(config):
         config.option.loadscopereorder = False
     preload = os.environ.get("LD_PRELOAD", "").split(":")

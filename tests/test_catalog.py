@@ -115,6 +115,7 @@ def test_every_aws_gpu_machine_s_p_family_has_a_spot_quota_name_and_a_gang_size(
     its quota's name there, or the waiting message names every P quota."""
     family = cloud_steps.instance_family(m.name)
     assert family in cloud_steps.AWS_SPOT_P_QUOTAS
+    assert quotas.ec2_family(m) == family  # `check`'s quota and the waiting message's agree
     assert cloud_steps.gang_vcpus(family, 2) == 2 * m.vcpus
 
 

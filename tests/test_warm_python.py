@@ -59,6 +59,26 @@ def test_a_signal_ends_a_forked_process_as_it_ends_a_started_one(
     proc.stdout.close()
 
 
+@pytest.mark.parametrize("ignored", [(), (signal.SIGHUP, signal.SIGINT)], ids=["handled", "ignored"])
+def test_a_forked_process_takes_stop_signals_as_a_started_one_would(
+        probe_is_warm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        ignored: tuple[signal.Signals, ...]) -> None:
+    """Started under `nohup` or by a script's `cmd &`, a process ignores SIGHUP or SIGINT, and so
+    does every `python -m` it starts (a Ctrl-C test then waits for ever); a handled signal is
+    at its default in the child (exec resets a handler). The forked child's are the same."""
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in ignored}
+    try:
+        forked, _ = _probe([], tmp_path)
+        monkeypatch.setattr(subprocess, "Popen", warm._ORIGINAL_POPEN)
+        started, _ = _probe([], tmp_path)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    assert forked["ppid"] != os.getpid() and started["ppid"] == os.getpid()
+    assert forked["signals"] == started["signals"]
+    assert (forked["signals"]["SIGINT"] == "<Handlers.SIG_IGN: 1>") == bool(ignored)
+
+
 @pytest.mark.parametrize("env", [{"PYTHONPATH": f"{warm.REPO}{os.pathsep}/elsewhere"}, {"PYTHONDEVMODE": "1"},
                                  {"OMP_NUM_THREADS": "2"}, {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}])
 def test_what_an_import_would_see_differently_is_started_the_ordinary_way(

@@ -16,7 +16,8 @@ processes a shell starts (the gang pods' `sh -c`), so their torchrun ranks are f
 What a forked child shares with the server, unlike a fresh process (none of it is a setting a
 test varies today; a test that does must start its process the ordinary way):
 - the str hash secret (every child iterates a set of strings in the same order);
-- resource limits, user, CPU affinity and signal dispositions other than SIGINT's;
+- resource limits, user, CPU affinity and the dispositions of signals other than SIGHUP,
+  SIGINT, SIGQUIT and SIGTERM (those are the requester's, as exec would leave them);
 - the process group, unless start_new_session asks for a session of its own;
 - its end: `os._exit` after atexit, without the interpreter's finalisation (the trainer leaves
   by `os._exit` itself).

@@ -24,6 +24,9 @@ SITE = Path(__file__).resolve().parent / "site"  # sitecustomize.py for processe
 SOCKET_ENV = "WARM_PYTHON_SOCKET"
 # The entry points a trainer pod runs (workloads/command.py) and torchrun's ranks.
 MODULES = frozenset({"trainer", "trainer.launch", "torch.distributed.run"})
+# The signals that stop a process, whose disposition a child inherits when ignored and gets
+# back at its default when handled (exec resets a handler); Python adds its SIGINT handler.
+INHERITED_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
 _ORIGINAL_POPEN = subprocess.Popen
 _socket_path: Optional[str] = None
 _server: Optional[subprocess.Popen] = None
@@ -130,7 +133,8 @@ def _ask_server(args: list[str], cwd: Any, env: dict[str, str], rest: tuple,
     module, module_args, unbuffered = found
     request = {"module": module, "args": module_args, "env": env, "unbuffered": unbuffered,
                "cwd": os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd()),
-               "start_new_session": bool(start_new_session), "parent": os.getpid()}
+               "start_new_session": bool(start_new_session), "parent": os.getpid(),
+               "ignored": ignored_signals()}
     if not _wait_until_ready():
         return None
     std = [fd if fd != -1 else default for fd, default in zip(fds, (0, 1, 2))]
@@ -146,6 +150,12 @@ def _ask_server(args: list[str], cwd: Any, env: dict[str, str], rest: tuple,
         conn.close()
         return None
     return conn
+
+
+def ignored_signals() -> list[int]:
+    """The stop signals this process ignores: an exec'd child inherits them ignored (`nohup`,
+    a script's `cmd &`), and the forked child must too (server.py run_child)."""
+    return [int(s) for s in INHERITED_SIGNALS if signal.getsignal(s) == signal.SIG_IGN]
 
 
 def started_by(parent: int) -> list[tuple[int, str]]:

@@ -93,11 +93,27 @@ def refusal(request: dict[str, Any]) -> str:
     return ""
 
 
+def _take_signals_as_exec_would(ignored: list[int]) -> None:
+    """The stop signals as `python -m` started by the requester has them: ignored where the
+    requester ignores them (exec keeps SIG_IGN), else at their default (exec resets a handler,
+    the server's own SIGINT SIG_IGN included), and SIGINT raising KeyboardInterrupt as the
+    interpreter sets it at start where it was not ignored."""
+    from tests.warm.popen import INHERITED_SIGNALS
+
+    for signum in INHERITED_SIGNALS:
+        if signum in ignored:
+            signal.signal(signum, signal.SIG_IGN)
+        elif signum == signal.SIGINT:
+            signal.signal(signum, signal.default_int_handler)
+        else:
+            signal.signal(signum, signal.SIG_DFL)
+
+
 def run_child(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -> None:
     """In the forked child: become the process `python -m MODULE ARGS` would be, run it, exit."""
     for fd in keep_closed:
         os.close(fd)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter has it
+    _take_signals_as_exec_would(request["ignored"])
     if request["start_new_session"]:
         os.setsid()
     for target, fd in enumerate(fds):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from infra.quotas import EC2_QUOTAS, Ec2Quota
+from infra.quotas import EC2_QUOTAS, Ec2Quota, p_generation
 from workloads.waiting.view import ClusterView
 
 # EC2's P quotas, from the one table (infra/quotas.py EC2_QUOTAS, with its sources): Spot P5 has
@@ -16,14 +16,15 @@ from workloads.waiting.view import ClusterView
 AWS_SPOT_P_QUOTAS: dict[str, Ec2Quota] = {family: quotas[1] for family, quotas in EC2_QUOTAS.items()
                                           if re.fullmatch(r"p\d+", family)}
 AWS_ON_DEMAND_P_QUOTA: Ec2Quota = EC2_QUOTAS["p4"][0]
-# The P family of an instance type: p4d.24xlarge, p5en.48xlarge, p6-b200.48xlarge.
-_INSTANCE_TYPE = re.compile(r"\b(p\d)[a-z0-9-]*\.\d*x?large\b", re.IGNORECASE)
+# An EC2 instance type inside a message: p4d.24xlarge, p5en.48xlarge, p6-b200.48xlarge.
+_INSTANCE_TYPE = re.compile(r"\bp\d[a-z0-9-]*\.\d*x?large\b", re.IGNORECASE)
 
 
-def instance_family(instance_type: str) -> str | None:
-    """The P family ("p4", "p5", "p6") of an EC2 instance type, as its Spot quota is named."""
-    m = _INSTANCE_TYPE.search(instance_type)
-    return m.group(1).lower() if m else None
+def instance_family(text: str) -> str | None:
+    """The P family ("p4", "p5", "p6") of the first EC2 P instance type named in `text`, as its
+    Spot quota is named (infra/quotas.py p_generation: the one parse)."""
+    m = _INSTANCE_TYPE.search(text)
+    return p_generation(m.group(0)) if m else None
 
 
 def _aws_gpu_machines() -> list:
