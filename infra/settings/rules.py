@@ -19,6 +19,7 @@ from infra.settings.placeholders import no_placeholders_left
 from infra.settings.stack_flags import TRAINER_FLAG, WORKLOAD_OWNED_FLAGS
 from infra.settings.trainer_flags import closest_flag, trainer_args_fit_the_trainer, trainer_flag_names
 from infra.regions import CHECKED_ON as REGIONS_CHECKED_ON, REGIONS, cloud_of_region, counterpart
+from infra.settings.defaults import CLOUD_DEFAULTS
 from infra.settings.errors import Problem, rename_commands, rm_command, set_command, shown
 from infra.settings.model.job import (JOBSET_REPLICATED_JOB, PREPARE_JOB_SUFFIX,
                                       PULUMI_AUTONAME_SUFFIX, JobKind, PoolChoice,
@@ -168,8 +169,6 @@ def _zone_fixes(s: Settings, region: str) -> dict[tuple[str, int], str | None]:
     is certain; a letter carried over from another region may not exist there. None on Azure
     (its zones are the same three in every region) or for AWS zone ids (the program checks
     their region: infra/aws/zones.py)."""
-    from infra.settings.defaults import CLOUD_DEFAULTS
-
     if s.cloud == Cloud.AZURE:
         return {}
     defaults = CLOUD_DEFAULTS[s.cloud]
@@ -275,8 +274,6 @@ def _another_zone(s: Settings, taken: list[str]) -> str | None:
     """A zone of the stack's region certain to exist that `taken` lacks: one the stack already
     names, else one of the cloud's default zones when the region is the default one
     (infra/settings/defaults.py); None where only the cloud can say (AWS letters per account)."""
-    from infra.settings.defaults import CLOUD_DEFAULTS
-
     defaults = CLOUD_DEFAULTS[s.cloud]
     known = [*s.zones, *s.gpu_zones, *(defaults["zones"] if defaults["region"] == s.region else [])]
     if s.cloud == Cloud.AZURE:
