@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,37 @@ def test_a_signal_ends_a_forked_process_as_it_ends_a_started_one(
     os.killpg(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=30) == -signal.SIGTERM
     proc.stdout.close()
+
+
+@pytest.mark.parametrize("forked", [True, False], ids=["forked", "started"])
+def test_an_ended_child_s_process_group_exists_until_its_parent_waits(
+        probe_is_warm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forked: bool) -> None:
+    """torchrun's agent closes a failed gang by `killpg` to each worker still unwaited; one that
+    has just ended is a zombie whose group still exists, so the signal finds it. A forked
+    child must stay one too until its requester has its status (the server reaped it at once:
+    the agent's killpg raised ProcessLookupError, one loaded run's failure)."""
+    if not forked:
+        monkeypatch.setattr(subprocess, "Popen", warm._ORIGINAL_POPEN)
+    proc = subprocess.Popen([sys.executable, "-u", "-m", PROBE, "--exit", "3"], cwd=tmp_path,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(warm.REPO)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while _state(proc.pid) not in ("Z", None) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _state(proc.pid) == "Z"  # ended, not yet waited for
+    os.killpg(proc.pid, signal.SIGTERM)  # what the agent sends: the group is there
+    assert proc.wait(timeout=30) == 3  # its own status, not the signal's
+    assert _state(proc.pid) is None  # reaped once waited for
+
+
+def _state(pid: int) -> str | None:
+    """A process's state letter from /proc (Z: a zombie), None when there is none."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
 
 
 @pytest.mark.parametrize("ignored", [(), (signal.SIGHUP, signal.SIGINT)], ids=["handled", "ignored"])

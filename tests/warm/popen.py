@@ -103,8 +103,20 @@ class WarmPopen(_ORIGINAL_POPEN):  # type: ignore[misc, valid-type]
             line = self._warm_line(timeout)
             if line is not None:
                 self.returncode = os.waitstatus_to_exitcode(int(line))
-                self._warm.close()
+                self._reaped()
         return self.returncode
+
+    def _reaped(self) -> None:
+        """Tell the server the status is read and wait until it has reaped the child (it
+        closes then): after a wait, as after waitpid, the pid and its group are gone."""
+        assert self._warm is not None
+        try:
+            self._warm.shutdown(socket.SHUT_WR)
+            while self._warm.recv(256):
+                pass
+        except OSError:
+            pass  # the server is gone: init reaps its children
+        self._warm.close()
 
     def _internal_poll(self, _deadstate=None, **_ignored):  # type: ignore[override]
         if self._warm is None:

@@ -3,8 +3,12 @@
 Protocol (a Unix stream socket, one connection per child): the client sends one pickled
 request with its child's stdin, stdout and stderr descriptors attached (SCM_RIGHTS); the
 server forks and answers the child's pid as a line, then, when the child ends, its raw wait
-status as a second line, and closes the connection. The server is single-threaded, so a fork
-never copies a lock another thread holds; it exits when its parent closes its stdin.
+status as a second line. The child stays a zombie until the client closes the connection
+(it has read the status, or is gone), as a started child stays one until its parent waits:
+until then its pid and process group exist, so a `killpg` the client sends to a child that has
+just ended succeeds as it would (torchrun's agent closes its workers' groups so). The server is
+single-threaded, so a fork never copies a lock another thread holds; it exits when its parent
+closes its stdin.
 """
 
 from __future__ import annotations
@@ -173,6 +177,7 @@ def serve(path: str) -> None:
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(sys.stdin, selectors.EVENT_READ, "parent")
     children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, connection)
+    zombies: dict[int, tuple[int, socket.socket]] = {}  # ended, status sent: pidfd -> (pid, conn)
     print("ready", flush=True)
     while True:
         for key, _ in selector.select():
@@ -196,7 +201,8 @@ def serve(path: str) -> None:
                         print(f"warm: refused {request['module']}: {why}", file=sys.stderr)
                     continue
                 open_fds = [listener.fileno(), conn.fileno(), sys.stdin.fileno(),
-                            *(c.fileno() for _, c in children.values()), *children]
+                            *(c.fileno() for _, c in [*children.values(), *zombies.values()]),
+                            *children, *zombies]
                 pid = os.fork()
                 if pid == 0:
                     selector.close()
@@ -208,14 +214,28 @@ def serve(path: str) -> None:
                 children[pidfd] = (pid, conn)
                 selector.register(pidfd, selectors.EVENT_READ, "child")
                 _send(conn, f"{pid}\n")
-            else:
+            elif key.data == "child":  # ended: its status, still unreaped
                 pidfd = key.fd
                 pid, conn = children.pop(pidfd)
                 selector.unregister(pidfd)
-                os.close(pidfd)
-                _, status = os.waitpid(pid, 0)
-                _send(conn, f"{status}\n")
+                _send(conn, f"{_status_unreaped(pidfd)}\n")
+                zombies[pidfd] = (pid, conn)
+                selector.register(conn, selectors.EVENT_READ, pidfd)
+            else:  # the client closed the connection: reap, as its wait would have
+                pidfd = key.data
+                pid, conn = zombies.pop(pidfd)
+                selector.unregister(conn)
                 conn.close()
+                os.waitpid(pid, 0)
+                os.close(pidfd)
+
+
+def _status_unreaped(pidfd: int) -> int:
+    """The ended child's raw wait status (as waitpid gives it), leaving it a zombie."""
+    found = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOWAIT)
+    if found.si_code == os.CLD_EXITED:
+        return (found.si_status & 0xFF) << 8
+    return found.si_status | (0x80 if found.si_code == os.CLD_DUMPED else 0)
 
 
 def started_folder(path: str, parent: int) -> str:
