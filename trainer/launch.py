@@ -10,7 +10,8 @@ to the statuses in ``trainer.exit_codes``:
 - a worker exited CONFIG_ERROR or FABRIC_ERROR: that status (fail the job at once);
 - a worker exited NODE_LEFT_OUT (the fabric gate tainted a bad node): that status (restart
   the gang elsewhere, not counted);
-- the launcher got SIGTERM (the kubelet's stop: preemption, drain, eviction), or every failed
+- the launcher got SIGTERM (the kubelet's stop: preemption, drain, eviction; also when torch
+  raised another exception while handling it, see `_stop_signal`), or every failed
   worker stopped with RESUME, was stopped by SIGTERM, or was ended by the NCCL watchdog
   (SIGABRT: the agent reports -6, a shell in between 134): RESUME. On GPUs a peer that
   vanished is usually reported by the watchdog, which tears the process down after the process
@@ -68,6 +69,21 @@ def status_of_worker_failures(exit_codes: Iterable[int], starts_from_same_checkp
     return CRASH
 
 
+def _stop_signal(error: BaseException, signal_exception: type) -> Optional[BaseException]:
+    """The agent's SignalException behind `error`, if any. torch's metrics wrapper
+    (torch/distributed/elastic/metrics/api.py `prof`, torch 2.13) reads `start` in a `finally`:
+    a SIGTERM whose handler raises before `start = time.time()` is assigned leaves an
+    UnboundLocalError in its place, with the SignalException as its context (observed: a
+    drained pod's launcher exited 1, a counted crash, instead of resuming)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, signal_exception):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def checkpoint_dir_of(trainer_args: Sequence[str]) -> Optional[str]:
     """--checkpoint_dir among the trainer's flags (the last one wins, as in its own parser)."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
@@ -107,6 +123,14 @@ def launch(argv: Sequence[str]) -> int:
     except RendezvousError as lost:
         log.warning("launcher: rendezvous failed (%s: %s): exit %d (resume)",
                     type(lost).__name__, lost, RESUME)
+        return RESUME
+    except Exception as other:
+        stop = _stop_signal(other, SignalException)
+        if stop is None:
+            raise
+        log.warning("launcher: %s received (torch's agent then raised %s: %s); workers were "
+                    "asked to save and stop: exit %d (resume)",
+                    signal.Signals(stop.sigval).name, type(other).__name__, other, RESUME)
         return RESUME
     return 0
 

@@ -49,6 +49,39 @@ def test_starts_from_the_same_checkpoint_are_counted_and_progress_resets_them(tm
     assert starts_without_progress(None) == 0  # no checkpoints: nothing to bound against
 
 
+def test_a_sigterm_torch_s_agent_masks_with_another_error_still_resumes(monkeypatch):
+    """The kubelet's SIGTERM can land in torch's metrics wrapper before it has set `start`:
+    its `finally` then raises UnboundLocalError over the agent's SignalException (a drained
+    pod's launcher exited 1 under load: a counted crash). The real wrapper, the signal
+    injected where it landed; any other error still propagates."""
+    from types import SimpleNamespace
+
+    import torch.distributed.launcher.api as launcher_api
+    from torch.distributed.elastic.metrics import api as metrics
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    from trainer.launch import launch
+
+    def sigterm_at_start_time() -> float:  # the agent's handler runs at `start = time.time()`
+        raise SignalException("Process 1 got signal: 15", sigval=signal.SIGTERM)
+
+    @metrics.prof
+    def monitor_workers() -> None:
+        raise AssertionError("not reached: the signal came first")
+
+    monkeypatch.setattr(metrics, "time", SimpleNamespace(time=sigterm_at_start_time))
+    monkeypatch.setattr(launcher_api, "elastic_launch",
+                        lambda config, entrypoint: lambda *args: monitor_workers())
+    argv = ["--nnodes=1", "--nproc_per_node=1", "-m", "trainer"]
+    with pytest.raises(UnboundLocalError):  # what torch's wrapper leaves
+        monitor_workers()
+    assert launch(argv) == RESUME
+
+    monkeypatch.setattr(metrics, "time", SimpleNamespace(time=lambda: 0.0))
+    with pytest.raises(AssertionError, match="not reached"):  # not a signal: not a resume
+        launch(argv)
+
+
 def test_the_launcher_finds_the_trainers_checkpoint_dir_among_its_flags():
     args = ["-u", "-m", "trainer", "--checkpoint_dir=s3://a/b", "--checkpoint_every", "5",
             "--checkpoint_dir", "s3://bucket/job"]
