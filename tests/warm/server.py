@@ -225,9 +225,9 @@ def serve(path: str) -> None:
                 pidfd = key.data
                 pid, conn = zombies.pop(pidfd)
                 selector.unregister(conn)
-                conn.close()
                 os.waitpid(pid, 0)
                 os.close(pidfd)
+                conn.close()  # last: the client's wait returns on it, the child reaped by then
 
 
 def _status_unreaped(pidfd: int) -> int:
