@@ -62,6 +62,16 @@ def catches(pid: int, sig: int) -> bool:
     return bool(int(mask, 16) >> (sig - 1) & 1)
 
 
+def process_state(pid: int) -> str | None:
+    """A process's state letter from /proc/PID/stat (Z: ended, not yet waited for), None when
+    there is none."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
 @dataclass
 class Pod:
     index: int

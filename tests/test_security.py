@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.gang import process_state
 from tests.harness import STACKS, Run, run_stack
 
 
@@ -91,11 +92,7 @@ def test_logs_follow_removes_its_kubeconfig_copy_on_every_signal(tmp_path, signa
 
 def _running(pid: int) -> bool:
     """A process that exists and is not a zombie waiting for its parent."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return process_state(pid) not in (None, "Z")
 
 
 def test_up_fetches_no_manifest_from_the_network(run: Run) -> None:

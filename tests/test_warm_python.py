@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.gang import process_state
 from tests.warm import popen as warm
 
 PROBE = "tests.warm.probe"
@@ -74,21 +75,12 @@ def test_an_ended_child_s_process_group_exists_until_its_parent_waits(
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + 60
-    while _state(proc.pid) not in ("Z", None) and time.monotonic() < deadline:
+    while process_state(proc.pid) not in ("Z", None) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _state(proc.pid) == "Z"  # ended, not yet waited for
+    assert process_state(proc.pid) == "Z"  # ended, not yet waited for
     os.killpg(proc.pid, signal.SIGTERM)  # what the agent sends: the group is there
     assert proc.wait(timeout=30) == 3  # its own status, not the signal's
-    assert _state(proc.pid) is None  # reaped once waited for
-
-
-def _state(pid: int) -> str | None:
-    """A process's state letter from /proc (Z: a zombie), None when there is none."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
+    assert process_state(proc.pid) is None  # reaped once waited for
 
 
 @pytest.mark.parametrize("ignored", [(), (signal.SIGHUP, signal.SIGINT)], ids=["handled", "ignored"])

@@ -8,11 +8,12 @@ import signal
 import sys
 import time
 
+from tests.warm.popen import INHERITED_SIGNALS
+
 print(json.dumps({"ppid": os.getppid(), "sid": os.getsid(0), "pid": os.getpid(),
                   "argv": sys.argv[1:], "cwd": os.getcwd(), "marker": os.environ.get("MARKER"),
                   "path0": sys.path[0], "torch": "torch" in sys.modules,
-                  "signals": {s.name: repr(signal.getsignal(s)) for s in
-                              (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)}}),
+                  "signals": {s.name: repr(signal.getsignal(s)) for s in INHERITED_SIGNALS}}),
       flush=True)
 print("to stderr", file=sys.stderr, flush=True)
 if "--sleep" in sys.argv:

@@ -14,7 +14,7 @@ from workloads.waiting.view import ClusterView
 # EC2's P quotas, from the one table (infra/quotas.py EC2_QUOTAS, with its sources): Spot P5 has
 # its own quota, apart from P4, P3 and P2's; on-demand, one quota covers every P generation.
 AWS_SPOT_P_QUOTAS: dict[str, Ec2Quota] = {family: quotas[1] for family, quotas in EC2_QUOTAS.items()
-                                          if re.fullmatch(r"p\d+", family)}
+                                          if p_generation(family) == family}
 AWS_ON_DEMAND_P_QUOTA: Ec2Quota = EC2_QUOTAS["p4"][0]
 # An EC2 instance type inside a message: p4d.24xlarge, p5en.48xlarge, p6-b200.48xlarge.
 _INSTANCE_TYPE = re.compile(r"\bp\d[a-z0-9-]*\.\d*x?large\b", re.IGNORECASE)
